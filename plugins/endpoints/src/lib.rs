@@ -1,0 +1,123 @@
+//! The endpoints group: the devices the service manages.
+//!
+//! Filters: `osFamily`, `hasAgent`, `hostname` (prefix, case-insensitive),
+//! `tag`. Sort keys: `created_at`, `updated_at`, `hostname`, `last_seen_at`.
+
+use esr_plugin_sdk::list::{LIST_PARAMETERS, ListOptions, SortField, array_contains_any, list_records, text_in};
+use esr_plugin_sdk::query::Query;
+use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
+use serde_json::Value;
+
+const COLLECTION: &str = "endpoints";
+const OS_FAMILIES: &[&str] = &["macos", "windows", "linux"];
+
+const FILTERS: &[(&str, &str)] = &[
+    ("osFamily", "Operating system families, comma-separated: macos, windows, linux."),
+    ("hasAgent", "true: only endpoints with an enrolled agent; false: only those without."),
+    ("hostname", "Hostname prefix, case-insensitive."),
+    ("tag", "Only endpoints carrying one of these tags, comma-separated."),
+];
+
+const SORTS: &[(&str, SortField)] = &[
+    ("created_at", SortField::Timestamp("/created_at")),
+    ("updated_at", SortField::Timestamp("/updated_at")),
+    ("hostname", SortField::Text("/hostname")),
+    ("last_seen_at", SortField::Timestamp("/last_seen_at")),
+];
+
+/// The endpoints plugin.
+pub struct Endpoints;
+
+impl ResourcePlugin for Endpoints {
+    fn describe() -> Descriptor {
+        let parameters: Vec<(&str, &str)> = LIST_PARAMETERS.iter().chain(FILTERS).copied().collect();
+        let sort_keys: Vec<&str> = SORTS.iter().map(|(key, _)| *key).collect();
+        Descriptor::new(COLLECTION, env!("CARGO_PKG_VERSION"), &parameters, &sort_keys)
+    }
+
+    fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
+        let names: Vec<&str> = LIST_PARAMETERS.iter().chain(FILTERS).map(|(name, _)| *name).collect();
+        let mut query = Query::new(&request.query, &names);
+        let options = ListOptions::parse(&mut query, SORTS);
+        let os_families = query.any_of("osFamily", OS_FAMILIES);
+        let has_agent = query.boolean("hasAgent");
+        let hostname_prefix = query.text("hostname", 255).map(str::to_lowercase);
+        let tags = query.list("tag", |t| Some(t.to_owned()), "not a tag");
+        query.finish()?;
+
+        list_records(store, COLLECTION, &options, |endpoint: &Value| {
+            os_families.as_ref().is_none_or(|wanted| text_in(endpoint, "/operating_system/family", wanted))
+                && has_agent.is_none_or(|wanted| endpoint.get("agent_id").is_some_and(|a| !a.is_null()) == wanted)
+                && hostname_prefix.as_ref().is_none_or(|prefix| {
+                    endpoint
+                        .get("hostname")
+                        .and_then(Value::as_str)
+                        .is_some_and(|h| h.to_lowercase().starts_with(prefix.as_str()))
+                })
+                && tags.as_ref().is_none_or(|wanted| array_contains_any(endpoint, "/tags", wanted))
+        })
+    }
+
+    fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {
+        get_record(store, COLLECTION, id, request)
+    }
+}
+
+esr_plugin_sdk::export_resource_plugin!(crate::Endpoints);
+
+#[cfg(test)]
+mod tests {
+    use esr_plugin_sdk::testing::MemoryStore;
+    use serde_json::json;
+
+    use super::*;
+
+    fn store() -> MemoryStore {
+        let mut store = MemoryStore::default();
+        let rows = [
+            ("01", "ACME-MBP-1", "macos", true, &["laptop"][..]),
+            ("02", "acme-ws-2", "windows", false, &["finance", "laptop"][..]),
+            ("03", "web-prod-3", "linux", true, &["server", "prod"][..]),
+        ];
+        for (id, hostname, family, agent, tags) in rows {
+            store.insert(
+                COLLECTION,
+                json!({"id": id, "hostname": hostname, "operating_system": {"family": family},
+                       "agent_id": if agent { json!("a") } else { Value::Null }, "tags": tags,
+                       "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}),
+            );
+        }
+        store
+    }
+
+    fn ids(query: &[(&str, &str)]) -> Vec<String> {
+        let page = Endpoints::list(&store(), &Request::with_query("/v1/endpoints", query)).expect("list");
+        let records: Vec<Value> = serde_json::from_slice(&page.data).expect("json");
+        records.iter().filter_map(|r| r["id"].as_str().map(str::to_owned)).collect()
+    }
+
+    #[test]
+    fn filters_combine() {
+        assert_eq!(ids(&[("osFamily", "macos,linux")]), ["01", "03"]);
+        assert_eq!(ids(&[("hasAgent", "false")]), ["02"]);
+        assert_eq!(ids(&[("hasAgent", "true"), ("osFamily", "linux")]), ["03"]);
+        assert_eq!(ids(&[("hostname", "Acme-")]), ["01", "02"]);
+        assert_eq!(ids(&[("tag", "laptop")]), ["01", "02"]);
+        assert_eq!(ids(&[("sort", "-hostname")]), ["03", "02", "01"]);
+    }
+
+    #[test]
+    fn bad_filters_are_named() {
+        let result = Endpoints::list(&store(), &Request::with_query("/v1/endpoints", &[("osFamily", "beos"), ("hasAgent", "1")]));
+        let Err(PluginError::InvalidParameters(list)) = result else { panic!("expected 400") };
+        let names: Vec<&str> = list.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["osFamily", "hasAgent"]);
+    }
+
+    #[test]
+    fn get_is_not_found_for_unknown_ids() {
+        let request = Request::with_query("/v1/endpoints/x", &[]);
+        assert!(Endpoints::get(&store(), "01", &request).is_ok());
+        assert_eq!(Endpoints::get(&store(), "99", &request), Err(PluginError::NotFound));
+    }
+}

@@ -1,0 +1,149 @@
+//! The WIT glue: [`export_resource_plugin!`](crate::export_resource_plugin)
+//! and [`export_document_plugin!`](crate::export_document_plugin) turn a
+//! plugin type into a component of the `esr:plugin` package.
+//!
+//! The macros expand in the plugin crate, so the bindings (and their type
+//! section) belong to that crate's world alone. They expect the WIT package
+//! at `../../wit` from the plugin's manifest, as for every crate under
+//! `plugins/`, and the plugin to depend on `wit-bindgen`. On targets other
+//! than `wasm32` they expand to nothing, so plugin logic tests natively.
+
+/// Converts between the SDK's plain types and the generated WIT types;
+/// shared by both macros.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __esr_wit_conversions {
+    () => {
+        struct WasmStore;
+
+        impl $crate::Store for WasmStore {
+            fn get(&self, collection: &str, id: &str) -> Option<Vec<u8>> {
+                esr::plugin::store::get(collection, id)
+            }
+            fn scan(&self, collection: &str, after: Option<&str>, limit: u32, reverse: bool) -> Vec<$crate::Entry> {
+                esr::plugin::store::scan(collection, after, limit, reverse)
+                    .into_iter()
+                    .map(|e| $crate::Entry { id: e.id, value: e.value })
+                    .collect()
+            }
+            fn count(&self, collection: &str) -> u64 {
+                esr::plugin::store::count(collection)
+            }
+            fn organization(&self) -> Vec<u8> {
+                esr::plugin::store::organization()
+            }
+        }
+
+        fn to_request(request: esr::plugin::types::Request) -> $crate::Request {
+            $crate::Request {
+                query: request
+                    .query
+                    .into_iter()
+                    .map(|p| $crate::QueryParam { name: p.name, value: p.value })
+                    .collect(),
+                path: request.path,
+                base_url: request.base_url,
+            }
+        }
+
+        fn to_error(error: $crate::PluginError) -> esr::plugin::types::Error {
+            use esr::plugin::types::{Error, InvalidParam};
+            match error {
+                $crate::PluginError::InvalidParameters(list) => Error::InvalidParameters(
+                    list.into_iter().map(|p| InvalidParam { name: p.name, reason: p.reason }).collect(),
+                ),
+                $crate::PluginError::NotFound => Error::NotFound,
+                $crate::PluginError::Internal(message) => Error::Internal(message),
+            }
+        }
+
+        fn to_descriptor(descriptor: $crate::Descriptor) -> esr::plugin::types::Descriptor {
+            esr::plugin::types::Descriptor {
+                group: descriptor.group,
+                version: descriptor.version,
+                parameters: descriptor
+                    .parameters
+                    .into_iter()
+                    .map(|p| esr::plugin::types::ParameterInfo { name: p.name, description: p.description })
+                    .collect(),
+                sort_keys: descriptor.sort_keys,
+            }
+        }
+    };
+}
+
+/// Exports a [`ResourcePlugin`](crate::ResourcePlugin) as a component of the
+/// `resource-plugin` world.
+#[macro_export]
+macro_rules! export_resource_plugin {
+    ($plugin:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        mod esr_component {
+            wit_bindgen::generate!({ path: "../../wit", world: "esr:plugin/resource-plugin" });
+
+            use exports::esr::plugin::handler::{Guest, Page};
+            use $crate::ResourcePlugin as _;
+
+            $crate::__esr_wit_conversions!();
+
+            struct Component;
+
+            impl Guest for Component {
+                fn describe() -> esr::plugin::types::Descriptor {
+                    to_descriptor(<$plugin>::describe())
+                }
+
+                fn list(request: esr::plugin::types::Request) -> Result<Page, esr::plugin::types::Error> {
+                    <$plugin>::list(&WasmStore, &to_request(request))
+                        .map(|page| Page {
+                            data: page.data,
+                            total: page.total,
+                            limit: page.limit,
+                            offset: page.offset,
+                            next_cursor: page.next_cursor,
+                        })
+                        .map_err(to_error)
+                }
+
+                fn get(id: String, request: esr::plugin::types::Request) -> Result<Vec<u8>, esr::plugin::types::Error> {
+                    <$plugin>::get(&WasmStore, &id, &to_request(request)).map_err(to_error)
+                }
+            }
+
+            export!(Component);
+        }
+    };
+}
+
+/// Exports a [`DocumentPlugin`](crate::DocumentPlugin) as a component of the
+/// `document-plugin` world.
+#[macro_export]
+macro_rules! export_document_plugin {
+    ($plugin:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        mod esr_component {
+            wit_bindgen::generate!({ path: "../../wit", world: "esr:plugin/document-plugin" });
+
+            use exports::esr::plugin::document::{Guest, Rendered};
+            use $crate::DocumentPlugin as _;
+
+            $crate::__esr_wit_conversions!();
+
+            struct Component;
+
+            impl Guest for Component {
+                fn describe() -> esr::plugin::types::Descriptor {
+                    to_descriptor(<$plugin>::describe())
+                }
+
+                fn render(request: esr::plugin::types::Request) -> Result<Rendered, esr::plugin::types::Error> {
+                    <$plugin>::render(&WasmStore, &to_request(request))
+                        .map(|doc| Rendered { content_type: doc.content_type, filename: doc.filename, body: doc.body })
+                        .map_err(to_error)
+                }
+            }
+
+            export!(Component);
+        }
+    };
+}

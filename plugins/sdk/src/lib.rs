@@ -1,0 +1,221 @@
+//! Guest-side helpers every esr plugin shares.
+//!
+//! A plugin keeps its logic in plain Rust against the [`Store`] trait, so the
+//! same code is unit-tested natively and runs inside the component. This
+//! crate holds what every group needs:
+//!
+//! - [`query`]: strict query-parameter parsing that collects every problem.
+//! - [`list`]: filtering, sorting, `limit`/`offset`/`cursor` paging, `total`.
+//! - [`time`]: RFC 3339 timestamps.
+//! - [`component`]: the WIT glue macros that turn a [`ResourcePlugin`] or
+//!   [`DocumentPlugin`] into a component (only active on `wasm32`).
+
+pub mod component;
+pub mod list;
+pub mod query;
+pub mod time;
+
+/// A stored record with its id, as the host's store returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub id: String,
+    /// The record as stored: a UTF-8 JSON object.
+    pub value: Vec<u8>,
+}
+
+/// Read-only access to the caller's records: the WIT `store` interface.
+///
+/// The host binds the caller's organization behind it; nothing here can
+/// name another one.
+pub trait Store {
+    /// The record with this id, or `None`.
+    fn get(&self, collection: &str, id: &str) -> Option<Vec<u8>>;
+    /// Up to `limit` records in id (creation) order after `after`.
+    fn scan(&self, collection: &str, after: Option<&str>, limit: u32, reverse: bool) -> Vec<Entry>;
+    /// How many records the collection holds.
+    fn count(&self, collection: &str) -> u64;
+    /// The caller's organization as a JSON object.
+    fn organization(&self) -> Vec<u8>;
+}
+
+/// One query parameter as sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryParam {
+    pub name: String,
+    pub value: String,
+}
+
+/// What a plugin learns of a request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Request {
+    pub query: Vec<QueryParam>,
+    pub path: String,
+    pub base_url: String,
+}
+
+impl Request {
+    /// A request with these query parameters (for tests and native callers).
+    pub fn with_query(path: &str, query: &[(&str, &str)]) -> Request {
+        Request {
+            query: query
+                .iter()
+                .map(|(name, value)| QueryParam { name: (*name).to_owned(), value: (*value).to_owned() })
+                .collect(),
+            path: path.to_owned(),
+            base_url: String::new(),
+        }
+    }
+}
+
+/// One invalid parameter and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidParam {
+    pub name: String,
+    pub reason: String,
+}
+
+/// Why an operation failed; the host maps each case to a status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginError {
+    InvalidParameters(Vec<InvalidParam>),
+    NotFound,
+    Internal(String),
+}
+
+impl PluginError {
+    /// A single invalid parameter.
+    pub fn invalid(name: &str, reason: impl Into<String>) -> PluginError {
+        PluginError::InvalidParameters(vec![InvalidParam { name: name.to_owned(), reason: reason.into() }])
+    }
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// The page's records as a UTF-8 JSON array.
+    pub data: Vec<u8>,
+    pub total: u64,
+    pub limit: u32,
+    pub offset: Option<u64>,
+    pub next_cursor: Option<String>,
+}
+
+/// A query parameter a plugin accepts, for documentation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParameterInfo {
+    pub name: String,
+    pub description: String,
+}
+
+/// What a plugin serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Descriptor {
+    pub group: String,
+    pub version: String,
+    pub parameters: Vec<ParameterInfo>,
+    pub sort_keys: Vec<String>,
+}
+
+impl Descriptor {
+    /// A descriptor from static tables.
+    pub fn new(group: &str, version: &str, parameters: &[(&str, &str)], sort_keys: &[&str]) -> Descriptor {
+        Descriptor {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            parameters: parameters
+                .iter()
+                .map(|(name, description)| ParameterInfo {
+                    name: (*name).to_owned(),
+                    description: (*description).to_owned(),
+                })
+                .collect(),
+            sort_keys: sort_keys.iter().map(|key| (*key).to_owned()).collect(),
+        }
+    }
+}
+
+/// A rendered downloadable document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    pub content_type: String,
+    pub filename: String,
+    pub body: Vec<u8>,
+}
+
+/// The read logic of one resource group.
+pub trait ResourcePlugin {
+    fn describe() -> Descriptor;
+    fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError>;
+    fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError>;
+}
+
+/// The logic of one downloadable document.
+pub trait DocumentPlugin {
+    fn describe() -> Descriptor;
+    fn render(store: &dyn Store, request: &Request) -> Result<Rendered, PluginError>;
+}
+
+/// The one record with this id, or `not-found`; item reads take no query
+/// parameters.
+pub fn get_record(store: &dyn Store, collection: &str, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {
+    query::Query::new(&request.query, &[]).finish()?;
+    store.get(collection, id).ok_or(PluginError::NotFound)
+}
+
+/// An in-memory [`Store`] for plugins' native unit tests.
+pub mod testing {
+    use std::collections::BTreeMap;
+    use std::ops::Bound;
+
+    use crate::{Entry, Store};
+
+    /// Records by collection, in id order, as the host keeps them.
+    #[derive(Debug, Default)]
+    pub struct MemoryStore {
+        pub collections: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+        pub organization: Vec<u8>,
+    }
+
+    impl MemoryStore {
+        /// Adds a record under its `id` field.
+        pub fn insert(&mut self, collection: &str, record: serde_json::Value) {
+            let id = record.get("id").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+            self.collections.entry(collection.to_owned()).or_default().insert(id, record.to_string().into_bytes());
+        }
+    }
+
+    impl Store for MemoryStore {
+        fn get(&self, collection: &str, id: &str) -> Option<Vec<u8>> {
+            self.collections.get(collection)?.get(id).cloned()
+        }
+
+        fn scan(&self, collection: &str, after: Option<&str>, limit: u32, reverse: bool) -> Vec<Entry> {
+            let Some(records) = self.collections.get(collection) else { return Vec::new() };
+            let entry = |(id, value): (&String, &Vec<u8>)| Entry { id: id.clone(), value: value.clone() };
+            let limit = limit.min(1000) as usize;
+            match (after, reverse) {
+                (None, false) => records.iter().take(limit).map(entry).collect(),
+                (None, true) => records.iter().rev().take(limit).map(entry).collect(),
+                (Some(after), false) => records
+                    .range::<str, _>((Bound::Excluded(after), Bound::Unbounded))
+                    .take(limit)
+                    .map(entry)
+                    .collect(),
+                (Some(after), true) => records
+                    .range::<str, _>((Bound::Unbounded, Bound::Excluded(after)))
+                    .rev()
+                    .take(limit)
+                    .map(entry)
+                    .collect(),
+            }
+        }
+
+        fn count(&self, collection: &str) -> u64 {
+            self.collections.get(collection).map_or(0, |c| c.len() as u64)
+        }
+
+        fn organization(&self) -> Vec<u8> {
+            self.organization.clone()
+        }
+    }
+}

@@ -1,0 +1,405 @@
+//! Lists: the common parameters (`limit`, `offset`, `cursor`, `sort`,
+//! `updatedAfter`), sorting with ties broken by id, paging and `total`.
+//!
+//! A plugin supplies which records match and how its sort keys read a
+//! record; [`list_records`] does the rest. Records pass through as stored:
+//! the page's `data` is the stored bytes joined into a JSON array.
+
+use std::cmp::Ordering;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::query::{Query, not_one_of};
+use crate::time::Timestamp;
+use crate::{Page, PluginError, Store};
+
+/// The parameters every list accepts, with their descriptions.
+pub const LIST_PARAMETERS: &[(&str, &str)] = &[
+    ("limit", "Page size, 1 to 100 (default 50)."),
+    ("offset", "Records to skip (default 0); not combinable with cursor."),
+    ("cursor", "Opaque token from a previous page's next_cursor."),
+    ("sort", "Sort key, '-' prefix for descending (default created_at)."),
+    ("updatedAfter", "Only records whose updated_at is strictly later (RFC 3339)."),
+];
+
+pub const DEFAULT_LIMIT: u32 = 50;
+pub const MAX_LIMIT: u32 = 100;
+/// How many records one store scan asks for.
+const SCAN_BATCH: u32 = 1000;
+
+/// How a sort key reads a record.
+#[derive(Debug, Clone, Copy)]
+pub enum SortField {
+    /// An RFC 3339 timestamp at this JSON pointer.
+    Timestamp(&'static str),
+    /// A string at this pointer, compared case-insensitively.
+    Text(&'static str),
+    /// A number at this pointer.
+    Number(&'static str),
+    /// An enum at this pointer, ranked by its position in the list
+    /// (first = lowest).
+    Rank(&'static str, &'static [&'static str]),
+}
+
+impl SortField {
+    fn read(self, record: &Value) -> SortValue {
+        match self {
+            SortField::Timestamp(pointer) => record
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .and_then(Timestamp::parse)
+                .map_or(SortValue::Null, |t| SortValue::Int(t.0)),
+            SortField::Text(pointer) => record
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .map_or(SortValue::Null, |s| SortValue::Text(s.to_lowercase())),
+            SortField::Number(pointer) => {
+                record.pointer(pointer).and_then(Value::as_f64).map_or(SortValue::Null, SortValue::Number)
+            }
+            SortField::Rank(pointer, ranks) => record
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .and_then(|s| ranks.iter().position(|r| *r == s))
+                .map_or(SortValue::Null, |rank| SortValue::Int(rank as i64)),
+        }
+    }
+}
+
+/// A record's value under a sort key. Nulls sort last in both directions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum SortValue {
+    Null,
+    Int(i64),
+    Number(f64),
+    Text(String),
+}
+
+impl SortValue {
+    fn rank(&self) -> u8 {
+        match self {
+            SortValue::Null => 3,
+            SortValue::Int(_) => 0,
+            SortValue::Number(_) => 1,
+            SortValue::Text(_) => 2,
+        }
+    }
+
+    fn compare(&self, other: &SortValue, descending: bool) -> Ordering {
+        let ordering = match (self, other) {
+            (SortValue::Null, SortValue::Null) => return Ordering::Equal,
+            (SortValue::Null, _) => return Ordering::Greater,
+            (_, SortValue::Null) => return Ordering::Less,
+            (SortValue::Int(a), SortValue::Int(b)) => a.cmp(b),
+            (SortValue::Number(a), SortValue::Number(b)) => a.total_cmp(b),
+            (SortValue::Text(a), SortValue::Text(b)) => a.cmp(b),
+            (a, b) => a.rank().cmp(&b.rank()),
+        };
+        if descending { ordering.reverse() } else { ordering }
+    }
+}
+
+/// The requested order: a key from the plugin's table and a direction.
+#[derive(Debug, Clone, Copy)]
+pub struct SortOrder {
+    pub key: &'static str,
+    pub field: SortField,
+    pub descending: bool,
+}
+
+impl SortOrder {
+    /// The `sort` parameter's spelling of this order.
+    pub fn spelling(&self) -> String {
+        if self.descending { format!("-{}", self.key) } else { self.key.to_owned() }
+    }
+
+    fn compare(&self, a: &Position, b: &Position) -> Ordering {
+        a.value.compare(&b.value, self.descending).then_with(|| {
+            let by_id = a.id.cmp(&b.id);
+            if self.descending { by_id.reverse() } else { by_id }
+        })
+    }
+}
+
+/// Where a record stands in an order; a cursor is the last one returned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Position {
+    pub value: SortValue,
+    pub id: String,
+}
+
+/// What a cursor holds before the host seals it.
+#[derive(Debug, Serialize, Deserialize)]
+struct CursorState {
+    sort: String,
+    after: Position,
+}
+
+/// The parsed common list parameters.
+#[derive(Debug, Clone)]
+pub struct ListOptions {
+    pub limit: u32,
+    pub offset: u64,
+    pub after: Option<Position>,
+    pub sort: SortOrder,
+    pub updated_after: Option<Timestamp>,
+}
+
+impl ListOptions {
+    /// Parses the common parameters against the plugin's sort keys (the
+    /// first must be `created_at`, the default).
+    pub fn parse(query: &mut Query, sort_keys: &[(&'static str, SortField)]) -> ListOptions {
+        let (default_key, default_field) = sort_keys.first().copied().unwrap_or(("created_at", SortField::Timestamp("/created_at")));
+        let mut sort = SortOrder { key: default_key, field: default_field, descending: false };
+        if let Some(raw) = query.raw("sort") {
+            let (descending, key) = match raw.strip_prefix('-') {
+                Some(key) => (true, key),
+                None => (false, raw),
+            };
+            match sort_keys.iter().find(|(name, _)| *name == key) {
+                Some((key, field)) => sort = SortOrder { key, field: *field, descending },
+                None => {
+                    let names: Vec<&str> = sort_keys.iter().map(|(name, _)| *name).collect();
+                    query.reject("sort", format!("{} (optionally prefixed with '-')", not_one_of(&names)));
+                }
+            }
+        }
+        let limit = query.integer("limit", 1, u64::from(MAX_LIMIT)).map_or(DEFAULT_LIMIT, |l| l as u32);
+        let offset = query.integer("offset", 0, i64::MAX as u64);
+        let after = query.raw("cursor").and_then(|raw| {
+            let state: Option<CursorState> = serde_json::from_str(raw).ok();
+            match state {
+                Some(state) if state.sort == sort.spelling() => Some(state.after),
+                Some(_) => {
+                    query.reject("cursor", "was issued for another sort order");
+                    None
+                }
+                None => {
+                    query.reject("cursor", "not a valid cursor");
+                    None
+                }
+            }
+        });
+        if after.is_some() && offset.is_some() {
+            query.reject("cursor", "cannot be combined with offset");
+        }
+        let updated_after = query.timestamp("updatedAfter");
+        ListOptions { limit, offset: offset.unwrap_or(0), after, sort, updated_after }
+    }
+}
+
+/// One page of `collection`: the records for which `matches` holds, in the
+/// requested order, after the cursor or offset.
+pub fn list_records(
+    store: &dyn Store,
+    collection: &str,
+    options: &ListOptions,
+    matches: impl Fn(&Value) -> bool,
+) -> Result<Page, PluginError> {
+    let mut selected: Vec<(Position, Vec<u8>)> = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let batch = store.scan(collection, after.as_deref(), SCAN_BATCH, false);
+        let done = batch.len() < SCAN_BATCH as usize;
+        for entry in batch {
+            let record: Value = serde_json::from_slice(&entry.value)
+                .map_err(|e| PluginError::Internal(format!("stored record {} is not JSON: {e}", entry.id)))?;
+            if updated_after_matches(&record, options.updated_after) && matches(&record) {
+                let position = Position { value: options.sort.field.read(&record), id: entry.id.clone() };
+                selected.push((position, entry.value));
+            }
+            after = Some(entry.id);
+        }
+        if done {
+            break;
+        }
+    }
+    selected.sort_by(|(a, _), (b, _)| options.sort.compare(a, b));
+
+    let start = match &options.after {
+        Some(cursor) => selected.partition_point(|(p, _)| options.sort.compare(p, cursor) != Ordering::Greater),
+        None => usize::try_from(options.offset).unwrap_or(usize::MAX).min(selected.len()),
+    };
+    let end = start.saturating_add(options.limit as usize).min(selected.len());
+    let page = &selected[start..end];
+
+    let next_cursor = match page.last() {
+        Some((last, _)) if end < selected.len() => {
+            let state = CursorState { sort: options.sort.spelling(), after: last.clone() };
+            Some(serde_json::to_string(&state).map_err(|e| PluginError::Internal(e.to_string()))?)
+        }
+        _ => None,
+    };
+    Ok(Page {
+        data: join_json_array(page.iter().map(|(_, bytes)| bytes.as_slice())),
+        total: selected.len() as u64,
+        limit: options.limit,
+        offset: if options.after.is_some() { None } else { Some(options.offset) },
+        next_cursor,
+    })
+}
+
+fn updated_after_matches(record: &Value, after: Option<Timestamp>) -> bool {
+    match after {
+        None => true,
+        Some(after) => record
+            .get("updated_at")
+            .and_then(Value::as_str)
+            .and_then(Timestamp::parse)
+            .is_some_and(|updated| updated > after),
+    }
+}
+
+/// Joins JSON documents into one JSON array without parsing them again.
+pub fn join_json_array<'a>(items: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4096);
+    out.push(b'[');
+    for (index, item) in items.enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    out.push(b']');
+    out
+}
+
+/// The string at `pointer`, if it is one.
+pub fn text_at<'v>(record: &'v Value, pointer: &str) -> Option<&'v str> {
+    record.pointer(pointer).and_then(Value::as_str)
+}
+
+/// Whether any string in the array at `pointer` is in `wanted`.
+pub fn array_contains_any(record: &Value, pointer: &str, wanted: &[String]) -> bool {
+    record
+        .pointer(pointer)
+        .and_then(Value::as_array)
+        .is_some_and(|items| items.iter().filter_map(Value::as_str).any(|item| wanted.iter().any(|w| w == item)))
+}
+
+/// Whether the string at `pointer` is one of `wanted`.
+pub fn text_in<S: AsRef<str>>(record: &Value, pointer: &str, wanted: &[S]) -> bool {
+    text_at(record, pointer).is_some_and(|value| wanted.iter().any(|w| w.as_ref() == value))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::Request;
+    use crate::testing::MemoryStore;
+
+    const SORTS: &[(&str, SortField)] = &[
+        ("created_at", SortField::Timestamp("/created_at")),
+        ("name", SortField::Text("/name")),
+        ("severity", SortField::Rank("/severity", &["low", "high", "critical"])),
+    ];
+
+    fn store() -> MemoryStore {
+        let mut store = MemoryStore::default();
+        let rows = [
+            ("01", "b", Some("high"), "2026-01-01T00:00:00Z"),
+            ("02", "a", None, "2026-01-02T00:00:00Z"),
+            ("03", "C", Some("critical"), "2026-01-03T00:00:00Z"),
+            ("04", "a", Some("low"), "2026-01-04T00:00:00Z"),
+            ("05", "d", Some("high"), "2026-01-05T00:00:00Z"),
+        ];
+        for (id, name, severity, created) in rows {
+            store.insert(
+                "things",
+                json!({"id": id, "name": name, "severity": severity, "created_at": created, "updated_at": created}),
+            );
+        }
+        store
+    }
+
+    fn ids(page: &Page) -> Vec<String> {
+        let records: Vec<Value> = serde_json::from_slice(&page.data).expect("page data is JSON");
+        records.iter().map(|r| r["id"].as_str().unwrap_or_default().to_owned()).collect()
+    }
+
+    fn list(store: &MemoryStore, query: &[(&str, &str)]) -> Result<Page, PluginError> {
+        let request = Request::with_query("/things", query);
+        let names: Vec<&str> = LIST_PARAMETERS.iter().map(|(n, _)| *n).collect();
+        let mut parsed = Query::new(&request.query, &names);
+        let options = ListOptions::parse(&mut parsed, SORTS);
+        parsed.finish()?;
+        list_records(store, "things", &options, |_| true)
+    }
+
+    #[test]
+    fn default_order_is_created_at_with_the_envelope_filled() {
+        let page = list(&store(), &[("limit", "2")]).expect("ok");
+        assert_eq!(ids(&page), ["01", "02"]);
+        assert_eq!((page.total, page.limit, page.offset), (5, 2, Some(0)));
+        assert!(page.next_cursor.is_some());
+    }
+
+    #[test]
+    fn sorts_with_ties_by_id_and_nulls_last() {
+        let store = store();
+        assert_eq!(ids(&list(&store, &[("sort", "name")]).expect("ok")), ["02", "04", "01", "03", "05"]);
+        assert_eq!(ids(&list(&store, &[("sort", "-name")]).expect("ok")), ["05", "03", "01", "04", "02"]);
+        assert_eq!(ids(&list(&store, &[("sort", "-severity")]).expect("ok")), ["03", "05", "01", "04", "02"]);
+        assert_eq!(ids(&list(&store, &[("sort", "severity")]).expect("ok")), ["04", "01", "05", "03", "02"]);
+    }
+
+    #[test]
+    fn cursor_walk_equals_offset_pages() {
+        let store = store();
+        for sort in ["created_at", "-name", "severity", "-severity"] {
+            let mut walked = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let mut query = vec![("limit", "2"), ("sort", sort)];
+                if let Some(c) = cursor.as_deref() {
+                    query.push(("cursor", c));
+                }
+                let page = list(&store, &query).expect("ok");
+                assert_eq!(page.offset.is_none(), cursor.is_some());
+                walked.extend(ids(&page));
+                match page.next_cursor {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            let all = ids(&list(&store, &[("sort", sort)]).expect("ok"));
+            assert_eq!(walked, all, "sort {sort}");
+        }
+    }
+
+    #[test]
+    fn offset_beyond_the_end_is_an_empty_last_page() {
+        let page = list(&store(), &[("offset", "10")]).expect("ok");
+        assert_eq!(ids(&page), Vec::<String>::new());
+        assert_eq!((page.total, page.next_cursor), (5, None));
+    }
+
+    #[test]
+    fn updated_after_is_strict() {
+        let page = list(&store(), &[("updatedAfter", "2026-01-03T00:00:00Z")]).expect("ok");
+        assert_eq!(ids(&page), ["04", "05"]);
+    }
+
+    #[test]
+    fn bad_parameters_are_named() {
+        let store = store();
+        let cursor = list(&store, &[("limit", "1")]).expect("ok").next_cursor.expect("more");
+        for (query, name) in [
+            (vec![("limit", "0")], "limit"),
+            (vec![("limit", "101")], "limit"),
+            (vec![("sort", "bogus")], "sort"),
+            (vec![("sort", "-")], "sort"),
+            (vec![("cursor", "garbage")], "cursor"),
+            (vec![("cursor", cursor.as_str()), ("offset", "1")], "cursor"),
+            (vec![("cursor", cursor.as_str()), ("sort", "name")], "cursor"),
+            (vec![("updatedAfter", "yesterday")], "updatedAfter"),
+        ] {
+            match list(&store, &query) {
+                Err(PluginError::InvalidParameters(list)) => assert_eq!(list[0].name, name, "{query:?}"),
+                other => panic!("{query:?} gave {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! RFC 3339 timestamps, compared as instants.
+
+/// An instant: nanoseconds since the Unix epoch, UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub i64);
+
+impl Timestamp {
+    /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`.
+    pub fn parse(text: &str) -> Option<Timestamp> {
+        let b = text.as_bytes();
+        if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
+            return None;
+        }
+        let year = digits(&b[0..4])?;
+        let month = digits(&b[5..7])?;
+        let day = digits(&b[8..10])?;
+        let hour = digits(&b[11..13])?;
+        let minute = digits(&b[14..16])?;
+        let second = digits(&b[17..19])?;
+        if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) || hour > 23 || minute > 59 || second > 60 {
+            return None;
+        }
+        let mut rest = &b[19..];
+        let mut nanos: i64 = 0;
+        if let [b'.', tail @ ..] = rest {
+            let count = tail.iter().take_while(|c| c.is_ascii_digit()).count();
+            if count == 0 || count > 9 {
+                return None;
+            }
+            nanos = digits(&tail[..count])? * 10_i64.pow(9 - count as u32);
+            rest = &tail[count..];
+        }
+        let offset_seconds = match rest {
+            [b'Z' | b'z'] => 0,
+            [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+                let hours = digits(&[*h1, *h2])?;
+                let minutes = digits(&[*m1, *m2])?;
+                if hours > 23 || minutes > 59 {
+                    return None;
+                }
+                let magnitude = hours * 3600 + minutes * 60;
+                if *sign == b'+' { magnitude } else { -magnitude }
+            }
+            _ => return None,
+        };
+        let days = days_from_civil(year, month, day);
+        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second.min(59) - offset_seconds;
+        seconds.checked_mul(1_000_000_000)?.checked_add(nanos).map(Timestamp)
+    }
+}
+
+fn digits(bytes: &[u8]) -> Option<i64> {
+    bytes.iter().try_fold(0_i64, |acc, b| b.is_ascii_digit().then(|| acc * 10 + i64::from(b - b'0')))
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_utc_and_offsets_to_the_same_instant() {
+        let utc = Timestamp::parse("2026-11-22T05:39:42Z").expect("valid");
+        assert_eq!(utc.0, 1_795_325_982 * 1_000_000_000);
+        assert_eq!(Timestamp::parse("2026-11-22T06:39:42+01:00"), Some(utc));
+        assert_eq!(Timestamp::parse("2026-11-22T05:39:42.5Z").map(|t| t.0 - utc.0), Some(500_000_000));
+        assert_eq!(Timestamp::parse("1970-01-01T00:00:00Z"), Some(Timestamp(0)));
+    }
+
+    #[test]
+    fn rejects_malformed_timestamps() {
+        for bad in [
+            "2026-11-22",
+            "2026-13-01T00:00:00Z",
+            "2026-02-30T00:00:00Z",
+            "2026-11-22T05:39:42",
+            "2026-11-22T05:39:42+0100",
+            "2026-11-22T24:00:00Z",
+            "2026-11-22T05:39:42.Z",
+            "２０２６-11-22T05:39:42Z",
+        ] {
+            assert_eq!(Timestamp::parse(bad), None, "{bad}");
+        }
+    }
+}
