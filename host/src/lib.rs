@@ -1,1 +1,13 @@
+//! esr: the public read API of the endpoint security remediation service.
+//!
+//! The host owns HTTP, authentication and tenancy, storage and the plugin
+//! lifecycle; each resource group's read logic is a WebAssembly component
+//! (see `ARCHITECTURE.md`).
+
+pub mod auth;
 pub mod demo;
+pub mod plugins;
+pub mod store;
+pub mod http;
+pub mod seed;
+pub mod server;

@@ -1,0 +1,255 @@
+//! The remediation-targets group: concrete remediation work on one
+//! endpoint, one installation of one subject that needs fixing.
+//!
+//! Filters: `endpointId`, `scopeId`, `findingId`, `status`, `targetType`,
+//! `packageManager`, `dueBefore`. Sort keys: `created_at`, `updated_at`,
+//! `due_at`.
+
+use esr_plugin_sdk::list::{
+    LIST_PARAMETERS, ListOptions, SortField, array_contains_any, list_records, text_at, text_in,
+};
+use esr_plugin_sdk::query::Query;
+use esr_plugin_sdk::time::Timestamp;
+use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
+use serde_json::Value;
+
+const COLLECTION: &str = "remediation-targets";
+const STATUSES: &[&str] = &[
+    "identified",
+    "actionable",
+    "queued",
+    "pending_approval",
+    "in_progress",
+    "verifying",
+    "remediated",
+    "blocked",
+    "failed",
+    "rejected",
+    "obsolete",
+];
+const TARGET_TYPES: &[&str] = &["software", "os_patch", "configuration", "service"];
+const PACKAGE_MANAGERS: &[&str] = &["apt", "dnf", "yum", "zypper", "homebrew", "chocolatey", "winget", "msi", "none"];
+
+const FILTERS: &[(&str, &str)] = &[
+    ("endpointId", "Endpoint ids, comma-separated."),
+    ("scopeId", "Only targets put in motion by one of these scope ids, comma-separated."),
+    ("findingId", "Only targets that resolve one of these finding ids, comma-separated."),
+    (
+        "status",
+        "Statuses, comma-separated: identified, actionable, queued, pending_approval, in_progress, verifying, \
+         remediated, blocked, failed, rejected, obsolete.",
+    ),
+    ("targetType", "Target types, comma-separated: software, os_patch, configuration, service."),
+    (
+        "packageManager",
+        "Package managers, comma-separated: apt, dnf, yum, zypper, homebrew, chocolatey, winget, msi, none.",
+    ),
+    ("dueBefore", "Only targets due strictly before this time (RFC 3339); targets without a due date never match."),
+];
+
+const SORTS: &[(&str, SortField)] = &[
+    ("created_at", SortField::Timestamp("/created_at")),
+    ("updated_at", SortField::Timestamp("/updated_at")),
+    ("due_at", SortField::Timestamp("/due_at")),
+];
+
+/// The remediation-targets plugin.
+pub struct RemediationTargets;
+
+impl ResourcePlugin for RemediationTargets {
+    fn describe() -> Descriptor {
+        let parameters: Vec<(&str, &str)> = LIST_PARAMETERS.iter().chain(FILTERS).copied().collect();
+        let sort_keys: Vec<&str> = SORTS.iter().map(|(key, _)| *key).collect();
+        Descriptor::new(COLLECTION, env!("CARGO_PKG_VERSION"), &parameters, &sort_keys)
+    }
+
+    fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
+        let names: Vec<&str> = LIST_PARAMETERS.iter().chain(FILTERS).map(|(name, _)| *name).collect();
+        let mut query = Query::new(&request.query, &names);
+        let options = ListOptions::parse(&mut query, SORTS);
+        let endpoint_ids = query.uuids("endpointId");
+        let scope_ids = query.uuids("scopeId");
+        let finding_ids = query.uuids("findingId");
+        let statuses = query.any_of("status", STATUSES);
+        let target_types = query.any_of("targetType", TARGET_TYPES);
+        let package_managers = query.any_of("packageManager", PACKAGE_MANAGERS);
+        let due_before = query.timestamp("dueBefore");
+        query.finish()?;
+
+        list_records(store, COLLECTION, &options, |target: &Value| {
+            endpoint_ids.as_ref().is_none_or(|ids| text_in(target, "/endpoint_id", ids))
+                && scope_ids.as_ref().is_none_or(|ids| array_contains_any(target, "/scope_ids", ids))
+                && finding_ids.as_ref().is_none_or(|ids| array_contains_any(target, "/finding_ids", ids))
+                && statuses.as_ref().is_none_or(|wanted| text_in(target, "/status", wanted))
+                && target_types.as_ref().is_none_or(|wanted| text_in(target, "/target_type", wanted))
+                // A null package manager (unknown) matches no value, not even `none`.
+                && package_managers.as_ref().is_none_or(|wanted| text_in(target, "/package_manager", wanted))
+                && due_before.is_none_or(|before| {
+                    text_at(target, "/due_at").and_then(Timestamp::parse).is_some_and(|due| due < before)
+                })
+        })
+    }
+
+    fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {
+        get_record(store, COLLECTION, id, request)
+    }
+}
+
+esr_plugin_sdk::export_resource_plugin!(crate::RemediationTargets);
+
+#[cfg(test)]
+mod tests {
+    use esr_plugin_sdk::testing::MemoryStore;
+    use serde_json::json;
+
+    use super::*;
+
+    const ENDPOINT_A: &str = "0192f0b4-1c2d-7e3f-8a4b-5c6d7e8f9a0a";
+    const ENDPOINT_B: &str = "0192f0b4-1c2d-7e3f-8a4b-5c6d7e8f9a0b";
+    const SCOPE_A: &str = "0192f0b4-1c2d-7e3f-8a4b-5c6d7e8f9b0a";
+    const SCOPE_B: &str = "0192f0b4-1c2d-7e3f-8a4b-5c6d7e8f9b0b";
+    const FINDING_A: &str = "0192f0b4-1c2d-7e3f-8a4b-5c6d7e8f9c0a";
+    const FINDING_B: &str = "0192f0b4-1c2d-7e3f-8a4b-5c6d7e8f9c0b";
+
+    struct Row {
+        id: &'static str,
+        endpoint: &'static str,
+        target_type: &'static str,
+        package_manager: Option<&'static str>,
+        status: &'static str,
+        finding_ids: &'static [&'static str],
+        scope_ids: &'static [&'static str],
+        due_at: Option<&'static str>,
+    }
+
+    fn store() -> MemoryStore {
+        let mut store = MemoryStore::default();
+        let rows = [
+            Row {
+                id: "01",
+                endpoint: ENDPOINT_A,
+                target_type: "software",
+                package_manager: Some("homebrew"),
+                status: "queued",
+                finding_ids: &[FINDING_A],
+                scope_ids: &[SCOPE_A],
+                due_at: Some("2026-02-01T00:00:00Z"),
+            },
+            Row {
+                id: "02",
+                endpoint: ENDPOINT_A,
+                target_type: "os_patch",
+                package_manager: None,
+                status: "identified",
+                finding_ids: &[FINDING_A, FINDING_B],
+                scope_ids: &[],
+                due_at: None,
+            },
+            Row {
+                id: "03",
+                endpoint: ENDPOINT_B,
+                target_type: "software",
+                package_manager: Some("none"),
+                status: "in_progress",
+                finding_ids: &[FINDING_B],
+                scope_ids: &[SCOPE_A, SCOPE_B],
+                due_at: Some("2026-01-15T00:00:00Z"),
+            },
+            Row {
+                id: "04",
+                endpoint: ENDPOINT_B,
+                target_type: "configuration",
+                package_manager: Some("winget"),
+                status: "remediated",
+                finding_ids: &[],
+                scope_ids: &[SCOPE_B],
+                due_at: Some("2026-03-01T00:00:00Z"),
+            },
+        ];
+        for row in rows {
+            store.insert(
+                COLLECTION,
+                json!({"id": row.id, "endpoint_id": row.endpoint, "target_type": row.target_type,
+                       "subject": {"type": "software", "vendor": "google", "product": "chrome"},
+                       "installed_version": "119.0", "install_path": null,
+                       "package_manager": row.package_manager, "discovery_method": "passive",
+                       "status": row.status, "finding_ids": row.finding_ids, "scope_ids": row.scope_ids,
+                       "last_execution": null, "due_at": row.due_at, "remediated_at": null,
+                       "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}),
+            );
+        }
+        store
+    }
+
+    fn ids(query: &[(&str, &str)]) -> Vec<String> {
+        let request = Request::with_query("/v1/remediation-targets", query);
+        let page = RemediationTargets::list(&store(), &request).expect("list");
+        let records: Vec<Value> = serde_json::from_slice(&page.data).expect("json");
+        records.iter().filter_map(|r| r["id"].as_str().map(str::to_owned)).collect()
+    }
+
+    #[test]
+    fn filters_select_the_matching_targets() {
+        assert_eq!(ids(&[("endpointId", ENDPOINT_B)]), ["03", "04"]);
+        assert_eq!(ids(&[("endpointId", &ENDPOINT_A.to_uppercase())]), ["01", "02"]);
+        assert_eq!(ids(&[("scopeId", SCOPE_A)]), ["01", "03"]);
+        assert_eq!(ids(&[("scopeId", &format!("{SCOPE_A},{SCOPE_B}"))]), ["01", "03", "04"]);
+        assert_eq!(ids(&[("findingId", FINDING_B)]), ["02", "03"]);
+        assert_eq!(ids(&[("status", "queued,in_progress")]), ["01", "03"]);
+        assert_eq!(ids(&[("targetType", "software")]), ["01", "03"]);
+        assert_eq!(ids(&[("packageManager", "none")]), ["03"]);
+        assert_eq!(ids(&[("packageManager", "homebrew,winget")]), ["01", "04"]);
+        assert_eq!(ids(&[("dueBefore", "2026-02-01T00:00:00Z")]), ["03"]);
+    }
+
+    #[test]
+    fn filters_combine() {
+        assert_eq!(ids(&[("scopeId", SCOPE_B), ("targetType", "software")]), ["03"]);
+        assert_eq!(ids(&[("findingId", FINDING_A), ("endpointId", ENDPOINT_A), ("status", "identified")]), ["02"]);
+        assert_eq!(ids(&[("scopeId", SCOPE_A), ("dueBefore", "2026-01-01T00:00:00Z")]), Vec::<String>::new());
+    }
+
+    #[test]
+    fn due_at_sorts_with_undated_targets_last() {
+        assert_eq!(ids(&[("sort", "due_at")]), ["03", "01", "04", "02"]);
+        assert_eq!(ids(&[("sort", "-due_at")]), ["04", "01", "03", "02"]);
+    }
+
+    #[test]
+    fn bad_filters_are_named() {
+        for (name, value) in [
+            ("endpointId", "not-a-uuid"),
+            ("scopeId", "x"),
+            ("findingId", "1,2"),
+            ("status", "done"),
+            ("targetType", "firmware"),
+            ("packageManager", "pip"),
+            ("dueBefore", "tomorrow"),
+            ("sort", "name"),
+            ("scope_id", SCOPE_A),
+        ] {
+            let request = Request::with_query("/v1/remediation-targets", &[(name, value)]);
+            match RemediationTargets::list(&store(), &request) {
+                Err(PluginError::InvalidParameters(list)) => assert_eq!(list[0].name, name, "{name}={value}"),
+                other => panic!("{name}={value} gave {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn describe_lists_the_contract_names() {
+        let descriptor = RemediationTargets::describe();
+        assert_eq!(descriptor.group, "remediation-targets");
+        assert_eq!(descriptor.sort_keys, ["created_at", "updated_at", "due_at"]);
+        for filter in ["endpointId", "scopeId", "findingId", "status", "targetType", "packageManager", "dueBefore"] {
+            assert!(descriptor.parameters.iter().any(|p| p.name == filter), "{filter}");
+        }
+    }
+
+    #[test]
+    fn get_is_not_found_for_unknown_ids() {
+        let request = Request::with_query("/v1/remediation-targets/x", &[]);
+        assert!(RemediationTargets::get(&store(), "01", &request).is_ok());
+        assert_eq!(RemediationTargets::get(&store(), "99", &request), Err(PluginError::NotFound));
+    }
+}

@@ -1,0 +1,52 @@
+# Operator entry points; see README.md and ARCHITECTURE.md.
+
+CARGO       ?= cargo
+WASM_TARGET := wasm32-wasip2
+# Components are built with the `plugin` profile (small, optimized).
+WASM_OUT    := target/$(WASM_TARGET)/plugin
+PLUGINS_DIR ?= target/plugins
+TEST_PLUGINS_DIR ?= target/test-plugins
+# One crate per group in plugins/<group>, package esr-plugin-<group>.
+PLUGINS      := endpoints remediation-targets scopes vulnerability-findings agent
+# Alternative and deliberately broken components the tests load.
+TEST_PLUGINS := endpoints-redacted
+ESR         := target/debug/esr
+
+.PHONY: run test plugins test-plugins host wasm-target lint fmt bench
+
+run: host plugins
+	$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR)
+
+test: host plugins test-plugins
+	ESR_PLUGINS_DIR=$(abspath $(PLUGINS_DIR)) ESR_TEST_PLUGINS_DIR=$(abspath $(TEST_PLUGINS_DIR)) \
+		$(CARGO) test --workspace
+
+host:
+	$(CARGO) build -p esr
+
+# rustup adds the component target when missing; a toolchain without rustup
+# must already have it.
+wasm-target:
+	@if command -v rustup >/dev/null 2>&1; then \
+		rustup target list --installed | grep -qx '$(WASM_TARGET)' || rustup target add $(WASM_TARGET); \
+	elif ! rustc --print target-list | grep -qx '$(WASM_TARGET)'; then \
+		echo "the $(WASM_TARGET) target is missing and rustup is not installed" >&2; exit 1; \
+	fi
+
+plugins: wasm-target
+	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-plugin-,$(PLUGINS))
+	@mkdir -p $(PLUGINS_DIR)
+	@for p in $(PLUGINS); do cp $(WASM_OUT)/esr_plugin_$$(echo $$p | tr - _).wasm $(PLUGINS_DIR)/$$p.wasm; done
+	@echo "components in $(PLUGINS_DIR): $(PLUGINS)"
+
+test-plugins: wasm-target
+	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-test-plugin-,$(TEST_PLUGINS))
+	@mkdir -p $(TEST_PLUGINS_DIR)
+	@for p in $(TEST_PLUGINS); do cp $(WASM_OUT)/esr_test_plugin_$$(echo $$p | tr - _).wasm $(TEST_PLUGINS_DIR)/$$p.wasm; done
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all

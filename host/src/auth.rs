@@ -1,0 +1,170 @@
+//! API keys: creation, hashing and lookup.
+//!
+//! A key is `esr_` followed by 32 base62 characters of randomness (190
+//! bits) and a 6-character base62 CRC-32 of them, so a mistyped or
+//! truncated key is rejected without a storage lookup and secret scanners
+//! can recognise leaked keys. Only the SHA-256 of the key is stored.
+
+use rand::Rng;
+use rand::rngs::OsRng;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::store::{ApiKeyRecord, Database, StoreError};
+
+/// The prefix every API key starts with.
+pub const KEY_PREFIX: &str = "esr_";
+const RANDOM_CHARS: usize = 32;
+const CHECKSUM_CHARS: usize = 6;
+const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// Read scopes, as the contract names them.
+pub const SCOPE_ENDPOINTS: &str = "endpoints:read";
+pub const SCOPE_TARGETS: &str = "targets:read";
+pub const SCOPE_SCOPES: &str = "scopes:read";
+pub const SCOPE_FINDINGS: &str = "findings:read";
+pub const SCOPE_AGENT_CONFIG: &str = "agent:config:read";
+pub const ALL_READ_SCOPES: [&str; 5] = [SCOPE_ENDPOINTS, SCOPE_TARGETS, SCOPE_SCOPES, SCOPE_FINDINGS, SCOPE_AGENT_CONFIG];
+
+/// Who is calling: the organization a valid key belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub key_id: Uuid,
+    pub organization_id: Uuid,
+    pub scopes: Vec<String>,
+}
+
+impl Principal {
+    pub fn has_scope(&self, scope: &str) -> bool {
+        self.scopes.iter().any(|s| s == scope)
+    }
+}
+
+/// Why a request is not authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFailure {
+    Missing,
+    Invalid,
+}
+
+/// A newly created key: shown once, then only its hash exists.
+pub struct CreatedKey {
+    pub api_key: String,
+    pub record: ApiKeyRecord,
+}
+
+/// Creates and stores a key for the organization.
+pub fn create_key(db: &Database, organization_id: Uuid, name: &str, scopes: &[&str]) -> Result<CreatedKey, StoreError> {
+    let api_key = generate_key();
+    let record = ApiKeyRecord {
+        id: Uuid::now_v7(),
+        organization_id,
+        name: name.to_owned(),
+        scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+        prefix: api_key.chars().take(KEY_PREFIX.len() + 6).collect(),
+        created_at: crate::demo::format_timestamp(unix_now()),
+    };
+    db.insert_api_key(&hash_key(&api_key), &record)?;
+    Ok(CreatedKey { api_key, record })
+}
+
+/// The principal for an `Authorization` header value.
+pub fn authenticate(db: &Database, authorization: Option<&str>) -> Result<Result<Principal, AuthFailure>, StoreError> {
+    let Some(header) = authorization else { return Ok(Err(AuthFailure::Missing)) };
+    let Some((scheme, key)) = header.trim().split_once(' ') else { return Ok(Err(AuthFailure::Invalid)) };
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Ok(Err(AuthFailure::Invalid));
+    }
+    let key = key.trim();
+    if !is_well_formed(key) {
+        return Ok(Err(AuthFailure::Invalid));
+    }
+    Ok(match db.api_key(&hash_key(key))? {
+        Some(record) => {
+            Ok(Principal { key_id: record.id, organization_id: record.organization_id, scopes: record.scopes })
+        }
+        None => Err(AuthFailure::Invalid),
+    })
+}
+
+fn generate_key() -> String {
+    let random = random_base62(RANDOM_CHARS);
+    format!("{KEY_PREFIX}{random}{}", checksum(&random))
+}
+
+/// `chars` characters of base62 from the operating system's CSPRNG.
+pub fn random_base62(chars: usize) -> String {
+    let mut rng = OsRng;
+    (0..chars).map(|_| char::from(BASE62[rng.gen_range(0..BASE62.len())])).collect()
+}
+
+fn checksum(random: &str) -> String {
+    let mut value = u64::from(crc32fast::hash(random.as_bytes()));
+    let mut digits = [b'0'; CHECKSUM_CHARS];
+    for digit in digits.iter_mut().rev() {
+        *digit = BASE62[(value % 62) as usize];
+        value /= 62;
+    }
+    String::from_utf8_lossy(&digits).into_owned()
+}
+
+/// Whether `key` has the shape and checksum of a key this service issues.
+fn is_well_formed(key: &str) -> bool {
+    let Some(body) = key.strip_prefix(KEY_PREFIX) else { return false };
+    if body.len() != RANDOM_CHARS + CHECKSUM_CHARS || !body.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return false;
+    }
+    let (random, check) = body.split_at(RANDOM_CHARS);
+    checksum(random) == check
+}
+
+/// SHA-256 of the key: a key of 190 random bits needs no slow hash.
+pub fn hash_key(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_prefixed_random_and_checksummed() {
+        let (a, b) = (generate_key(), generate_key());
+        assert_ne!(a, b);
+        assert!(a.starts_with(KEY_PREFIX));
+        assert!(is_well_formed(&a));
+        let mut typo = a.clone().into_bytes();
+        typo[10] = if typo[10] == b'a' { b'b' } else { b'a' };
+        assert!(!is_well_formed(&String::from_utf8_lossy(&typo)));
+        assert!(!is_well_formed(&a[..a.len() - 1]));
+    }
+
+    #[test]
+    fn only_the_hash_is_stored_and_it_authenticates() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
+        let db = Database::open(dir.path())?;
+        let organization = Uuid::now_v7();
+        let created = create_key(&db, organization, "test", &[SCOPE_SCOPES])?;
+        db.flush()?;
+        let stored = std::fs::read_dir(dir.path())
+            .map_err(|e| StoreError::Sled(sled::Error::Io(e)))?
+            .filter_map(Result::ok)
+            .filter_map(|entry| std::fs::read(entry.path()).ok())
+            .any(|bytes| bytes.windows(created.api_key.len()).any(|w| w == created.api_key.as_bytes()));
+        assert!(!stored, "the plain key must never reach the disk");
+
+        let principal = authenticate(&db, Some(&format!("Bearer {}", created.api_key)))?;
+        assert_eq!(principal.map(|p| p.organization_id), Ok(organization));
+        assert_eq!(authenticate(&db, None)?, Err(AuthFailure::Missing));
+        assert_eq!(authenticate(&db, Some("Bearer nope"))?, Err(AuthFailure::Invalid));
+        assert_eq!(authenticate(&db, Some(&format!("Basic {}", created.api_key)))?, Err(AuthFailure::Invalid));
+        Ok(())
+    }
+}

@@ -1,0 +1,405 @@
+//! The public HTTP API: routing, authentication, request ids, conditional
+//! requests and the envelope around what components return.
+//!
+//! Nothing here knows how a group filters or shapes its records: a list or
+//! an item is handed to the group's component with the caller's
+//! organization bound into its store.
+
+pub mod cursor;
+pub mod problem;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+use uuid::Uuid;
+
+use crate::auth::{self, AuthFailure, Principal};
+use crate::plugins::{self, CallError, PluginError, PluginSet, QueryParam, Tenant};
+use crate::store::Database;
+use cursor::CursorBinding;
+pub use problem::ApiError;
+
+/// Everything a request handler needs.
+#[derive(Clone)]
+pub struct AppState {
+    pub db: Database,
+    pub plugins: Arc<PluginSet>,
+    /// The API's public base URL, e.g. `http://127.0.0.1:8080` (no `/v1`).
+    pub public_url: String,
+    pub cursor_key: [u8; 32],
+    /// Bounds concurrent component calls to what the instance pool holds.
+    pub plugin_permits: Arc<Semaphore>,
+}
+
+/// A resource group as the router sees it: its path, the scope that reads
+/// it, and how its records are named in messages.
+struct Group {
+    collection: &'static str,
+    scope: &'static str,
+    resource: &'static str,
+}
+
+const GROUPS: [Group; 4] = [
+    Group { collection: "endpoints", scope: auth::SCOPE_ENDPOINTS, resource: "endpoint" },
+    Group { collection: "remediation-targets", scope: auth::SCOPE_TARGETS, resource: "remediation target" },
+    Group { collection: "scopes", scope: auth::SCOPE_SCOPES, resource: "scope" },
+    Group { collection: "vulnerability-findings", scope: auth::SCOPE_FINDINGS, resource: "vulnerability finding" },
+];
+
+/// The request's id, set by [`request_id`] before any handler runs.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// The API's router.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/health", any(health))
+        .route("/v1/agent/config", any(agent_config))
+        .route("/v1/{collection}", any(list))
+        .route("/v1/{collection}/{id}", any(item))
+        .fallback(not_found)
+        .layer(middleware::from_fn(request_id))
+        .with_state(state)
+}
+
+/// Assigns the request id (the caller's, when it is sane), echoes it, and
+/// renders any [`ApiError`] with it.
+async fn request_id(mut request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|value| value.to_str().ok())
+        .filter(|value| is_sane_request_id(value))
+        .map_or_else(|| Uuid::new_v4().to_string(), str::to_owned);
+    let instance = request.uri().path().to_owned();
+    let method = request.method().clone();
+    request.extensions_mut().insert(RequestId(id.clone()));
+    let started = std::time::Instant::now();
+    let mut response = next.run(request).await;
+    if let Some(problem) = response.extensions_mut().remove::<ApiError>() {
+        response = problem.render(&id, &instance);
+    }
+    tracing::info!(
+        request_id = %id, method = %method, path = %instance, status = response.status().as_u16(),
+        micros = started.elapsed().as_micros() as u64, "request"
+    );
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-request-id", value);
+    }
+    response
+}
+
+fn is_sane_request_id(value: &str) -> bool {
+    (1..=128).contains(&value.len())
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+}
+
+fn allow_read_only(method: &Method) -> Result<(), ApiError> {
+    if method == Method::GET || method == Method::HEAD { Ok(()) } else { Err(ApiError::method_not_allowed()) }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such path in this API")
+}
+
+fn group(collection: &str) -> Result<&'static Group, ApiError> {
+    GROUPS
+        .iter()
+        .find(|group| group.collection == collection)
+        .ok_or_else(|| ApiError::not_found("no such path in this API"))
+}
+
+/// The caller, if its key is valid and carries `scope`.
+fn authorize(state: &AppState, headers: &HeaderMap, scope: &str) -> Result<Principal, ApiError> {
+    let header = match headers.get(header::AUTHORIZATION) {
+        Some(value) => Some(value.to_str().map_err(|_| ApiError::unauthorized("the API key is not valid"))?),
+        None => None,
+    };
+    let principal = auth::authenticate(&state.db, header).map_err(|error| {
+        tracing::error!(%error, "authenticating");
+        ApiError::internal()
+    })?;
+    match principal {
+        Ok(principal) if principal.has_scope(scope) => Ok(principal),
+        Ok(_) => Err(ApiError::forbidden(scope)),
+        Err(AuthFailure::Missing) => Err(ApiError::unauthorized("an API key is required: Authorization: Bearer <key>")),
+        Err(AuthFailure::Invalid) => Err(ApiError::unauthorized("the API key is not valid")),
+    }
+}
+
+fn tenant(state: &AppState, principal: &Principal) -> Result<Tenant, ApiError> {
+    let organization = state
+        .db
+        .organization(principal.organization_id)
+        .map_err(|error| {
+            tracing::error!(%error, "reading the organization");
+            ApiError::internal()
+        })?
+        .ok_or_else(|| ApiError::unauthorized("the API key's organization no longer exists"))?;
+    let json = json!({
+        "organization_id": organization.organization_id,
+        "name": organization.name,
+        "enrollment_token": organization.enrollment_token,
+    });
+    Ok(Tenant {
+        db: state.db.clone(),
+        organization_id: organization.organization_id,
+        organization_json: Arc::new(json.to_string().into_bytes()),
+    })
+}
+
+/// Query parameters in order, percent-decoded.
+fn query_pairs(raw: Option<&str>) -> Vec<(String, String)> {
+    form_urlencoded::parse(raw.unwrap_or_default().as_bytes()).map(|(n, v)| (n.into_owned(), v.into_owned())).collect()
+}
+
+fn plugin_request(path: &str, base_url: &str, query: &[(String, String)]) -> plugins::Request {
+    plugins::Request {
+        query: query.iter().map(|(name, value)| QueryParam { name: name.clone(), value: value.clone() }).collect(),
+        path: path.to_owned(),
+        base_url: base_url.to_owned(),
+    }
+}
+
+/// Runs a component call off the async threads, bounded by the pool.
+async fn call_plugin<T: Send + 'static>(
+    state: &AppState,
+    call: impl FnOnce(&PluginSet) -> Result<T, CallError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let _permit = state
+        .plugin_permits
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|_| ApiError::unavailable("the service is shutting down"))?;
+    let plugins = state.plugins.clone();
+    let outcome = tokio::task::spawn_blocking(move || call(&plugins)).await.map_err(|error| {
+        tracing::error!(%error, "plugin task");
+        ApiError::internal()
+    })?;
+    outcome.map_err(|error| match error {
+        CallError::Plugin(PluginError::InvalidParameters(params)) => {
+            ApiError::invalid_parameters(params.into_iter().map(|p| (p.name, p.reason)).collect())
+        }
+        CallError::Plugin(PluginError::NotFound) => ApiError::not_found("no such record"),
+        CallError::Plugin(PluginError::Internal(message)) => {
+            tracing::error!(%message, "plugin reported an internal error");
+            ApiError::internal()
+        }
+        CallError::Timeout => ApiError::unavailable("the request took too long; retry shortly"),
+        CallError::Failed(_) => ApiError::internal(),
+    })
+}
+
+async fn list(
+    State(state): State<AppState>,
+    method: Method,
+    Path(collection): Path<String>,
+    RawQuery(raw): RawQuery,
+    axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    allow_read_only(&method)?;
+    let group = group(&collection)?;
+    let principal = authorize(&state, &headers, group.scope)?;
+    let tenant = tenant(&state, &principal)?;
+    let mut query = query_pairs(raw.as_deref());
+    let binding_query = query.clone();
+    let binding =
+        CursorBinding { organization_id: principal.organization_id, collection: group.collection, query: &binding_query };
+    for (name, value) in query.iter_mut().filter(|(name, _)| name == "cursor") {
+        *value = binding.open(&state.cursor_key, value).ok_or_else(|| {
+            ApiError::invalid_parameters(vec![(
+                name.clone(),
+                "not a cursor issued for this collection, these filters and this sort".into(),
+            )])
+        })?;
+    }
+    let path = format!("/v1/{}", group.collection);
+    let request = plugin_request(&path, &state.public_url, &query);
+    let page = call_plugin(&state, move |plugins| plugins.list(group.collection, tenant, &request, &request_id)).await?;
+    if !is_json(&page.data, b'[') {
+        tracing::error!(plugin = group.collection, "list data is not a JSON array");
+        return Err(ApiError::internal());
+    }
+    let next_cursor = match page.next_cursor.as_deref() {
+        Some(inner) => Some(binding.seal(&state.cursor_key, inner).ok_or_else(ApiError::internal)?),
+        None => None,
+    };
+    let mut body = Vec::with_capacity(page.data.len() + 160);
+    body.extend_from_slice(b"{\"data\":");
+    body.extend_from_slice(&page.data);
+    let tail = json!({"total": page.total, "limit": page.limit, "offset": page.offset, "next_cursor": next_cursor});
+    // The envelope's other members follow `data` in the order clients see
+    // them in the contract.
+    for (name, value) in ["total", "limit", "offset", "next_cursor"].iter().map(|n| (n, &tail[n])) {
+        body.extend_from_slice(format!(",\"{name}\":{value}").as_bytes());
+    }
+    body.push(b'}');
+    let mut response = conditional(&headers, body, "application/json");
+    if let Some(token) = next_cursor {
+        let mut link_query = form_urlencoded::Serializer::new(String::new());
+        for (name, value) in binding_query.iter().filter(|(name, _)| name != "cursor" && name != "offset") {
+            link_query.append_pair(name, value);
+        }
+        link_query.append_pair("cursor", &token);
+        let link = format!("<{}{}?{}>; rel=\"next\"", state.public_url, path, link_query.finish());
+        if let Ok(value) = HeaderValue::from_str(&link) {
+            response.headers_mut().insert(header::LINK, value);
+        }
+    }
+    Ok(response)
+}
+
+async fn item(
+    State(state): State<AppState>,
+    method: Method,
+    Path((collection, id)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+    axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    allow_read_only(&method)?;
+    let group = group(&collection)?;
+    let principal = authorize(&state, &headers, group.scope)?;
+    let id = parse_id(&id).ok_or_else(|| ApiError::invalid_id(group.resource))?;
+    let tenant = tenant(&state, &principal)?;
+    let path = format!("/v1/{}/{id}", group.collection);
+    let request = plugin_request(&path, &state.public_url, &query_pairs(raw.as_deref()));
+    let id_text = id.to_string();
+    let record = call_plugin(&state, move |plugins| {
+        plugins.get_record(group.collection, tenant, &id_text, &request, &request_id)
+    })
+    .await
+    .map_err(|error| {
+        if error.status == StatusCode::NOT_FOUND {
+            ApiError::not_found(format!("no {} with id {id}", group.resource))
+        } else {
+            error
+        }
+    })?;
+    if !is_json(&record, b'{') {
+        tracing::error!(plugin = group.collection, "record is not a JSON object");
+        return Err(ApiError::internal());
+    }
+    Ok(conditional(&headers, record, "application/json"))
+}
+
+/// A UUID as the contract spells it (hyphenated; any case on input).
+fn parse_id(text: &str) -> Option<Uuid> {
+    (text.len() == 36).then(|| Uuid::try_parse(text).ok()).flatten()
+}
+
+/// Whether `body` is one JSON value starting with `open` (a component is
+/// untrusted; what it returns must not corrupt the response).
+fn is_json(body: &[u8], open: u8) -> bool {
+    body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&open)
+        && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
+}
+
+/// A `200` with a strong ETag, or `304` when `If-None-Match` matches it.
+fn conditional(headers: &HeaderMap, body: Vec<u8>, content_type: &'static str) -> Response {
+    let etag = format!("\"{}\"", &plugins::hex(&Sha256::digest(&body))[..32]);
+    let matches = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|tag| tag.trim())
+        .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == etag);
+    let mut response =
+        if matches { StatusCode::NOT_MODIFIED.into_response() } else { (StatusCode::OK, Body::from(body)).into_response() };
+    let response_headers = response.headers_mut();
+    if !matches {
+        response_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    }
+    if let Ok(value) = HeaderValue::from_str(&etag) {
+        response_headers.insert(header::ETAG, value);
+    }
+    // Tenant data: never in a shared cache, always revalidated.
+    response_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
+    response_headers.insert(header::VARY, HeaderValue::from_static("Authorization"));
+    response
+}
+
+async fn agent_config(
+    State(state): State<AppState>,
+    method: Method,
+    RawQuery(raw): RawQuery,
+    axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    allow_read_only(&method)?;
+    let principal = authorize(&state, &headers, auth::SCOPE_AGENT_CONFIG)?;
+    let tenant = tenant(&state, &principal)?;
+    let request = plugin_request("/v1/agent/config", &state.public_url, &query_pairs(raw.as_deref()));
+    let rendered =
+        call_plugin(&state, move |plugins| plugins.render(plugins::AGENT_GROUP, tenant, &request, &request_id)).await?;
+    let content_type = match rendered.content_type.as_str() {
+        "application/json" => "application/json",
+        "application/toml" => "application/toml",
+        other => {
+            tracing::error!(content_type = other, "agent plugin rendered an unexpected media type");
+            return Err(ApiError::internal());
+        }
+    };
+    let filename_is_safe = !rendered.filename.is_empty()
+        && rendered.filename.len() <= 64
+        && rendered.filename.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+    if !filename_is_safe {
+        tracing::error!("agent plugin rendered an unsafe file name");
+        return Err(ApiError::internal());
+    }
+    let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{}\"", rendered.filename))
+        .map_err(|_| ApiError::internal())?;
+    let mut response = (StatusCode::OK, Body::from(rendered.body)).into_response();
+    let response_headers = response.headers_mut();
+    response_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response_headers.insert(header::CONTENT_DISPOSITION, disposition);
+    response_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+async fn health(State(state): State<AppState>, method: Method) -> Result<Response, ApiError> {
+    allow_read_only(&method)?;
+    let storage = match state.db.probe() {
+        Ok(()) => json!([{"status": "pass", "component_type": "datastore"}]),
+        Err(error) => {
+            tracing::error!(%error, "health: storage probe failed");
+            json!([{"status": "fail", "component_type": "datastore", "output": "storage is not readable"}])
+        }
+    };
+    let storage_ok = storage[0]["status"] == "pass";
+    let mut checks = serde_json::Map::new();
+    checks.insert("storage".into(), storage);
+    for info in state.plugins.infos() {
+        checks.insert(
+            format!("plugin:{}", info.group),
+            json!([{
+                "status": "pass",
+                "component_type": "component",
+                "name": info.group,
+                "version": info.version,
+                "content_hash": format!("sha256:{}", info.sha256),
+                "wit_version": info.wit_version,
+                "loaded_at": info.loaded_at,
+            }]),
+        );
+    }
+    let status = if storage_ok { "pass" } else { "fail" };
+    let body: Value = json!({"status": status, "version": env!("CARGO_PKG_VERSION"), "checks": checks});
+    let code = if storage_ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let mut response = (code, body.to_string()).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/health+json"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}

@@ -1,0 +1,125 @@
+//! Errors as `application/problem+json` (RFC 9457) with the `error` member
+//! clients of the published API read.
+//!
+//! Handlers return an [`ApiError`]; it travels in the response's extensions
+//! and the request-id middleware renders it, so every problem carries the
+//! request's id and path without each handler threading them through.
+
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// One problem, before it is rendered.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// The last segment of the problem type URI, e.g. `invalid-parameter`.
+    pub kind: &'static str,
+    pub title: &'static str,
+    pub detail: String,
+    pub invalid_params: Vec<(String, String)>,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, kind: &'static str, title: &'static str, detail: impl Into<String>) -> ApiError {
+        ApiError { status, kind, title, detail: detail.into(), invalid_params: Vec::new(), headers: Vec::new() }
+    }
+
+    pub fn with_header(mut self, name: HeaderName, value: &'static str) -> ApiError {
+        self.headers.push((name, HeaderValue::from_static(value)));
+        self
+    }
+
+    /// `400` naming each invalid parameter and why.
+    pub fn invalid_parameters(params: Vec<(String, String)>) -> ApiError {
+        let detail = params.iter().map(|(name, reason)| format!("{name}: {reason}")).collect::<Vec<_>>().join("; ");
+        let title = if params.len() == 1 { "Invalid parameter" } else { "Invalid parameters" };
+        ApiError { invalid_params: params, ..ApiError::new(StatusCode::BAD_REQUEST, "invalid-parameter", title, detail) }
+    }
+
+    pub fn invalid_id(resource: &str) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid-id", "Invalid ID", format!("Invalid {resource} ID format"))
+    }
+
+    pub fn not_found(detail: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not-found", "Not found", detail)
+    }
+
+    pub fn unauthorized(detail: &str) -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized", detail)
+            .with_header(header::WWW_AUTHENTICATE, "Bearer")
+    }
+
+    pub fn forbidden(scope: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "Forbidden",
+            format!("this API key lacks the {scope} scope this operation needs"),
+        )
+    }
+
+    pub fn method_not_allowed() -> ApiError {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method-not-allowed",
+            "Method not allowed",
+            "this API is read-only: use GET or HEAD",
+        )
+        .with_header(header::ALLOW, "GET, HEAD")
+    }
+
+    /// `500`; the cause is logged by the caller, never sent.
+    pub fn internal() -> ApiError {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Internal error",
+            "the request failed inside the service; quote its request id when reporting it",
+        )
+    }
+
+    /// `503` with `Retry-After`.
+    pub fn unavailable(detail: &str) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Service unavailable", detail)
+            .with_header(header::RETRY_AFTER, "1")
+    }
+
+    /// The response body, for the request with this id and path.
+    pub fn render(&self, request_id: &str, instance: &str) -> Response {
+        let mut body = json!({
+            "type": format!("/v1/problems/{}", self.kind),
+            "title": self.title,
+            "status": self.status.as_u16(),
+            "detail": self.detail,
+            "error": self.detail,
+            "instance": instance,
+            "request_id": request_id,
+        });
+        if !self.invalid_params.is_empty() {
+            body["invalid_params"] = self
+                .invalid_params
+                .iter()
+                .map(|(name, reason)| json!({"name": name, "reason": reason}))
+                .collect();
+        }
+        let mut response = (self.status, body.to_string()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        for (name, value) in &self.headers {
+            headers.insert(name.clone(), value.clone());
+        }
+        response
+    }
+}
+
+impl IntoResponse for ApiError {
+    /// A placeholder the request-id middleware replaces with [`ApiError::render`].
+    fn into_response(self) -> Response {
+        let mut response = self.status.into_response();
+        response.extensions_mut().insert(self);
+        response
+    }
+}

@@ -1,0 +1,492 @@
+//! The plugin runtime: loading, validating and calling components.
+//!
+//! Every component in the plugins directory is compiled once, checked
+//! (world, WIT package version, the group its `describe()` claims, no two
+//! claiming one group) and pre-instantiated. Each call then gets a fresh
+//! `Store` and instance from the pooling allocator, with the caller's
+//! organization bound into the store, an epoch deadline and a memory cap,
+//! so no state survives a request and a misbehaving guest fails only its
+//! own request.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow, bail};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::store::Database;
+
+mod bindings {
+    pub mod resource {
+        wasmtime::component::bindgen!({
+            path: "../wit",
+            world: "esr:plugin/resource-plugin",
+            imports: { default: trappable },
+        });
+    }
+    pub mod document {
+        wasmtime::component::bindgen!({
+            path: "../wit",
+            world: "esr:plugin/document-plugin",
+            imports: { default: trappable },
+            with: {
+                "esr:plugin/types": super::resource::esr::plugin::types,
+                "esr:plugin/store": super::resource::esr::plugin::store,
+                "esr:plugin/log": super::resource::esr::plugin::log,
+            },
+        });
+    }
+}
+
+use bindings::document::{DocumentPlugin, DocumentPluginPre};
+use bindings::resource::esr::plugin::{log, store as wit_store, types};
+use bindings::resource::{ResourcePlugin, ResourcePluginPre};
+
+pub use bindings::document::exports::esr::plugin::document::Rendered;
+pub use bindings::resource::exports::esr::plugin::handler::Page;
+pub use types::{Descriptor, Error as PluginError, InvalidParam, QueryParam, Request};
+
+/// The WIT package components are built against.
+pub const WIT_PACKAGE: &str = "esr:plugin";
+/// The package versions this host loads: `0.1.x` (for `0.y`, a minor
+/// version is a breaking one under semver).
+pub const ACCEPTED_VERSIONS: &str = "0.1.x";
+const ACCEPTED_MAJOR_MINOR: (u64, u64) = (0, 1);
+
+/// The resource groups served by the `handler` world, as the API names them.
+pub const RESOURCE_GROUPS: [&str; 4] = crate::store::COLLECTIONS;
+/// The group served by the `document` world.
+pub const AGENT_GROUP: &str = "agent";
+
+/// Per-call limits on a guest.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Guest linear memory, in bytes.
+    pub memory_bytes: usize,
+    /// Guest CPU time per call.
+    pub deadline: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { memory_bytes: 64 << 20, deadline: Duration::from_secs(2) }
+    }
+}
+
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// Captured guest stderr per call (a panic message is what matters).
+const STDERR_CAPACITY: usize = 16 * 1024;
+
+/// The compiled-code engine, shared by every loaded component.
+#[derive(Clone)]
+pub struct PluginEngine {
+    engine: Engine,
+    limits: Limits,
+}
+
+impl PluginEngine {
+    pub fn new(limits: Limits) -> anyhow::Result<PluginEngine> {
+        let mut pooling = PoolingAllocationConfig::default();
+        pooling
+            .total_component_instances(256)
+            .total_core_instances(2048)
+            .total_memories(512)
+            .total_tables(1024)
+            .max_memory_size(limits.memory_bytes);
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+        let engine = Engine::new(&config).map_err(|e| anyhow!("configuring the WebAssembly engine: {e:#}"))?;
+        // The epoch clock that bounds guest CPU time; it holds only a weak
+        // handle so that it stops with the engine.
+        let weak = engine.weak();
+        std::thread::Builder::new()
+            .name("esr-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })
+            .context("starting the epoch thread")?;
+        Ok(PluginEngine { engine, limits })
+    }
+
+    fn deadline_ticks(&self) -> u64 {
+        (self.limits.deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+    }
+}
+
+/// The caller's organization, bound into a call's store.
+#[derive(Clone)]
+pub struct Tenant {
+    pub db: Database,
+    pub organization_id: Uuid,
+    /// `{"organization_id", "name", "enrollment_token"}`.
+    pub organization_json: Arc<Vec<u8>>,
+}
+
+/// What one call's store holds.
+struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+    /// `None` while validating at load time: the store is then empty.
+    tenant: Option<Tenant>,
+    group: String,
+    request_id: String,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl types::Host for CallState {}
+
+impl wit_store::Host for CallState {
+    fn get(&mut self, collection: String, id: String) -> wasmtime::Result<Option<Vec<u8>>> {
+        let (Some(tenant), Ok(id)) = (&self.tenant, Uuid::parse_str(&id)) else { return Ok(None) };
+        Ok(tenant.db.get(tenant.organization_id, &collection, id)?.map(|v| v.to_vec()))
+    }
+
+    fn scan(
+        &mut self,
+        collection: String,
+        after: Option<String>,
+        limit: u32,
+        reverse: bool,
+    ) -> wasmtime::Result<Vec<wit_store::Entry>> {
+        let Some(tenant) = &self.tenant else { return Ok(Vec::new()) };
+        let after = match after {
+            Some(id) => Some(Uuid::parse_str(&id).map_err(|_| wasmtime::Error::msg(format!("scan after {id:?}, which is not a UUID")))?),
+            None => None,
+        };
+        let records = tenant.db.scan(tenant.organization_id, &collection, after, limit as usize, reverse)?;
+        Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id: id.to_string(), value: value.to_vec() }).collect())
+    }
+
+    fn count(&mut self, collection: String) -> wasmtime::Result<u64> {
+        let Some(tenant) = &self.tenant else { return Ok(0) };
+        Ok(tenant.db.count(tenant.organization_id, &collection)?)
+    }
+
+    fn organization(&mut self) -> wasmtime::Result<Vec<u8>> {
+        Ok(self.tenant.as_ref().map(|t| t.organization_json.to_vec()).unwrap_or_else(|| b"{}".to_vec()))
+    }
+}
+
+impl log::Host for CallState {
+    fn write(&mut self, level: log::Level, message: String) -> wasmtime::Result<()> {
+        let (group, request_id) = (&self.group, &self.request_id);
+        match level {
+            log::Level::Debug => tracing::debug!(plugin = %group, request_id = %request_id, "{message}"),
+            log::Level::Info => tracing::info!(plugin = %group, request_id = %request_id, "{message}"),
+            log::Level::Warn => tracing::warn!(plugin = %group, request_id = %request_id, "{message}"),
+            log::Level::Error => tracing::error!(plugin = %group, request_id = %request_id, "{message}"),
+        }
+        Ok(())
+    }
+}
+
+/// What a loaded component is, for health and logs.
+#[derive(Debug, Clone)]
+pub struct PluginInfo {
+    pub group: String,
+    pub version: String,
+    pub file: PathBuf,
+    /// SHA-256 of the component file, hex.
+    pub sha256: String,
+    /// The WIT package version it was built against.
+    pub wit_version: String,
+    pub parameters: Vec<(String, String)>,
+    pub sort_keys: Vec<String>,
+    pub loaded_at: String,
+}
+
+enum Pre {
+    Resource(ResourcePluginPre<CallState>),
+    Document(DocumentPluginPre<CallState>),
+}
+
+/// One validated, pre-instantiated component.
+pub struct LoadedPlugin {
+    pub info: PluginInfo,
+    pre: Pre,
+}
+
+/// Why a call failed.
+#[derive(Debug)]
+pub enum CallError {
+    /// The component answered with a typed error.
+    Plugin(PluginError),
+    /// It ran past its deadline.
+    Timeout,
+    /// It trapped, ran out of memory, or broke the contract.
+    Failed(String),
+}
+
+/// The loaded components, one per group.
+pub struct PluginSet {
+    engine: PluginEngine,
+    plugins: BTreeMap<String, LoadedPlugin>,
+}
+
+impl PluginSet {
+    /// Loads every `.wasm` component in `dir` and checks that each required
+    /// group is served exactly once.
+    pub fn load_dir(engine: &PluginEngine, dir: &Path) -> anyhow::Result<PluginSet> {
+        let entries = std::fs::read_dir(dir).with_context(|| {
+            format!("cannot read the plugins directory {} (build the components with `make plugins`)", dir.display())
+        })?;
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
+            .collect();
+        files.sort();
+        let mut plugins: BTreeMap<String, LoadedPlugin> = BTreeMap::new();
+        for file in files {
+            let plugin = LoadedPlugin::load(engine, &file)?;
+            if let Some(existing) = plugins.get(&plugin.info.group) {
+                bail!(
+                    "{} and {} both serve the group `{}`; keep one of them in {}",
+                    existing.info.file.display(),
+                    file.display(),
+                    plugin.info.group,
+                    dir.display()
+                );
+            }
+            plugins.insert(plugin.info.group.clone(), plugin);
+        }
+        let missing: Vec<&str> =
+            RESOURCE_GROUPS.iter().chain([&AGENT_GROUP]).copied().filter(|group| !plugins.contains_key(*group)).collect();
+        if !missing.is_empty() {
+            bail!(
+                "no component in {} serves {}; build them with `make plugins` or point --plugins-dir at a directory that has them",
+                dir.display(),
+                missing.join(", ")
+            );
+        }
+        Ok(PluginSet { engine: engine.clone(), plugins })
+    }
+
+    pub fn infos(&self) -> impl Iterator<Item = &PluginInfo> {
+        self.plugins.values().map(|plugin| &plugin.info)
+    }
+
+    pub fn get(&self, group: &str) -> Option<&PluginInfo> {
+        self.plugins.get(group).map(|plugin| &plugin.info)
+    }
+
+    /// One page of a group's list.
+    pub fn list(&self, group: &str, tenant: Tenant, request: &Request, request_id: &str) -> Result<Page, CallError> {
+        let (plugin, mut store) = self.start(group, Some(tenant), request_id)?;
+        let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} is not a list"))) };
+        let result = pre
+            .instantiate(&mut store)
+            .and_then(|instance| instance.esr_plugin_handler().call_list(&mut store, request));
+        finish(&store, result)
+    }
+
+    /// One record of a group.
+    pub fn get_record(
+        &self,
+        group: &str,
+        tenant: Tenant,
+        id: &str,
+        request: &Request,
+        request_id: &str,
+    ) -> Result<Vec<u8>, CallError> {
+        let (plugin, mut store) = self.start(group, Some(tenant), request_id)?;
+        let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} has no records"))) };
+        let result = pre
+            .instantiate(&mut store)
+            .and_then(|instance| instance.esr_plugin_handler().call_get(&mut store, id, request));
+        finish(&store, result)
+    }
+
+    /// A rendered document.
+    pub fn render(&self, group: &str, tenant: Tenant, request: &Request, request_id: &str) -> Result<Rendered, CallError> {
+        let (plugin, mut store) = self.start(group, Some(tenant), request_id)?;
+        let Pre::Document(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} is not a document"))) };
+        let result = pre
+            .instantiate(&mut store)
+            .and_then(|instance| instance.esr_plugin_document().call_render(&mut store, request));
+        finish(&store, result)
+    }
+
+    fn start(
+        &self,
+        group: &str,
+        tenant: Option<Tenant>,
+        request_id: &str,
+    ) -> Result<(&LoadedPlugin, Store<CallState>), CallError> {
+        let plugin = self.plugins.get(group).ok_or_else(|| CallError::Failed(format!("no plugin serves {group}")))?;
+        Ok((plugin, new_store(&self.engine, group, tenant, request_id)))
+    }
+}
+
+fn new_store(engine: &PluginEngine, group: &str, tenant: Option<Tenant>, request_id: &str) -> Store<CallState> {
+    let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+    let wasi = WasiCtx::builder().stderr(stderr).build();
+    let state = CallState {
+        wasi,
+        table: ResourceTable::new(),
+        limits: StoreLimitsBuilder::new().memory_size(engine.limits.memory_bytes).trap_on_grow_failure(true).build(),
+        tenant,
+        group: group.to_owned(),
+        request_id: request_id.to_owned(),
+    };
+    let mut store = Store::new(&engine.engine, state);
+    store.limiter(|state| &mut state.limits);
+    store.set_epoch_deadline(engine.deadline_ticks());
+    store
+}
+
+/// Turns a call's outcome into the caller's result, logging guest failures.
+fn finish<T>(store: &Store<CallState>, result: wasmtime::Result<Result<T, PluginError>>) -> Result<T, CallError> {
+    match result {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(CallError::Plugin(error)),
+        Err(error) => {
+            let state = store.data();
+            if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
+                tracing::warn!(plugin = %state.group, request_id = %state.request_id, "plugin overran its deadline");
+                return Err(CallError::Timeout);
+            }
+            tracing::error!(plugin = %state.group, request_id = %state.request_id, error = ?error, "plugin call failed");
+            Err(CallError::Failed(format!("{error:#}")))
+        }
+    }
+}
+
+impl LoadedPlugin {
+    /// Compiles and checks one component file.
+    pub fn load(engine: &PluginEngine, file: &Path) -> anyhow::Result<LoadedPlugin> {
+        let bytes = std::fs::read(file).with_context(|| format!("{}: cannot read", file.display()))?;
+        let sha256 = hex(&Sha256::digest(&bytes));
+        let component = Component::new(&engine.engine, &bytes)
+            .map_err(|error| anyhow!("{}: not a valid WebAssembly component: {error}", file.display()))?;
+        let (interface, wit_version) = exported_interface(engine, &component)
+            .map_err(|reason| anyhow!("{}: {reason}", file.display()))?;
+
+        let mut linker: Linker<CallState> = Linker::new(&engine.engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| anyhow!("linking WASI: {e:#}"))?;
+        let pre = match interface.as_str() {
+            "handler" => {
+                ResourcePlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
+                    .map_err(|e| anyhow!("linking the esr imports: {e:#}"))?;
+                let pre = linker
+                    .instantiate_pre(&component)
+                    .map_err(|error| anyhow!("{}: imports what the host does not offer: {error:#}", file.display()))?;
+                Pre::Resource(
+                    ResourcePluginPre::new(pre)
+                        .map_err(|error| anyhow!("{}: does not match the resource-plugin world: {error:#}", file.display()))?,
+                )
+            }
+            _ => {
+                DocumentPlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
+                    .map_err(|e| anyhow!("linking the esr imports: {e:#}"))?;
+                let pre = linker
+                    .instantiate_pre(&component)
+                    .map_err(|error| anyhow!("{}: imports what the host does not offer: {error:#}", file.display()))?;
+                Pre::Document(
+                    DocumentPluginPre::new(pre)
+                        .map_err(|error| anyhow!("{}: does not match the document-plugin world: {error:#}", file.display()))?,
+                )
+            }
+        };
+
+        let descriptor = describe(engine, &pre).map_err(|error| anyhow!("{}: describe() failed: {error}", file.display()))?;
+        let expected: &[&str] = match pre {
+            Pre::Resource(_) => &RESOURCE_GROUPS,
+            Pre::Document(_) => &[AGENT_GROUP],
+        };
+        if !expected.contains(&descriptor.group.as_str()) {
+            bail!(
+                "{}: says it serves `{}`, but a component of its world serves one of {}",
+                file.display(),
+                descriptor.group,
+                expected.join(", ")
+            );
+        }
+        if descriptor.version.trim().is_empty() || descriptor.version.len() > 64 {
+            bail!("{}: describe() gives no usable version", file.display());
+        }
+        Ok(LoadedPlugin {
+            info: PluginInfo {
+                group: descriptor.group,
+                version: descriptor.version,
+                file: file.to_path_buf(),
+                sha256,
+                wit_version,
+                parameters: descriptor.parameters.into_iter().map(|p| (p.name, p.description)).collect(),
+                sort_keys: descriptor.sort_keys,
+                loaded_at: crate::demo::format_timestamp(crate::auth::unix_now()),
+            },
+            pre,
+        })
+    }
+}
+
+fn describe(engine: &PluginEngine, pre: &Pre) -> Result<Descriptor, String> {
+    let mut store = new_store(engine, "loading", None, "load");
+    let result = match pre {
+        Pre::Resource(pre) => {
+            pre.instantiate(&mut store).and_then(|instance| instance.esr_plugin_handler().call_describe(&mut store))
+        }
+        Pre::Document(pre) => {
+            pre.instantiate(&mut store).and_then(|instance| instance.esr_plugin_document().call_describe(&mut store))
+        }
+    };
+    result.map_err(|error| format!("{error:#}"))
+}
+
+/// Which of the package's interfaces the component exports (`handler` or
+/// `document`) and the package version it was built against.
+fn exported_interface(engine: &PluginEngine, component: &Component) -> Result<(String, String), String> {
+    let component_type = component.component_type();
+    let exports: Vec<String> = component_type.exports(&engine.engine).map(|(name, _)| name.to_owned()).collect();
+    let prefix = format!("{WIT_PACKAGE}/");
+    let ours: Vec<&String> = exports.iter().filter(|name| name.starts_with(&prefix)).collect();
+    let [name] = ours.as_slice() else {
+        return Err(if ours.is_empty() {
+            format!(
+                "exports none of {WIT_PACKAGE}/handler or {WIT_PACKAGE}/document (it exports: {}); is it built for another world?",
+                if exports.is_empty() { "nothing".to_owned() } else { exports.join(", ") }
+            )
+        } else {
+            format!("exports more than one esr interface ({}); a component serves one group", exports.join(", "))
+        });
+    };
+    let rest = &name[prefix.len()..];
+    let (interface, version) = rest.split_once('@').unwrap_or((rest, ""));
+    if interface != "handler" && interface != "document" {
+        return Err(format!("exports {name}, which is neither {WIT_PACKAGE}/handler nor {WIT_PACKAGE}/document"));
+    }
+    let mut parts = version.split('.').map(|part| part.parse::<u64>());
+    match (parts.next(), parts.next()) {
+        (Some(Ok(major)), Some(Ok(minor))) if (major, minor) == ACCEPTED_MAJOR_MINOR => {
+            Ok((interface.to_owned(), version.to_owned()))
+        }
+        _ => Err(format!(
+            "is built against {WIT_PACKAGE}@{}, but this host loads {WIT_PACKAGE}@{ACCEPTED_VERSIONS}; rebuild it against the WIT in this release",
+            if version.is_empty() { "an unversioned package" } else { version }
+        )),
+    }
+}
+
+/// Lowercase hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

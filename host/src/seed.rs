@@ -1,0 +1,95 @@
+//! The demo data set: two organizations with generated records and one
+//! API key each, written on first start with `--demo`.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::auth::{self, ALL_READ_SCOPES};
+use crate::demo::{DEMO_ANCHOR_UNIX, DemoSpec, Generator, format_timestamp};
+use crate::store::{Database, Organization};
+
+/// The demo organizations: name, generator seed, hostname prefix.
+const DEMO_ORGANIZATIONS: [(&str, u64, &str); 2] = [("Acme Corp", 1, "acme"), ("Globex", 2, "globex")];
+const DEMO_MARKER: &str = "demo";
+/// The file the demo keys are written to, in the data directory.
+pub const DEMO_KEYS_FILE: &str = "demo-keys.json";
+
+/// `<data-dir>/demo-keys.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DemoKeys {
+    pub organizations: Vec<DemoKey>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DemoKey {
+    pub name: String,
+    pub organization_id: Uuid,
+    pub api_key: String,
+}
+
+/// Fills an empty database with the demo data set and returns its keys;
+/// `None` when the database already holds data (it is then left alone).
+pub fn seed_demo_if_empty(db: &Database, data_dir: &Path) -> anyhow::Result<Option<DemoKeys>> {
+    match db.marker(DEMO_MARKER)?.as_deref() {
+        Some("complete") => return Ok(None),
+        // A load that was interrupted: start it again from nothing.
+        Some(_) => db.clear_data()?,
+        None if !db.is_empty() => return Ok(None),
+        None => {}
+    }
+    db.set_marker(DEMO_MARKER, "in-progress")?;
+    let mut keys = Vec::new();
+    for (name, seed, prefix) in DEMO_ORGANIZATIONS {
+        let organization_id = Uuid::now_v7();
+        seed_organization(db, organization_id, seed, prefix)?;
+        db.insert_organization(&Organization {
+            organization_id,
+            name: name.to_owned(),
+            enrollment_token: format!("enroll_{}", auth::random_base62(32)),
+            created_at: format_timestamp(DEMO_ANCHOR_UNIX),
+        })?;
+        let created = auth::create_key(db, organization_id, "demo", &ALL_READ_SCOPES)?;
+        keys.push(DemoKey { name: name.to_owned(), organization_id, api_key: created.api_key });
+    }
+    let keys = DemoKeys { organizations: keys };
+    write_private(&data_dir.join(DEMO_KEYS_FILE), &serde_json::to_vec_pretty(&keys)?)?;
+    db.set_marker(DEMO_MARKER, "complete")?;
+    Ok(Some(keys))
+}
+
+/// The keys written by an earlier demo load, if the file is still there.
+pub fn read_demo_keys(data_dir: &Path) -> Option<DemoKeys> {
+    let bytes = std::fs::read(data_dir.join(DEMO_KEYS_FILE)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn seed_organization(db: &Database, organization_id: Uuid, seed: u64, prefix: &str) -> anyhow::Result<()> {
+    let mut generator = Generator::new(seed, DemoSpec::DEMO, DEMO_ANCHOR_UNIX, prefix);
+    db.insert_records(organization_id, "scopes", &generator.scopes())?;
+    let (mut endpoints, mut findings, mut targets) = (Vec::new(), Vec::new(), Vec::new());
+    while let Some(batch) = generator.next_endpoint() {
+        endpoints.push(batch.endpoint);
+        findings.extend(batch.findings);
+        targets.extend(batch.targets);
+    }
+    db.insert_records(organization_id, "endpoints", &endpoints)?;
+    db.insert_records(organization_id, "vulnerability-findings", &findings)?;
+    db.insert_records(organization_id, "remediation-targets", &targets)?;
+    Ok(())
+}
+
+/// Writes a file only its owner can read.
+fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path).with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(bytes).with_context(|| format!("writing {}", path.display()))?;
+    file.sync_all().with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! `esr serve`: opens the store, loads the components and serves the API.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::sync::Semaphore;
+
+use crate::http::{self, AppState};
+use crate::plugins::{Limits, PluginEngine, PluginSet};
+use crate::seed::{self, DemoKeys};
+use crate::store::Database;
+
+/// Concurrent component calls; the instance pool holds more than this so
+/// that a reload can pre-instantiate beside the calls in flight.
+const MAX_CONCURRENT_CALLS: usize = 64;
+
+/// What `esr serve` needs, after flags, environment and defaults.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub plugins_dir: PathBuf,
+    pub demo: bool,
+    /// The base URL clients reach the API at; defaults to the bound address.
+    pub public_url: Option<String>,
+    pub plugin_memory_mib: usize,
+    pub plugin_deadline_ms: u64,
+}
+
+/// Runs the server until SIGINT or SIGTERM.
+pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
+    let db = Database::open(&options.data_dir)?;
+    if options.demo {
+        let seeded = tokio::task::block_in_place(|| seed::seed_demo_if_empty(&db, &options.data_dir))
+            .context("creating the demo data")?;
+        match seeded.or_else(|| seed::read_demo_keys(&options.data_dir)) {
+            Some(keys) => print_demo_keys(&keys, &options),
+            None => println!("demo: the data directory already holds data; no demo keys to show"),
+        }
+    }
+
+    let limits = Limits {
+        memory_bytes: options.plugin_memory_mib << 20,
+        deadline: Duration::from_millis(options.plugin_deadline_ms),
+    };
+    let engine = PluginEngine::new(limits)?;
+    let plugins = tokio::task::block_in_place(|| PluginSet::load_dir(&engine, &options.plugins_dir))?;
+    for info in plugins.infos() {
+        tracing::info!(
+            group = %info.group, version = %info.version, file = %info.file.display(), sha256 = %info.sha256,
+            "plugin loaded"
+        );
+    }
+
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.listen))?;
+    let bound = listener.local_addr()?;
+    let state = AppState {
+        cursor_key: db.secret("cursor")?,
+        db: db.clone(),
+        plugins: Arc::new(plugins),
+        public_url: options.public_url.clone().unwrap_or_else(|| format!("http://{bound}")),
+        plugin_permits: Arc::new(Semaphore::new(MAX_CONCURRENT_CALLS)),
+    };
+    println!("listening on http://{bound}");
+    tracing::info!(address = %bound, "listening");
+
+    axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    db.flush()?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn print_demo_keys(keys: &DemoKeys, options: &ServeOptions) {
+    println!("demo API keys (also in {}):", options.data_dir.join(seed::DEMO_KEYS_FILE).display());
+    for key in &keys.organizations {
+        println!("  {:<10} organization {}  key {}", key.name, key.organization_id, key.api_key);
+    }
+}
+
+async fn shutdown_signal() {
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down: finishing requests in flight");
+}

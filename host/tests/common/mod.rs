@@ -1,0 +1,167 @@
+//! Drives the real `esr` binary: real components, a real sled directory in
+//! a temporary folder, real HTTP on a free port.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use reqwest::blocking::{Client, Response};
+use serde_json::Value;
+
+/// The built components: `$ESR_PLUGINS_DIR` (set by `make test`) or
+/// `target/plugins`.
+pub fn plugins_dir() -> PathBuf {
+    built_dir("ESR_PLUGINS_DIR", "plugins", "make plugins")
+}
+
+/// The test components (`make test-plugins`).
+pub fn test_plugins_dir() -> PathBuf {
+    built_dir("ESR_TEST_PLUGINS_DIR", "test-plugins", "make test-plugins")
+}
+
+fn built_dir(variable: &str, default: &str, how: &str) -> PathBuf {
+    let dir = std::env::var_os(variable)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target").join(default));
+    let has_components = std::fs::read_dir(&dir)
+        .map(|entries| entries.filter_map(Result::ok).any(|e| e.path().extension().is_some_and(|x| x == "wasm")))
+        .unwrap_or(false);
+    assert!(has_components, "no components in {}: run `{how}` (or `make test`, which builds them)", dir.display());
+    dir
+}
+
+/// A running server with the demo data set.
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub data_dir: tempfile::TempDir,
+    /// Acme Corp's key, then Globex's.
+    pub keys: Vec<String>,
+    pub organization_ids: Vec<String>,
+    pub client: Client,
+}
+
+impl Server {
+    /// Starts `esr serve --demo` on the given plugins directory.
+    pub fn start(plugins_dir: &Path) -> Server {
+        let data_dir = tempfile::tempdir().unwrap();
+        let mut child = spawn(plugins_dir, data_dir.path(), &[]);
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let base = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(address) = line.strip_prefix("listening on ") {
+                        break address.trim().to_owned();
+                    }
+                }
+                _ => {
+                    let mut stderr = String::new();
+                    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+                    panic!("esr exited before listening: {stderr}");
+                }
+            }
+        };
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        let demo: Value =
+            serde_json::from_slice(&std::fs::read(data_dir.path().join("demo-keys.json")).unwrap()).unwrap();
+        let organizations = demo["organizations"].as_array().unwrap();
+        let field = |name: &str| organizations.iter().map(|o| o[name].as_str().unwrap().to_owned()).collect();
+        Server {
+            child,
+            base,
+            keys: field("api_key"),
+            organization_ids: field("organization_id"),
+            data_dir,
+            client: Client::builder().timeout(Duration::from_secs(30)).build().unwrap(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `GET` as Acme Corp.
+    pub fn get(&self, path: &str) -> Response {
+        self.get_as(0, path)
+    }
+
+    /// `GET` as the demo organization with this index.
+    pub fn get_as(&self, organization: usize, path: &str) -> Response {
+        self.client.get(self.url(path)).bearer_auth(&self.keys[organization]).send().unwrap()
+    }
+
+    /// `GET` as Acme Corp, expecting `200` and JSON.
+    pub fn json(&self, path: &str) -> Value {
+        let response = self.get(path);
+        assert_eq!(response.status(), 200, "GET {path}");
+        response.json().unwrap()
+    }
+
+    /// Every record of a collection, walking `limit`/`offset` pages.
+    pub fn all(&self, organization: usize, collection: &str) -> Vec<Value> {
+        let mut records = Vec::new();
+        loop {
+            let page: Value = self
+                .get_as(organization, &format!("/v1/{collection}?limit=100&offset={}", records.len()))
+                .json()
+                .unwrap();
+            let data = page["data"].as_array().unwrap();
+            records.extend(data.iter().cloned());
+            if data.is_empty() || records.len() as u64 >= page["total"].as_u64().unwrap() {
+                return records;
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the binary; the caller reads its output.
+pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_esr"))
+        .args(["serve", "--demo", "--listen", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--plugins-dir")
+        .arg(plugins_dir)
+        .args(extra)
+        .env("ESR_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs the binary to its exit and returns (success, stderr).
+pub fn run_to_exit(plugins_dir: &Path) -> (bool, String) {
+    let data_dir = tempfile::tempdir().unwrap();
+    let output = spawn(plugins_dir, data_dir.path(), &[]).wait_with_output().unwrap();
+    (output.status.success(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// A plugins directory holding copies of the stock components, with the
+/// given file names left out and extra files added.
+pub fn plugins_dir_with(leave_out: &[&str], add: &[(&str, &Path)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(plugins_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if path.extension().is_some_and(|x| x == "wasm") && !leave_out.contains(&name.as_str()) {
+            std::fs::copy(&path, dir.path().join(&name)).unwrap();
+        }
+    }
+    for (name, source) in add {
+        std::fs::copy(source, dir.path().join(name)).unwrap();
+    }
+    dir
+}

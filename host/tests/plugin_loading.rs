@@ -1,0 +1,102 @@
+//! Loading components: a replacement serves its group without a host
+//! rebuild, and a broken plugins directory stops the host with a message
+//! naming the file.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Server, plugins_dir, plugins_dir_with, run_to_exit, test_plugins_dir};
+use serde_json::Value;
+
+#[test]
+fn a_replacement_component_serves_its_group_without_rebuilding_the_host() {
+    let stock = Server::start(&plugins_dir());
+    let stock_endpoints = stock.all(0, "endpoints");
+    assert!(stock_endpoints.iter().any(|e| e["owner"].is_object() && e["ip"].is_string()));
+    let stock_version = stock.json("/v1/health")["checks"]["plugin:endpoints"][0]["version"].clone();
+    drop(stock);
+
+    // The same host binary, with the endpoints component swapped for the
+    // alternative one.
+    let redacted = test_plugins_dir().join("endpoints-redacted.wasm");
+    let dir = plugins_dir_with(&["endpoints.wasm"], &[("endpoints-redacted.wasm", &redacted)]);
+    let server = Server::start(dir.path());
+    let endpoints = server.all(0, "endpoints");
+    assert_eq!(endpoints.len(), stock_endpoints.len());
+    assert!(endpoints.iter().all(|e| e["owner"].is_null() && e["ip"].is_null() && e["mac_address"].is_null()));
+    assert!(endpoints.iter().all(|e| e["hostname"].is_string()));
+    let health: Value = server.json("/v1/health");
+    let version = &health["checks"]["plugin:endpoints"][0]["version"];
+    assert!(version.as_str().unwrap().ends_with("+redacted"), "{version}");
+    assert_ne!(version, &stock_version);
+    // Its own parameters now apply: it knows no osFamily filter.
+    assert_eq!(server.get("/v1/endpoints?osFamily=macos").status(), 400);
+    // The other groups are untouched.
+    assert_eq!(server.get("/v1/scopes").status(), 200);
+}
+
+#[test]
+fn a_missing_group_stops_the_host_with_a_clear_message() {
+    let dir = plugins_dir_with(&["scopes.wasm"], &[]);
+    let (success, stderr) = run_to_exit(dir.path());
+    assert!(!success);
+    assert!(stderr.contains("serves scopes") && stderr.contains(&dir.path().display().to_string()), "{stderr}");
+}
+
+#[test]
+fn two_components_for_one_group_stop_the_host() {
+    let redacted = test_plugins_dir().join("endpoints-redacted.wasm");
+    let dir = plugins_dir_with(&[], &[("endpoints-redacted.wasm", &redacted)]);
+    let (success, stderr) = run_to_exit(dir.path());
+    assert!(!success);
+    assert!(stderr.contains("endpoints-redacted.wasm") && stderr.contains("endpoints.wasm"), "{stderr}");
+    assert!(stderr.contains("both serve the group `endpoints`"), "{stderr}");
+}
+
+#[test]
+fn a_malformed_file_is_named() {
+    let junk = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(junk.path(), b"\0asm this is not a component").unwrap();
+    let dir = plugins_dir_with(&[], &[("broken.wasm", junk.path())]);
+    let (success, stderr) = run_to_exit(dir.path());
+    assert!(!success);
+    assert!(stderr.contains("broken.wasm") && stderr.contains("not a valid WebAssembly component"), "{stderr}");
+}
+
+/// A copy of a built component with every occurrence of `from` replaced by
+/// `to` (same length, so the binary stays well-formed).
+fn patched_component(name: &str, from: &[u8], to: &[u8]) -> tempfile::NamedTempFile {
+    assert_eq!(from.len(), to.len());
+    let mut bytes = std::fs::read(plugins_dir().join(name)).unwrap();
+    let mut replaced = 0;
+    let mut index = 0;
+    while let Some(position) = bytes[index..].windows(from.len()).position(|w| w == from) {
+        let at = index + position;
+        bytes[at..at + from.len()].copy_from_slice(to);
+        index = at + from.len();
+        replaced += 1;
+    }
+    assert!(replaced > 0, "{} is in {name}", String::from_utf8_lossy(from));
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &bytes).unwrap();
+    file
+}
+
+#[test]
+fn a_component_of_another_world_is_refused() {
+    let other = patched_component("scopes.wasm", b"esr:plugin/handler@0.1.0", b"acme:other/handler@0.1.0");
+    let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", other.path())]);
+    let (success, stderr) = run_to_exit(dir.path());
+    assert!(!success);
+    assert!(stderr.contains("scopes.wasm") && stderr.contains("another world"), "{stderr}");
+}
+
+#[test]
+fn a_component_built_against_another_wit_version_is_refused() {
+    let newer = patched_component("scopes.wasm", b"esr:plugin/handler@0.1.0", b"esr:plugin/handler@9.1.0");
+    let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", newer.path())]);
+    let (success, stderr) = run_to_exit(dir.path());
+    assert!(!success);
+    assert!(stderr.contains("scopes.wasm") && stderr.contains("9.1.0") && stderr.contains("0.1.x"), "{stderr}");
+}
