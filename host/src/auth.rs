@@ -24,7 +24,8 @@ pub const SCOPE_TARGETS: &str = "targets:read";
 pub const SCOPE_SCOPES: &str = "scopes:read";
 pub const SCOPE_FINDINGS: &str = "findings:read";
 pub const SCOPE_AGENT_CONFIG: &str = "agent:config:read";
-pub const ALL_READ_SCOPES: [&str; 5] = [SCOPE_ENDPOINTS, SCOPE_TARGETS, SCOPE_SCOPES, SCOPE_FINDINGS, SCOPE_AGENT_CONFIG];
+pub const ALL_READ_SCOPES: [&str; 5] =
+    [SCOPE_ENDPOINTS, SCOPE_TARGETS, SCOPE_SCOPES, SCOPE_FINDINGS, SCOPE_AGENT_CONFIG];
 
 /// Who is calling: the organization a valid key belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,8 +6,8 @@
 
 pub mod auth;
 pub mod demo;
-pub mod plugins;
-pub mod store;
 pub mod http;
+pub mod plugins;
 pub mod seed;
 pub mod server;
+pub mod store;

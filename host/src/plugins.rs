@@ -17,7 +17,9 @@ use anyhow::{Context, anyhow, bail};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder,
+};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -168,11 +170,17 @@ impl wit_store::Host for CallState {
     ) -> wasmtime::Result<Vec<wit_store::Entry>> {
         let Some(tenant) = &self.tenant else { return Ok(Vec::new()) };
         let after = match after {
-            Some(id) => Some(Uuid::parse_str(&id).map_err(|_| wasmtime::Error::msg(format!("scan after {id:?}, which is not a UUID")))?),
+            Some(id) => Some(
+                Uuid::parse_str(&id)
+                    .map_err(|_| wasmtime::Error::msg(format!("scan after {id:?}, which is not a UUID")))?,
+            ),
             None => None,
         };
         let records = tenant.db.scan(tenant.organization_id, &collection, after, limit as usize, reverse)?;
-        Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id: id.to_string(), value: value.to_vec() }).collect())
+        Ok(records
+            .into_iter()
+            .map(|(id, value)| wit_store::Entry { id: id.to_string(), value: value.to_vec() })
+            .collect())
     }
 
     fn count(&mut self, collection: String) -> wasmtime::Result<u64> {
@@ -268,8 +276,12 @@ impl PluginSet {
             }
             plugins.insert(plugin.info.group.clone(), plugin);
         }
-        let missing: Vec<&str> =
-            RESOURCE_GROUPS.iter().chain([&AGENT_GROUP]).copied().filter(|group| !plugins.contains_key(*group)).collect();
+        let missing: Vec<&str> = RESOURCE_GROUPS
+            .iter()
+            .chain([&AGENT_GROUP])
+            .copied()
+            .filter(|group| !plugins.contains_key(*group))
+            .collect();
         if !missing.is_empty() {
             bail!(
                 "no component in {} serves {}; build them with `make plugins` or point --plugins-dir at a directory that has them",
@@ -316,9 +328,17 @@ impl PluginSet {
     }
 
     /// A rendered document.
-    pub fn render(&self, group: &str, tenant: Tenant, request: &Request, request_id: &str) -> Result<Rendered, CallError> {
+    pub fn render(
+        &self,
+        group: &str,
+        tenant: Tenant,
+        request: &Request,
+        request_id: &str,
+    ) -> Result<Rendered, CallError> {
         let (plugin, mut store) = self.start(group, Some(tenant), request_id)?;
-        let Pre::Document(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} is not a document"))) };
+        let Pre::Document(pre) = &plugin.pre else {
+            return Err(CallError::Failed(format!("{group} is not a document")));
+        };
         let result = pre
             .instantiate(&mut store)
             .and_then(|instance| instance.esr_plugin_document().call_render(&mut store, request));
@@ -377,8 +397,8 @@ impl LoadedPlugin {
         let sha256 = hex(&Sha256::digest(&bytes));
         let component = Component::new(&engine.engine, &bytes)
             .map_err(|error| anyhow!("{}: not a valid WebAssembly component: {error}", file.display()))?;
-        let (interface, wit_version) = exported_interface(engine, &component)
-            .map_err(|reason| anyhow!("{}: {reason}", file.display()))?;
+        let (interface, wit_version) =
+            exported_interface(engine, &component).map_err(|reason| anyhow!("{}: {reason}", file.display()))?;
 
         let mut linker: Linker<CallState> = Linker::new(&engine.engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| anyhow!("linking WASI: {e:#}"))?;
@@ -389,10 +409,9 @@ impl LoadedPlugin {
                 let pre = linker
                     .instantiate_pre(&component)
                     .map_err(|error| anyhow!("{}: imports what the host does not offer: {error:#}", file.display()))?;
-                Pre::Resource(
-                    ResourcePluginPre::new(pre)
-                        .map_err(|error| anyhow!("{}: does not match the resource-plugin world: {error:#}", file.display()))?,
-                )
+                Pre::Resource(ResourcePluginPre::new(pre).map_err(|error| {
+                    anyhow!("{}: does not match the resource-plugin world: {error:#}", file.display())
+                })?)
             }
             _ => {
                 DocumentPlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
@@ -400,14 +419,14 @@ impl LoadedPlugin {
                 let pre = linker
                     .instantiate_pre(&component)
                     .map_err(|error| anyhow!("{}: imports what the host does not offer: {error:#}", file.display()))?;
-                Pre::Document(
-                    DocumentPluginPre::new(pre)
-                        .map_err(|error| anyhow!("{}: does not match the document-plugin world: {error:#}", file.display()))?,
-                )
+                Pre::Document(DocumentPluginPre::new(pre).map_err(|error| {
+                    anyhow!("{}: does not match the document-plugin world: {error:#}", file.display())
+                })?)
             }
         };
 
-        let descriptor = describe(engine, &pre).map_err(|error| anyhow!("{}: describe() failed: {error}", file.display()))?;
+        let descriptor =
+            describe(engine, &pre).map_err(|error| anyhow!("{}: describe() failed: {error}", file.display()))?;
         let expected: &[&str] = match pre {
             Pre::Resource(_) => &RESOURCE_GROUPS,
             Pre::Document(_) => &[AGENT_GROUP],

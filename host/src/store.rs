@@ -77,15 +77,17 @@ impl Database {
     /// Opens (or creates) the database in `dir`.
     pub fn open(dir: &Path) -> Result<Database, StoreError> {
         std::fs::create_dir_all(dir).map_err(|error| StoreError::Sled(sled::Error::Io(error)))?;
-        let db = sled::Config::new().path(dir).cache_capacity(256 * 1024 * 1024).open().map_err(|error| match error {
-            // sled reports the lock as an `Other` error wrapping `WouldBlock`.
-            sled::Error::Io(ref io)
-                if io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock") =>
-            {
-                StoreError::Locked(dir.display().to_string())
-            }
-            other => StoreError::Sled(other),
-        })?;
+        let db =
+            sled::Config::new().path(dir).cache_capacity(256 * 1024 * 1024).open().map_err(|error| match error {
+                // sled reports the lock as an `Other` error wrapping `WouldBlock`.
+                sled::Error::Io(ref io)
+                    if io.kind() == std::io::ErrorKind::WouldBlock
+                        || io.to_string().contains("could not acquire lock") =>
+                {
+                    StoreError::Locked(dir.display().to_string())
+                }
+                other => StoreError::Sled(other),
+            })?;
         let mut collections = BTreeMap::new();
         for name in COLLECTIONS {
             collections.insert(name, db.open_tree(format!("records/{name}"))?);
@@ -186,7 +188,9 @@ impl Database {
     /// Writes records (JSON objects with a UUID `id`) of one organization
     /// and collection in one atomic batch, durable on return.
     pub fn insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
-        let tree = self.tree(collection).ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
+        let tree = self
+            .tree(collection)
+            .ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
         let mut batch = sled::Batch::default();
         for record in records {
             let id = record
@@ -225,9 +229,8 @@ impl Database {
         let last = record_key(organization, Uuid::max());
         let range = match (after, reverse) {
             (None, _) => tree.range(first..=last),
-            (Some(after), false) => {
-                tree.range((std::ops::Bound::Excluded(record_key(organization, after)), std::ops::Bound::Included(last)))
-            }
+            (Some(after), false) => tree
+                .range((std::ops::Bound::Excluded(record_key(organization, after)), std::ops::Bound::Included(last))),
             (Some(after), true) => tree.range(first..record_key(organization, after)),
         };
         let entries: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> =

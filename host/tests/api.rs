@@ -104,7 +104,16 @@ const TARGET_STATUSES: &[&str] = &[
 const EXECUTION: &[(&str, Kind, bool)] = &[
     (
         "status",
-        Enum(&["pending", "pending_approval", "blocked", "preflight_failed", "running", "succeeded", "failed", "rejected"]),
+        Enum(&[
+            "pending",
+            "pending_approval",
+            "blocked",
+            "preflight_failed",
+            "running",
+            "succeeded",
+            "failed",
+            "rejected",
+        ]),
         false,
     ),
     ("efficacy", Enum(&["pending", "verified_fixed", "verified_not_fixed", "unknown"]), false),
@@ -198,7 +207,9 @@ fn every_resource_has_the_contract_fields_and_references_hold() {
         for field in ["os_families", "endpoint_ids", "tags"] {
             assert!(scope["endpoint_filter"][field].is_array(), "endpoint_filter.{field}");
         }
-        assert!(scope["finding_filter"]["finding_types"].is_array() && scope["finding_filter"]["kev_only"].is_boolean());
+        assert!(
+            scope["finding_filter"]["finding_types"].is_array() && scope["finding_filter"]["kev_only"].is_boolean()
+        );
     }
     for finding in findings {
         check_fields("finding", finding, FINDING);
@@ -215,7 +226,11 @@ fn every_resource_has_the_contract_fields_and_references_hold() {
                 assert!((0.0..=1.0).contains(&epss[field].as_f64().unwrap()));
             }
         }
-        check_fields("finding.source", &finding["source"], &[("scanner", Text, false), ("scanner_finding_id", Text, false)]);
+        check_fields(
+            "finding.source",
+            &finding["source"],
+            &[("scanner", Text, false), ("scanner_finding_id", Text, false)],
+        );
     }
     for target in targets {
         check_fields("target", target, TARGET);
@@ -231,8 +246,7 @@ fn every_resource_has_the_contract_fields_and_references_hold() {
     assert_eq!(spread(findings, "severity").len(), SEVERITIES.len());
     assert_eq!(spread(findings, "status").len(), FINDING_STATUSES.len());
     assert_eq!(spread(scopes, "status").len(), 3);
-    let families: BTreeSet<&str> =
-        endpoints.iter().filter_map(|e| e["operating_system"]["family"].as_str()).collect();
+    let families: BTreeSet<&str> = endpoints.iter().filter_map(|e| e["operating_system"]["family"].as_str()).collect();
     assert!(["macos", "windows", "linux"].iter().all(|f| families.contains(f)));
 
     // Every reference points at a record of the same organization.
@@ -360,8 +374,13 @@ fn items_answer_with_the_record_etags_and_errors_per_the_contract() {
             let etag = response.headers()["etag"].to_str().unwrap().to_owned();
             assert!(etag.starts_with('"') && !etag.starts_with("W/"), "strong ETag: {etag}");
             assert_eq!(&response.json::<Value>().unwrap(), record);
-            let revalidated =
-                server.client.get(server.url(&path)).bearer_auth(&server.keys[0]).header("if-none-match", &etag).send().unwrap();
+            let revalidated = server
+                .client
+                .get(server.url(&path))
+                .bearer_auth(&server.keys[0])
+                .header("if-none-match", &etag)
+                .send()
+                .unwrap();
             assert_eq!(revalidated.status(), 304);
             assert_eq!(revalidated.headers()["etag"], etag.as_str());
 
@@ -383,7 +402,13 @@ fn items_answer_with_the_record_etags_and_errors_per_the_contract() {
     // Lists carry ETags too.
     let list = server.get("/v1/scopes");
     let etag = list.headers()["etag"].to_str().unwrap().to_owned();
-    let again = server.client.get(server.url("/v1/scopes")).bearer_auth(&server.keys[0]).header("if-none-match", &etag).send().unwrap();
+    let again = server
+        .client
+        .get(server.url("/v1/scopes"))
+        .bearer_auth(&server.keys[0])
+        .header("if-none-match", &etag)
+        .send()
+        .unwrap();
     assert_eq!(again.status(), 304);
 }
 
@@ -426,7 +451,8 @@ fn authentication_methods_and_request_ids() {
         (reqwest::Method::PUT, "/v1/agent/config"),
         (reqwest::Method::POST, "/v1/health"),
     ] {
-        let response = server.client.request(method.clone(), server.url(path)).bearer_auth(&server.keys[0]).send().unwrap();
+        let response =
+            server.client.request(method.clone(), server.url(path)).bearer_auth(&server.keys[0]).send().unwrap();
         assert_eq!(response.status(), 405, "{method} {path}");
         assert_eq!(response.headers()["allow"], "GET, HEAD");
         assert_eq!(response.headers()["content-type"], "application/problem+json");
@@ -464,7 +490,8 @@ fn endpoints_filter_by_os_family_and_agent() {
     let bad = server.get("/v1/endpoints?osFamily=beos&hasAgent=maybe");
     assert_eq!(bad.status(), 400);
     let problem: Value = bad.json().unwrap();
-    let names: Vec<&str> = problem["invalid_params"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        problem["invalid_params"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["osFamily", "hasAgent"]);
 }
 
@@ -486,8 +513,12 @@ fn health_and_agent_config_answer_per_the_contract() {
         assert!(check["content_hash"].as_str().unwrap().starts_with("sha256:"), "{check}");
     }
 
-    let active_scopes: BTreeSet<String> =
-        server.all(0, "scopes").iter().filter(|s| s["status"] == "active").map(|s| s["id"].as_str().unwrap().to_owned()).collect();
+    let active_scopes: BTreeSet<String> = server
+        .all(0, "scopes")
+        .iter()
+        .filter(|s| s["status"] == "active")
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
     let response = server.get("/v1/agent/config?platform=linux");
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-disposition"], "attachment; filename=\"agent-config.json\"");

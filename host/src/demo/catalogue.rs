@@ -77,11 +77,7 @@ pub const OS_RELEASES: &[OsRelease] = &[
         roles: &[Role::MacLaptop],
         weight: 20,
         arm64_percent: 60,
-        os_product: Some(OsProduct {
-            key: "macos",
-            subject: "macOS",
-            cpe: MACOS_CPE,
-        }),
+        os_product: Some(OsProduct { key: "macos", subject: "macOS", cpe: MACOS_CPE }),
     },
     OsRelease {
         key: "sonoma",
@@ -92,11 +88,7 @@ pub const OS_RELEASES: &[OsRelease] = &[
         roles: &[Role::MacLaptop],
         weight: 45,
         arm64_percent: 85,
-        os_product: Some(OsProduct {
-            key: "macos",
-            subject: "macOS",
-            cpe: MACOS_CPE,
-        }),
+        os_product: Some(OsProduct { key: "macos", subject: "macOS", cpe: MACOS_CPE }),
     },
     OsRelease {
         key: "sequoia",
@@ -107,11 +99,7 @@ pub const OS_RELEASES: &[OsRelease] = &[
         roles: &[Role::MacLaptop],
         weight: 35,
         arm64_percent: 92,
-        os_product: Some(OsProduct {
-            key: "macos",
-            subject: "macOS",
-            cpe: MACOS_CPE,
-        }),
+        os_product: Some(OsProduct { key: "macos", subject: "macOS", cpe: MACOS_CPE }),
     },
     OsRelease {
         key: "win11-23h2",
@@ -140,12 +128,7 @@ pub const OS_RELEASES: &[OsRelease] = &[
         family: Family::Windows,
         name: "Windows 11 Enterprise",
         vendor: "Microsoft",
-        versions: &[
-            "10.0.22621.1413",
-            "10.0.22621.2134",
-            "10.0.22621.2861",
-            "10.0.22621.3447",
-        ],
+        versions: &["10.0.22621.1413", "10.0.22621.2134", "10.0.22621.2861", "10.0.22621.3447"],
         roles: &[Role::WindowsWorkstation],
         weight: 12,
         arm64_percent: 2,
@@ -160,13 +143,7 @@ pub const OS_RELEASES: &[OsRelease] = &[
         family: Family::Windows,
         name: "Windows 11 Pro",
         vendor: "Microsoft",
-        versions: &[
-            "10.0.26100.1742",
-            "10.0.26100.2314",
-            "10.0.26100.3476",
-            "10.0.26100.4061",
-            "10.0.26100.6584",
-        ],
+        versions: &["10.0.26100.1742", "10.0.26100.2314", "10.0.26100.3476", "10.0.26100.4061", "10.0.26100.6584"],
         roles: &[Role::WindowsWorkstation],
         weight: 18,
         arm64_percent: 10,
@@ -181,13 +158,7 @@ pub const OS_RELEASES: &[OsRelease] = &[
         family: Family::Windows,
         name: "Windows 10 Enterprise",
         vendor: "Microsoft",
-        versions: &[
-            "10.0.19045.2728",
-            "10.0.19045.3803",
-            "10.0.19045.4412",
-            "10.0.19045.5011",
-            "10.0.19045.6216",
-        ],
+        versions: &["10.0.19045.2728", "10.0.19045.3803", "10.0.19045.4412", "10.0.19045.5011", "10.0.19045.6216"],
         roles: &[Role::WindowsWorkstation],
         weight: 30,
         arm64_percent: 0,
@@ -202,13 +173,7 @@ pub const OS_RELEASES: &[OsRelease] = &[
         family: Family::Windows,
         name: "Windows Server 2022 Datacenter",
         vendor: "Microsoft",
-        versions: &[
-            "10.0.20348.1607",
-            "10.0.20348.2227",
-            "10.0.20348.2655",
-            "10.0.20348.3091",
-            "10.0.20348.4171",
-        ],
+        versions: &["10.0.20348.1607", "10.0.20348.2227", "10.0.20348.2655", "10.0.20348.3091", "10.0.20348.4171"],
         roles: &[Role::WindowsServer],
         weight: 60,
         arm64_percent: 0,
@@ -223,12 +188,7 @@ pub const OS_RELEASES: &[OsRelease] = &[
         family: Family::Windows,
         name: "Windows Server 2019 Standard",
         vendor: "Microsoft",
-        versions: &[
-            "10.0.17763.4131",
-            "10.0.17763.5329",
-            "10.0.17763.6189",
-            "10.0.17763.7678",
-        ],
+        versions: &["10.0.17763.4131", "10.0.17763.5329", "10.0.17763.6189", "10.0.17763.7678"],
         roles: &[Role::WindowsServer],
         weight: 40,
         arm64_percent: 0,
@@ -343,13 +303,7 @@ const DNF: &[Option<&str>] = &[Some("dnf")];
 const YUM: &[Option<&str>] = &[Some("yum")];
 const HOMEBREW: &[Option<&str>] = &[Some("homebrew")];
 const MAC_APP: &[Option<&str>] = &[Some("homebrew"), Some("none"), None];
-const WIN_APP: &[Option<&str>] = &[
-    Some("winget"),
-    Some("chocolatey"),
-    Some("msi"),
-    Some("none"),
-    None,
-];
+const WIN_APP: &[Option<&str>] = &[Some("winget"), Some("chocolatey"), Some("msi"), Some("none"), None];
 const UNMANAGED: &[Option<&str>] = &[Some("none")];
 
 const fn distro(
@@ -429,20 +383,9 @@ const CHROME_VERSIONS: &[&str] = &[
 const CHROME_CPE: &str = "cpe:2.3:a:google:chrome:{version}:*:*:*:*:*:*:*";
 const FIREFOX_VERSIONS: &[&str] = &["117.0", "118.0.2", "124.0.1", "128.0.3", "131.0.3"];
 const FIREFOX_CPE: &str = "cpe:2.3:a:mozilla:firefox:{version}:*:*:*:*:*:*:*";
-const EDGE_VERSIONS: &[&str] = &[
-    "116.0.1938.76",
-    "117.0.2045.43",
-    "120.0.2210.91",
-    "128.0.2739.54",
-    "130.0.2849.80",
-];
+const EDGE_VERSIONS: &[&str] = &["116.0.1938.76", "117.0.2045.43", "120.0.2210.91", "128.0.2739.54", "130.0.2849.80"];
 const EDGE_CPE: &str = "cpe:2.3:a:microsoft:edge_chromium:{version}:*:*:*:*:*:*:*";
-const ACROBAT_VERSIONS: &[&str] = &[
-    "23.003.20244",
-    "23.006.20320",
-    "24.002.20933",
-    "25.001.20693",
-];
+const ACROBAT_VERSIONS: &[&str] = &["23.003.20244", "23.006.20320", "24.002.20933", "25.001.20693"];
 const ACROBAT_CPE: &str = "cpe:2.3:a:adobe:acrobat_reader_dc:{version}:*:*:*:continuous:*:*:*";
 
 const OPENSSL_UPSTREAM: &[&str] = &["3.0.8", "3.0.11", "3.0.13", "3.0.15"];
@@ -457,27 +400,9 @@ pub const PRODUCTS: &[Product] = &[
         subject_type: "software",
         target_type: "software",
         builds: &[
-            app(
-                MAC,
-                CHROME_VERSIONS,
-                "/Applications/Google Chrome.app",
-                MAC_APP,
-                CHROME_CPE,
-            ),
-            app(
-                WIN,
-                CHROME_VERSIONS,
-                r"C:\Program Files\Google\Chrome\Application\chrome.exe",
-                WIN_APP,
-                CHROME_CPE,
-            ),
-            app(
-                LINUX,
-                CHROME_VERSIONS,
-                "/opt/google/chrome/chrome",
-                APT,
-                CHROME_CPE,
-            ),
+            app(MAC, CHROME_VERSIONS, "/Applications/Google Chrome.app", MAC_APP, CHROME_CPE),
+            app(WIN, CHROME_VERSIONS, r"C:\Program Files\Google\Chrome\Application\chrome.exe", WIN_APP, CHROME_CPE),
+            app(LINUX, CHROME_VERSIONS, "/opt/google/chrome/chrome", APT, CHROME_CPE),
         ],
     },
     Product {
@@ -487,20 +412,8 @@ pub const PRODUCTS: &[Product] = &[
         subject_type: "software",
         target_type: "software",
         builds: &[
-            app(
-                MAC,
-                FIREFOX_VERSIONS,
-                "/Applications/Firefox.app",
-                MAC_APP,
-                FIREFOX_CPE,
-            ),
-            app(
-                WIN,
-                FIREFOX_VERSIONS,
-                r"C:\Program Files\Mozilla Firefox\firefox.exe",
-                WIN_APP,
-                FIREFOX_CPE,
-            ),
+            app(MAC, FIREFOX_VERSIONS, "/Applications/Firefox.app", MAC_APP, FIREFOX_CPE),
+            app(WIN, FIREFOX_VERSIONS, r"C:\Program Files\Mozilla Firefox\firefox.exe", WIN_APP, FIREFOX_CPE),
         ],
     },
     Product {
@@ -510,13 +423,7 @@ pub const PRODUCTS: &[Product] = &[
         subject_type: "software",
         target_type: "software",
         builds: &[
-            app(
-                MAC,
-                EDGE_VERSIONS,
-                "/Applications/Microsoft Edge.app",
-                MAC_APP,
-                EDGE_CPE,
-            ),
+            app(MAC, EDGE_VERSIONS, "/Applications/Microsoft Edge.app", MAC_APP, EDGE_CPE),
             app(
                 WIN,
                 EDGE_VERSIONS,
@@ -533,20 +440,8 @@ pub const PRODUCTS: &[Product] = &[
         subject_type: "software",
         target_type: "software",
         builds: &[
-            app(
-                MAC,
-                ACROBAT_VERSIONS,
-                "/Applications/Adobe Acrobat Reader.app",
-                MAC_APP,
-                ACROBAT_CPE,
-            ),
-            app(
-                WIN,
-                ACROBAT_VERSIONS,
-                r"C:\Program Files\Adobe\Acrobat DC\Acrobat\Acrobat.exe",
-                WIN_APP,
-                ACROBAT_CPE,
-            ),
+            app(MAC, ACROBAT_VERSIONS, "/Applications/Adobe Acrobat Reader.app", MAC_APP, ACROBAT_CPE),
+            app(WIN, ACROBAT_VERSIONS, r"C:\Program Files\Adobe\Acrobat DC\Acrobat\Acrobat.exe", WIN_APP, ACROBAT_CPE),
         ],
     },
     Product {
@@ -631,21 +526,13 @@ pub const PRODUCTS: &[Product] = &[
             },
             distro(
                 "ubuntu-22.04",
-                &[
-                    "7.81.0-1ubuntu1.10",
-                    "7.81.0-1ubuntu1.14",
-                    "7.81.0-1ubuntu1.16",
-                ],
+                &["7.81.0-1ubuntu1.10", "7.81.0-1ubuntu1.14", "7.81.0-1ubuntu1.16"],
                 Some("/usr/lib/{multiarch}/libcurl.so.4"),
                 "pkg:deb/ubuntu/libcurl4@{version}?arch={deb_arch}&distro=ubuntu-22.04",
             ),
             distro(
                 "debian-12",
-                &[
-                    "7.88.1-10+deb12u1",
-                    "7.88.1-10+deb12u4",
-                    "7.88.1-10+deb12u7",
-                ],
+                &["7.88.1-10+deb12u1", "7.88.1-10+deb12u4", "7.88.1-10+deb12u7"],
                 Some("/usr/lib/{multiarch}/libcurl.so.4"),
                 "pkg:deb/debian/libcurl4@{version}?arch={deb_arch}&distro=debian-12",
             ),
@@ -683,68 +570,31 @@ pub const PRODUCTS: &[Product] = &[
         builds: &[
             distro(
                 "ubuntu-22.04",
-                &[
-                    "3.0.2-0ubuntu1.10",
-                    "3.0.2-0ubuntu1.12",
-                    "3.0.2-0ubuntu1.15",
-                    "3.0.2-0ubuntu1.18",
-                ],
+                &["3.0.2-0ubuntu1.10", "3.0.2-0ubuntu1.12", "3.0.2-0ubuntu1.15", "3.0.2-0ubuntu1.18"],
                 Some("/usr/lib/{multiarch}/libssl.so.3"),
                 "pkg:deb/ubuntu/libssl3@{version}?arch={deb_arch}&distro=ubuntu-22.04",
             ),
             distro(
                 "ubuntu-24.04",
-                &[
-                    "3.0.13-0ubuntu3.1",
-                    "3.0.13-0ubuntu3.4",
-                    "3.0.13-0ubuntu3.5",
-                ],
+                &["3.0.13-0ubuntu3.1", "3.0.13-0ubuntu3.4", "3.0.13-0ubuntu3.5"],
                 Some("/usr/lib/{multiarch}/libssl.so.3"),
                 "pkg:deb/ubuntu/libssl3t64@{version}?arch={deb_arch}&distro=ubuntu-24.04",
             ),
             distro(
                 "debian-12",
-                &[
-                    "3.0.11-1~deb12u1",
-                    "3.0.11-1~deb12u2",
-                    "3.0.13-1~deb12u1",
-                    "3.0.15-1~deb12u1",
-                ],
+                &["3.0.11-1~deb12u1", "3.0.11-1~deb12u2", "3.0.13-1~deb12u1", "3.0.15-1~deb12u1"],
                 Some("/usr/lib/{multiarch}/libssl.so.3"),
                 "pkg:deb/debian/libssl3@{version}?arch={deb_arch}&distro=debian-12",
             ),
             distro(
                 "rhel-9",
-                &[
-                    "3.0.7-16.el9_2",
-                    "3.0.7-24.el9",
-                    "3.0.7-27.el9",
-                    "3.0.7-28.el9_4",
-                ],
+                &["3.0.7-16.el9_2", "3.0.7-24.el9", "3.0.7-27.el9", "3.0.7-28.el9_4"],
                 Some("/usr/lib64/libssl.so.3"),
                 "pkg:rpm/redhat/openssl-libs@{version}?arch={rpm_arch}&distro=rhel-9",
             ),
-            library(
-                LINUX,
-                OPENSSL_UPSTREAM,
-                "{app_dir}/lib/libssl.so.3",
-                Some(OPENSSL_CPE),
-                OPENSSL_PURL,
-            ),
-            library(
-                MAC,
-                OPENSSL_UPSTREAM,
-                "{app_dir}/lib/libssl.3.dylib",
-                Some(OPENSSL_CPE),
-                OPENSSL_PURL,
-            ),
-            library(
-                WIN,
-                OPENSSL_UPSTREAM,
-                "{app_dir}/bin/libssl-3-x64.dll",
-                Some(OPENSSL_CPE),
-                OPENSSL_PURL,
-            ),
+            library(LINUX, OPENSSL_UPSTREAM, "{app_dir}/lib/libssl.so.3", Some(OPENSSL_CPE), OPENSSL_PURL),
+            library(MAC, OPENSSL_UPSTREAM, "{app_dir}/lib/libssl.3.dylib", Some(OPENSSL_CPE), OPENSSL_PURL),
+            library(WIN, OPENSSL_UPSTREAM, "{app_dir}/bin/libssl-3-x64.dll", Some(OPENSSL_CPE), OPENSSL_PURL),
         ],
     },
     Product {
@@ -756,11 +606,7 @@ pub const PRODUCTS: &[Product] = &[
         builds: &[
             distro(
                 "ubuntu-22.04",
-                &[
-                    "1:8.9p1-3ubuntu0.4",
-                    "1:8.9p1-3ubuntu0.6",
-                    "1:8.9p1-3ubuntu0.10",
-                ],
+                &["1:8.9p1-3ubuntu0.4", "1:8.9p1-3ubuntu0.6", "1:8.9p1-3ubuntu0.10"],
                 Some("/usr/sbin/sshd"),
                 "pkg:deb/ubuntu/openssh-server@{version}?arch={deb_arch}&distro=ubuntu-22.04",
             ),
@@ -772,11 +618,7 @@ pub const PRODUCTS: &[Product] = &[
             ),
             distro(
                 "debian-12",
-                &[
-                    "1:9.2p1-2+deb12u1",
-                    "1:9.2p1-2+deb12u2",
-                    "1:9.2p1-2+deb12u3",
-                ],
+                &["1:9.2p1-2+deb12u1", "1:9.2p1-2+deb12u2", "1:9.2p1-2+deb12u3"],
                 Some("/usr/sbin/sshd"),
                 "pkg:deb/debian/openssh-server@{version}?arch={deb_arch}&distro=debian-12",
             ),
@@ -858,12 +700,7 @@ pub const PRODUCTS: &[Product] = &[
         builds: &[
             distro(
                 "ubuntu-22.04",
-                &[
-                    "5.15.0-60.66",
-                    "5.15.0-91.101",
-                    "5.15.0-105.115",
-                    "5.15.0-122.132",
-                ],
+                &["5.15.0-60.66", "5.15.0-91.101", "5.15.0-105.115", "5.15.0-122.132"],
                 None,
                 "pkg:deb/ubuntu/linux@{version}?arch={deb_arch}&distro=ubuntu-22.04",
             ),
@@ -875,22 +712,13 @@ pub const PRODUCTS: &[Product] = &[
             ),
             distro(
                 "rhel-9",
-                &[
-                    "5.14.0-162.6.1.el9_1",
-                    "5.14.0-284.11.1.el9_2",
-                    "5.14.0-362.8.1.el9_3",
-                    "5.14.0-427.13.1.el9_4",
-                ],
+                &["5.14.0-162.6.1.el9_1", "5.14.0-284.11.1.el9_2", "5.14.0-362.8.1.el9_3", "5.14.0-427.13.1.el9_4"],
                 None,
                 "pkg:rpm/redhat/kernel@{version}?arch={rpm_arch}&distro=rhel-9",
             ),
             distro(
                 "amzn-2",
-                &[
-                    "5.10.93-87.444.amzn2",
-                    "5.10.184-175.731.amzn2",
-                    "5.10.220-209.869.amzn2",
-                ],
+                &["5.10.93-87.444.amzn2", "5.10.184-175.731.amzn2", "5.10.220-209.869.amzn2"],
                 None,
                 "pkg:rpm/amazon/kernel@{version}?arch={rpm_arch}&distro=amazon-2",
             ),
@@ -1039,17 +867,8 @@ pub const PRODUCTS: &[Product] = &[
 
 /// Libraries that applications bundle privately (one installation per
 /// application directory).
-pub const BUNDLED_LIBRARIES: &[&str] = &[
-    "log4j-core",
-    "spring-beans",
-    "urllib3",
-    "requests",
-    "lodash",
-    "semver",
-    "ws",
-    "golang-x-net",
-    "openssl",
-];
+pub const BUNDLED_LIBRARIES: &[&str] =
+    &["log4j-core", "spring-beans", "urllib3", "requests", "lodash", "semver", "ws", "golang-x-net", "openssl"];
 
 /// A product a role usually has, with its likelihood (percent) for most
 /// owners and for engineers.
@@ -1060,11 +879,7 @@ pub struct InventoryItem {
 }
 
 const fn item(product: &'static str, percent: u32, engineering_percent: u32) -> InventoryItem {
-    InventoryItem {
-        product,
-        percent,
-        engineering_percent,
-    }
+    InventoryItem { product, percent, engineering_percent }
 }
 
 const MAC_LAPTOP_INVENTORY: &[InventoryItem] = &[
@@ -1087,12 +902,8 @@ const WINDOWS_WORKSTATION_INVENTORY: &[InventoryItem] = &[
     item("putty", 5, 50),
 ];
 
-const WINDOWS_SERVER_INVENTORY: &[InventoryItem] = &[
-    item("edge", 60, 60),
-    item("chrome", 15, 15),
-    item("7-zip", 30, 30),
-    item("putty", 15, 15),
-];
+const WINDOWS_SERVER_INVENTORY: &[InventoryItem] =
+    &[item("edge", 60, 60), item("chrome", 15, 15), item("7-zip", 30, 30), item("putty", 15, 15)];
 
 const LINUX_SERVER_INVENTORY: &[InventoryItem] = &[
     item("openssl", 97, 97),
@@ -1137,19 +948,11 @@ pub struct Fix {
 }
 
 const fn fix(stream: &'static str, fixed: &'static str) -> Fix {
-    Fix {
-        stream,
-        introduced: None,
-        fixed,
-    }
+    Fix { stream, introduced: None, fixed }
 }
 
 const fn fix_from(stream: &'static str, introduced: &'static str, fixed: &'static str) -> Fix {
-    Fix {
-        stream,
-        introduced: Some(introduced),
-        fixed,
-    }
+    Fix { stream, introduced: Some(introduced), fixed }
 }
 
 /// One CVE as it affects one product (a CVE in a shared component, such as
@@ -1693,11 +1496,7 @@ pub const CVES: &[Cve] = &[
         vector: "CVSS:3.1/AV:L/AC:L/PR:L/UI:N/S:U/C:N/I:H/A:N",
         kev: false,
         epss: 0.0013,
-        fixes: &[
-            fix("sequoia", "15.2"),
-            fix("sonoma", "14.7.2"),
-            fix("ventura", "13.7.2"),
-        ],
+        fixes: &[fix("sequoia", "15.2"), fix("sonoma", "14.7.2"), fix("ventura", "13.7.2")],
     },
     Cve {
         id: "CVE-2025-24085",
@@ -1894,10 +1693,7 @@ pub const CVES: &[Cve] = &[
         vector: LOCAL_PRIV_ESC,
         kev: false,
         epss: 0.0592,
-        fixes: &[
-            fix("ubuntu-22.04", "1.9.9-1ubuntu2.2"),
-            fix("rhel-9", "1.9.5p2-7.el9_1.1"),
-        ],
+        fixes: &[fix("ubuntu-22.04", "1.9.9-1ubuntu2.2"), fix("rhel-9", "1.9.5p2-7.el9_1.1")],
     },
     Cve {
         id: "CVE-2021-4034",
@@ -2097,11 +1893,7 @@ pub const CVES: &[Cve] = &[
         vector: NET_DOS,
         kev: false,
         epss: 0.0024,
-        fixes: &[
-            fix(UPSTREAM, "5.7.2"),
-            fix_from(UPSTREAM, "6.0.0", "6.3.1"),
-            fix_from(UPSTREAM, "7.0.0", "7.5.2"),
-        ],
+        fixes: &[fix(UPSTREAM, "5.7.2"), fix_from(UPSTREAM, "6.0.0", "6.3.1"), fix_from(UPSTREAM, "7.0.0", "7.5.2")],
     },
     Cve {
         id: "CVE-2024-37890",
@@ -2111,10 +1903,7 @@ pub const CVES: &[Cve] = &[
         vector: NET_DOS,
         kev: false,
         epss: 0.0102,
-        fixes: &[
-            fix_from(UPSTREAM, "7.0.0", "7.5.10"),
-            fix_from(UPSTREAM, "8.0.0", "8.17.1"),
-        ],
+        fixes: &[fix_from(UPSTREAM, "7.0.0", "7.5.10"), fix_from(UPSTREAM, "8.0.0", "8.17.1")],
     },
     Cve {
         id: "CVE-2023-44487",
@@ -2685,9 +2474,7 @@ const NO_FILTER: ScopeTemplate = ScopeTemplate {
 pub const SCOPE_TEMPLATES: &[ScopeTemplate] = &[
     ScopeTemplate {
         name: "KEV: fix within 7 days",
-        description: Some(
-            "Anything listed in CISA's Known Exploited Vulnerabilities catalogue, on any endpoint.",
-        ),
+        description: Some("Anything listed in CISA's Known Exploited Vulnerabilities catalogue, on any endpoint."),
         always: true,
         finding_types: &["vulnerability"],
         kev_only: true,
@@ -2713,9 +2500,7 @@ pub const SCOPE_TEMPLATES: &[ScopeTemplate] = &[
     },
     ScopeTemplate {
         name: "Linux server kernel patches",
-        description: Some(
-            "Kernel updates for Linux servers; reboots happen in each server's maintenance window.",
-        ),
+        description: Some("Kernel updates for Linux servers; reboots happen in each server's maintenance window."),
         always: true,
         subject_types: &["software"],
         vendors: &["Linux"],
@@ -2730,9 +2515,7 @@ pub const SCOPE_TEMPLATES: &[ScopeTemplate] = &[
     },
     ScopeTemplate {
         name: "Workstation compliance baseline",
-        description: Some(
-            "CIS-aligned settings for laptops and desktops: disk encryption, screen lock, firewall.",
-        ),
+        description: Some("CIS-aligned settings for laptops and desktops: disk encryption, screen lock, firewall."),
         always: true,
         subject_types: &["configuration"],
         os_families: &["macos", "windows"],
@@ -2748,14 +2531,7 @@ pub const SCOPE_TEMPLATES: &[ScopeTemplate] = &[
         status: "paused",
         always: true,
         subject_types: &["software"],
-        vendors: &[
-            "Adobe",
-            "RARLAB",
-            "Igor Pavlov",
-            "Simon Tatham",
-            "Mozilla",
-            "Google",
-        ],
+        vendors: &["Adobe", "RARLAB", "Igor Pavlov", "Simon Tatham", "Mozilla", "Google"],
         os_families: &["windows", "macos"],
         has_agent: Some(true),
         finding_types: &["vulnerability"],
@@ -2780,9 +2556,7 @@ pub const SCOPE_TEMPLATES: &[ScopeTemplate] = &[
     },
     ScopeTemplate {
         name: "Open-source libraries on servers",
-        description: Some(
-            "Vulnerable Java, Python, Node.js and Go libraries bundled in server applications.",
-        ),
+        description: Some("Vulnerable Java, Python, Node.js and Go libraries bundled in server applications."),
         subject_types: &["software"],
         products: &[
             "Log4j",
@@ -2835,9 +2609,7 @@ pub const SCOPE_TEMPLATES: &[ScopeTemplate] = &[
     },
     ScopeTemplate {
         name: "Log4Shell emergency response",
-        description: Some(
-            "December 2021 Log4j response; superseded by the open-source libraries scope.",
-        ),
+        description: Some("December 2021 Log4j response; superseded by the open-source libraries scope."),
         status: "archived",
         cpe_patterns: &["cpe:2.3:a:apache:log4j:*"],
         finding_types: &["vulnerability"],
@@ -2851,19 +2623,17 @@ pub const SCOPE_TEMPLATES: &[ScopeTemplate] = &[
 // ---------------------------------------------------------------------------
 
 pub const FIRST_NAMES: &[&str] = &[
-    "Aisha", "Alex", "Amelia", "Andrei", "Ana", "Ben", "Carlos", "Chen", "Chloe", "Daniel",
-    "Diego", "Elena", "Emma", "Fatima", "Felix", "Grace", "Hannah", "Hiro", "Isabel", "Jamal",
-    "Jane", "Jonas", "Julia", "Kai", "Laura", "Leila", "Liam", "Lucas", "Maya", "Mei", "Mohammed",
-    "Nadia", "Noah", "Olivia", "Omar", "Priya", "Rafael", "Sara", "Sofia", "Tom", "Wei", "Yusuf",
-    "Zoe",
+    "Aisha", "Alex", "Amelia", "Andrei", "Ana", "Ben", "Carlos", "Chen", "Chloe", "Daniel", "Diego", "Elena", "Emma",
+    "Fatima", "Felix", "Grace", "Hannah", "Hiro", "Isabel", "Jamal", "Jane", "Jonas", "Julia", "Kai", "Laura", "Leila",
+    "Liam", "Lucas", "Maya", "Mei", "Mohammed", "Nadia", "Noah", "Olivia", "Omar", "Priya", "Rafael", "Sara", "Sofia",
+    "Tom", "Wei", "Yusuf", "Zoe",
 ];
 
 pub const LAST_NAMES: &[&str] = &[
-    "Adams", "Ahmed", "Bauer", "Becker", "Brown", "Costa", "Diaz", "Doe", "Evans", "Fischer",
-    "Garcia", "Gomez", "Hansen", "Hughes", "Ivanova", "Jensen", "Kaur", "Kim", "Kowalski",
-    "Larsen", "Lee", "Lopez", "Martin", "Meyer", "Moreau", "Nakamura", "Nguyen", "Novak", "Okafor",
-    "Patel", "Perez", "Rossi", "Santos", "Schmidt", "Silva", "Singh", "Smith", "Tanaka", "Walker",
-    "Wang", "Weber", "Williams", "Zhang",
+    "Adams", "Ahmed", "Bauer", "Becker", "Brown", "Costa", "Diaz", "Doe", "Evans", "Fischer", "Garcia", "Gomez",
+    "Hansen", "Hughes", "Ivanova", "Jensen", "Kaur", "Kim", "Kowalski", "Larsen", "Lee", "Lopez", "Martin", "Meyer",
+    "Moreau", "Nakamura", "Nguyen", "Novak", "Okafor", "Patel", "Perez", "Rossi", "Santos", "Schmidt", "Silva",
+    "Singh", "Smith", "Tanaka", "Walker", "Wang", "Weber", "Williams", "Zhang",
 ];
 
 /// Workstation owners' departments (tag values) and their weights.
@@ -2955,35 +2725,18 @@ pub const DESKTOP_APPS: &[&str] = &[
 
 /// Organizationally unique identifiers (first three MAC bytes) by hardware.
 pub const APPLE_OUIS: &[&str] = &["a4:83:e7", "f0:18:98", "3c:22:fb", "bc:d0:74", "14:7d:da"];
-pub const PC_OUIS: &[&str] = &[
-    "d4:81:d7", "f8:bc:12", "54:bf:64", "54:ee:75", "8c:16:45", "98:fa:9b", "3c:52:82",
-];
+pub const PC_OUIS: &[&str] = &["d4:81:d7", "f8:bc:12", "54:bf:64", "54:ee:75", "8c:16:45", "98:fa:9b", "3c:52:82"];
 pub const VIRTUAL_OUIS: &[&str] = &["00:50:56", "00:15:5d", "52:54:00"];
 
-pub const AGENT_VERSIONS: &[(&str, u32)] = &[
-    ("4.13.0", 25),
-    ("4.12.3", 40),
-    ("4.12.1", 15),
-    ("4.11.7", 12),
-    ("4.10.2", 8),
-];
+pub const AGENT_VERSIONS: &[(&str, u32)] =
+    &[("4.13.0", 25), ("4.12.3", 40), ("4.12.1", 15), ("4.11.7", 12), ("4.10.2", 8)];
 
 /// Vulnerability scanners in use, by OS family.
 pub fn scanners(family: Family) -> &'static [(&'static str, u32)] {
     match family {
         Family::MacOs => &[("crowdstrike", 40), ("tenable", 30), ("qualys", 30)],
-        Family::Windows => &[
-            ("defender", 40),
-            ("crowdstrike", 25),
-            ("qualys", 20),
-            ("tenable", 15),
-        ],
-        Family::Linux => &[
-            ("trivy", 35),
-            ("qualys", 25),
-            ("tenable", 25),
-            ("crowdstrike", 15),
-        ],
+        Family::Windows => &[("defender", 40), ("crowdstrike", 25), ("qualys", 20), ("tenable", 15)],
+        Family::Linux => &[("trivy", 35), ("qualys", 25), ("tenable", 25), ("crowdstrike", 15)],
     }
 }
 

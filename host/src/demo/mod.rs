@@ -32,12 +32,11 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
 use catalogue::{
-    AGENT_VERSIONS, APPLE_OUIS, Audience, BUNDLED_LIBRARIES, Build, CHECKS, CVES, Check, Cve,
-    DEPARTMENTS, DESKTOP_APPS, ENVIRONMENTS, FAILED_EXECUTION_ERRORS, FIRST_NAMES, Fix, LAST_NAMES,
-    LINUX_SERVER_ROLES, NO_AGENT_ERROR, NOT_FIXED_ERROR, OS_RELEASES, OsRelease, PC_OUIS,
-    PREFLIGHT_ERRORS, PRODUCTS, Product, ROLE_WEIGHTS, Role, SCOPE_TEMPLATES,
-    SERVER_BLOCKED_ERRORS, SERVER_TEAMS, SERVICE_APPS, SUPPRESSION_NOTES, ScopeTemplate, UPSTREAM,
-    VIRTUAL_OUIS, WINDOWS_SERVER_ROLES, WORKSTATION_BLOCKED_ERRORS,
+    AGENT_VERSIONS, APPLE_OUIS, Audience, BUNDLED_LIBRARIES, Build, CHECKS, CVES, Check, Cve, DEPARTMENTS,
+    DESKTOP_APPS, ENVIRONMENTS, FAILED_EXECUTION_ERRORS, FIRST_NAMES, Fix, LAST_NAMES, LINUX_SERVER_ROLES,
+    NO_AGENT_ERROR, NOT_FIXED_ERROR, OS_RELEASES, OsRelease, PC_OUIS, PREFLIGHT_ERRORS, PRODUCTS, Product,
+    ROLE_WEIGHTS, Role, SCOPE_TEMPLATES, SERVER_BLOCKED_ERRORS, SERVER_TEAMS, SERVICE_APPS, SUPPRESSION_NOTES,
+    ScopeTemplate, UPSTREAM, VIRTUAL_OUIS, WINDOWS_SERVER_ROLES, WORKSTATION_BLOCKED_ERRORS,
 };
 
 // ---------------------------------------------------------------------------
@@ -61,10 +60,7 @@ pub struct DemoSpec {
 }
 
 impl DemoSpec {
-    pub const DEMO: DemoSpec = DemoSpec {
-        endpoints: 100,
-        findings_per_endpoint: 10,
-    };
+    pub const DEMO: DemoSpec = DemoSpec { endpoints: 100, findings_per_endpoint: 10 };
 }
 
 /// One endpoint with everything that hangs off it.
@@ -145,30 +141,14 @@ impl Severity {
 pub const OS_FAMILIES: &[&str] = &["macos", "windows", "linux", "other"];
 pub const SCOPE_STATUSES: &[&str] = &["active", "paused", "archived"];
 pub const SUBJECT_TYPES: &[&str] = &["software", "service", "configuration"];
-pub const FINDING_TYPES: &[&str] = &[
-    "vulnerability",
-    "deprecation",
-    "compliance",
-    "licensing",
-    "standardization",
-];
+pub const FINDING_TYPES: &[&str] = &["vulnerability", "deprecation", "compliance", "licensing", "standardization"];
 pub const SEVERITIES: &[&str] = &["critical", "high", "medium", "low", "info"];
 pub const FINDING_STATUSES: &[&str] = &["open", "resolved", "reopened", "suppressed"];
-pub const SUPPRESSION_REASONS: &[&str] =
-    &["accepted_risk", "false_positive", "compensating_control"];
+pub const SUPPRESSION_REASONS: &[&str] = &["accepted_risk", "false_positive", "compensating_control"];
 pub const SCANNERS: &[&str] = &["trivy", "qualys", "tenable", "defender", "crowdstrike"];
 pub const TARGET_TYPES: &[&str] = &["software", "os_patch", "configuration", "service"];
-pub const PACKAGE_MANAGERS: &[&str] = &[
-    "apt",
-    "dnf",
-    "yum",
-    "zypper",
-    "homebrew",
-    "chocolatey",
-    "winget",
-    "msi",
-    "none",
-];
+pub const PACKAGE_MANAGERS: &[&str] =
+    &["apt", "dnf", "yum", "zypper", "homebrew", "chocolatey", "winget", "msi", "none"];
 pub const DISCOVERY_METHODS: &[&str] = &["passive", "targeted_query", "operator"];
 pub const TARGET_STATUSES: &[&str] = &[
     "identified",
@@ -183,18 +163,9 @@ pub const TARGET_STATUSES: &[&str] = &[
     "rejected",
     "obsolete",
 ];
-pub const EXECUTION_STATUSES: &[&str] = &[
-    "pending",
-    "pending_approval",
-    "blocked",
-    "preflight_failed",
-    "running",
-    "succeeded",
-    "failed",
-    "rejected",
-];
-pub const EXECUTION_EFFICACIES: &[&str] =
-    &["pending", "verified_fixed", "verified_not_fixed", "unknown"];
+pub const EXECUTION_STATUSES: &[&str] =
+    &["pending", "pending_approval", "blocked", "preflight_failed", "running", "succeeded", "failed", "rejected"];
+pub const EXECUTION_EFFICACIES: &[&str] = &["pending", "verified_fixed", "verified_not_fixed", "unknown"];
 
 /// Generates one organization's demo records.
 pub struct Generator {
@@ -228,10 +199,7 @@ impl Generator {
         let prefix = sanitize_prefix(hostname_prefix);
         let cve_scores = CVES
             .iter()
-            .map(|cve| {
-                cvss31_base_score(cve.vector)
-                    .expect("catalogue CVSS vectors are valid (checked by tests)")
-            })
+            .map(|cve| cvss31_base_score(cve.vector).expect("catalogue CVSS vectors are valid (checked by tests)"))
             .collect();
         let mut cves_by_product: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
         for (index, cve) in CVES.iter().enumerate() {
@@ -260,10 +228,7 @@ impl Generator {
 
     /// The organization's scopes (6-8, across active, paused and archived).
     pub fn scopes(&mut self) -> Vec<Value> {
-        self.scopes
-            .iter()
-            .map(|scope| scope.record.clone())
-            .collect()
+        self.scopes.iter().map(|scope| scope.record.clone()).collect()
     }
 
     /// The next endpoint with its findings and targets, or `None` after
@@ -310,10 +275,8 @@ struct Scope {
 
 impl Generator {
     fn generate_scopes(&mut self) -> Vec<Scope> {
-        let mut templates: Vec<&'static ScopeTemplate> =
-            SCOPE_TEMPLATES.iter().filter(|t| t.always).collect();
-        let mut optional: Vec<&'static ScopeTemplate> =
-            SCOPE_TEMPLATES.iter().filter(|t| !t.always).collect();
+        let mut templates: Vec<&'static ScopeTemplate> = SCOPE_TEMPLATES.iter().filter(|t| t.always).collect();
+        let mut optional: Vec<&'static ScopeTemplate> = SCOPE_TEMPLATES.iter().filter(|t| !t.always).collect();
         optional.shuffle(&mut self.rng);
         let extra = self.rng.gen_range(0..=2);
         templates.extend(optional.into_iter().take(extra));
@@ -322,12 +285,7 @@ impl Generator {
         let earliest = self.anchor - ENDPOINT_HISTORY_DAYS * DAY;
         let mut dated: Vec<(i64, &'static ScopeTemplate)> = templates
             .into_iter()
-            .map(|template| {
-                (
-                    between(&mut self.rng, earliest, self.anchor - 300 * DAY),
-                    template,
-                )
-            })
+            .map(|template| (between(&mut self.rng, earliest, self.anchor - 300 * DAY), template))
             .collect();
         dated.sort_by_key(|(created_at, _)| *created_at);
 
@@ -367,12 +325,7 @@ impl Generator {
                 "created_at": format_timestamp(created_at),
                 "updated_at": format_timestamp(updated_at),
             });
-            scopes.push(Scope {
-                id,
-                template,
-                created_at,
-                record,
-            });
+            scopes.push(Scope { id, template, created_at, record });
         }
         scopes
     }
@@ -410,27 +363,14 @@ fn scope_matches(scope: &ScopeTemplate, endpoint: &EndpointFacts, target: &Targe
         && listed(scope.vendors, target.vendor)
         && listed(scope.products, target.product)
         && (scope.cpe_patterns.is_empty()
-            || target.cpes.iter().any(|cpe| {
-                scope
-                    .cpe_patterns
-                    .iter()
-                    .any(|pattern| glob_match(pattern, cpe))
-            }));
+            || target.cpes.iter().any(|cpe| scope.cpe_patterns.iter().any(|pattern| glob_match(pattern, cpe))));
     let endpoint_ok = listed(scope.os_families, endpoint.family.as_str())
-        && scope
-            .has_agent
-            .is_none_or(|wanted| wanted == endpoint.has_agent)
-        && (scope.tags.is_empty()
-            || endpoint
-                .tags
-                .iter()
-                .any(|tag| scope.tags.contains(&tag.as_str())));
+        && scope.has_agent.is_none_or(|wanted| wanted == endpoint.has_agent)
+        && (scope.tags.is_empty() || endpoint.tags.iter().any(|tag| scope.tags.contains(&tag.as_str())));
     let finding_ok = target.findings.iter().any(|finding| {
         listed(scope.finding_types, finding.finding_type)
             && scope.min_severity.is_none_or(|min| finding.severity >= min)
-            && scope
-                .min_cvss_score
-                .is_none_or(|min| finding.cvss.is_some_and(|score| score >= min))
+            && scope.min_cvss_score.is_none_or(|min| finding.cvss.is_some_and(|score| score >= min))
             && (!scope.kev_only || finding.kev)
     });
     subject_ok && endpoint_ok && finding_ok
@@ -517,11 +457,7 @@ impl Host {
     }
 
     fn facts(&self) -> EndpointFacts<'_> {
-        EndpointFacts {
-            family: self.family(),
-            has_agent: self.has_agent(),
-            tags: &self.tags,
-        }
+        EndpointFacts { family: self.family(), has_agent: self.has_agent(), tags: &self.tags }
     }
 }
 
@@ -529,17 +465,10 @@ impl Generator {
     fn new_host(&mut self) -> Host {
         let anchor = self.anchor;
         let role = self.next_role();
-        let releases: Vec<&'static OsRelease> = OS_RELEASES
-            .iter()
-            .filter(|r| r.roles.contains(&role))
-            .collect();
+        let releases: Vec<&'static OsRelease> = OS_RELEASES.iter().filter(|r| r.roles.contains(&role)).collect();
         let release = *pick_weighted(&mut self.rng, &releases, |release| release.weight);
         let os_version = *pick(&mut self.rng, release.versions);
-        let arch = if chance(&mut self.rng, release.arm64_percent) {
-            Arch::Arm64
-        } else {
-            Arch::X86_64
-        };
+        let arch = if chance(&mut self.rng, release.arm64_percent) { Arch::Arm64 } else { Arch::X86_64 };
 
         let department = match role {
             Role::MacLaptop | Role::WindowsWorkstation => {
@@ -554,10 +483,7 @@ impl Generator {
         let owner = if role.is_server() {
             chance(&mut self.rng, 30).then(|| {
                 let (team, mailbox) = *pick(&mut self.rng, SERVER_TEAMS);
-                Owner {
-                    name: team.to_string(),
-                    email: format!("{mailbox}@{}", self.email_domain),
-                }
+                Owner { name: team.to_string(), email: format!("{mailbox}@{}", self.email_domain) }
             })
         } else if chance(&mut self.rng, 97) {
             let first = *pick(&mut self.rng, FIRST_NAMES);
@@ -577,72 +503,39 @@ impl Generator {
         let cloud = tags.iter().any(|tag| tag == "aws");
 
         let has_agent = chance(&mut self.rng, 85);
-        let ip =
-            (!chance(&mut self.rng, 6)).then(|| private_ip(&mut self.rng, role, remote, cloud));
+        let ip = (!chance(&mut self.rng, 6)).then(|| private_ip(&mut self.rng, role, remote, cloud));
         let mac_missing_percent = if has_agent { 5 } else { 20 };
-        let mac_address = (!chance(&mut self.rng, mac_missing_percent))
-            .then(|| mac_address(&mut self.rng, role, cloud));
+        let mac_address =
+            (!chance(&mut self.rng, mac_missing_percent)).then(|| mac_address(&mut self.rng, role, cloud));
         let agent = has_agent.then(|| {
-            let agent_id = uuid::Builder::from_random_bytes(self.rng.r#gen())
-                .into_uuid()
-                .to_string();
-            (
-                agent_id,
-                pick_weighted(&mut self.rng, AGENT_VERSIONS, |(_, weight)| *weight).0,
-            )
+            let agent_id = uuid::Builder::from_random_bytes(self.rng.r#gen()).into_uuid().to_string();
+            (agent_id, pick_weighted(&mut self.rng, AGENT_VERSIONS, |(_, weight)| *weight).0)
         });
 
-        let scanner = pick_weighted(
-            &mut self.rng,
-            catalogue::scanners(release.family),
-            |(_, weight)| *weight,
-        )
-        .0;
+        let scanner = pick_weighted(&mut self.rng, catalogue::scanners(release.family), |(_, weight)| *weight).0;
         let scanner_host_ref = match scanner {
-            "qualys" => self
-                .rng
-                .gen_range(100_000_000u32..1_000_000_000)
-                .to_string(),
-            "tenable" => uuid::Builder::from_random_bytes(self.rng.r#gen())
-                .into_uuid()
-                .to_string(),
+            "qualys" => self.rng.gen_range(100_000_000u32..1_000_000_000).to_string(),
+            "tenable" => uuid::Builder::from_random_bytes(self.rng.r#gen()).into_uuid().to_string(),
             "defender" => random_hex(&mut self.rng, 40),
             _ => random_hex(&mut self.rng, 32),
         };
 
         // Discovered over the last 18 months; agents check in daily unless the
         // device went quiet, agentless devices are seen by network scans.
-        let created_at = between(
-            &mut self.rng,
-            anchor - ENDPOINT_HISTORY_DAYS * DAY,
-            anchor - 2 * DAY,
-        );
+        let created_at = between(&mut self.rng, anchor - ENDPOINT_HISTORY_DAYS * DAY, anchor - 2 * DAY);
         let last_seen_at = if has_agent {
             if chance(&mut self.rng, 90) {
-                Some(between(
-                    &mut self.rng,
-                    (anchor - 3 * DAY).max(created_at),
-                    anchor,
-                ))
+                Some(between(&mut self.rng, (anchor - 3 * DAY).max(created_at), anchor))
             } else {
                 let stale_until = (anchor - 7 * DAY).max(created_at);
-                Some(between(
-                    &mut self.rng,
-                    (anchor - 60 * DAY).max(created_at),
-                    stale_until,
-                ))
+                Some(between(&mut self.rng, (anchor - 60 * DAY).max(created_at), stale_until))
             }
         } else if chance(&mut self.rng, 50) {
-            Some(between(
-                &mut self.rng,
-                (anchor - 30 * DAY).max(created_at),
-                anchor,
-            ))
+            Some(between(&mut self.rng, (anchor - 30 * DAY).max(created_at), anchor))
         } else {
             None
         };
-        let last_scan =
-            last_seen_at.unwrap_or_else(|| between(&mut self.rng, created_at + DAY, anchor));
+        let last_scan = last_seen_at.unwrap_or_else(|| between(&mut self.rng, created_at + DAY, anchor));
         let window_start = (created_at + 10 * MINUTE).min(last_scan);
 
         let id = self.new_id(created_at);
@@ -678,20 +571,12 @@ impl Generator {
     ) -> (String, Vec<String>) {
         let prefix = self.hostname_prefix.clone();
         // NetBIOS names are at most 15 characters.
-        let windows_prefix: String = prefix
-            .chars()
-            .filter(char::is_ascii_alphanumeric)
-            .take(6)
-            .collect::<String>()
-            .to_ascii_uppercase();
+        let windows_prefix: String =
+            prefix.chars().filter(char::is_ascii_alphanumeric).take(6).collect::<String>().to_ascii_uppercase();
         let department = department.unwrap_or("it").to_string();
         match role {
             Role::MacLaptop => {
-                let model = if chance(&mut self.rng, 70) {
-                    "mbp"
-                } else {
-                    "mba"
-                };
+                let model = if chance(&mut self.rng, 70) { "mbp" } else { "mba" };
                 let serial = self.next_serial("mac");
                 let mut tags = vec!["laptop".to_string(), department];
                 if chance(&mut self.rng, 20) {
@@ -702,11 +587,7 @@ impl Generator {
             Role::WindowsWorkstation => {
                 let laptop = chance(&mut self.rng, 70);
                 let serial = self.next_serial("windows-workstation");
-                let (code, kind) = if laptop {
-                    ("LT", "laptop")
-                } else {
-                    ("WS", "desktop")
-                };
+                let (code, kind) = if laptop { ("LT", "laptop") } else { ("WS", "desktop") };
                 let mut tags = vec![kind.to_string(), department];
                 if laptop && chance(&mut self.rng, 15) {
                     tags.push("remote".to_string());
@@ -714,45 +595,24 @@ impl Generator {
                 (format!("{windows_prefix}-{code}-{serial:04}"), tags)
             }
             Role::WindowsServer => {
-                let (code, tag, _) =
-                    *pick_weighted(&mut self.rng, WINDOWS_SERVER_ROLES, |(_, _, weight)| {
-                        *weight
-                    });
-                let environment =
-                    pick_weighted(&mut self.rng, ENVIRONMENTS, |(_, weight)| *weight).0;
+                let (code, tag, _) = *pick_weighted(&mut self.rng, WINDOWS_SERVER_ROLES, |(_, _, weight)| *weight);
+                let environment = pick_weighted(&mut self.rng, ENVIRONMENTS, |(_, weight)| *weight).0;
                 let serial = self.next_serial(&format!("windows-{code}"));
-                let tags = vec![
-                    "server".to_string(),
-                    environment.to_string(),
-                    tag.to_string(),
-                ];
+                let tags = vec!["server".to_string(), environment.to_string(), tag.to_string()];
                 (format!("{windows_prefix}-{code}-{serial:02}"), tags)
             }
             Role::LinuxServer => {
-                let server_role =
-                    pick_weighted(&mut self.rng, LINUX_SERVER_ROLES, |(_, weight)| *weight).0;
-                let environment =
-                    pick_weighted(&mut self.rng, ENVIRONMENTS, |(_, weight)| *weight).0;
+                let server_role = pick_weighted(&mut self.rng, LINUX_SERVER_ROLES, |(_, weight)| *weight).0;
+                let environment = pick_weighted(&mut self.rng, ENVIRONMENTS, |(_, weight)| *weight).0;
                 let serial = self.next_serial(&format!("{server_role}-{environment}"));
-                let location = if release.key == "amzn-2" || chance(&mut self.rng, 35) {
-                    "aws"
-                } else {
-                    "on-prem"
-                };
-                let tags = vec![
-                    "server".to_string(),
-                    environment.to_string(),
-                    server_role.to_string(),
-                    location.to_string(),
-                ];
+                let location = if release.key == "amzn-2" || chance(&mut self.rng, 35) { "aws" } else { "on-prem" };
+                let tags =
+                    vec!["server".to_string(), environment.to_string(), server_role.to_string(), location.to_string()];
                 (format!("{server_role}-{environment}-{serial:02}"), tags)
             }
             Role::LinuxWorkstation => {
                 let serial = self.next_serial("linux-workstation");
-                (
-                    format!("{prefix}-lx-{login}-{serial:03}"),
-                    vec!["workstation".to_string(), department],
-                )
+                (format!("{prefix}-lx-{login}-{serial:03}"), vec!["workstation".to_string(), department])
             }
         }
     }
@@ -760,14 +620,11 @@ impl Generator {
     fn next_role(&mut self) -> Role {
         if self.role_deck.is_empty() {
             for &(role, weight) in ROLE_WEIGHTS {
-                self.role_deck
-                    .extend(std::iter::repeat_n(role, weight as usize));
+                self.role_deck.extend(std::iter::repeat_n(role, weight as usize));
             }
             self.role_deck.shuffle(&mut self.rng);
         }
-        self.role_deck
-            .pop()
-            .expect("the role deck was just refilled")
+        self.role_deck.pop().expect("the role deck was just refilled")
     }
 
     /// Increasing per naming series, with gaps where devices were retired.
@@ -783,23 +640,13 @@ fn private_ip(rng: &mut ChaCha8Rng, role: Role, remote: bool, cloud: bool) -> St
     let host = rng.gen_range(2..=254);
     match role {
         Role::WindowsServer | Role::LinuxServer if cloud => {
-            format!(
-                "172.{}.{}.{host}",
-                rng.gen_range(16..=31),
-                rng.gen_range(0..=255)
-            )
+            format!("172.{}.{}.{host}", rng.gen_range(16..=31), rng.gen_range(0..=255))
         }
-        Role::WindowsServer | Role::LinuxServer => format!(
-            "10.{}.{}.{host}",
-            rng.gen_range(0..=3),
-            rng.gen_range(1..=40)
-        ),
+        Role::WindowsServer | Role::LinuxServer => {
+            format!("10.{}.{}.{host}", rng.gen_range(0..=3), rng.gen_range(1..=40))
+        }
         _ if remote => format!("192.168.{}.{host}", pick(rng, &[0, 1, 178])),
-        _ => format!(
-            "10.{}.{}.{host}",
-            rng.gen_range(20..=29),
-            rng.gen_range(0..=63)
-        ),
+        _ => format!("10.{}.{}.{host}", rng.gen_range(20..=29), rng.gen_range(0..=63)),
     }
 }
 
@@ -861,13 +708,7 @@ fn fill_template(template: &str, vars: &TemplateVars) -> String {
     }
     let (brew, multiarch, deb_arch, rpm_arch, cpe_arch) = match vars.arch {
         Arch::X86_64 => ("/usr/local", "x86_64-linux-gnu", "amd64", "x86_64", "x64"),
-        Arch::Arm64 => (
-            "/opt/homebrew",
-            "aarch64-linux-gnu",
-            "arm64",
-            "aarch64",
-            "arm64",
-        ),
+        Arch::Arm64 => ("/opt/homebrew", "aarch64-linux-gnu", "arm64", "aarch64", "arm64"),
     };
     template
         .replace("{version}", vars.version)
@@ -882,21 +723,11 @@ fn fill_template(template: &str, vars: &TemplateVars) -> String {
 /// Package URLs percent-encode the epoch colon and `+` of versions.
 fn fill_purl(template: &str, vars: &TemplateVars) -> String {
     let encoded = vars.version.replace(':', "%3A").replace('+', "%2B");
-    fill_template(
-        template,
-        &TemplateVars {
-            version: &encoded,
-            arch: vars.arch,
-            app_dir: vars.app_dir,
-        },
-    )
+    fill_template(template, &TemplateVars { version: &encoded, arch: vars.arch, app_dir: vars.app_dir })
 }
 
 fn catalogue_product(key: &str) -> &'static Product {
-    PRODUCTS
-        .iter()
-        .find(|product| product.key == key)
-        .expect("inventory and bundle lists name catalogue products")
+    PRODUCTS.iter().find(|product| product.key == key).expect("inventory and bundle lists name catalogue products")
 }
 
 fn install(
@@ -907,14 +738,8 @@ fn install(
     host: &Host,
     app_dir: Option<&str>,
 ) -> Installation {
-    let vars = TemplateVars {
-        version,
-        arch: host.arch,
-        app_dir,
-    };
-    let mut install_path = build
-        .install_path
-        .map(|template| fill_template(template, &vars));
+    let vars = TemplateVars { version, arch: host.arch, app_dir };
+    let mut install_path = build.install_path.map(|template| fill_template(template, &vars));
     if host.family() == Family::Windows {
         install_path = install_path.map(|path| path.replace('/', "\\"));
     }
@@ -937,9 +762,7 @@ fn install(
 fn applicable_fix(cve: &'static Cve, stream: &str, version: &str) -> Option<&'static Fix> {
     cve.fixes.iter().find(|fix| {
         fix.stream == stream
-            && fix
-                .introduced
-                .is_none_or(|introduced| compare_versions(version, introduced) != Ordering::Less)
+            && fix.introduced.is_none_or(|introduced| compare_versions(version, introduced) != Ordering::Less)
             && compare_versions(version, fix.fixed) == Ordering::Less
     })
 }
@@ -956,11 +779,7 @@ impl Generator {
     fn base_inventory(&mut self, host: &Host) -> Inventory {
         let mut inventory = Inventory::default();
         if let Some(os) = &host.release.os_product {
-            let vars = TemplateVars {
-                version: host.os_version,
-                arch: host.arch,
-                app_dir: None,
-            };
+            let vars = TemplateVars { version: host.os_version, arch: host.arch, app_dir: None };
             inventory.installations.push(Installation {
                 product_key: os.key,
                 stream: host.release.key,
@@ -976,11 +795,7 @@ impl Generator {
             });
         }
         for item in catalogue::inventory(host.role) {
-            let percent = if host.engineering {
-                item.engineering_percent
-            } else {
-                item.percent
-            };
+            let percent = if host.engineering { item.engineering_percent } else { item.percent };
             if !chance(&mut self.rng, percent) {
                 continue;
             }
@@ -993,26 +808,13 @@ impl Generator {
                 .iter()
                 .filter(usable)
                 .find(|build| build.stream == host.release.key)
-                .or_else(|| {
-                    product
-                        .builds
-                        .iter()
-                        .filter(usable)
-                        .find(|build| build.stream == UPSTREAM)
-                });
+                .or_else(|| product.builds.iter().filter(usable).find(|build| build.stream == UPSTREAM));
             let Some(build) = build else {
                 continue;
             };
             let version = *pick(&mut self.rng, build.versions);
             let package_manager = *pick(&mut self.rng, build.package_managers);
-            inventory.installations.push(install(
-                product,
-                build,
-                version,
-                package_manager,
-                host,
-                None,
-            ));
+            inventory.installations.push(install(product, build, version, package_manager, host, None));
         }
         let bundles = if host.role.is_server() || host.engineering {
             self.rng.gen_range(0..=3)
@@ -1028,48 +830,27 @@ impl Generator {
     /// Adds a library copy inside an application directory. With
     /// `vulnerable_only` the copy is a version with at least one CVE, which is
     /// how endpoints with many findings get them.
-    fn add_bundle(
-        &mut self,
-        host: &Host,
-        inventory: &mut Inventory,
-        vulnerable_only: bool,
-    ) -> bool {
+    fn add_bundle(&mut self, host: &Host, inventory: &mut Inventory, vulnerable_only: bool) -> bool {
         let product = catalogue_product(pick_copy(&mut self.rng, BUNDLED_LIBRARIES));
         let family = host.family();
-        let Some(build) = product
-            .builds
-            .iter()
-            .find(|build| build.bundled && build.families.contains(&family))
-        else {
+        let Some(build) = product.builds.iter().find(|build| build.bundled && build.families.contains(&family)) else {
             return false;
         };
         let app_dir = self.app_dir(host);
-        if !inventory
-            .bundle_slots
-            .insert((product.key, app_dir.clone()))
-        {
+        if !inventory.bundle_slots.insert((product.key, app_dir.clone())) {
             return false;
         }
         let versions: Vec<&'static str> = build
             .versions
             .iter()
             .copied()
-            .filter(|version| {
-                !vulnerable_only || self.has_vulnerability(product.key, build.stream, version)
-            })
+            .filter(|version| !vulnerable_only || self.has_vulnerability(product.key, build.stream, version))
             .collect();
         let Some(&version) = versions.choose(&mut self.rng) else {
             return false;
         };
         let package_manager = *pick(&mut self.rng, build.package_managers);
-        inventory.installations.push(install(
-            product,
-            build,
-            version,
-            package_manager,
-            host,
-            Some(&app_dir),
-        ));
+        inventory.installations.push(install(product, build, version, package_manager, host, Some(&app_dir)));
         true
     }
 
@@ -1082,10 +863,7 @@ impl Generator {
             }
             Role::WindowsServer => format!(r"D:\Apps\{}", pick(&mut self.rng, SERVICE_APPS)),
             Role::WindowsWorkstation if host.engineering => {
-                format!(
-                    r"C:\Users\{login}\source\repos\{}",
-                    pick(&mut self.rng, SERVICE_APPS)
-                )
+                format!(r"C:\Users\{login}\source\repos\{}", pick(&mut self.rng, SERVICE_APPS))
             }
             Role::WindowsWorkstation => {
                 format!(r"C:\Program Files\{}", pick(&mut self.rng, DESKTOP_APPS))
@@ -1093,18 +871,14 @@ impl Generator {
             Role::MacLaptop if host.engineering => {
                 format!("/Users/{login}/src/{}", pick(&mut self.rng, SERVICE_APPS))
             }
-            Role::MacLaptop => format!(
-                "/Applications/{}.app/Contents/Resources",
-                pick(&mut self.rng, DESKTOP_APPS)
-            ),
+            Role::MacLaptop => format!("/Applications/{}.app/Contents/Resources", pick(&mut self.rng, DESKTOP_APPS)),
         }
     }
 
     fn has_vulnerability(&self, product_key: &str, stream: &str, version: &str) -> bool {
-        self.cves_by_product.get(product_key).is_some_and(|cves| {
-            cves.iter()
-                .any(|&cve| applicable_fix(&CVES[cve], stream, version).is_some())
-        })
+        self.cves_by_product
+            .get(product_key)
+            .is_some_and(|cves| cves.iter().any(|&cve| applicable_fix(&CVES[cve], stream, version).is_some()))
     }
 
     fn collect_hits(&self, index: usize, installation: &Installation, hits: &mut Vec<CveHit>) {
@@ -1112,13 +886,8 @@ impl Generator {
             return;
         };
         for &cve in cves {
-            if let Some(fix) = applicable_fix(&CVES[cve], installation.stream, installation.version)
-            {
-                hits.push(CveHit {
-                    installation: index,
-                    cve,
-                    fixed_version: fix.fixed,
-                });
+            if let Some(fix) = applicable_fix(&CVES[cve], installation.stream, installation.version) {
+                hits.push(CveHit { installation: index, cve, fixed_version: fix.fixed });
             }
         }
     }
@@ -1133,9 +902,7 @@ fn check_applies(check: &Check, host: &Host, inventory: &Inventory) -> bool {
     audience_ok
         && check.families.contains(&host.family())
         && (check.releases.is_empty() || check.releases.contains(&host.release.key))
-        && check
-            .requires_product
-            .is_none_or(|key| inventory.installations.iter().any(|i| i.product_key == key))
+        && check.requires_product.is_none_or(|key| inventory.installations.iter().any(|i| i.product_key == key))
 }
 
 // ---------------------------------------------------------------------------
@@ -1214,27 +981,15 @@ enum FindingOutcome {
     Resolved { at: i64, last_seen_by: i64 },
 }
 
-const STANDALONE_FINDING_STATUSES: &[(&str, u32)] = &[
-    ("open", 55),
-    ("resolved", 25),
-    ("reopened", 8),
-    ("suppressed", 12),
-];
-const PRESENT_FINDING_STATUSES: &[(&str, u32)] =
-    &[("open", 74), ("reopened", 10), ("suppressed", 16)];
+const STANDALONE_FINDING_STATUSES: &[(&str, u32)] =
+    &[("open", 55), ("resolved", 25), ("reopened", 8), ("suppressed", 12)];
+const PRESENT_FINDING_STATUSES: &[(&str, u32)] = &[("open", 74), ("reopened", 10), ("suppressed", 16)];
 
 /// Without an active scope nothing puts a target in motion.
-const UNSCOPED_TARGET_STATUSES: &[(&str, u32)] =
-    &[("identified", 40), ("actionable", 45), ("obsolete", 15)];
+const UNSCOPED_TARGET_STATUSES: &[(&str, u32)] = &[("identified", 40), ("actionable", 45), ("obsolete", 15)];
 /// Without an agent nothing can execute.
-const AGENTLESS_TARGET_STATUSES: &[(&str, u32)] = &[
-    ("identified", 10),
-    ("actionable", 15),
-    ("queued", 25),
-    ("blocked", 35),
-    ("rejected", 5),
-    ("obsolete", 10),
-];
+const AGENTLESS_TARGET_STATUSES: &[(&str, u32)] =
+    &[("identified", 10), ("actionable", 15), ("queued", 25), ("blocked", 35), ("rejected", 5), ("obsolete", 10)];
 const TARGET_STATUS_WEIGHTS: &[(&str, u32)] = &[
     ("identified", 6),
     ("actionable", 8),
@@ -1283,13 +1038,9 @@ impl Generator {
             check_count = (check_count + shortfall).min(checks.len());
         }
 
-        let mut chosen_hits: Vec<CveHit> =
-            hits.partial_shuffle(&mut self.rng, cve_count).0.to_vec();
+        let mut chosen_hits: Vec<CveHit> = hits.partial_shuffle(&mut self.rng, cve_count).0.to_vec();
         chosen_hits.sort_by_key(|hit| (hit.installation, hit.cve));
-        let mut chosen_checks: Vec<usize> = checks
-            .partial_shuffle(&mut self.rng, check_count)
-            .0
-            .to_vec();
+        let mut chosen_checks: Vec<usize> = checks.partial_shuffle(&mut self.rng, check_count).0.to_vec();
         chosen_checks.sort_unstable();
 
         let mut drafts: Vec<FindingDraft> = chosen_hits
@@ -1318,9 +1069,7 @@ impl Generator {
         for (index, draft) in drafts.iter().enumerate() {
             match draft.origin {
                 Origin::Cve(hit) => groups.entry(hit.installation).or_default().push(index),
-                Origin::Check(check) if CHECKS[check].remediable => {
-                    configuration_groups.push(index)
-                }
+                Origin::Check(check) if CHECKS[check].remediable => configuration_groups.push(index),
                 Origin::Check(_) => standalone.push(index),
             }
         }
@@ -1357,11 +1106,7 @@ impl Generator {
         }
         for index in standalone {
             drafts[index].first_seen = between(&mut self.rng, host.window_start, host.last_scan);
-            let status =
-                pick_weighted(&mut self.rng, STANDALONE_FINDING_STATUSES, |(_, weight)| {
-                    *weight
-                })
-                .0;
+            let status = pick_weighted(&mut self.rng, STANDALONE_FINDING_STATUSES, |(_, weight)| *weight).0;
             self.settle_finding(&host, &mut drafts[index], status, FindingOutcome::Present);
         }
 
@@ -1416,18 +1161,10 @@ impl Generator {
         // Findings on one installation are first seen by the same or nearby scans.
         let first_seen = between(&mut self.rng, start, scan);
         for (position, &member) in members.iter().enumerate() {
-            let offset = if position == 0 {
-                0
-            } else {
-                self.rng.gen_range(0..=3 * DAY)
-            };
+            let offset = if position == 0 { 0 } else { self.rng.gen_range(0..=3 * DAY) };
             drafts[member].first_seen = (first_seen + offset).min(scan);
         }
-        let latest_first_seen = members
-            .iter()
-            .map(|&m| drafts[m].first_seen)
-            .max()
-            .unwrap_or(first_seen);
+        let latest_first_seen = members.iter().map(|&m| drafts[m].first_seen).max().unwrap_or(first_seen);
 
         let matching: Vec<usize> = {
             let cpes = members
@@ -1442,10 +1179,7 @@ impl Generator {
                 vendor: subject.vendor,
                 product: subject.product,
                 cpes,
-                findings: members
-                    .iter()
-                    .map(|&m| self.finding_facts(&drafts[m]))
-                    .collect(),
+                findings: members.iter().map(|&m| self.finding_facts(&drafts[m])).collect(),
             };
             let endpoint = host.facts();
             self.scopes
@@ -1456,10 +1190,7 @@ impl Generator {
                 .map(|(index, _)| index)
                 .collect()
         };
-        let first_active = matching
-            .iter()
-            .copied()
-            .find(|&index| self.scopes[index].template.status == "active");
+        let first_active = matching.iter().copied().find(|&index| self.scopes[index].template.status == "active");
 
         let status_weights = match (first_active, host.has_agent()) {
             (None, _) => UNSCOPED_TARGET_STATUSES,
@@ -1468,11 +1199,7 @@ impl Generator {
         };
         let status = pick_weighted(&mut self.rng, status_weights, |(_, weight)| *weight).0;
         // Identified targets have not been evaluated against scopes yet.
-        let scope_indices = if status == "identified" {
-            Vec::new()
-        } else {
-            matching
-        };
+        let scope_indices = if status == "identified" { Vec::new() } else { matching };
 
         let created_at = (first_seen + self.rng.gen_range(5 * MINUTE..=2 * HOUR)).min(scan);
         let scope_start = first_active.map_or(created_at, |index| self.scopes[index].created_at);
@@ -1521,11 +1248,7 @@ impl Generator {
             }
             "in_progress" => {
                 let started_at = between(&mut self.rng, floor.max(scan - 6 * HOUR), scan);
-                let run_status = if chance(&mut self.rng, 70) {
-                    "running"
-                } else {
-                    "pending"
-                };
+                let run_status = if chance(&mut self.rng, 70) { "running" } else { "pending" };
                 last_execution = Some(Execution {
                     status: run_status,
                     efficacy: "pending",
@@ -1550,11 +1273,7 @@ impl Generator {
             "remediated" => {
                 let started_at = between(&mut self.rng, floor, scan);
                 let finished_at = (started_at + run_time).min(scan);
-                let verified_at = between(
-                    &mut self.rng,
-                    finished_at,
-                    (finished_at + 2 * DAY).min(scan),
-                );
+                let verified_at = between(&mut self.rng, finished_at, (finished_at + 2 * DAY).min(scan));
                 last_execution = Some(Execution {
                     status: "succeeded",
                     efficacy: "verified_fixed",
@@ -1563,20 +1282,13 @@ impl Generator {
                     error: None,
                 });
                 remediated_at = Some(verified_at);
-                outcome = FindingOutcome::Resolved {
-                    at: verified_at,
-                    last_seen_by: started_at,
-                };
+                outcome = FindingOutcome::Resolved { at: verified_at, last_seen_by: started_at };
                 verified_at
             }
             "blocked" => {
                 let started_at = between(&mut self.rng, floor, scan);
                 let finished_at = (started_at + self.rng.gen_range(1..=90)).min(scan);
-                let error = if host.has_agent() {
-                    blocked_error(&mut self.rng, host)
-                } else {
-                    NO_AGENT_ERROR
-                };
+                let error = if host.has_agent() { blocked_error(&mut self.rng, host) } else { NO_AGENT_ERROR };
                 last_execution = Some(Execution {
                     status: "blocked",
                     efficacy: "unknown",
@@ -1590,31 +1302,12 @@ impl Generator {
                 let started_at = between(&mut self.rng, floor, scan);
                 let finished_at = (started_at + run_time).min(scan);
                 let (run_status, efficacy, error, updated_at) = match self.rng.gen_range(0..4) {
-                    0 | 1 => (
-                        "failed",
-                        "unknown",
-                        *pick(&mut self.rng, FAILED_EXECUTION_ERRORS),
-                        finished_at,
-                    ),
-                    2 => (
-                        "preflight_failed",
-                        "unknown",
-                        *pick(&mut self.rng, PREFLIGHT_ERRORS),
-                        finished_at,
-                    ),
+                    0 | 1 => ("failed", "unknown", *pick(&mut self.rng, FAILED_EXECUTION_ERRORS), finished_at),
+                    2 => ("preflight_failed", "unknown", *pick(&mut self.rng, PREFLIGHT_ERRORS), finished_at),
                     _ => {
                         // The run succeeded but the next scan still saw the old version.
-                        let verified_at = between(
-                            &mut self.rng,
-                            finished_at,
-                            (finished_at + 2 * DAY).min(scan),
-                        );
-                        (
-                            "succeeded",
-                            "verified_not_fixed",
-                            NOT_FIXED_ERROR,
-                            verified_at,
-                        )
+                        let verified_at = between(&mut self.rng, finished_at, (finished_at + 2 * DAY).min(scan));
+                        ("succeeded", "verified_not_fixed", NOT_FIXED_ERROR, verified_at)
                     }
                 };
                 last_execution = Some(Execution {
@@ -1630,11 +1323,7 @@ impl Generator {
                 // Approval was requested, then the owner declined (an operator
                 // action, so not bound to scans).
                 let requested_at = between(&mut self.rng, floor, scan);
-                let decided_at = between(
-                    &mut self.rng,
-                    requested_at,
-                    (requested_at + 3 * DAY).min(self.anchor),
-                );
+                let decided_at = between(&mut self.rng, requested_at, (requested_at + 3 * DAY).min(self.anchor));
                 last_execution = Some(Execution {
                     status: "rejected",
                     efficacy: "unknown",
@@ -1648,10 +1337,7 @@ impl Generator {
             _ => {
                 // obsolete: the software (or its vulnerable version) is gone.
                 let gone_at = between(&mut self.rng, created_at.max(latest_first_seen), scan);
-                outcome = FindingOutcome::Resolved {
-                    at: gone_at,
-                    last_seen_by: gone_at,
-                };
+                outcome = FindingOutcome::Resolved { at: gone_at, last_seen_by: gone_at };
                 gone_at
             }
         };
@@ -1662,38 +1348,21 @@ impl Generator {
                 FindingOutcome::RiskAccepted if chance(&mut self.rng, 60) => "suppressed",
                 FindingOutcome::RiskAccepted => "open",
                 FindingOutcome::Present => {
-                    pick_weighted(&mut self.rng, PRESENT_FINDING_STATUSES, |(_, weight)| {
-                        *weight
-                    })
-                    .0
+                    pick_weighted(&mut self.rng, PRESENT_FINDING_STATUSES, |(_, weight)| *weight).0
                 }
             };
             self.settle_finding(host, &mut drafts[member], finding_status, outcome);
         }
 
-        let worst = members
-            .iter()
-            .map(|&m| drafts[m].severity)
-            .max()
-            .unwrap_or(Severity::Info);
+        let worst = members.iter().map(|&m| drafts[m].severity).max().unwrap_or(Severity::Info);
         let due_at = scope_indices.first().and_then(|&index| {
             let days = self.scopes[index].template.sla_days[worst.sla_index()?];
             Some(created_at + i64::from(days) * DAY)
         });
         let discovery_method = if host.has_agent() {
-            pick_weighted(
-                &mut self.rng,
-                &[("passive", 65), ("targeted_query", 25), ("operator", 10)],
-                |(_, w)| *w,
-            )
-            .0
+            pick_weighted(&mut self.rng, &[("passive", 65), ("targeted_query", 25), ("operator", 10)], |(_, w)| *w).0
         } else {
-            pick_weighted(
-                &mut self.rng,
-                &[("passive", 85), ("operator", 15)],
-                |(_, w)| *w,
-            )
-            .0
+            pick_weighted(&mut self.rng, &[("passive", 85), ("operator", 15)], |(_, w)| *w).0
         };
 
         TargetDraft {
@@ -1701,10 +1370,7 @@ impl Generator {
             members,
             status,
             discovery_method,
-            scope_ids: scope_indices
-                .iter()
-                .map(|&index| self.scopes[index].id.clone())
-                .collect(),
+            scope_ids: scope_indices.iter().map(|&index| self.scopes[index].id.clone()).collect(),
             last_execution,
             due_at,
             remediated_at,
@@ -1715,13 +1381,7 @@ impl Generator {
     }
 
     /// Fills in a finding's status history; `first_seen` is already set.
-    fn settle_finding(
-        &mut self,
-        host: &Host,
-        draft: &mut FindingDraft,
-        status: &'static str,
-        outcome: FindingOutcome,
-    ) {
+    fn settle_finding(&mut self, host: &Host, draft: &mut FindingDraft, status: &'static str, outcome: FindingOutcome) {
         let first_seen = draft.first_seen;
         let scan = host.last_scan;
         let recent_scan = |rng: &mut ChaCha8Rng| between(rng, (scan - DAY).max(first_seen), scan);
@@ -1729,19 +1389,13 @@ impl Generator {
         match status {
             "resolved" => {
                 let (resolved_at, last_seen_by) = match outcome {
-                    FindingOutcome::Resolved { at, last_seen_by } => {
-                        (at.max(first_seen), last_seen_by)
-                    }
+                    FindingOutcome::Resolved { at, last_seen_by } => (at.max(first_seen), last_seen_by),
                     _ => {
                         let at = between(&mut self.rng, first_seen, scan);
                         (at, at)
                     }
                 };
-                draft.last_seen = between(
-                    &mut self.rng,
-                    first_seen,
-                    last_seen_by.clamp(first_seen, resolved_at),
-                );
+                draft.last_seen = between(&mut self.rng, first_seen, last_seen_by.clamp(first_seen, resolved_at));
                 draft.resolved_at = Some(resolved_at);
                 draft.updated_at = resolved_at;
             }
@@ -1760,30 +1414,19 @@ impl Generator {
                     .iter()
                     .find(|(candidate, _)| *candidate == reason)
                     .map_or(&[][..], |(_, notes)| *notes);
-                let note = notes
-                    .choose(&mut self.rng)
-                    .copied()
-                    .unwrap_or("Suppressed by the security team.");
+                let note = notes.choose(&mut self.rng).copied().unwrap_or("Suppressed by the security team.");
                 // A suppression that had expired would be open again, so an
                 // expiring one was set recently enough to still be in force.
                 let (suppressed_at, expires_at) = if chance(&mut self.rng, 25) {
                     (between(&mut self.rng, first_seen, self.anchor), None)
                 } else {
                     let days = *pick(&mut self.rng, &[90i64, 180, 365]);
-                    let set_at = between(
-                        &mut self.rng,
-                        (self.anchor - days * DAY + DAY).max(first_seen),
-                        self.anchor,
-                    );
+                    let set_at = between(&mut self.rng, (self.anchor - days * DAY + DAY).max(first_seen), self.anchor);
                     (set_at, Some(set_at + days * DAY))
                 };
                 draft.last_seen = recent_scan(&mut self.rng);
                 draft.updated_at = draft.last_seen.max(suppressed_at);
-                draft.suppression = Some(Suppression {
-                    reason,
-                    note,
-                    expires_at,
-                });
+                draft.suppression = Some(Suppression { reason, note, expires_at });
             }
             _ => {
                 draft.last_seen = recent_scan(&mut self.rng);
@@ -1811,10 +1454,7 @@ impl Generator {
             .iter()
             .map(|draft| draft.updated_at)
             .chain(targets.iter().map(|target| target.updated_at))
-            .chain([
-                host.created_at,
-                host.last_seen_at.unwrap_or(host.created_at),
-            ])
+            .chain([host.created_at, host.last_seen_at.unwrap_or(host.created_at)])
             .max()
             .unwrap_or(host.created_at);
 
@@ -1841,10 +1481,7 @@ impl Generator {
         });
 
         drafts.sort_by(|a, b| a.id.cmp(&b.id));
-        let findings = drafts
-            .iter()
-            .map(|draft| self.finding_record(host, inventory, draft, &targets))
-            .collect();
+        let findings = drafts.iter().map(|draft| self.finding_record(host, inventory, draft, &targets)).collect();
 
         let finding_ids: Vec<Vec<String>> = {
             let mut ids = vec![Vec::new(); targets.len()];
@@ -1858,17 +1495,11 @@ impl Generator {
         let mut records: Vec<(String, Value)> = targets
             .iter()
             .zip(finding_ids)
-            .map(|(target, finding_ids)| {
-                (target.id.clone(), target_record(host, target, finding_ids))
-            })
+            .map(|(target, finding_ids)| (target.id.clone(), target_record(host, target, finding_ids)))
             .collect();
         records.sort_by(|a, b| a.0.cmp(&b.0));
 
-        EndpointBatch {
-            endpoint,
-            findings,
-            targets: records.into_iter().map(|(_, record)| record).collect(),
-        }
+        EndpointBatch { endpoint, findings, targets: records.into_iter().map(|(_, record)| record).collect() }
     }
 
     fn finding_record(
@@ -1879,74 +1510,60 @@ impl Generator {
         targets: &[TargetDraft],
     ) -> Value {
         let description_missing = chance(&mut self.rng, 7);
-        let (
-            finding_type,
-            title,
-            description,
-            cve_id,
-            cvss,
-            epss,
-            kev,
-            subject,
-            fixed_version,
-            reference,
-            package,
-        ) = match draft.origin {
-            Origin::Cve(hit) => {
-                let cve = &CVES[hit.cve];
-                let installed = &inventory.installations[hit.installation];
-                // Defender does not report EPSS.
-                let epss = (host.scanner != "defender").then(|| {
-                        json!({"score": round5(cve.epss), "percentile": round5(epss_percentile(cve.epss))})
-                    });
-                (
-                    "vulnerability",
-                    cve.title,
-                    cve.description,
-                    Some(cve.id),
-                    Some(
-                        json!({"version": "3.1", "base_score": self.cve_scores[hit.cve], "vector": cve.vector}),
-                    ),
-                    epss,
-                    cve.kev,
-                    json!({
-                        "type": installed.subject_type,
-                        "vendor": installed.vendor,
-                        "product": installed.product,
-                        "version": installed.version,
-                        "cpe": installed.cpe,
-                        "purl": installed.purl,
-                    }),
-                    Some(hit.fixed_version),
-                    cve.id,
-                    (installed.product, installed.version),
-                )
-            }
-            Origin::Check(index) => {
-                let check = &CHECKS[index];
-                let version = check.version.unwrap_or(host.os_version);
-                (
-                    check.finding_type,
-                    check.title,
-                    check.description,
-                    None,
-                    None,
-                    None,
-                    false,
-                    json!({
-                        "type": check.subject_type,
-                        "vendor": check.vendor.unwrap_or(host.release.vendor),
-                        "product": check.product,
-                        "version": version,
-                        "cpe": check.cpe,
-                        "purl": Value::Null,
-                    }),
-                    check.fixed_version,
-                    check.id,
-                    (check.product, version),
-                )
-            }
-        };
+        let (finding_type, title, description, cve_id, cvss, epss, kev, subject, fixed_version, reference, package) =
+            match draft.origin {
+                Origin::Cve(hit) => {
+                    let cve = &CVES[hit.cve];
+                    let installed = &inventory.installations[hit.installation];
+                    // Defender does not report EPSS.
+                    let epss = (host.scanner != "defender")
+                        .then(|| json!({"score": round5(cve.epss), "percentile": round5(epss_percentile(cve.epss))}));
+                    (
+                        "vulnerability",
+                        cve.title,
+                        cve.description,
+                        Some(cve.id),
+                        Some(json!({"version": "3.1", "base_score": self.cve_scores[hit.cve], "vector": cve.vector})),
+                        epss,
+                        cve.kev,
+                        json!({
+                            "type": installed.subject_type,
+                            "vendor": installed.vendor,
+                            "product": installed.product,
+                            "version": installed.version,
+                            "cpe": installed.cpe,
+                            "purl": installed.purl,
+                        }),
+                        Some(hit.fixed_version),
+                        cve.id,
+                        (installed.product, installed.version),
+                    )
+                }
+                Origin::Check(index) => {
+                    let check = &CHECKS[index];
+                    let version = check.version.unwrap_or(host.os_version);
+                    (
+                        check.finding_type,
+                        check.title,
+                        check.description,
+                        None,
+                        None,
+                        None,
+                        false,
+                        json!({
+                            "type": check.subject_type,
+                            "vendor": check.vendor.unwrap_or(host.release.vendor),
+                            "product": check.product,
+                            "version": version,
+                            "cpe": check.cpe,
+                            "purl": Value::Null,
+                        }),
+                        check.fixed_version,
+                        check.id,
+                        (check.product, version),
+                    )
+                }
+            };
         let scanner_finding_id = self.scanner_finding_id(host, reference, package);
         json!({
             "id": draft.id,
@@ -1978,18 +1595,10 @@ impl Generator {
     }
 
     /// Each scanner's own style of reference for a finding.
-    fn scanner_finding_id(
-        &mut self,
-        host: &Host,
-        reference: &str,
-        (product, version): (&str, &str),
-    ) -> String {
+    fn scanner_finding_id(&mut self, host: &Host, reference: &str, (product, version): (&str, &str)) -> String {
         let host_ref = &host.scanner_host_ref;
         match host.scanner {
-            "trivy" => format!(
-                "{reference}/{}@{version}",
-                product.to_ascii_lowercase().replace(' ', "-")
-            ),
+            "trivy" => format!("{reference}/{}@{version}", product.to_ascii_lowercase().replace(' ', "-")),
             "qualys" => format!("{host_ref}-{}", 100_000 + stable_hash(reference) % 280_000),
             "tenable" => format!("{}:{host_ref}", 10_000 + stable_hash(reference) % 190_000),
             "defender" => {
@@ -2002,11 +1611,7 @@ impl Generator {
 }
 
 fn blocked_error(rng: &mut ChaCha8Rng, host: &Host) -> &'static str {
-    let reasons = if host.role.is_server() {
-        SERVER_BLOCKED_ERRORS
-    } else {
-        WORKSTATION_BLOCKED_ERRORS
-    };
+    let reasons = if host.role.is_server() { SERVER_BLOCKED_ERRORS } else { WORKSTATION_BLOCKED_ERRORS };
     pick_copy(rng, reasons)
 }
 
@@ -2044,9 +1649,7 @@ impl Generator {
     fn new_id(&mut self, created_at: i64) -> String {
         let random_bytes: [u8; 10] = self.rng.r#gen();
         let millis = u64::try_from(created_at).unwrap_or(0).saturating_mul(1000);
-        uuid::Builder::from_unix_timestamp_millis(millis, &random_bytes)
-            .into_uuid()
-            .to_string()
+        uuid::Builder::from_unix_timestamp_millis(millis, &random_bytes).into_uuid().to_string()
     }
 }
 
@@ -2077,10 +1680,7 @@ pub fn cvss31_base_score(vector: &str) -> Result<f64, CvssError> {
     for metric in metrics.split('/') {
         let bad = || CvssError::BadMetric(metric.to_string());
         let (name, value) = metric.split_once(':').ok_or_else(bad)?;
-        let slot = NAMES
-            .iter()
-            .position(|known| *known == name)
-            .ok_or_else(bad)?;
+        let slot = NAMES.iter().position(|known| *known == name).ok_or_else(bad)?;
         if values[slot].replace(value).is_some() {
             return Err(bad());
         }
@@ -2108,8 +1708,7 @@ pub fn cvss31_base_score(vector: &str) -> Result<f64, CvssError> {
     };
     let user_interaction = weight(3, &[("N", 0.85), ("R", 0.62)])?;
     let cia = [("H", 0.56), ("L", 0.22), ("N", 0.0)];
-    let (confidentiality, integrity, availability) =
-        (weight(5, &cia)?, weight(6, &cia)?, weight(7, &cia)?);
+    let (confidentiality, integrity, availability) = (weight(5, &cia)?, weight(6, &cia)?, weight(7, &cia)?);
 
     let impact_sub_score = 1.0 - (1.0 - confidentiality) * (1.0 - integrity) * (1.0 - availability);
     let impact = if scope_changed {
@@ -2121,11 +1720,7 @@ pub fn cvss31_base_score(vector: &str) -> Result<f64, CvssError> {
     if impact <= 0.0 {
         return Ok(0.0);
     }
-    let raw = if scope_changed {
-        1.08 * (impact + exploitability)
-    } else {
-        impact + exploitability
-    };
+    let raw = if scope_changed { 1.08 * (impact + exploitability) } else { impact + exploitability };
     Ok(roundup(raw.min(10.0)))
 }
 
@@ -2133,11 +1728,7 @@ pub fn cvss31_base_score(vector: &str) -> Result<f64, CvssError> {
 /// on integers to avoid floating point artefacts.
 fn roundup(value: f64) -> f64 {
     let scaled = (value * 100_000.0).round() as i64;
-    if scaled % 10_000 == 0 {
-        scaled as f64 / 100_000.0
-    } else {
-        (scaled / 10_000 + 1) as f64 / 10.0
-    }
+    if scaled % 10_000 == 0 { scaled as f64 / 100_000.0 } else { (scaled / 10_000 + 1) as f64 / 10.0 }
 }
 
 /// An EPSS score's approximate percentile among all scored CVEs (the score
@@ -2204,9 +1795,7 @@ fn version_runs(version: &str) -> impl Iterator<Item = &str> {
     std::iter::from_fn(move || {
         let first = rest.chars().next()?;
         let digit = first.is_ascii_digit();
-        let end = rest
-            .find(|c: char| c.is_ascii_digit() != digit)
-            .unwrap_or(rest.len());
+        let end = rest.find(|c: char| c.is_ascii_digit() != digit).unwrap_or(rest.len());
         let (run, tail) = rest.split_at(end);
         rest = tail;
         Some(run)
@@ -2268,16 +1857,11 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era = (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let shifted_month = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    };
+    let month = if shifted_month < 10 { shifted_month + 3 } else { shifted_month - 9 };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
@@ -2309,19 +1893,11 @@ fn sanitize_prefix(raw: &str) -> String {
     }
     let prefix: String = prefix.trim_end_matches('-').chars().take(12).collect();
     let prefix = prefix.trim_end_matches('-');
-    if prefix.is_empty() {
-        "demo".to_string()
-    } else {
-        prefix.to_string()
-    }
+    if prefix.is_empty() { "demo".to_string() } else { prefix.to_string() }
 }
 
 fn between(rng: &mut ChaCha8Rng, low: i64, high: i64) -> i64 {
-    if high <= low {
-        low
-    } else {
-        rng.gen_range(low..=high)
-    }
+    if high <= low { low } else { rng.gen_range(low..=high) }
 }
 
 fn chance(rng: &mut ChaCha8Rng, percent: u32) -> bool {
@@ -2350,17 +1926,13 @@ fn pick_weighted<'a, T>(rng: &mut ChaCha8Rng, items: &'a [T], weight: impl Fn(&T
 }
 
 fn random_hex(rng: &mut ChaCha8Rng, digits: usize) -> String {
-    (0..digits)
-        .map(|_| char::from(b"0123456789abcdef"[rng.gen_range(0..16)]))
-        .collect()
+    (0..digits).map(|_| char::from(b"0123456789abcdef"[rng.gen_range(0..16)])).collect()
 }
 
 /// FNV-1a: a stable hash (unlike `DefaultHasher`, fixed across Rust releases)
 /// for scanner check numbers that must not vary between runs.
 fn stable_hash(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
 #[cfg(test)]
@@ -2388,25 +1960,15 @@ mod tests {
             findings.extend(batch.findings);
             targets.extend(batch.targets);
         }
-        Dataset {
-            scopes,
-            endpoints,
-            findings,
-            targets,
-        }
+        Dataset { scopes, endpoints, findings, targets }
     }
 
     fn demo_sets() -> Vec<Dataset> {
-        SEEDS
-            .iter()
-            .map(|&seed| generate(seed, DemoSpec::DEMO))
-            .collect()
+        SEEDS.iter().map(|&seed| generate(seed, DemoSpec::DEMO)).collect()
     }
 
     fn text<'a>(record: &'a Value, field: &str) -> &'a str {
-        record[field]
-            .as_str()
-            .unwrap_or_else(|| panic!("{field} is not a string in {record}"))
+        record[field].as_str().unwrap_or_else(|| panic!("{field} is not a string in {record}"))
     }
 
     fn optional_text<'a>(record: &'a Value, field: &str) -> Option<&'a str> {
@@ -2419,15 +1981,12 @@ mod tests {
 
     fn time(record: &Value, field: &str) -> i64 {
         let value = text(record, field);
-        parse_timestamp(value)
-            .unwrap_or_else(|| panic!("{field} = {value:?} is not an RFC 3339 UTC timestamp"))
+        parse_timestamp(value).unwrap_or_else(|| panic!("{field} = {value:?} is not an RFC 3339 UTC timestamp"))
     }
 
     fn optional_time(record: &Value, field: &str) -> Option<i64> {
-        optional_text(record, field).map(|value| {
-            parse_timestamp(value)
-                .unwrap_or_else(|| panic!("{field} = {value:?} is not a timestamp"))
-        })
+        optional_text(record, field)
+            .map(|value| parse_timestamp(value).unwrap_or_else(|| panic!("{field} = {value:?} is not a timestamp")))
     }
 
     fn strings<'a>(record: &'a Value, field: &str) -> Vec<&'a str> {
@@ -2435,11 +1994,7 @@ mod tests {
             .as_array()
             .unwrap_or_else(|| panic!("{field} is not an array in {record}"))
             .iter()
-            .map(|value| {
-                value
-                    .as_str()
-                    .unwrap_or_else(|| panic!("{field} holds a non-string: {value}"))
-            })
+            .map(|value| value.as_str().unwrap_or_else(|| panic!("{field} holds a non-string: {value}")))
             .collect()
     }
 
@@ -2462,15 +2017,8 @@ mod tests {
     fn uuid_millis(id: &str) -> u64 {
         let uuid = uuid::Uuid::parse_str(id).unwrap_or_else(|_| panic!("{id} is not a UUID"));
         assert_eq!(uuid.get_version_num(), 7, "{id} is not a UUIDv7");
-        assert_eq!(
-            id,
-            uuid.hyphenated().to_string(),
-            "{id} is not lowercase hyphenated"
-        );
-        let (seconds, nanos) = uuid
-            .get_timestamp()
-            .expect("v7 ids carry a timestamp")
-            .to_unix();
+        assert_eq!(id, uuid.hyphenated().to_string(), "{id} is not lowercase hyphenated");
+        let (seconds, nanos) = uuid.get_timestamp().expect("v7 ids carry a timestamp").to_unix();
         seconds * 1000 + u64::from(nanos) / 1_000_000
     }
 
@@ -2532,11 +2080,7 @@ mod tests {
         );
         let mut moment = 0;
         while moment < 4_102_444_800 {
-            assert_eq!(
-                parse_timestamp(&format_timestamp(moment)),
-                Some(moment),
-                "{moment}"
-            );
+            assert_eq!(parse_timestamp(&format_timestamp(moment)), Some(moment), "{moment}");
             moment += 7_919 * 97;
         }
         for bad in [
@@ -2566,37 +2110,17 @@ mod tests {
             ("23.003.20244", "23.006.20320"),
         ];
         for (older, newer) in ascending {
-            assert_eq!(
-                compare_versions(older, newer),
-                Ordering::Less,
-                "{older} < {newer}"
-            );
-            assert_eq!(
-                compare_versions(newer, older),
-                Ordering::Greater,
-                "{newer} > {older}"
-            );
+            assert_eq!(compare_versions(older, newer), Ordering::Less, "{older} < {newer}");
+            assert_eq!(compare_versions(newer, older), Ordering::Greater, "{newer} > {older}");
         }
-        assert_eq!(
-            compare_versions("3.0.2-0ubuntu1.10", "3.0.2-0ubuntu1.10"),
-            Ordering::Equal
-        );
+        assert_eq!(compare_versions("3.0.2-0ubuntu1.10", "3.0.2-0ubuntu1.10"), Ordering::Equal);
     }
 
     #[test]
     fn glob_patterns_match_cpes() {
-        assert!(glob_match(
-            "cpe:2.3:a:google:chrome:*",
-            "cpe:2.3:a:google:chrome:116.0.5845.179:*:*:*:*:*:*:*"
-        ));
-        assert!(!glob_match(
-            "cpe:2.3:a:google:chrome:*",
-            "cpe:2.3:a:mozilla:firefox:117.0:*:*:*:*:*:*:*"
-        ));
-        assert!(glob_match(
-            "*:log4j:*",
-            "cpe:2.3:a:apache:log4j:2.14.1:*:*:*:*:*:*:*"
-        ));
+        assert!(glob_match("cpe:2.3:a:google:chrome:*", "cpe:2.3:a:google:chrome:116.0.5845.179:*:*:*:*:*:*:*"));
+        assert!(!glob_match("cpe:2.3:a:google:chrome:*", "cpe:2.3:a:mozilla:firefox:117.0:*:*:*:*:*:*:*"));
+        assert!(glob_match("*:log4j:*", "cpe:2.3:a:apache:log4j:2.14.1:*:*:*:*:*:*:*"));
         assert!(glob_match("exact", "exact"));
         assert!(!glob_match("exact", "exactly"));
     }
@@ -2614,11 +2138,7 @@ mod tests {
     #[test]
     fn catalogue_is_real_and_consistent() {
         let distinct: BTreeSet<&str> = CVES.iter().map(|cve| cve.id).collect();
-        assert!(
-            distinct.len() >= 40,
-            "only {} distinct CVEs",
-            distinct.len()
-        );
+        assert!(distinct.len() >= 40, "only {} distinct CVEs", distinct.len());
         for required in [
             "CVE-2023-4863",
             "CVE-2021-44228",
@@ -2638,107 +2158,58 @@ mod tests {
         }
         let mut catalogue_severities = BTreeSet::new();
         for cve in CVES {
-            let (year, number) = cve
-                .id
-                .strip_prefix("CVE-")
-                .and_then(|rest| rest.split_once('-'))
-                .expect("CVE-YYYY-N");
+            let (year, number) = cve.id.strip_prefix("CVE-").and_then(|rest| rest.split_once('-')).expect("CVE-YYYY-N");
             assert!(year.len() == 4 && number.len() >= 4, "{}", cve.id);
-            assert!(
-                year.chars()
-                    .chain(number.chars())
-                    .all(|c| c.is_ascii_digit()),
-                "{}",
-                cve.id
-            );
-            let score =
-                cvss31_base_score(cve.vector).unwrap_or_else(|error| panic!("{}: {error}", cve.id));
+            assert!(year.chars().chain(number.chars()).all(|c| c.is_ascii_digit()), "{}", cve.id);
+            let score = cvss31_base_score(cve.vector).unwrap_or_else(|error| panic!("{}: {error}", cve.id));
             catalogue_severities.insert(Severity::from_cvss(score));
             assert!((0.0..=1.0).contains(&cve.epss), "{}", cve.id);
-            assert!(
-                !cve.title.is_empty() && !cve.description.is_empty() && !cve.fixes.is_empty(),
-                "{}",
-                cve.id
-            );
+            assert!(!cve.title.is_empty() && !cve.description.is_empty() && !cve.fixes.is_empty(), "{}", cve.id);
             // The same CVE listed for several products agrees on its facts.
             for other in CVES.iter().filter(|other| other.id == cve.id) {
-                assert_eq!(
-                    (other.vector, other.kev),
-                    (cve.vector, cve.kev),
-                    "{}",
-                    cve.id
-                );
+                assert_eq!((other.vector, other.kev), (cve.vector, cve.kev), "{}", cve.id);
             }
             // Every fix applies to a real stream of the product, and some
             // version the fleet can have is vulnerable to it.
             for fix in cve.fixes {
-                let versions: Vec<&str> =
-                    match PRODUCTS.iter().find(|product| product.key == cve.product) {
-                        Some(product) => product
-                            .builds
-                            .iter()
-                            .filter(|build| build.stream == fix.stream)
-                            .flat_map(|build| build.versions.iter().copied())
-                            .collect(),
-                        None => OS_RELEASES
-                            .iter()
-                            .filter(|release| release.key == fix.stream)
-                            .filter(|release| {
-                                release
-                                    .os_product
-                                    .as_ref()
-                                    .is_some_and(|os| os.key == cve.product)
-                            })
-                            .flat_map(|release| release.versions.iter().copied())
-                            .collect(),
-                    };
-                assert!(
-                    !versions.is_empty(),
-                    "{} has a fix for unknown stream {}",
-                    cve.id,
-                    fix.stream
-                );
-                assert!(
-                    versions
+                let versions: Vec<&str> = match PRODUCTS.iter().find(|product| product.key == cve.product) {
+                    Some(product) => product
+                        .builds
                         .iter()
-                        .any(|version| applicable_fix(cve, fix.stream, version).is_some()),
+                        .filter(|build| build.stream == fix.stream)
+                        .flat_map(|build| build.versions.iter().copied())
+                        .collect(),
+                    None => OS_RELEASES
+                        .iter()
+                        .filter(|release| release.key == fix.stream)
+                        .filter(|release| release.os_product.as_ref().is_some_and(|os| os.key == cve.product))
+                        .flat_map(|release| release.versions.iter().copied())
+                        .collect(),
+                };
+                assert!(!versions.is_empty(), "{} has a fix for unknown stream {}", cve.id, fix.stream);
+                assert!(
+                    versions.iter().any(|version| applicable_fix(cve, fix.stream, version).is_some()),
                     "{} on {}: no catalogued version is vulnerable",
                     cve.id,
                     fix.stream
                 );
             }
         }
-        let all_severities = [
-            Severity::Critical,
-            Severity::High,
-            Severity::Medium,
-            Severity::Low,
-        ];
-        assert!(
-            all_severities
-                .iter()
-                .all(|severity| catalogue_severities.contains(severity))
-        );
+        let all_severities = [Severity::Critical, Severity::High, Severity::Medium, Severity::Low];
+        assert!(all_severities.iter().all(|severity| catalogue_severities.contains(severity)));
 
         for key in BUNDLED_LIBRARIES {
             let product = catalogue_product(key);
             for family in [Family::MacOs, Family::Windows, Family::Linux] {
                 assert!(
-                    product
-                        .builds
-                        .iter()
-                        .any(|build| build.bundled && build.families.contains(&family)),
+                    product.builds.iter().any(|build| build.bundled && build.families.contains(&family)),
                     "{key} cannot be bundled on {family:?}"
                 );
             }
         }
-        for role in [
-            Role::MacLaptop,
-            Role::WindowsWorkstation,
-            Role::WindowsServer,
-            Role::LinuxServer,
-            Role::LinuxWorkstation,
-        ] {
+        for role in
+            [Role::MacLaptop, Role::WindowsWorkstation, Role::WindowsServer, Role::LinuxServer, Role::LinuxWorkstation]
+        {
             for item in catalogue::inventory(role) {
                 catalogue_product(item.product);
             }
@@ -2746,44 +2217,15 @@ mod tests {
         let check_ids: BTreeSet<&str> = CHECKS.iter().map(|check| check.id).collect();
         assert_eq!(check_ids.len(), CHECKS.len(), "check ids are unique");
         for check in CHECKS {
-            assert!(
-                FINDING_TYPES.contains(&check.finding_type)
-                    && check.finding_type != "vulnerability"
-            );
-            assert!(
-                matches!(
-                    check.severity,
-                    Severity::Medium | Severity::Low | Severity::Info
-                ),
-                "{}",
-                check.id
-            );
-            assert!(
-                SUBJECT_TYPES.contains(&check.subject_type) && !check.product.is_empty(),
-                "{}",
-                check.id
-            );
+            assert!(FINDING_TYPES.contains(&check.finding_type) && check.finding_type != "vulnerability");
+            assert!(matches!(check.severity, Severity::Medium | Severity::Low | Severity::Info), "{}", check.id);
+            assert!(SUBJECT_TYPES.contains(&check.subject_type) && !check.product.is_empty(), "{}", check.id);
         }
         for template in SCOPE_TEMPLATES {
             assert!(SCOPE_STATUSES.contains(&template.status));
-            assert!(
-                template
-                    .subject_types
-                    .iter()
-                    .all(|value| SUBJECT_TYPES.contains(value))
-            );
-            assert!(
-                template
-                    .os_families
-                    .iter()
-                    .all(|value| OS_FAMILIES.contains(value))
-            );
-            assert!(
-                template
-                    .finding_types
-                    .iter()
-                    .all(|value| FINDING_TYPES.contains(value))
-            );
+            assert!(template.subject_types.iter().all(|value| SUBJECT_TYPES.contains(value)));
+            assert!(template.os_families.iter().all(|value| OS_FAMILIES.contains(value)));
+            assert!(template.finding_types.iter().all(|value| FINDING_TYPES.contains(value)));
         }
     }
 
@@ -2801,10 +2243,7 @@ mod tests {
 
         // Calling scopes() is optional and does not shift the endpoints.
         let mut without_scopes = Generator::new(7, DemoSpec::DEMO, DEMO_ANCHOR_UNIX, PREFIX);
-        let endpoint = without_scopes
-            .next_endpoint()
-            .expect("an endpoint")
-            .endpoint;
+        let endpoint = without_scopes.next_endpoint().expect("an endpoint").endpoint;
         assert_eq!(endpoint, first.endpoints[0]);
 
         let other = generate(8, DemoSpec::DEMO);
@@ -2825,57 +2264,21 @@ mod tests {
     fn sizes_follow_the_spec() {
         for data in demo_sets() {
             assert_eq!(data.endpoints.len(), 100);
-            assert_eq!(
-                data.findings.len(),
-                1000,
-                "findings_per_endpoint is an exact average"
-            );
+            assert_eq!(data.findings.len(), 1000, "findings_per_endpoint is an exact average");
             assert!((5..=8).contains(&data.scopes.len()));
             let mut per_endpoint: BTreeMap<&str, usize> = BTreeMap::new();
             for finding in &data.findings {
-                *per_endpoint
-                    .entry(text(finding, "endpoint_id"))
-                    .or_default() += 1;
+                *per_endpoint.entry(text(finding, "endpoint_id")).or_default() += 1;
             }
             let counts: BTreeSet<usize> = per_endpoint.values().copied().collect();
-            assert!(
-                counts.len() > 3,
-                "finding counts vary between endpoints: {counts:?}"
-            );
+            assert!(counts.len() > 3, "finding counts vary between endpoints: {counts:?}");
         }
-        let dense = generate(
-            3,
-            DemoSpec {
-                endpoints: 30,
-                findings_per_endpoint: 100,
-            },
-        );
+        let dense = generate(3, DemoSpec { endpoints: 30, findings_per_endpoint: 100 });
         assert_eq!(dense.findings.len(), 3000);
-        let empty = generate(
-            3,
-            DemoSpec {
-                endpoints: 0,
-                findings_per_endpoint: 10,
-            },
-        );
-        assert!(
-            empty.endpoints.is_empty() && empty.findings.is_empty() && !empty.scopes.is_empty()
-        );
-        let bare = generate(
-            3,
-            DemoSpec {
-                endpoints: 5,
-                findings_per_endpoint: 0,
-            },
-        );
-        assert_eq!(
-            (
-                bare.endpoints.len(),
-                bare.findings.len(),
-                bare.targets.len()
-            ),
-            (5, 0, 0)
-        );
+        let empty = generate(3, DemoSpec { endpoints: 0, findings_per_endpoint: 10 });
+        assert!(empty.endpoints.is_empty() && empty.findings.is_empty() && !empty.scopes.is_empty());
+        let bare = generate(3, DemoSpec { endpoints: 5, findings_per_endpoint: 0 });
+        assert_eq!((bare.endpoints.len(), bare.findings.len(), bare.targets.len()), (5, 0, 0));
     }
 
     #[test]
@@ -2961,17 +2364,9 @@ mod tests {
             );
             assert_eq!(
                 keys(&scope["finding_filter"]),
-                sorted(vec![
-                    "finding_types",
-                    "min_severity",
-                    "min_cvss_score",
-                    "kev_only"
-                ])
+                sorted(vec!["finding_types", "min_severity", "min_cvss_score", "kev_only"])
             );
-            assert_eq!(
-                keys(&scope["sla_days"]),
-                sorted(vec!["critical", "high", "medium", "low"])
-            );
+            assert_eq!(keys(&scope["sla_days"]), sorted(vec!["critical", "high", "medium", "low"]));
             for (filter, field) in [
                 ("subject_filter", "subject_types"),
                 ("subject_filter", "vendors"),
@@ -2986,16 +2381,10 @@ mod tests {
             }
             assert!(scope["finding_filter"]["kev_only"].is_boolean());
             assert!(
-                scope["endpoint_filter"]["has_agent"].is_boolean()
-                    || scope["endpoint_filter"]["has_agent"].is_null()
+                scope["endpoint_filter"]["has_agent"].is_boolean() || scope["endpoint_filter"]["has_agent"].is_null()
             );
             let min_cvss = &scope["finding_filter"]["min_cvss_score"];
-            assert!(
-                min_cvss.is_null()
-                    || min_cvss
-                        .as_f64()
-                        .is_some_and(|score| (0.0..=10.0).contains(&score))
-            );
+            assert!(min_cvss.is_null() || min_cvss.as_f64().is_some_and(|score| (0.0..=10.0).contains(&score)));
         }
         for endpoint in &data.endpoints {
             assert_eq!(keys(endpoint), endpoint_fields);
@@ -3003,10 +2392,7 @@ mod tests {
                 keys(&endpoint["operating_system"]),
                 sorted(vec!["name", "version", "family", "vendor", "architecture"])
             );
-            assert_eq!(
-                keys(&endpoint["open_findings"]),
-                sorted(vec!["critical", "high", "medium", "low", "info"])
-            );
+            assert_eq!(keys(&endpoint["open_findings"]), sorted(vec!["critical", "high", "medium", "low", "info"]));
             strings(endpoint, "tags");
             if !endpoint["owner"].is_null() {
                 assert_eq!(keys(&endpoint["owner"]), sorted(vec!["name", "email"]));
@@ -3014,49 +2400,28 @@ mod tests {
         }
         for finding in &data.findings {
             assert_eq!(keys(finding), finding_fields);
-            assert_eq!(
-                keys(&finding["subject"]),
-                sorted(vec!["type", "vendor", "product", "version", "cpe", "purl"])
-            );
-            assert_eq!(
-                keys(&finding["source"]),
-                sorted(vec!["scanner", "scanner_finding_id"])
-            );
+            assert_eq!(keys(&finding["subject"]), sorted(vec!["type", "vendor", "product", "version", "cpe", "purl"]));
+            assert_eq!(keys(&finding["source"]), sorted(vec!["scanner", "scanner_finding_id"]));
             assert!(finding["kev"].is_boolean());
             if !finding["cvss"].is_null() {
-                assert_eq!(
-                    keys(&finding["cvss"]),
-                    sorted(vec!["version", "base_score", "vector"])
-                );
+                assert_eq!(keys(&finding["cvss"]), sorted(vec!["version", "base_score", "vector"]));
             }
             if !finding["epss"].is_null() {
                 assert_eq!(keys(&finding["epss"]), sorted(vec!["score", "percentile"]));
             }
             if !finding["suppression"].is_null() {
-                assert_eq!(
-                    keys(&finding["suppression"]),
-                    sorted(vec!["reason", "note", "expires_at"])
-                );
+                assert_eq!(keys(&finding["suppression"]), sorted(vec!["reason", "note", "expires_at"]));
             }
         }
         for target in &data.targets {
             assert_eq!(keys(target), target_fields);
-            assert_eq!(
-                keys(&target["subject"]),
-                sorted(vec!["type", "vendor", "product"])
-            );
+            assert_eq!(keys(&target["subject"]), sorted(vec!["type", "vendor", "product"]));
             strings(target, "finding_ids");
             strings(target, "scope_ids");
             if !target["last_execution"].is_null() {
                 assert_eq!(
                     keys(&target["last_execution"]),
-                    sorted(vec![
-                        "status",
-                        "efficacy",
-                        "started_at",
-                        "finished_at",
-                        "error"
-                    ])
+                    sorted(vec!["status", "efficacy", "started_at", "finished_at", "error"])
                 );
             }
         }
@@ -3067,31 +2432,16 @@ mod tests {
         for data in demo_sets() {
             for scope in &data.scopes {
                 assert!(SCOPE_STATUSES.contains(&text(scope, "status")));
-                assert!(
-                    strings(&scope["subject_filter"], "subject_types")
-                        .iter()
-                        .all(|v| SUBJECT_TYPES.contains(v))
-                );
-                assert!(
-                    strings(&scope["endpoint_filter"], "os_families")
-                        .iter()
-                        .all(|v| OS_FAMILIES.contains(v))
-                );
-                assert!(
-                    strings(&scope["finding_filter"], "finding_types")
-                        .iter()
-                        .all(|v| FINDING_TYPES.contains(v))
-                );
+                assert!(strings(&scope["subject_filter"], "subject_types").iter().all(|v| SUBJECT_TYPES.contains(v)));
+                assert!(strings(&scope["endpoint_filter"], "os_families").iter().all(|v| OS_FAMILIES.contains(v)));
+                assert!(strings(&scope["finding_filter"], "finding_types").iter().all(|v| FINDING_TYPES.contains(v)));
                 if let Some(min) = optional_text(&scope["finding_filter"], "min_severity") {
                     assert!(SEVERITIES.contains(&min));
                 }
             }
             for endpoint in &data.endpoints {
                 assert!(OS_FAMILIES.contains(&text(&endpoint["operating_system"], "family")));
-                assert!(
-                    ["x86_64", "arm64"]
-                        .contains(&text(&endpoint["operating_system"], "architecture"))
-                );
+                assert!(["x86_64", "arm64"].contains(&text(&endpoint["operating_system"], "architecture")));
             }
             for finding in &data.findings {
                 assert!(FINDING_TYPES.contains(&text(finding, "finding_type")));
@@ -3115,12 +2465,8 @@ mod tests {
                     assert!(PACKAGE_MANAGERS.contains(&manager), "{manager}");
                 }
                 if !target["last_execution"].is_null() {
-                    assert!(
-                        EXECUTION_STATUSES.contains(&text(&target["last_execution"], "status"))
-                    );
-                    assert!(
-                        EXECUTION_EFFICACIES.contains(&text(&target["last_execution"], "efficacy"))
-                    );
+                    assert!(EXECUTION_STATUSES.contains(&text(&target["last_execution"], "status")));
+                    assert!(EXECUTION_EFFICACIES.contains(&text(&target["last_execution"], "efficacy")));
                 }
             }
         }
@@ -3129,48 +2475,21 @@ mod tests {
     #[test]
     fn the_demo_covers_every_state_and_category() {
         for (seed, data) in SEEDS.iter().zip(demo_sets()) {
-            let seen =
-                |records: &[Value], value: &dyn Fn(&Value) -> Option<String>| -> BTreeSet<String> {
-                    records.iter().filter_map(value).collect()
-                };
+            let seen = |records: &[Value], value: &dyn Fn(&Value) -> Option<String>| -> BTreeSet<String> {
+                records.iter().filter_map(value).collect()
+            };
             let expect_all = |name: &str, wanted: &[&str], seen: BTreeSet<String>| {
-                let missing: Vec<&&str> = wanted
-                    .iter()
-                    .filter(|value| !seen.contains(**value))
-                    .collect();
-                assert!(
-                    missing.is_empty(),
-                    "seed {seed}: {name} never occurs: {missing:?}"
-                );
+                let missing: Vec<&&str> = wanted.iter().filter(|value| !seen.contains(**value)).collect();
+                assert!(missing.is_empty(), "seed {seed}: {name} never occurs: {missing:?}");
             };
-            let field = |name: &'static str| {
-                move |record: &Value| optional_text(record, name).map(str::to_string)
-            };
+            let field = |name: &'static str| move |record: &Value| optional_text(record, name).map(str::to_string);
             let execution = |name: &'static str| {
-                move |record: &Value| {
-                    optional_text(&record["last_execution"], name).map(str::to_string)
-                }
+                move |record: &Value| optional_text(&record["last_execution"], name).map(str::to_string)
             };
-            expect_all(
-                "scope status",
-                SCOPE_STATUSES,
-                seen(&data.scopes, &field("status")),
-            );
-            expect_all(
-                "finding status",
-                FINDING_STATUSES,
-                seen(&data.findings, &field("status")),
-            );
-            expect_all(
-                "severity",
-                SEVERITIES,
-                seen(&data.findings, &field("severity")),
-            );
-            expect_all(
-                "finding type",
-                FINDING_TYPES,
-                seen(&data.findings, &field("finding_type")),
-            );
+            expect_all("scope status", SCOPE_STATUSES, seen(&data.scopes, &field("status")));
+            expect_all("finding status", FINDING_STATUSES, seen(&data.findings, &field("status")));
+            expect_all("severity", SEVERITIES, seen(&data.findings, &field("severity")));
+            expect_all("finding type", FINDING_TYPES, seen(&data.findings, &field("finding_type")));
             expect_all(
                 "suppression reason",
                 SUPPRESSION_REASONS,
@@ -3178,39 +2497,21 @@ mod tests {
                     optional_text(&record["suppression"], "reason").map(str::to_string)
                 }),
             );
-            expect_all(
-                "target status",
-                TARGET_STATUSES,
-                seen(&data.targets, &field("status")),
-            );
-            expect_all(
-                "target type",
-                TARGET_TYPES,
-                seen(&data.targets, &field("target_type")),
-            );
-            expect_all(
-                "discovery method",
-                DISCOVERY_METHODS,
-                seen(&data.targets, &field("discovery_method")),
-            );
+            expect_all("target status", TARGET_STATUSES, seen(&data.targets, &field("status")));
+            expect_all("target type", TARGET_TYPES, seen(&data.targets, &field("target_type")));
+            expect_all("discovery method", DISCOVERY_METHODS, seen(&data.targets, &field("discovery_method")));
             expect_all(
                 "execution status",
                 EXECUTION_STATUSES,
                 seen(&data.targets, &|record: &Value| {
-                    record["last_execution"]
-                        .is_object()
-                        .then(|| execution("status")(record))
-                        .flatten()
+                    record["last_execution"].is_object().then(|| execution("status")(record)).flatten()
                 }),
             );
             expect_all(
                 "execution efficacy",
                 EXECUTION_EFFICACIES,
                 seen(&data.targets, &|record: &Value| {
-                    record["last_execution"]
-                        .is_object()
-                        .then(|| execution("efficacy")(record))
-                        .flatten()
+                    record["last_execution"].is_object().then(|| execution("efficacy")(record)).flatten()
                 }),
             );
             expect_all(
@@ -3227,10 +2528,7 @@ mod tests {
                 *by_status.entry(text(finding, "status")).or_default() += 1;
             }
             let open = by_status["open"];
-            assert!(
-                by_status.values().all(|&count| count <= open),
-                "seed {seed}: {by_status:?}"
-            );
+            assert!(by_status.values().all(|&count| count <= open), "seed {seed}: {by_status:?}");
         }
     }
 
@@ -3238,74 +2536,34 @@ mod tests {
     fn the_fleet_mix_is_plausible() {
         for data in demo_sets() {
             let family_share = |family: &str| {
-                data.endpoints
-                    .iter()
-                    .filter(|e| text(&e["operating_system"], "family") == family)
-                    .count()
+                data.endpoints.iter().filter(|e| text(&e["operating_system"], "family") == family).count()
             };
-            let (macos, windows, linux) = (
-                family_share("macos"),
-                family_share("windows"),
-                family_share("linux"),
-            );
-            assert_eq!(
-                (macos, windows, linux),
-                (30, 45, 25),
-                "every 100 endpoints have the catalogue's mix"
-            );
-            let macs: Vec<&Value> = data
-                .endpoints
-                .iter()
-                .filter(|e| text(&e["operating_system"], "family") == "macos")
-                .collect();
-            let apple_silicon = macs
-                .iter()
-                .filter(|e| text(&e["operating_system"], "architecture") == "arm64")
-                .count();
-            assert!(
-                apple_silicon * 10 >= macs.len() * 6,
-                "Macs are mostly Apple silicon"
-            );
-            let with_agent = data
-                .endpoints
-                .iter()
-                .filter(|e| !e["agent_id"].is_null())
-                .count();
+            let (macos, windows, linux) = (family_share("macos"), family_share("windows"), family_share("linux"));
+            assert_eq!((macos, windows, linux), (30, 45, 25), "every 100 endpoints have the catalogue's mix");
+            let macs: Vec<&Value> =
+                data.endpoints.iter().filter(|e| text(&e["operating_system"], "family") == "macos").collect();
+            let apple_silicon = macs.iter().filter(|e| text(&e["operating_system"], "architecture") == "arm64").count();
+            assert!(apple_silicon * 10 >= macs.len() * 6, "Macs are mostly Apple silicon");
+            let with_agent = data.endpoints.iter().filter(|e| !e["agent_id"].is_null()).count();
             assert!((72..=96).contains(&with_agent), "{with_agent} agents");
-            let cve_findings = data
-                .findings
-                .iter()
-                .filter(|f| !f["cve_id"].is_null())
-                .count();
-            assert!(
-                cve_findings * 100 >= data.findings.len() * 60,
-                "most findings are CVEs"
-            );
+            let cve_findings = data.findings.iter().filter(|f| !f["cve_id"].is_null()).count();
+            assert!(cve_findings * 100 >= data.findings.len() * 60, "most findings are CVEs");
         }
     }
 
     #[test]
     fn every_reference_resolves_and_back_references_agree() {
         for data in demo_sets() {
-            let endpoints: BTreeMap<&str, &Value> =
-                data.endpoints.iter().map(|e| (text(e, "id"), e)).collect();
-            let findings: BTreeMap<&str, &Value> =
-                data.findings.iter().map(|f| (text(f, "id"), f)).collect();
-            let targets: BTreeMap<&str, &Value> =
-                data.targets.iter().map(|t| (text(t, "id"), t)).collect();
-            let scopes: BTreeMap<&str, &Value> =
-                data.scopes.iter().map(|s| (text(s, "id"), s)).collect();
+            let endpoints: BTreeMap<&str, &Value> = data.endpoints.iter().map(|e| (text(e, "id"), e)).collect();
+            let findings: BTreeMap<&str, &Value> = data.findings.iter().map(|f| (text(f, "id"), f)).collect();
+            let targets: BTreeMap<&str, &Value> = data.targets.iter().map(|t| (text(t, "id"), t)).collect();
+            let scopes: BTreeMap<&str, &Value> = data.scopes.iter().map(|s| (text(s, "id"), s)).collect();
 
             for finding in &data.findings {
                 assert!(endpoints.contains_key(text(finding, "endpoint_id")));
                 if let Some(target_id) = optional_text(finding, "remediation_target_id") {
-                    let target = targets
-                        .get(target_id)
-                        .unwrap_or_else(|| panic!("dangling target {target_id}"));
-                    assert!(
-                        strings(target, "finding_ids").contains(&text(finding, "id")),
-                        "back-reference"
-                    );
+                    let target = targets.get(target_id).unwrap_or_else(|| panic!("dangling target {target_id}"));
+                    assert!(strings(target, "finding_ids").contains(&text(finding, "id")), "back-reference");
                     assert_eq!(text(target, "endpoint_id"), text(finding, "endpoint_id"));
                 } else {
                     // Every CVE finding has the work that fixes it.
@@ -3317,30 +2575,17 @@ mod tests {
                 let finding_ids = strings(target, "finding_ids");
                 assert!(!finding_ids.is_empty());
                 for finding_id in &finding_ids {
-                    let finding = findings
-                        .get(finding_id)
-                        .unwrap_or_else(|| panic!("dangling finding {finding_id}"));
-                    assert_eq!(
-                        optional_text(finding, "remediation_target_id"),
-                        Some(text(target, "id"))
-                    );
+                    let finding = findings.get(finding_id).unwrap_or_else(|| panic!("dangling finding {finding_id}"));
+                    assert_eq!(optional_text(finding, "remediation_target_id"), Some(text(target, "id")));
                     assert_eq!(text(finding, "endpoint_id"), text(target, "endpoint_id"));
-                    assert_eq!(
-                        text(&finding["subject"], "vendor"),
-                        text(&target["subject"], "vendor")
-                    );
-                    assert_eq!(
-                        text(&finding["subject"], "product"),
-                        text(&target["subject"], "product")
-                    );
+                    assert_eq!(text(&finding["subject"], "vendor"), text(&target["subject"], "vendor"));
+                    assert_eq!(text(&finding["subject"], "product"), text(&target["subject"], "product"));
                     if let Some(installed) = optional_text(target, "installed_version") {
                         assert_eq!(text(&finding["subject"], "version"), installed);
                     }
                 }
                 for scope_id in strings(target, "scope_ids") {
-                    let scope = scopes
-                        .get(scope_id)
-                        .unwrap_or_else(|| panic!("dangling scope {scope_id}"));
+                    let scope = scopes.get(scope_id).unwrap_or_else(|| panic!("dangling scope {scope_id}"));
                     assert!(
                         ["active", "paused"].contains(&text(scope, "status")),
                         "archived scopes put nothing in motion"
@@ -3358,12 +2603,9 @@ mod tests {
     #[test]
     fn targets_follow_their_lifecycle() {
         for data in demo_sets() {
-            let scopes: BTreeMap<&str, &Value> =
-                data.scopes.iter().map(|s| (text(s, "id"), s)).collect();
-            let findings: BTreeMap<&str, &Value> =
-                data.findings.iter().map(|f| (text(f, "id"), f)).collect();
-            let endpoints: BTreeMap<&str, &Value> =
-                data.endpoints.iter().map(|e| (text(e, "id"), e)).collect();
+            let scopes: BTreeMap<&str, &Value> = data.scopes.iter().map(|s| (text(s, "id"), s)).collect();
+            let findings: BTreeMap<&str, &Value> = data.findings.iter().map(|f| (text(f, "id"), f)).collect();
+            let endpoints: BTreeMap<&str, &Value> = data.endpoints.iter().map(|e| (text(e, "id"), e)).collect();
             for target in &data.targets {
                 let status = text(target, "status");
                 let scope_ids = strings(target, "scope_ids");
@@ -3389,28 +2631,18 @@ mod tests {
                 };
                 assert!(allowed, "target {status} with execution {execution}");
                 if execution.is_object() {
-                    let unfinished =
-                        matches!(run, Some("pending" | "pending_approval" | "running"));
-                    assert_eq!(
-                        execution["finished_at"].is_null(),
-                        unfinished,
-                        "{execution}"
-                    );
+                    let unfinished = matches!(run, Some("pending" | "pending_approval" | "running"));
+                    assert_eq!(execution["finished_at"].is_null(), unfinished, "{execution}");
                     let errored = matches!(run, Some("failed" | "preflight_failed" | "blocked"))
                         || efficacy == Some("verified_not_fixed");
                     assert_eq!(execution["error"].is_string(), errored, "{execution}");
                     let endpoint = endpoints[text(target, "endpoint_id")];
                     if endpoint["agent_id"].is_null() {
-                        assert!(
-                            matches!(run, Some("blocked" | "rejected")),
-                            "nothing runs without an agent"
-                        );
+                        assert!(matches!(run, Some("blocked" | "rejected")), "nothing runs without an agent");
                     }
                 }
                 // Work beyond "actionable" needs an active scope behind it.
-                let has_active = scope_ids
-                    .iter()
-                    .any(|id| text(scopes[id], "status") == "active");
+                let has_active = scope_ids.iter().any(|id| text(scopes[id], "status") == "active");
                 if !matches!(status, "identified" | "actionable" | "obsolete") {
                     assert!(has_active, "{status} target without an active scope");
                 }
@@ -3425,10 +2657,7 @@ mod tests {
                     let finding_status = text(findings[finding_id], "status");
                     match status {
                         "remediated" | "obsolete" => assert_eq!(finding_status, "resolved"),
-                        _ => assert_ne!(
-                            finding_status, "resolved",
-                            "{status} target with a resolved finding"
-                        ),
+                        _ => assert_ne!(finding_status, "resolved", "{status} target with a resolved finding"),
                     }
                 }
             }
@@ -3439,20 +2668,11 @@ mod tests {
     fn scope_ids_are_exactly_the_matching_scopes() {
         // Recomputes the filters independently of the generator's fast path.
         let data = generate(1, DemoSpec::DEMO);
-        let endpoints: BTreeMap<&str, &Value> =
-            data.endpoints.iter().map(|e| (text(e, "id"), e)).collect();
-        let findings: BTreeMap<&str, &Value> =
-            data.findings.iter().map(|f| (text(f, "id"), f)).collect();
-        for target in data
-            .targets
-            .iter()
-            .filter(|t| text(t, "status") != "identified")
-        {
+        let endpoints: BTreeMap<&str, &Value> = data.endpoints.iter().map(|e| (text(e, "id"), e)).collect();
+        let findings: BTreeMap<&str, &Value> = data.findings.iter().map(|f| (text(f, "id"), f)).collect();
+        for target in data.targets.iter().filter(|t| text(t, "status") != "identified") {
             let endpoint = endpoints[text(target, "endpoint_id")];
-            let members: Vec<&Value> = strings(target, "finding_ids")
-                .iter()
-                .map(|id| findings[id])
-                .collect();
+            let members: Vec<&Value> = strings(target, "finding_ids").iter().map(|id| findings[id]).collect();
             let expected: Vec<&str> = data
                 .scopes
                 .iter()
@@ -3461,51 +2681,33 @@ mod tests {
                     let subject = &scope["subject_filter"];
                     let endpoint_filter = &scope["endpoint_filter"];
                     let finding_filter = &scope["finding_filter"];
-                    let in_list =
-                        |list: Vec<&str>, value: &str| list.is_empty() || list.contains(&value);
+                    let in_list = |list: Vec<&str>, value: &str| list.is_empty() || list.contains(&value);
                     let patterns = strings(subject, "cpe_patterns");
-                    let subject_ok = in_list(
-                        strings(subject, "subject_types"),
-                        text(&target["subject"], "type"),
-                    ) && in_list(
-                        strings(subject, "vendors"),
-                        text(&target["subject"], "vendor"),
-                    ) && in_list(
-                        strings(subject, "products"),
-                        text(&target["subject"], "product"),
-                    ) && (patterns.is_empty()
-                        || members.iter().any(|f| {
-                            optional_text(&f["subject"], "cpe")
-                                .is_some_and(|cpe| patterns.iter().any(|p| glob_match(p, cpe)))
-                        }));
+                    let subject_ok = in_list(strings(subject, "subject_types"), text(&target["subject"], "type"))
+                        && in_list(strings(subject, "vendors"), text(&target["subject"], "vendor"))
+                        && in_list(strings(subject, "products"), text(&target["subject"], "product"))
+                        && (patterns.is_empty()
+                            || members.iter().any(|f| {
+                                optional_text(&f["subject"], "cpe")
+                                    .is_some_and(|cpe| patterns.iter().any(|p| glob_match(p, cpe)))
+                            }));
                     let tags = strings(endpoint_filter, "tags");
-                    let endpoint_ok = in_list(
-                        strings(endpoint_filter, "os_families"),
-                        text(&endpoint["operating_system"], "family"),
-                    ) && endpoint_filter["has_agent"]
-                        .as_bool()
-                        .is_none_or(|wanted| wanted != endpoint["agent_id"].is_null())
-                        && (tags.is_empty()
-                            || strings(endpoint, "tags")
-                                .iter()
-                                .any(|tag| tags.contains(tag)));
+                    let endpoint_ok =
+                        in_list(strings(endpoint_filter, "os_families"), text(&endpoint["operating_system"], "family"))
+                            && endpoint_filter["has_agent"]
+                                .as_bool()
+                                .is_none_or(|wanted| wanted != endpoint["agent_id"].is_null())
+                            && (tags.is_empty() || strings(endpoint, "tags").iter().any(|tag| tags.contains(tag)));
                     let finding_ok = members.iter().any(|f| {
-                        let rank = |name: &str| {
-                            SEVERITIES.len()
-                                - SEVERITIES.iter().position(|s| *s == name).unwrap_or(0)
-                        };
-                        in_list(
-                            strings(finding_filter, "finding_types"),
-                            text(f, "finding_type"),
-                        ) && optional_text(finding_filter, "min_severity")
-                            .is_none_or(|min| rank(text(f, "severity")) >= rank(min))
-                            && finding_filter["min_cvss_score"].as_f64().is_none_or(|min| {
-                                f["cvss"]["base_score"]
-                                    .as_f64()
-                                    .is_some_and(|score| score >= min)
-                            })
-                            && (finding_filter["kev_only"] != json!(true)
-                                || f["kev"] == json!(true))
+                        let rank =
+                            |name: &str| SEVERITIES.len() - SEVERITIES.iter().position(|s| *s == name).unwrap_or(0);
+                        in_list(strings(finding_filter, "finding_types"), text(f, "finding_type"))
+                            && optional_text(finding_filter, "min_severity")
+                                .is_none_or(|min| rank(text(f, "severity")) >= rank(min))
+                            && finding_filter["min_cvss_score"]
+                                .as_f64()
+                                .is_none_or(|min| f["cvss"]["base_score"].as_f64().is_some_and(|score| score >= min))
+                            && (finding_filter["kev_only"] != json!(true) || f["kev"] == json!(true))
                     });
                     subject_ok && endpoint_ok && finding_ok
                 })
@@ -3530,16 +2732,9 @@ mod tests {
                 assert_eq!(text(finding, "finding_type"), "vulnerability");
                 let cvss = &finding["cvss"];
                 let score = cvss["base_score"].as_f64().expect("a numeric base score");
-                assert_eq!(
-                    cvss31_base_score(text(cvss, "vector")),
-                    Ok(score),
-                    "{finding}"
-                );
+                assert_eq!(cvss31_base_score(text(cvss, "vector")), Ok(score), "{finding}");
                 assert_eq!(Severity::from_cvss(score).as_str(), severity, "{finding}");
-                let catalogued = CVES
-                    .iter()
-                    .find(|cve| cve.id == text(finding, "cve_id"))
-                    .expect("a catalogued CVE");
+                let catalogued = CVES.iter().find(|cve| cve.id == text(finding, "cve_id")).expect("a catalogued CVE");
                 assert_eq!(finding["kev"], json!(catalogued.kev));
                 if !finding["epss"].is_null() {
                     for field in ["score", "percentile"] {
@@ -3551,11 +2746,7 @@ mod tests {
                 // The installed version really is vulnerable, the fix newer.
                 let installed = text(&finding["subject"], "version");
                 let fixed = text(finding, "fixed_version");
-                assert_eq!(
-                    compare_versions(installed, fixed),
-                    Ordering::Less,
-                    "{installed} vs {fixed}"
-                );
+                assert_eq!(compare_versions(installed, fixed), Ordering::Less, "{installed} vs {fixed}");
             }
         }
     }
@@ -3577,11 +2768,7 @@ mod tests {
                 let expected = counts.get(text(endpoint, "id"));
                 for severity in SEVERITIES {
                     let want = expected.and_then(|c| c.get(severity)).copied().unwrap_or(0);
-                    assert_eq!(
-                        endpoint["open_findings"][severity].as_u64(),
-                        Some(want),
-                        "{severity}"
-                    );
+                    assert_eq!(endpoint["open_findings"][severity].as_u64(), Some(want), "{severity}");
                 }
             }
         }
@@ -3598,44 +2785,26 @@ mod tests {
             }
             let mut endpoint_created = BTreeMap::new();
             for endpoint in &data.endpoints {
-                let (created, updated) =
-                    (time(endpoint, "created_at"), time(endpoint, "updated_at"));
+                let (created, updated) = (time(endpoint, "created_at"), time(endpoint, "updated_at"));
                 assert!(history_start <= created && created <= updated && updated <= anchor);
                 if let Some(last_seen) = optional_time(endpoint, "last_seen_at") {
                     assert!(created <= last_seen && last_seen <= updated);
                 }
-                assert_eq!(
-                    endpoint["agent_id"].is_null(),
-                    endpoint["agent_version"].is_null()
-                );
+                assert_eq!(endpoint["agent_id"].is_null(), endpoint["agent_version"].is_null());
                 endpoint_created.insert(text(endpoint, "id"), created);
             }
             for finding in &data.findings {
                 let created = time(finding, "created_at");
-                let (first_seen, last_seen) = (
-                    time(finding, "first_seen_at"),
-                    time(finding, "last_seen_at"),
-                );
+                let (first_seen, last_seen) = (time(finding, "first_seen_at"), time(finding, "last_seen_at"));
                 let updated = time(finding, "updated_at");
-                assert!(
-                    endpoint_created[text(finding, "endpoint_id")] <= created,
-                    "findings after their endpoint"
-                );
-                assert!(
-                    created == first_seen
-                        && first_seen <= last_seen
-                        && last_seen <= updated
-                        && updated <= anchor
-                );
+                assert!(endpoint_created[text(finding, "endpoint_id")] <= created, "findings after their endpoint");
+                assert!(created == first_seen && first_seen <= last_seen && last_seen <= updated && updated <= anchor);
                 let resolved = optional_time(finding, "resolved_at");
                 assert_eq!(resolved.is_some(), text(finding, "status") == "resolved");
                 if let Some(resolved) = resolved {
                     assert!(last_seen <= resolved && resolved <= updated);
                 }
-                assert_eq!(
-                    finding["suppression"].is_object(),
-                    text(finding, "status") == "suppressed"
-                );
+                assert_eq!(finding["suppression"].is_object(), text(finding, "status") == "suppressed");
                 if let Some(expires) = optional_time(&finding["suppression"], "expires_at") {
                     // An expired suppression would have reverted to open.
                     assert!(expires > anchor, "suppression still in force");
@@ -3673,23 +2842,14 @@ mod tests {
                 ("finding", &data.findings),
                 ("target", &data.targets),
             ] {
-                let mut by_id: Vec<(&str, i64)> = records
-                    .iter()
-                    .map(|r| (text(r, "id"), time(r, "created_at")))
-                    .collect();
+                let mut by_id: Vec<(&str, i64)> =
+                    records.iter().map(|r| (text(r, "id"), time(r, "created_at"))).collect();
                 for (id, created) in &by_id {
-                    assert_eq!(
-                        uuid_millis(id),
-                        u64::try_from(*created).expect("after 1970") * 1000,
-                        "{kind} {id}"
-                    );
+                    assert_eq!(uuid_millis(id), u64::try_from(*created).expect("after 1970") * 1000, "{kind} {id}");
                     assert!(all.insert(id.to_string()), "duplicate id {id}");
                 }
                 by_id.sort_unstable();
-                assert!(
-                    by_id.windows(2).all(|pair| pair[0].1 <= pair[1].1),
-                    "{kind} ids sort by created_at"
-                );
+                assert!(by_id.windows(2).all(|pair| pair[0].1 <= pair[1].1), "{kind} ids sort by created_at");
             }
             for endpoint in data.endpoints.iter().filter(|e| !e["agent_id"].is_null()) {
                 uuid::Uuid::parse_str(text(endpoint, "agent_id")).expect("agent ids are UUIDs");
@@ -3699,43 +2859,21 @@ mod tests {
 
     #[test]
     fn endpoints_look_real() {
-        let data = generate(
-            5,
-            DemoSpec {
-                endpoints: 1_000,
-                findings_per_endpoint: 2,
-            },
-        );
-        let hostnames: BTreeSet<String> = data
-            .endpoints
-            .iter()
-            .map(|e| text(e, "hostname").to_ascii_lowercase())
-            .collect();
-        assert_eq!(
-            hostnames.len(),
-            data.endpoints.len(),
-            "hostnames are unique (case-insensitively)"
-        );
+        let data = generate(5, DemoSpec { endpoints: 1_000, findings_per_endpoint: 2 });
+        let hostnames: BTreeSet<String> =
+            data.endpoints.iter().map(|e| text(e, "hostname").to_ascii_lowercase()).collect();
+        assert_eq!(hostnames.len(), data.endpoints.len(), "hostnames are unique (case-insensitively)");
         for endpoint in &data.endpoints {
             let hostname = text(endpoint, "hostname");
             assert!(
-                hostname.len() <= 63
-                    && hostname
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '-'),
+                hostname.len() <= 63 && hostname.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
                 "{hostname}"
             );
             if text(&endpoint["operating_system"], "family") == "windows" {
-                assert!(
-                    hostname.len() <= 15,
-                    "NetBIOS-length Windows names: {hostname}"
-                );
+                assert!(hostname.len() <= 15, "NetBIOS-length Windows names: {hostname}");
             }
             if let Some(ip) = optional_text(endpoint, "ip") {
-                let octets: Vec<u8> = ip
-                    .split('.')
-                    .map(|o| o.parse().expect("IPv4 octets"))
-                    .collect();
+                let octets: Vec<u8> = ip.split('.').map(|o| o.parse().expect("IPv4 octets")).collect();
                 let private = match octets[..] {
                     [10, ..] => true,
                     [172, second, ..] => (16..=31).contains(&second),
@@ -3746,12 +2884,7 @@ mod tests {
             }
             if let Some(mac) = optional_text(endpoint, "mac_address") {
                 let parts: Vec<&str> = mac.split(':').collect();
-                assert!(
-                    parts.len() == 6
-                        && parts
-                            .iter()
-                            .all(|p| p.len() == 2 && u8::from_str_radix(p, 16).is_ok())
-                );
+                assert!(parts.len() == 6 && parts.iter().all(|p| p.len() == 2 && u8::from_str_radix(p, 16).is_ok()));
                 assert_eq!(mac, mac.to_ascii_lowercase());
             }
             if let Some(email) = optional_text(&endpoint["owner"], "email") {
@@ -3763,24 +2896,15 @@ mod tests {
     #[test]
     fn paths_and_package_managers_fit_the_platform() {
         for data in demo_sets() {
-            let families: BTreeMap<&str, &str> = data
-                .endpoints
-                .iter()
-                .map(|e| (text(e, "id"), text(&e["operating_system"], "family")))
-                .collect();
+            let families: BTreeMap<&str, &str> =
+                data.endpoints.iter().map(|e| (text(e, "id"), text(&e["operating_system"], "family"))).collect();
             for target in &data.targets {
                 let family = families[text(target, "endpoint_id")];
                 let manager = optional_text(target, "package_manager");
                 let fits = match family {
                     "macos" => matches!(manager, None | Some("homebrew" | "none")),
-                    "windows" => matches!(
-                        manager,
-                        None | Some("winget" | "chocolatey" | "msi" | "none")
-                    ),
-                    _ => matches!(
-                        manager,
-                        None | Some("apt" | "dnf" | "yum" | "zypper" | "none")
-                    ),
+                    "windows" => matches!(manager, None | Some("winget" | "chocolatey" | "msi" | "none")),
+                    _ => matches!(manager, None | Some("apt" | "dnf" | "yum" | "zypper" | "none")),
                 };
                 assert!(fits, "{manager:?} on {family}");
                 if let Some(path) = optional_text(target, "install_path") {

@@ -214,8 +214,11 @@ async fn list(
     let tenant = tenant(&state, &principal)?;
     let mut query = query_pairs(raw.as_deref());
     let binding_query = query.clone();
-    let binding =
-        CursorBinding { organization_id: principal.organization_id, collection: group.collection, query: &binding_query };
+    let binding = CursorBinding {
+        organization_id: principal.organization_id,
+        collection: group.collection,
+        query: &binding_query,
+    };
     for (name, value) in query.iter_mut().filter(|(name, _)| name == "cursor") {
         *value = binding.open(&state.cursor_key, value).ok_or_else(|| {
             ApiError::invalid_parameters(vec![(
@@ -226,7 +229,8 @@ async fn list(
     }
     let path = format!("/v1/{}", group.collection);
     let request = plugin_request(&path, &state.public_url, &query);
-    let page = call_plugin(&state, move |plugins| plugins.list(group.collection, tenant, &request, &request_id)).await?;
+    let page =
+        call_plugin(&state, move |plugins| plugins.list(group.collection, tenant, &request, &request_id)).await?;
     if !is_json(&page.data, b'[') {
         tracing::error!(plugin = group.collection, "list data is not a JSON array");
         return Err(ApiError::internal());
@@ -316,8 +320,11 @@ fn conditional(headers: &HeaderMap, body: Vec<u8>, content_type: &'static str) -
         .flat_map(|value| value.split(','))
         .map(|tag| tag.trim())
         .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == etag);
-    let mut response =
-        if matches { StatusCode::NOT_MODIFIED.into_response() } else { (StatusCode::OK, Body::from(body)).into_response() };
+    let mut response = if matches {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (StatusCode::OK, Body::from(body)).into_response()
+    };
     let response_headers = response.headers_mut();
     if !matches {
         response_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -35,7 +35,10 @@ impl ApiError {
     pub fn invalid_parameters(params: Vec<(String, String)>) -> ApiError {
         let detail = params.iter().map(|(name, reason)| format!("{name}: {reason}")).collect::<Vec<_>>().join("; ");
         let title = if params.len() == 1 { "Invalid parameter" } else { "Invalid parameters" };
-        ApiError { invalid_params: params, ..ApiError::new(StatusCode::BAD_REQUEST, "invalid-parameter", title, detail) }
+        ApiError {
+            invalid_params: params,
+            ..ApiError::new(StatusCode::BAD_REQUEST, "invalid-parameter", title, detail)
+        }
     }
 
     pub fn invalid_id(resource: &str) -> ApiError {
@@ -98,11 +101,8 @@ impl ApiError {
             "request_id": request_id,
         });
         if !self.invalid_params.is_empty() {
-            body["invalid_params"] = self
-                .invalid_params
-                .iter()
-                .map(|(name, reason)| json!({"name": name, "reason": reason}))
-                .collect();
+            body["invalid_params"] =
+                self.invalid_params.iter().map(|(name, reason)| json!({"name": name, "reason": reason})).collect();
         }
         let mut response = (self.status, body.to_string()).into_response();
         let headers = response.headers_mut();

@@ -108,7 +108,10 @@ mod tests {
 
     #[test]
     fn bad_filters_are_named() {
-        let result = Endpoints::list(&store(), &Request::with_query("/v1/endpoints", &[("osFamily", "beos"), ("hasAgent", "1")]));
+        let result = Endpoints::list(
+            &store(),
+            &Request::with_query("/v1/endpoints", &[("osFamily", "beos"), ("hasAgent", "1")]),
+        );
         let Err(PluginError::InvalidParameters(list)) = result else { panic!("expected 400") };
         let names: Vec<&str> = list.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["osFamily", "hasAgent"]);

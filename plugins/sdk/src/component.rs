@@ -36,11 +36,7 @@ macro_rules! __esr_wit_conversions {
 
         fn to_request(request: esr::plugin::types::Request) -> $crate::Request {
             $crate::Request {
-                query: request
-                    .query
-                    .into_iter()
-                    .map(|p| $crate::QueryParam { name: p.name, value: p.value })
-                    .collect(),
+                query: request.query.into_iter().map(|p| $crate::QueryParam { name: p.name, value: p.value }).collect(),
                 path: request.path,
                 base_url: request.base_url,
             }

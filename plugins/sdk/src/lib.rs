@@ -196,11 +196,9 @@ pub mod testing {
             match (after, reverse) {
                 (None, false) => records.iter().take(limit).map(entry).collect(),
                 (None, true) => records.iter().rev().take(limit).map(entry).collect(),
-                (Some(after), false) => records
-                    .range::<str, _>((Bound::Excluded(after), Bound::Unbounded))
-                    .take(limit)
-                    .map(entry)
-                    .collect(),
+                (Some(after), false) => {
+                    records.range::<str, _>((Bound::Excluded(after), Bound::Unbounded)).take(limit).map(entry).collect()
+                }
                 (Some(after), true) => records
                     .range::<str, _>((Bound::Unbounded, Bound::Excluded(after)))
                     .rev()

@@ -149,7 +149,8 @@ impl ListOptions {
     /// Parses the common parameters against the plugin's sort keys (the
     /// first must be `created_at`, the default).
     pub fn parse(query: &mut Query, sort_keys: &[(&'static str, SortField)]) -> ListOptions {
-        let (default_key, default_field) = sort_keys.first().copied().unwrap_or(("created_at", SortField::Timestamp("/created_at")));
+        let (default_key, default_field) =
+            sort_keys.first().copied().unwrap_or(("created_at", SortField::Timestamp("/created_at")));
         let mut sort = SortOrder { key: default_key, field: default_field, descending: false };
         if let Some(raw) = query.raw("sort") {
             let (descending, key) = match raw.strip_prefix('-') {

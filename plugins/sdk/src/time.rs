@@ -8,7 +8,13 @@ impl Timestamp {
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`.
     pub fn parse(text: &str) -> Option<Timestamp> {
         let b = text.as_bytes();
-        if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
+        if b.len() < 20
+            || b[4] != b'-'
+            || b[7] != b'-'
+            || !matches!(b[10], b'T' | b't')
+            || b[13] != b':'
+            || b[16] != b':'
+        {
             return None;
         }
         let year = digits(&b[0..4])?;
@@ -17,7 +23,13 @@ impl Timestamp {
         let hour = digits(&b[11..13])?;
         let minute = digits(&b[14..16])?;
         let second = digits(&b[17..19])?;
-        if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) || hour > 23 || minute > 59 || second > 60 {
+        if !(1..=12).contains(&month)
+            || day < 1
+            || day > days_in_month(year, month)
+            || hour > 23
+            || minute > 59
+            || second > 60
+        {
             return None;
         }
         let mut rest = &b[19..];

@@ -63,11 +63,18 @@ mod tests {
     #[test]
     fn personal_fields_are_withheld() {
         let mut store = MemoryStore::default();
-        store.insert(COLLECTION, json!({"id": "01", "hostname": "h", "ip": "10.0.0.1", "owner": {"name": "A"},
-            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}));
+        store.insert(
+            COLLECTION,
+            json!({"id": "01", "hostname": "h", "ip": "10.0.0.1", "owner": {"name": "A"},
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}),
+        );
         let record: Value =
-            serde_json::from_slice(&RedactedEndpoints::get(&store, "01", &Request::default()).expect("get")).expect("json");
-        assert_eq!((record["ip"].clone(), record["owner"].clone(), record["hostname"].clone()), (Value::Null, Value::Null, json!("h")));
+            serde_json::from_slice(&RedactedEndpoints::get(&store, "01", &Request::default()).expect("get"))
+                .expect("json");
+        assert_eq!(
+            (record["ip"].clone(), record["owner"].clone(), record["hostname"].clone()),
+            (Value::Null, Value::Null, json!("h"))
+        );
         let page = RedactedEndpoints::list(&store, &Request::default()).expect("list");
         let records: Vec<Value> = serde_json::from_slice(&page.data).expect("json");
         assert_eq!(records[0]["ip"], Value::Null);
