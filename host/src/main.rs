@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use esr::plugins::{Limits, LoadedPlugin, PluginEngine};
 use esr::server::{ServeOptions, serve};
 
 #[derive(Parser)]
@@ -18,6 +19,18 @@ struct Cli {
 enum Command {
     /// Serve the API.
     Serve(ServeArgs),
+    /// Work with components.
+    #[command(subcommand)]
+    Plugins(PluginsCommand),
+}
+
+#[derive(Subcommand)]
+enum PluginsCommand {
+    /// Validate a component without serving it and print what it serves.
+    Check {
+        /// The component file (`.wasm`).
+        file: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -64,6 +77,26 @@ fn init_logging(format: LogFormat) {
     }
 }
 
+/// Loads one component exactly as `esr serve` would and describes it.
+fn check_plugin(file: &std::path::Path) -> anyhow::Result<()> {
+    let engine = PluginEngine::new(Limits::default())?;
+    let plugin = LoadedPlugin::load(&engine, file)?;
+    let info = &plugin.info;
+    println!("{}: ok", file.display());
+    println!("  group        {}", info.group);
+    println!("  version      {}", info.version);
+    println!("  wit package  esr:plugin@{}", info.wit_version);
+    println!("  sha256       {}", info.sha256);
+    if !info.sort_keys.is_empty() {
+        println!("  sort keys    {}", info.sort_keys.join(", "));
+    }
+    println!("  parameters");
+    for (name, description) in &info.parameters {
+        println!("    {name:<22} {description}");
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -84,6 +117,7 @@ fn main() -> ExitCode {
                 .map_err(anyhow::Error::from)
                 .and_then(|runtime| runtime.block_on(serve(options)))
         }
+        Command::Plugins(PluginsCommand::Check { file }) => check_plugin(&file),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -145,6 +145,9 @@ struct CallState {
     tenant: Option<Tenant>,
     group: String,
     request_id: String,
+    /// The guest's stderr: a panic reaches the host only as a trap plus
+    /// the message the guest wrote here.
+    stderr: MemoryOutputPipe,
 }
 
 impl WasiView for CallState {
@@ -241,6 +244,52 @@ pub enum CallError {
     Timeout,
     /// It trapped, ran out of memory, or broke the contract.
     Failed(String),
+}
+
+/// The components being served, replaceable while requests run.
+///
+/// A request takes the current [`PluginSet`] once and finishes on it, so a
+/// reload never disturbs requests in flight; a reload that fails validation
+/// leaves the current set serving.
+pub struct PluginRegistry {
+    engine: PluginEngine,
+    dir: PathBuf,
+    current: std::sync::RwLock<Arc<PluginSet>>,
+    /// Serializes reloads, so two at once cannot interleave.
+    reloading: std::sync::Mutex<()>,
+}
+
+impl PluginRegistry {
+    /// Loads the plugins directory; fails if it is not servable.
+    pub fn load(engine: PluginEngine, dir: &Path) -> anyhow::Result<PluginRegistry> {
+        let set = PluginSet::load_dir(&engine, dir)?;
+        Ok(PluginRegistry {
+            engine,
+            dir: dir.to_path_buf(),
+            current: std::sync::RwLock::new(Arc::new(set)),
+            reloading: std::sync::Mutex::new(()),
+        })
+    }
+
+    /// The set serving new requests.
+    pub fn current(&self) -> Arc<PluginSet> {
+        match self.current.read() {
+            Ok(current) => current.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Re-reads the plugins directory and swaps in the new set if every
+    /// component in it is valid; otherwise the current set keeps serving.
+    pub fn reload(&self) -> anyhow::Result<Arc<PluginSet>> {
+        let _one_at_a_time = self.reloading.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let fresh = Arc::new(PluginSet::load_dir(&self.engine, &self.dir)?);
+        match self.current.write() {
+            Ok(mut current) => *current = fresh.clone(),
+            Err(poisoned) => *poisoned.into_inner() = fresh.clone(),
+        }
+        Ok(fresh)
+    }
 }
 
 /// The loaded components, one per group.
@@ -358,7 +407,7 @@ impl PluginSet {
 
 fn new_store(engine: &PluginEngine, group: &str, tenant: Option<Tenant>, request_id: &str) -> Store<CallState> {
     let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-    let wasi = WasiCtx::builder().stderr(stderr).build();
+    let wasi = WasiCtx::builder().stderr(stderr.clone()).build();
     let state = CallState {
         wasi,
         table: ResourceTable::new(),
@@ -366,6 +415,7 @@ fn new_store(engine: &PluginEngine, group: &str, tenant: Option<Tenant>, request
         tenant,
         group: group.to_owned(),
         request_id: request_id.to_owned(),
+        stderr,
     };
     let mut store = Store::new(&engine.engine, state);
     store.limiter(|state| &mut state.limits);
@@ -384,7 +434,11 @@ fn finish<T>(store: &Store<CallState>, result: wasmtime::Result<Result<T, Plugin
                 tracing::warn!(plugin = %state.group, request_id = %state.request_id, "plugin overran its deadline");
                 return Err(CallError::Timeout);
             }
-            tracing::error!(plugin = %state.group, request_id = %state.request_id, error = ?error, "plugin call failed");
+            let guest_stderr = String::from_utf8_lossy(&state.stderr.contents()).trim().to_owned();
+            tracing::error!(
+                plugin = %state.group, request_id = %state.request_id, error = %format!("{error:#}"), %guest_stderr,
+                "plugin call failed"
+            );
             Err(CallError::Failed(format!("{error:#}")))
         }
     }

@@ -9,7 +9,7 @@ use anyhow::Context;
 use tokio::sync::Semaphore;
 
 use crate::http::{self, AppState};
-use crate::plugins::{Limits, PluginEngine, PluginSet};
+use crate::plugins::{Limits, PluginEngine, PluginRegistry, PluginSet};
 use crate::seed::{self, DemoKeys};
 use crate::store::Database;
 
@@ -47,13 +47,9 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         deadline: Duration::from_millis(options.plugin_deadline_ms),
     };
     let engine = PluginEngine::new(limits)?;
-    let plugins = tokio::task::block_in_place(|| PluginSet::load_dir(&engine, &options.plugins_dir))?;
-    for info in plugins.infos() {
-        tracing::info!(
-            group = %info.group, version = %info.version, file = %info.file.display(), sha256 = %info.sha256,
-            "plugin loaded"
-        );
-    }
+    let plugins = Arc::new(tokio::task::block_in_place(|| PluginRegistry::load(engine, &options.plugins_dir))?);
+    log_loaded(&plugins.current());
+    tokio::spawn(reload_on_hangup(plugins.clone()));
 
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -62,7 +58,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let state = AppState {
         cursor_key: db.secret("cursor")?,
         db: db.clone(),
-        plugins: Arc::new(plugins),
+        plugins,
         public_url: options.public_url.clone().unwrap_or_else(|| format!("http://{bound}")),
         plugin_permits: Arc::new(Semaphore::new(MAX_CONCURRENT_CALLS)),
     };
@@ -73,6 +69,42 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     db.flush()?;
     tracing::info!("stopped");
     Ok(())
+}
+
+fn log_loaded(plugins: &PluginSet) {
+    for info in plugins.infos() {
+        tracing::info!(
+            group = %info.group, version = %info.version, file = %info.file.display(), sha256 = %info.sha256,
+            "plugin loaded"
+        );
+    }
+}
+
+/// SIGHUP re-reads the plugins directory; a directory that does not
+/// validate is logged and the components in service keep serving.
+async fn reload_on_hangup(plugins: Arc<PluginRegistry>) {
+    #[cfg(unix)]
+    {
+        let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP; plugin reload by signal is off");
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            let registry = plugins.clone();
+            match tokio::task::spawn_blocking(move || registry.reload()).await {
+                Ok(Ok(set)) => {
+                    tracing::info!("plugins reloaded");
+                    log_loaded(&set);
+                }
+                Ok(Err(error)) => {
+                    tracing::error!(error = %format!("{error:#}"), "plugin reload refused; the loaded components keep serving")
+                }
+                Err(error) => tracing::error!(%error, "plugin reload task failed"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = plugins;
 }
 
 fn print_demo_keys(keys: &DemoKeys, options: &ServeOptions) {

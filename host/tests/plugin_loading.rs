@@ -100,3 +100,25 @@ fn a_component_built_against_another_wit_version_is_refused() {
     assert!(!success);
     assert!(stderr.contains("scopes.wasm") && stderr.contains("9.1.0") && stderr.contains("0.1.x"), "{stderr}");
 }
+
+#[test]
+fn plugins_check_describes_a_good_component_and_names_a_bad_one() {
+    let good = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
+        .args(["plugins", "check"])
+        .arg(plugins_dir().join("vulnerability-findings.wasm"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&good.stdout);
+    assert!(good.status.success(), "{stdout}");
+    assert!(stdout.contains("group        vulnerability-findings") && stdout.contains("severity"), "{stdout}");
+
+    let other = patched_component("scopes.wasm", b"esr:plugin/handler@0.1.0", b"esr:plugin/handler@2.0.0");
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
+        .args(["plugins", "check"])
+        .arg(other.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success());
+    assert!(stderr.contains(&other.path().display().to_string()) && stderr.contains("2.0.0"), "{stderr}");
+}

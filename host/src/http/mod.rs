@@ -23,7 +23,7 @@ use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use crate::auth::{self, AuthFailure, Principal};
-use crate::plugins::{self, CallError, PluginError, PluginSet, QueryParam, Tenant};
+use crate::plugins::{self, CallError, PluginError, PluginRegistry, PluginSet, QueryParam, Tenant};
 use crate::store::Database;
 use cursor::CursorBinding;
 pub use problem::ApiError;
@@ -32,7 +32,7 @@ pub use problem::ApiError;
 #[derive(Clone)]
 pub struct AppState {
     pub db: Database,
-    pub plugins: Arc<PluginSet>,
+    pub plugins: Arc<PluginRegistry>,
     /// The API's public base URL, e.g. `http://127.0.0.1:8080` (no `/v1`).
     pub public_url: String,
     pub cursor_key: [u8; 32],
@@ -181,7 +181,7 @@ async fn call_plugin<T: Send + 'static>(
         .acquire_owned()
         .await
         .map_err(|_| ApiError::unavailable("the service is shutting down"))?;
-    let plugins = state.plugins.clone();
+    let plugins = state.plugins.current();
     let outcome = tokio::task::spawn_blocking(move || call(&plugins)).await.map_err(|error| {
         tracing::error!(%error, "plugin task");
         ApiError::internal()
@@ -388,7 +388,7 @@ async fn health(State(state): State<AppState>, method: Method) -> Result<Respons
     let storage_ok = storage[0]["status"] == "pass";
     let mut checks = serde_json::Map::new();
     checks.insert("storage".into(), storage);
-    for info in state.plugins.infos() {
+    for info in state.plugins.current().infos() {
         checks.insert(
             format!("plugin:{}", info.group),
             json!([{

@@ -3,9 +3,10 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::blocking::{Client, Response};
@@ -42,13 +43,31 @@ pub struct Server {
     pub keys: Vec<String>,
     pub organization_ids: Vec<String>,
     pub client: Client,
+    /// Everything the server wrote to stderr (its log) so far.
+    log: Arc<Mutex<String>>,
 }
 
 impl Server {
     /// Starts `esr serve --demo` on the given plugins directory.
     pub fn start(plugins_dir: &Path) -> Server {
+        Server::start_with(plugins_dir, &[])
+    }
+
+    /// Starts `esr serve --demo` with extra flags.
+    pub fn start_with(plugins_dir: &Path, extra: &[&str]) -> Server {
         let data_dir = tempfile::tempdir().unwrap();
-        let mut child = spawn(plugins_dir, data_dir.path(), &[]);
+        let mut child = spawn(plugins_dir, data_dir.path(), extra);
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = log.clone();
+        // Drain the log so the server never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
         let base = loop {
@@ -59,9 +78,9 @@ impl Server {
                     }
                 }
                 _ => {
-                    let mut stderr = String::new();
-                    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-                    panic!("esr exited before listening: {stderr}");
+                    let _ = child.wait();
+                    std::thread::sleep(Duration::from_millis(100));
+                    panic!("esr exited before listening: {}", log.lock().unwrap());
                 }
             }
         };
@@ -78,7 +97,33 @@ impl Server {
             organization_ids: field("organization_id"),
             data_dir,
             client: Client::builder().timeout(Duration::from_secs(30)).build().unwrap(),
+            log,
         }
+    }
+
+    /// The server's process id (to send it signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends the server a signal by name, e.g. `HUP`.
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill").arg(format!("-{name}")).arg(self.pid().to_string()).status().unwrap();
+        assert!(status.success(), "kill -{name}");
+    }
+
+    /// Waits until `condition` holds for the log, or panics after `seconds`.
+    pub fn wait_for_log(&self, seconds: u64, condition: impl Fn(&str) -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(seconds);
+        while !condition(&self.log()) {
+            assert!(std::time::Instant::now() < deadline, "log never matched: {}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -135,7 +180,7 @@ pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
         .arg("--plugins-dir")
         .arg(plugins_dir)
         .args(extra)
-        .env("ESR_LOG", "warn")
+        .env("ESR_LOG", "warn,esr::server=info")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
