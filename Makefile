@@ -12,7 +12,7 @@ PLUGINS      := endpoints remediation-targets scopes vulnerability-findings agen
 TEST_PLUGINS := endpoints-redacted endless-loop memory-hog panics
 ESR         := target/debug/esr
 
-.PHONY: run test plugins test-plugins host wasm-target lint fmt bench
+.PHONY: run test plugins test-plugins host wasm-target lint fmt bench plugin-new
 
 run: host plugins
 	$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR)
@@ -50,3 +50,20 @@ lint:
 
 fmt:
 	$(CARGO) fmt --all
+
+# A new component crate in plugins/$(NAME) serving $(GROUP), built, unit-tested
+# and checked by the host at once.
+GROUP ?= endpoints
+plugin-new: wasm-target host
+	@test -n "$(NAME)" || { echo "usage: make plugin-new NAME=my-plugin [GROUP=endpoints]" >&2; exit 1; }
+	@echo "$(NAME)" | grep -Eq '^[a-z][a-z0-9-]*$$' || { echo "NAME must be lowercase letters, digits and dashes" >&2; exit 1; }
+	@case " endpoints remediation-targets scopes vulnerability-findings " in *" $(GROUP) "*) ;; \
+		*) echo "GROUP must be one of endpoints, remediation-targets, scopes, vulnerability-findings" >&2; exit 1;; esac
+	@test ! -e plugins/$(NAME) || { echo "plugins/$(NAME) already exists" >&2; exit 1; }
+	@mkdir -p plugins/$(NAME)/src
+	@for f in Cargo.toml src/lib.rs; do \
+		sed -e 's/{{NAME}}/$(NAME)/g' -e 's/{{GROUP}}/$(GROUP)/g' templates/plugin/$$f > plugins/$(NAME)/$$f; done
+	$(CARGO) test -p esr-plugin-$(NAME)
+	$(CARGO) build --profile plugin --target $(WASM_TARGET) -p esr-plugin-$(NAME)
+	$(ESR) plugins check $(WASM_OUT)/esr_plugin_$$(echo $(NAME) | tr - _).wasm
+	@echo "next: edit plugins/$(NAME)/src/lib.rs; to serve it, see PLUGINS.md"

@@ -91,6 +91,8 @@ const STDERR_CAPACITY: usize = 16 * 1024;
 pub struct PluginEngine {
     engine: Engine,
     limits: Limits,
+    /// Where compiled components are kept between runs, if anywhere.
+    cache_dir: Option<PathBuf>,
 }
 
 impl PluginEngine {
@@ -119,7 +121,47 @@ impl PluginEngine {
                 }
             })
             .context("starting the epoch thread")?;
-        Ok(PluginEngine { engine, limits })
+        Ok(PluginEngine { engine, limits, cache_dir: None })
+    }
+
+    /// Keeps compiled components in `dir`, keyed by the component's content
+    /// hash and the engine's configuration, so restarts skip compiling.
+    pub fn with_cache(mut self, dir: PathBuf) -> PluginEngine {
+        self.cache_dir = Some(dir);
+        self
+    }
+
+    /// The component, from the cache when it holds a compatible build.
+    fn compile(&self, bytes: &[u8], sha256: &str) -> wasmtime::Result<Component> {
+        let Some(dir) = &self.cache_dir else { return Component::new(&self.engine, bytes) };
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&self.engine.precompile_compatibility_hash(), &mut hasher);
+        let path = dir.join(format!("{sha256}-{:016x}.cwasm", std::hash::Hasher::finish(&hasher)));
+        if path.exists() {
+            match self.deserialize_cached(&path) {
+                Ok(component) => return Ok(component),
+                Err(error) => tracing::warn!(file = %path.display(), %error, "ignoring an unusable cached component"),
+            }
+        }
+        let component = Component::new(&self.engine, bytes)?;
+        if let Err(error) = component
+            .serialize()
+            .map_err(|e| e.to_string())
+            .and_then(|compiled| write_private_atomically(dir, &path, &compiled).map_err(|e| e.to_string()))
+        {
+            tracing::warn!(dir = %dir.display(), %error, "cannot cache a compiled component");
+        }
+        Ok(component)
+    }
+
+    #[allow(unsafe_code)]
+    fn deserialize_cached(&self, path: &Path) -> wasmtime::Result<Component> {
+        // SAFETY: `deserialize_file` trusts the file to be wasmtime's own
+        // output. Cache files are written only by `compile` above, into a
+        // directory inside the data directory, owner-only, under a name that
+        // holds the source's SHA-256 and the engine configuration's hash;
+        // wasmtime itself refuses files from another version or config.
+        unsafe { Component::deserialize_file(&self.engine, path) }
     }
 
     fn deadline_ticks(&self) -> u64 {
@@ -449,7 +491,8 @@ impl LoadedPlugin {
     pub fn load(engine: &PluginEngine, file: &Path) -> anyhow::Result<LoadedPlugin> {
         let bytes = std::fs::read(file).with_context(|| format!("{}: cannot read", file.display()))?;
         let sha256 = hex(&Sha256::digest(&bytes));
-        let component = Component::new(&engine.engine, &bytes)
+        let component = engine
+            .compile(&bytes, &sha256)
             .map_err(|error| anyhow!("{}: not a valid WebAssembly component: {error}", file.display()))?;
         let (interface, wit_version) =
             exported_interface(engine, &component).map_err(|reason| anyhow!("{}: {reason}", file.display()))?;
@@ -557,6 +600,22 @@ fn exported_interface(engine: &PluginEngine, component: &Component) -> Result<(S
             if version.is_empty() { "an unversioned package" } else { version }
         )),
     }
+}
+
+/// Writes `bytes` to `path` (in `dir`) readable by the owner only, via a
+/// temporary file and a rename so that a reader never sees half a file.
+fn write_private_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir)?;
+    let staged = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&staged)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&staged, path)
 }
 
 /// Lowercase hex of bytes.

@@ -46,7 +46,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         memory_bytes: options.plugin_memory_mib << 20,
         deadline: Duration::from_millis(options.plugin_deadline_ms),
     };
-    let engine = PluginEngine::new(limits)?;
+    let engine = PluginEngine::new(limits)?.with_cache(options.data_dir.join("component-cache"));
     let plugins = Arc::new(tokio::task::block_in_place(|| PluginRegistry::load(engine, &options.plugins_dir))?);
     log_loaded(&plugins.current());
     tokio::spawn(reload_on_hangup(plugins.clone()));

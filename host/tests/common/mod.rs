@@ -101,6 +101,12 @@ impl Server {
         }
     }
 
+    /// Stops the server; its data directory stays until `self` is dropped.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// The server's process id (to send it signals).
     pub fn pid(&self) -> u32 {
         self.child.id()
