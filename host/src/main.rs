@@ -31,6 +31,19 @@ enum PluginsCommand {
         /// The component file (`.wasm`).
         file: PathBuf,
     },
+    /// Make a running server re-read its plugins directory.
+    Reload(AdminArgs),
+}
+
+/// How a subcommand reaches a running server's admin listener.
+#[derive(clap::Args)]
+struct AdminArgs {
+    /// The admin listener's URL.
+    #[arg(long, env = "ESR_ADMIN_URL", default_value = "http://127.0.0.1:8081")]
+    admin_url: String,
+    /// The server's data directory, where its admin token is (or set ESR_ADMIN_TOKEN).
+    #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
+    data_dir: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -38,6 +51,9 @@ struct ServeArgs {
     /// Address of the public API (port 0 picks a free port).
     #[arg(long, env = "ESR_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+    /// Address of the admin listener (keep it on loopback).
+    #[arg(long, env = "ESR_ADMIN_LISTEN", default_value = "127.0.0.1:8081")]
+    admin_listen: SocketAddr,
     /// Where the database lives.
     #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
     data_dir: PathBuf,
@@ -97,6 +113,29 @@ fn check_plugin(file: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `POST /admin/v1/plugins/reload` on a running server.
+fn reload_plugins(admin: &AdminArgs) -> anyhow::Result<()> {
+    let token = esr::http::admin::read_admin_token(&admin.data_dir)?;
+    let url = format!("{}/admin/v1/plugins/reload", admin.admin_url.trim_end_matches('/'));
+    let response = reqwest::blocking::Client::new().post(&url).bearer_auth(token).send().map_err(|error| {
+        anyhow::anyhow!("no esr server answers at {} ({error}); start one with `esr serve`", admin.admin_url)
+    })?;
+    let status = response.status();
+    let body: serde_json::Value = response.json().unwrap_or_default();
+    if !status.is_success() {
+        anyhow::bail!("reload refused ({status}): {}", body["error"].as_str().unwrap_or("no reason given"));
+    }
+    for plugin in body["loaded"].as_array().into_iter().flatten() {
+        println!(
+            "{:<24} {:<16} {}",
+            plugin["group"].as_str().unwrap_or_default(),
+            plugin["version"].as_str().unwrap_or_default(),
+            plugin["content_hash"].as_str().unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -104,6 +143,7 @@ fn main() -> ExitCode {
             init_logging(args.log_format);
             let options = ServeOptions {
                 listen: args.listen,
+                admin_listen: args.admin_listen,
                 data_dir: args.data_dir,
                 plugins_dir: args.plugins_dir,
                 demo: args.demo,
@@ -118,6 +158,7 @@ fn main() -> ExitCode {
                 .and_then(|runtime| runtime.block_on(serve(options)))
         }
         Command::Plugins(PluginsCommand::Check { file }) => check_plugin(&file),
+        Command::Plugins(PluginsCommand::Reload(admin)) => reload_plugins(&admin),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

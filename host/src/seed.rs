@@ -83,7 +83,7 @@ fn seed_organization(db: &Database, organization_id: Uuid, seed: u64, prefix: &s
 }
 
 /// Writes a file only its owner can read.
-fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]

@@ -1,13 +1,16 @@
 //! `esr serve`: opens the store, loads the components and serves the API.
 
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
+use crate::http::admin::{self, AdminState};
 use crate::http::{self, AppState};
 use crate::plugins::{Limits, PluginEngine, PluginRegistry, PluginSet};
 use crate::seed::{self, DemoKeys};
@@ -21,6 +24,7 @@ const MAX_CONCURRENT_CALLS: usize = 64;
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub listen: SocketAddr,
+    pub admin_listen: SocketAddr,
     pub data_dir: PathBuf,
     pub plugins_dir: PathBuf,
     pub demo: bool,
@@ -62,10 +66,29 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         public_url: options.public_url.clone().unwrap_or_else(|| format!("http://{bound}")),
         plugin_permits: Arc::new(Semaphore::new(MAX_CONCURRENT_CALLS)),
     };
+    let admin_listener = tokio::net::TcpListener::bind(options.admin_listen)
+        .await
+        .with_context(|| format!("cannot listen on {} (admin)", options.admin_listen))?;
+    let admin_bound = admin_listener.local_addr()?;
+    let admin_state = AdminState {
+        plugins: state.plugins.clone(),
+        token_hash: Sha256::digest(admin::admin_token(&options.data_dir)?.as_bytes()).into(),
+    };
     println!("listening on http://{bound}");
-    tracing::info!(address = %bound, "listening");
+    println!("admin listening on http://{admin_bound}");
+    tracing::info!(address = %bound, admin = %admin_bound, "listening");
 
+    let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+    let admin = tokio::spawn(
+        axum::serve(admin_listener, admin::router(admin_state))
+            .with_graceful_shutdown(async {
+                let _ = admin_stopped.await;
+            })
+            .into_future(),
+    );
     axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    let _ = stop_admin.send(());
+    let _ = admin.await;
     db.flush()?;
     tracing::info!("stopped");
     Ok(())

@@ -81,3 +81,51 @@ fn a_broken_directory_is_refused_and_the_loaded_components_keep_serving() {
     assert_eq!(server.json("/v1/health")["checks"], before["checks"], "health is unchanged");
     assert_eq!(server.get("/v1/endpoints?limit=1").status(), 200, "the old component keeps serving");
 }
+
+#[test]
+fn the_admin_route_and_the_cli_reload_and_report_refusals() {
+    let dir = plugins_dir_with(&[], &[]);
+    let server = Server::start(dir.path());
+    let reload_url = format!("{}/admin/v1/plugins/reload", server.admin_base);
+
+    let anonymous = server.client.post(&reload_url).send().unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let wrong = server.client.post(&reload_url).bearer_auth(&server.keys[0]).send().unwrap();
+    assert_eq!(wrong.status(), 401, "an API key is not the admin token");
+
+    use_endpoints(dir.path(), &test_plugins_dir().join("endpoints-redacted.wasm"));
+    let response = server.client.post(&reload_url).bearer_auth(server.admin_token()).send().unwrap();
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = response.json().unwrap();
+    let endpoints = body["loaded"].as_array().unwrap().iter().find(|p| p["group"] == "endpoints").unwrap().clone();
+    assert!(endpoints["version"].as_str().unwrap().ends_with("+redacted"), "{body}");
+    assert!(endpoints_version(&server).ends_with("+redacted"));
+
+    // Two components for one group: refused, naming both files.
+    std::fs::copy(plugins_dir().join("endpoints.wasm"), dir.path().join("endpoints-stock.wasm")).unwrap();
+    let refused = server.client.post(&reload_url).bearer_auth(server.admin_token()).send().unwrap();
+    assert_eq!(refused.status(), 422);
+    assert_eq!(refused.headers()["content-type"], "application/problem+json");
+    let problem: serde_json::Value = refused.json().unwrap();
+    let reason = problem["error"].as_str().unwrap();
+    assert!(reason.contains("endpoints-stock.wasm") && reason.contains("both serve"), "{reason}");
+    assert!(endpoints_version(&server).ends_with("+redacted"), "the loaded set keeps serving");
+
+    // The CLI reaches the same route and reports the refusal.
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
+        .args(["plugins", "reload", "--admin-url", &server.admin_base, "--data-dir"])
+        .arg(server.data_dir.path())
+        .output()
+        .unwrap();
+    assert!(!cli.status.success());
+    assert!(String::from_utf8_lossy(&cli.stderr).contains("endpoints-stock.wasm"));
+    std::fs::remove_file(dir.path().join("endpoints-stock.wasm")).unwrap();
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
+        .args(["plugins", "reload", "--admin-url", &server.admin_base, "--data-dir"])
+        .arg(server.data_dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&cli.stdout);
+    assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
+    assert!(stdout.contains("vulnerability-findings") && stdout.contains("+redacted"), "{stdout}");
+}

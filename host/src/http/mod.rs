@@ -5,6 +5,7 @@
 //! an item is handed to the group's component with the caller's
 //! organization bound into its store.
 
+pub mod admin;
 pub mod cursor;
 pub mod problem;
 
@@ -73,7 +74,7 @@ pub fn router(state: AppState) -> Router {
 
 /// Assigns the request id (the caller's, when it is sane), echoes it, and
 /// renders any [`ApiError`] with it.
-async fn request_id(mut request: Request, next: Next) -> Response {
+pub(crate) async fn request_id(mut request: Request, next: Next) -> Response {
     let id = request
         .headers()
         .get("x-request-id")

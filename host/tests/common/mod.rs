@@ -38,6 +38,8 @@ fn built_dir(variable: &str, default: &str, how: &str) -> PathBuf {
 pub struct Server {
     child: Child,
     pub base: String,
+    /// The admin listener's base URL.
+    pub admin_base: String,
     pub data_dir: tempfile::TempDir,
     /// Acme Corp's key, then Globex's.
     pub keys: Vec<String>,
@@ -70,11 +72,14 @@ impl Server {
         });
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
-        let base = loop {
+        let (mut base, mut admin_base) = (None, None);
+        while base.is_none() || admin_base.is_none() {
             match lines.next() {
                 Some(Ok(line)) => {
                     if let Some(address) = line.strip_prefix("listening on ") {
-                        break address.trim().to_owned();
+                        base = Some(address.trim().to_owned());
+                    } else if let Some(address) = line.strip_prefix("admin listening on ") {
+                        admin_base = Some(address.trim().to_owned());
                     }
                 }
                 _ => {
@@ -83,7 +88,7 @@ impl Server {
                     panic!("esr exited before listening: {}", log.lock().unwrap());
                 }
             }
-        };
+        }
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
         let demo: Value =
@@ -92,7 +97,8 @@ impl Server {
         let field = |name: &str| organizations.iter().map(|o| o[name].as_str().unwrap().to_owned()).collect();
         Server {
             child,
-            base,
+            base: base.unwrap(),
+            admin_base: admin_base.unwrap(),
             keys: field("api_key"),
             organization_ids: field("organization_id"),
             data_dir,
@@ -125,6 +131,11 @@ impl Server {
             assert!(std::time::Instant::now() < deadline, "log never matched: {}", self.log());
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The admin token the server generated in its data directory.
+    pub fn admin_token(&self) -> String {
+        std::fs::read_to_string(self.data_dir.path().join("admin-token")).unwrap()
     }
 
     /// The server's log so far.
@@ -180,7 +191,7 @@ impl Drop for Server {
 /// Starts the binary; the caller reads its output.
 pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_esr"))
-        .args(["serve", "--demo", "--listen", "127.0.0.1:0"])
+        .args(["serve", "--demo", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
         .arg("--data-dir")
         .arg(data_dir)
         .arg("--plugins-dir")
