@@ -6,9 +6,8 @@
 //! `due_at`.
 
 use esr_plugin_sdk::list::{
-    LIST_PARAMETERS, ListOptions, SortField, array_contains_any, list_records, text_at, text_in,
+    SortField, array_contains_any, list_descriptor, list_records, parse_list_request, text_at, text_in,
 };
-use esr_plugin_sdk::query::Query;
 use esr_plugin_sdk::time::Timestamp;
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 use serde_json::Value;
@@ -58,15 +57,11 @@ pub struct RemediationTargets;
 
 impl ResourcePlugin for RemediationTargets {
     fn describe() -> Descriptor {
-        let parameters: Vec<(&str, &str)> = LIST_PARAMETERS.iter().chain(FILTERS).copied().collect();
-        let sort_keys: Vec<&str> = SORTS.iter().map(|(key, _)| *key).collect();
-        Descriptor::new(COLLECTION, env!("CARGO_PKG_VERSION"), &parameters, &sort_keys)
+        list_descriptor(COLLECTION, env!("CARGO_PKG_VERSION"), FILTERS, SORTS)
     }
 
     fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
-        let names: Vec<&str> = LIST_PARAMETERS.iter().chain(FILTERS).map(|(name, _)| *name).collect();
-        let mut query = Query::new(&request.query, &names);
-        let options = ListOptions::parse(&mut query, SORTS);
+        let (mut query, options) = parse_list_request(request, FILTERS, SORTS);
         let endpoint_ids = query.uuids("endpointId");
         let scope_ids = query.uuids("scopeId");
         let finding_ids = query.uuids("findingId");

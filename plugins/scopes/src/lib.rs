@@ -4,8 +4,7 @@
 //! Filters: `status`, `q` (name contains, case-insensitive). Sort keys:
 //! `created_at`, `updated_at`, `name`.
 
-use esr_plugin_sdk::list::{LIST_PARAMETERS, ListOptions, SortField, list_records, text_at, text_in};
-use esr_plugin_sdk::query::Query;
+use esr_plugin_sdk::list::{SortField, list_descriptor, list_records, parse_list_request, text_at, text_in};
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 use serde_json::Value;
 
@@ -30,15 +29,11 @@ pub struct Scopes;
 
 impl ResourcePlugin for Scopes {
     fn describe() -> Descriptor {
-        let parameters: Vec<(&str, &str)> = LIST_PARAMETERS.iter().chain(FILTERS).copied().collect();
-        let sort_keys: Vec<&str> = SORTS.iter().map(|(key, _)| *key).collect();
-        Descriptor::new(COLLECTION, env!("CARGO_PKG_VERSION"), &parameters, &sort_keys)
+        list_descriptor(COLLECTION, env!("CARGO_PKG_VERSION"), FILTERS, SORTS)
     }
 
     fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
-        let names: Vec<&str> = LIST_PARAMETERS.iter().chain(FILTERS).map(|(name, _)| *name).collect();
-        let mut query = Query::new(&request.query, &names);
-        let options = ListOptions::parse(&mut query, SORTS);
+        let (mut query, options) = parse_list_request(request, FILTERS, SORTS);
         let statuses = query.any_of("status", STATUSES);
         let name_contains = query.text("q", MAX_NAME_QUERY_LEN).map(str::to_lowercase);
         query.finish()?;

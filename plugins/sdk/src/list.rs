@@ -189,6 +189,33 @@ impl ListOptions {
     }
 }
 
+/// A list group's descriptor: the common list parameters followed by the
+/// group's own `filters`, and its sort keys.
+pub fn list_descriptor(
+    group: &str,
+    version: &str,
+    filters: &[(&str, &str)],
+    sort_keys: &[(&'static str, SortField)],
+) -> crate::Descriptor {
+    let parameters: Vec<(&str, &str)> = LIST_PARAMETERS.iter().chain(filters).copied().collect();
+    let keys: Vec<&str> = sort_keys.iter().map(|(key, _)| *key).collect();
+    crate::Descriptor::new(group, version, &parameters, &keys)
+}
+
+/// Starts parsing a list request that accepts the common parameters and
+/// `filters`: the common options, and the parser to read the filters with
+/// (finish it with [`Query::finish`]).
+pub fn parse_list_request<'r>(
+    request: &'r crate::Request,
+    filters: &[(&str, &str)],
+    sort_keys: &[(&'static str, SortField)],
+) -> (Query<'r>, ListOptions) {
+    let names: Vec<&str> = LIST_PARAMETERS.iter().chain(filters).map(|(name, _)| *name).collect();
+    let mut query = Query::new(&request.query, &names);
+    let options = ListOptions::parse(&mut query, sort_keys);
+    (query, options)
+}
+
 /// One page of `collection`: the records for which `matches` holds, in the
 /// requested order, after the cursor or offset.
 pub fn list_records(

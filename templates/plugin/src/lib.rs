@@ -5,8 +5,7 @@
 //! `cargo test` runs it natively; `export_resource_plugin!` turns it into a
 //! component when built for `wasm32-wasip2`. See PLUGINS.md.
 
-use esr_plugin_sdk::list::{LIST_PARAMETERS, ListOptions, SortField, list_records};
-use esr_plugin_sdk::query::Query;
+use esr_plugin_sdk::list::{SortField, list_descriptor, list_records, parse_list_request};
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 use serde_json::Value;
 
@@ -23,15 +22,12 @@ pub struct Plugin;
 
 impl ResourcePlugin for Plugin {
     fn describe() -> Descriptor {
-        let parameters: Vec<(&str, &str)> = LIST_PARAMETERS.iter().chain(FILTERS).copied().collect();
-        let sort_keys: Vec<&str> = SORTS.iter().map(|(key, _)| *key).collect();
-        Descriptor::new(COLLECTION, env!("CARGO_PKG_VERSION"), &parameters, &sort_keys)
+        list_descriptor(COLLECTION, env!("CARGO_PKG_VERSION"), FILTERS, SORTS)
     }
 
     fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
-        let names: Vec<&str> = LIST_PARAMETERS.iter().chain(FILTERS).map(|(name, _)| *name).collect();
-        let mut query = Query::new(&request.query, &names);
-        let options = ListOptions::parse(&mut query, SORTS);
+        // Read your filters from `query` (make it `mut`) before finishing it.
+        let (query, options) = parse_list_request(request, FILTERS, SORTS);
         query.finish()?;
         list_records(store, COLLECTION, &options, |_record: &Value| true)
     }

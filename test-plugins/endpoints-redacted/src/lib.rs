@@ -3,8 +3,7 @@
 //! It takes only the common list parameters and reports its own version,
 //! so a test can tell it apart from the stock component.
 
-use esr_plugin_sdk::list::{LIST_PARAMETERS, ListOptions, SortField, join_json_array, list_records};
-use esr_plugin_sdk::query::Query;
+use esr_plugin_sdk::list::{SortField, join_json_array, list_descriptor, list_records, parse_list_request};
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 use serde_json::Value;
 
@@ -28,14 +27,11 @@ fn redact(record: &[u8]) -> Result<Vec<u8>, PluginError> {
 
 impl ResourcePlugin for RedactedEndpoints {
     fn describe() -> Descriptor {
-        let sort_keys: Vec<&str> = SORTS.iter().map(|(key, _)| *key).collect();
-        Descriptor::new(COLLECTION, concat!(env!("CARGO_PKG_VERSION"), "+redacted"), LIST_PARAMETERS, &sort_keys)
+        list_descriptor(COLLECTION, concat!(env!("CARGO_PKG_VERSION"), "+redacted"), &[], SORTS)
     }
 
     fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
-        let names: Vec<&str> = LIST_PARAMETERS.iter().map(|(name, _)| *name).collect();
-        let mut query = Query::new(&request.query, &names);
-        let options = ListOptions::parse(&mut query, SORTS);
+        let (query, options) = parse_list_request(request, &[], SORTS);
         query.finish()?;
         let mut page = list_records(store, COLLECTION, &options, |_: &Value| true)?;
         let records: Vec<Value> =
