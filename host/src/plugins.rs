@@ -524,6 +524,7 @@ impl LoadedPlugin {
 
         let descriptor =
             describe(engine, &pre).map_err(|error| anyhow!("{}: describe() failed: {error}", file.display()))?;
+        smoke_call(engine, &pre).map_err(|error| anyhow!("{}: fails its smoke call: {error}", file.display()))?;
         let expected: &[&str] = match pre {
             Pre::Resource(_) => &RESOURCE_GROUPS,
             Pre::Document(_) => &[AGENT_GROUP],
@@ -566,6 +567,31 @@ fn describe(engine: &PluginEngine, pre: &Pre) -> Result<Descriptor, String> {
         }
     };
     result.map_err(|error| format!("{error:#}"))
+}
+
+/// A smoke call with an empty store: `get` of an id that cannot exist, or
+/// `render` without parameters. Any typed answer passes; a trap, an
+/// overrun or a malformed record fails the component before it serves.
+fn smoke_call(engine: &PluginEngine, pre: &Pre) -> Result<(), String> {
+    let mut store = new_store(engine, "loading", None, "load");
+    let request = Request { query: Vec::new(), path: "/v1/smoke".into(), base_url: "http://localhost".into() };
+    let outcome = match pre {
+        Pre::Resource(pre) => pre
+            .instantiate(&mut store)
+            .and_then(|instance| instance.esr_plugin_handler().call_get(&mut store, &Uuid::nil().to_string(), &request))
+            .map(|result| result.map(drop)),
+        Pre::Document(pre) => pre
+            .instantiate(&mut store)
+            .and_then(|instance| instance.esr_plugin_document().call_render(&mut store, &request))
+            .map(|result| result.map(drop)),
+    };
+    match outcome {
+        Ok(_) => Ok(()),
+        Err(error) => {
+            let guest_stderr = String::from_utf8_lossy(&store.data().stderr.contents()).trim().to_owned();
+            Err(format!("{error:#} {guest_stderr}").trim().to_owned())
+        }
+    }
 }
 
 /// Which of the package's interfaces the component exports (`handler` or
