@@ -233,6 +233,45 @@ impl wit_store::Host for CallState {
         Ok(tenant.db.count(tenant.organization_id, &collection)?)
     }
 
+    fn index_scan(
+        &mut self,
+        collection: String,
+        index: String,
+        value: String,
+        after: Option<wit_store::IndexPosition>,
+        limit: u32,
+        reverse: bool,
+    ) -> wasmtime::Result<Vec<wit_store::Entry>> {
+        let Some(tenant) = &self.tenant else { return Ok(Vec::new()) };
+        let after = match after {
+            Some(position) => Some((
+                position.created_at,
+                Uuid::parse_str(&position.id).map_err(|_| {
+                    wasmtime::Error::msg(format!("index-scan after {:?}, which is not a UUID", position.id))
+                })?,
+            )),
+            None => None,
+        };
+        let records = tenant.db.index_scan(
+            tenant.organization_id,
+            &collection,
+            &index,
+            &value,
+            after,
+            limit as usize,
+            reverse,
+        )?;
+        Ok(records
+            .into_iter()
+            .map(|(id, value)| wit_store::Entry { id: id.to_string(), value: value.to_vec() })
+            .collect())
+    }
+
+    fn index_count(&mut self, collection: String, index: String, value: String) -> wasmtime::Result<u64> {
+        let Some(tenant) = &self.tenant else { return Ok(0) };
+        Ok(tenant.db.index_count(tenant.organization_id, &collection, &index, &value)?)
+    }
+
     fn organization(&mut self) -> wasmtime::Result<Vec<u8>> {
         Ok(self.tenant.as_ref().map(|t| t.organization_json.to_vec()).unwrap_or_else(|| b"{}".to_vec()))
     }

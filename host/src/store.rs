@@ -10,8 +10,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use esr_plugin_sdk::indexes::CREATED_AT;
+use esr_plugin_sdk::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sled::Transactional;
 use uuid::Uuid;
 
 /// The collections the public API serves, named as in its paths.
@@ -36,6 +39,8 @@ pub enum StoreError {
     Corrupt(String),
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    #[error("unknown index: {0}")]
+    UnknownIndex(String),
 }
 
 /// An organization (tenant).
@@ -67,7 +72,18 @@ pub struct Database {
     organizations: sled::Tree,
     api_keys: sled::Tree,
     meta: sled::Tree,
-    collections: BTreeMap<&'static str, sled::Tree>,
+    collections: BTreeMap<&'static str, CollectionTrees>,
+}
+
+/// A collection's records, its index entries and the index counts.
+#[derive(Clone)]
+struct CollectionTrees {
+    records: sled::Tree,
+    /// `organization ‖ index name ‖ 0 ‖ value length (u32) ‖ value ‖
+    /// created_at (u64, order-preserving) ‖ record id` → nothing.
+    index: sled::Tree,
+    /// `organization ‖ index name ‖ 0 ‖ value length ‖ value` → u64 count.
+    counts: sled::Tree,
 }
 
 /// One stored record with its id.
@@ -90,15 +106,60 @@ impl Database {
             })?;
         let mut collections = BTreeMap::new();
         for name in COLLECTIONS {
-            collections.insert(name, db.open_tree(format!("records/{name}"))?);
+            collections.insert(
+                name,
+                CollectionTrees {
+                    records: db.open_tree(format!("records/{name}"))?,
+                    index: db.open_tree(format!("index/{name}"))?,
+                    counts: db.open_tree(format!("counts/{name}"))?,
+                },
+            );
         }
-        Ok(Database {
+        let database = Database {
             organizations: db.open_tree(ORGANIZATIONS)?,
             api_keys: db.open_tree(API_KEYS)?,
             meta: db.open_tree(META)?,
             collections,
             db,
-        })
+        };
+        database.rebuild_indexes_if_stale()?;
+        Ok(database)
+    }
+
+    /// Rebuilds every index when the stored ones were built from another
+    /// index table (or none): a data directory from an older release, or
+    /// one whose table changed.
+    fn rebuild_indexes_if_stale(&self) -> Result<(), StoreError> {
+        let current = index_table_fingerprint();
+        if self.marker("indexes")?.as_deref() == Some(current.as_str()) {
+            return Ok(());
+        }
+        for (collection, trees) in &self.collections {
+            trees.index.clear()?;
+            trees.counts.clear()?;
+            let mut counts: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+            let mut batch = sled::Batch::default();
+            for entry in trees.records.iter() {
+                let (key, bytes) = entry?;
+                let organization = key.get(..16).and_then(|b| Uuid::from_slice(b).ok());
+                let (Some(organization), Ok(id)) = (organization, record_id(&key)) else {
+                    return Err(StoreError::Corrupt("a record key is not organization id + record id".into()));
+                };
+                let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                for (entry_key, count_key) in index_entries(organization, collection, id, &record)? {
+                    batch.insert(entry_key, &[] as &[u8]);
+                    *counts.entry(count_key).or_default() += 1;
+                }
+            }
+            trees.index.apply_batch(batch)?;
+            let mut batch = sled::Batch::default();
+            for (key, count) in counts {
+                batch.insert(key, &count.to_be_bytes());
+            }
+            trees.counts.apply_batch(batch)?;
+        }
+        self.flush()?;
+        self.set_marker("indexes", &current)
     }
 
     /// Whether any organization exists yet.
@@ -121,8 +182,10 @@ impl Database {
     pub fn clear_data(&self) -> Result<(), StoreError> {
         self.organizations.clear()?;
         self.api_keys.clear()?;
-        for tree in self.collections.values() {
-            tree.clear()?;
+        for trees in self.collections.values() {
+            trees.records.clear()?;
+            trees.index.clear()?;
+            trees.counts.clear()?;
         }
         self.flush()
     }
@@ -182,16 +245,19 @@ impl Database {
     }
 
     fn tree(&self, collection: &str) -> Option<&sled::Tree> {
-        self.collections.get(collection)
+        self.collections.get(collection).map(|trees| &trees.records)
     }
 
-    /// Writes records (JSON objects with a UUID `id`) of one organization
-    /// and collection in one atomic batch, durable on return.
+    /// Writes records (JSON objects with a UUID `id` and a `created_at`)
+    /// of one organization and collection, with their index entries and
+    /// counts, in one transaction: all or nothing, durable on return. A
+    /// record with an existing id replaces it and its index entries.
     pub fn insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
-        let tree = self
-            .tree(collection)
+        let trees = self
+            .collections
+            .get(collection)
             .ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
-        let mut batch = sled::Batch::default();
+        let mut prepared = Vec::with_capacity(records.len());
         for record in records {
             let id = record
                 .get("id")
@@ -199,10 +265,111 @@ impl Database {
                 .and_then(|id| Uuid::parse_str(id).ok())
                 .ok_or_else(|| StoreError::InvalidRecord(format!("a {collection} record has no UUID id")))?;
             let bytes = serde_json::to_vec(record).map_err(|e| StoreError::InvalidRecord(e.to_string()))?;
-            batch.insert(&record_key(organization, id)[..], bytes);
+            let entries = index_entries(organization, collection, id, record)?;
+            prepared.push((record_key(organization, id), bytes, entries));
         }
-        tree.apply_batch(batch)?;
-        self.flush()
+        let outcome = (&trees.records, &trees.index, &trees.counts).transaction(|(records, index, counts)| {
+            let mut deltas: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
+            for (key, bytes, entries) in &prepared {
+                if let Some(old) = records.insert(&key[..], bytes.as_slice())? {
+                    let old: Value =
+                        serde_json::from_slice(&old).map_err(|e| abort(StoreError::Corrupt(e.to_string())))?;
+                    let id = record_id(key).map_err(abort)?;
+                    for (entry_key, count_key) in index_entries(organization, collection, id, &old).map_err(abort)? {
+                        index.remove(entry_key)?;
+                        *deltas.entry(count_key).or_default() -= 1;
+                    }
+                }
+                for (entry_key, count_key) in entries {
+                    index.insert(entry_key.as_slice(), &[] as &[u8])?;
+                    *deltas.entry(count_key.clone()).or_default() += 1;
+                }
+            }
+            for (key, delta) in deltas.into_iter().filter(|(_, delta)| *delta != 0) {
+                let current = counts.get(&key)?.map_or(0, |bytes| read_count(&bytes));
+                let updated = current.saturating_add_signed(delta);
+                if updated == 0 {
+                    counts.remove(key)?;
+                } else {
+                    counts.insert(key, &updated.to_be_bytes())?;
+                }
+            }
+            Ok(())
+        });
+        match outcome {
+            Ok(()) => self.flush(),
+            Err(sled::transaction::TransactionError::Abort(error)) => Err(error),
+            Err(sled::transaction::TransactionError::Storage(error)) => Err(StoreError::Sled(error)),
+        }
+    }
+
+    /// Up to `limit` (at most [`MAX_SCAN`]) records holding `value` in the
+    /// index, in `created_at`, id order, after `after` when given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn index_scan(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<(i64, Uuid)>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        let trees = self.index_trees(collection, index)?;
+        let prefix = value_prefix(organization, index, value);
+        let mut end = prefix.clone();
+        end.extend_from_slice(&[0xff; 24]);
+        let range = match after {
+            None => trees.index.range(prefix.clone()..=end),
+            Some((created_at, id)) => {
+                let mut position = prefix.clone();
+                position.extend_from_slice(&ordered_nanos(created_at));
+                position.extend_from_slice(id.as_bytes());
+                if reverse {
+                    trees.index.range(prefix.clone()..position)
+                } else {
+                    trees.index.range((std::ops::Bound::Excluded(position), std::ops::Bound::Included(end)))
+                }
+            }
+        };
+        let keys: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> =
+            if reverse { Box::new(range.rev()) } else { Box::new(range) };
+        let mut records = Vec::with_capacity(limit.min(MAX_SCAN).min(128));
+        for entry in keys.take(limit.min(MAX_SCAN)) {
+            let (key, _) = entry?;
+            let id = key
+                .get(key.len().saturating_sub(16)..)
+                .and_then(|bytes| Uuid::from_slice(bytes).ok())
+                .ok_or_else(|| StoreError::Corrupt("an index key has no record id".into()))?;
+            let record = trees.records.get(record_key(organization, id))?.ok_or_else(|| {
+                StoreError::Corrupt(format!("index {index} of {collection} points at a missing record"))
+            })?;
+            records.push((id, record));
+        }
+        Ok(records)
+    }
+
+    /// How many records hold `value` in the index.
+    pub fn index_count(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        index: &str,
+        value: &str,
+    ) -> Result<u64, StoreError> {
+        let trees = self.index_trees(collection, index)?;
+        Ok(trees.counts.get(value_prefix(organization, index, value))?.map_or(0, |bytes| read_count(&bytes)))
+    }
+
+    fn index_trees(&self, collection: &str, index: &str) -> Result<&CollectionTrees, StoreError> {
+        let trees = self
+            .collections
+            .get(collection)
+            .ok_or_else(|| StoreError::UnknownIndex(format!("no collection {collection}")))?;
+        esr_plugin_sdk::indexes::find(collection, index)
+            .ok_or_else(|| StoreError::UnknownIndex(format!("{collection} has no index {index}")))?;
+        Ok(trees)
     }
 
     /// The record with this id in the organization's collection.
@@ -245,14 +412,71 @@ impl Database {
 
     /// How many records the organization holds in the collection.
     pub fn count(&self, organization: Uuid, collection: &str) -> Result<u64, StoreError> {
-        let Some(tree) = self.tree(collection) else { return Ok(0) };
-        let mut count = 0;
-        for key in tree.scan_prefix(organization.as_bytes()).keys() {
-            key?;
-            count += 1;
+        if !self.collections.contains_key(collection) {
+            return Ok(0);
         }
-        Ok(count)
+        self.index_count(organization, collection, CREATED_AT, "")
     }
+}
+
+fn abort(error: StoreError) -> sled::transaction::ConflictableTransactionError<StoreError> {
+    sled::transaction::ConflictableTransactionError::Abort(error)
+}
+
+fn read_count(bytes: &[u8]) -> u64 {
+    <[u8; 8]>::try_from(bytes).map_or(0, u64::from_be_bytes)
+}
+
+/// `created_at` as bytes that sort like the timestamp.
+fn ordered_nanos(nanos: i64) -> [u8; 8] {
+    ((nanos as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+/// The key prefix of one value of one index: also its count key.
+fn value_prefix(organization: Uuid, index: &str, value: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(16 + index.len() + 5 + value.len() + 24);
+    key.extend_from_slice(organization.as_bytes());
+    key.extend_from_slice(index.as_bytes());
+    key.push(0);
+    key.extend_from_slice(&u32::try_from(value.len()).unwrap_or(u32::MAX).to_be_bytes());
+    key.extend_from_slice(value.as_bytes());
+    key
+}
+
+/// A record's index entries: (entry key, count key) per index value.
+fn index_entries(
+    organization: Uuid,
+    collection: &str,
+    id: Uuid,
+    record: &Value,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    let created_at = record
+        .get("created_at")
+        .and_then(Value::as_str)
+        .and_then(Timestamp::parse)
+        .ok_or_else(|| StoreError::InvalidRecord(format!("{collection} record {id} has no RFC 3339 created_at")))?;
+    let mut entries = Vec::new();
+    for index in esr_plugin_sdk::indexes::indexes(collection) {
+        for value in index.values(record) {
+            let count_key = value_prefix(organization, index.name, &value);
+            let mut entry_key = count_key.clone();
+            entry_key.extend_from_slice(&ordered_nanos(created_at.0));
+            entry_key.extend_from_slice(id.as_bytes());
+            entries.push((entry_key, count_key));
+        }
+    }
+    Ok(entries)
+}
+
+/// Identifies the index table the stored indexes were built from.
+fn index_table_fingerprint() -> String {
+    let mut text = String::from("v1");
+    for collection in COLLECTIONS {
+        for index in esr_plugin_sdk::indexes::indexes(collection) {
+            text.push_str(&format!(";{collection}/{}={:?}", index.name, index.key));
+        }
+    }
+    crate::plugins::hex(&<sha2::Sha256 as sha2::Digest>::digest(text.as_bytes()))
 }
 
 fn record_key(organization: Uuid, id: Uuid) -> [u8; 32] {
@@ -280,7 +504,14 @@ mod tests {
         let db = Database::open(dir.path())?;
         let (acme, globex) = (Uuid::now_v7(), Uuid::now_v7());
         let ids: Vec<Uuid> = (0..5).map(|_| Uuid::now_v7()).collect();
-        let records: Vec<Value> = ids.iter().map(|id| json!({"id": id.to_string()})).collect();
+        let records: Vec<Value> = ids
+            .iter()
+            .enumerate()
+            .map(|(n, id)| {
+                let status = if n % 2 == 0 { "active" } else { "paused" };
+                json!({"id": id.to_string(), "status": status, "created_at": format!("2026-01-0{}T00:00:00Z", 5 - n)})
+            })
+            .collect();
         db.insert_records(acme, "scopes", &records[..3])?;
         db.insert_records(globex, "scopes", &records[3..])?;
 
@@ -295,6 +526,39 @@ mod tests {
         assert_eq!(newest_first, [ids[1], ids[0]]);
         assert!(db.get(acme, "scopes", ids[4])?.is_none(), "another organization's record");
         assert!(db.get(globex, "scopes", ids[4])?.is_some());
+
+        // Indexes: per organization, in created_at order, with counts.
+        let active: Vec<Uuid> = db
+            .index_scan(acme, "scopes", "status", "active", None, 100, false)?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(active, [ids[2], ids[0]], "created_at order, not id order");
+        assert_eq!(db.index_count(acme, "scopes", "status", "active")?, 2);
+        assert_eq!(db.index_count(globex, "scopes", "status", "active")?, 1);
+        assert_eq!(db.count(globex, "scopes")?, 2);
+        assert!(matches!(db.index_count(acme, "scopes", "colour", "red"), Err(StoreError::UnknownIndex(_))));
+
+        // Replacing a record moves its index entries and counts.
+        let paused = json!({"id": ids[0].to_string(), "status": "paused", "created_at": "2026-01-05T00:00:00Z"});
+        db.insert_records(acme, "scopes", &[paused])?;
+        assert_eq!(db.index_count(acme, "scopes", "status", "active")?, 1);
+        assert_eq!(db.index_count(acme, "scopes", "status", "paused")?, 2);
+        assert_eq!(db.count(acme, "scopes")?, 3);
+        let after_first: Vec<Uuid> = db
+            .index_scan(acme, "scopes", "created_at", "", Some((i64::MIN, Uuid::nil())), 100, false)?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(after_first, [ids[2], ids[1], ids[0]]);
+
+        // A record without created_at is refused and nothing is written.
+        let bad = [
+            json!({"id": Uuid::now_v7().to_string(), "status": "active", "created_at": "2026-01-01T00:00:00Z"}),
+            json!({"id": Uuid::now_v7().to_string(), "status": "active"}),
+        ];
+        assert!(db.insert_records(acme, "scopes", &bad).is_err());
+        assert_eq!(db.count(acme, "scopes")?, 3);
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 //! Filters: `osFamily`, `hasAgent`, `hostname` (prefix, case-insensitive),
 //! `tag`. Sort keys: `created_at`, `updated_at`, `hostname`, `last_seen_at`.
 
-use esr_plugin_sdk::list::{SortField, array_contains_any, list_descriptor, list_records, parse_list_request, text_in};
+use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request};
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 use serde_json::Value;
 
@@ -40,17 +40,26 @@ impl ResourcePlugin for Endpoints {
         let tags = query.list("tag", |t| Some(t.to_owned()), "not a tag");
         query.finish()?;
 
-        list_records(store, COLLECTION, &options, |endpoint: &Value| {
-            os_families.as_ref().is_none_or(|wanted| text_in(endpoint, "/operating_system/family", wanted))
-                && has_agent.is_none_or(|wanted| endpoint.get("agent_id").is_some_and(|a| !a.is_null()) == wanted)
-                && hostname_prefix.as_ref().is_none_or(|prefix| {
-                    endpoint
-                        .get("hostname")
-                        .and_then(Value::as_str)
-                        .is_some_and(|h| h.to_lowercase().starts_with(prefix.as_str()))
-                })
-                && tags.as_ref().is_none_or(|wanted| array_contains_any(endpoint, "/tags", wanted))
-        })
+        let mut filters = Vec::new();
+        let indexed = [
+            ("os_family", os_families.map(owned)),
+            ("has_agent", has_agent.map(|wanted| vec![wanted.to_string()])),
+            ("tag", tags),
+        ];
+        for (index, values) in indexed {
+            if let Some(values) = values {
+                filters.push(Filter::by_index(COLLECTION, index, values));
+            }
+        }
+        if let Some(prefix) = hostname_prefix {
+            filters.push(Filter::test(move |endpoint: &Value| {
+                endpoint
+                    .get("hostname")
+                    .and_then(Value::as_str)
+                    .is_some_and(|h| h.to_lowercase().starts_with(prefix.as_str()))
+            }));
+        }
+        list_filtered(store, COLLECTION, &options, filters)
     }
 
     fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {

@@ -5,9 +5,7 @@
 //! `packageManager`, `dueBefore`. Sort keys: `created_at`, `updated_at`,
 //! `due_at`.
 
-use esr_plugin_sdk::list::{
-    SortField, array_contains_any, list_descriptor, list_records, parse_list_request, text_at, text_in,
-};
+use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request, text_at};
 use esr_plugin_sdk::time::Timestamp;
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 use serde_json::Value;
@@ -71,18 +69,27 @@ impl ResourcePlugin for RemediationTargets {
         let due_before = query.timestamp("dueBefore");
         query.finish()?;
 
-        list_records(store, COLLECTION, &options, |target: &Value| {
-            endpoint_ids.as_ref().is_none_or(|ids| text_in(target, "/endpoint_id", ids))
-                && scope_ids.as_ref().is_none_or(|ids| array_contains_any(target, "/scope_ids", ids))
-                && finding_ids.as_ref().is_none_or(|ids| array_contains_any(target, "/finding_ids", ids))
-                && statuses.as_ref().is_none_or(|wanted| text_in(target, "/status", wanted))
-                && target_types.as_ref().is_none_or(|wanted| text_in(target, "/target_type", wanted))
-                // A null package manager (unknown) matches no value, not even `none`.
-                && package_managers.as_ref().is_none_or(|wanted| text_in(target, "/package_manager", wanted))
-                && due_before.is_none_or(|before| {
-                    text_at(target, "/due_at").and_then(Timestamp::parse).is_some_and(|due| due < before)
-                })
-        })
+        let mut filters = Vec::new();
+        let indexed = [
+            ("endpoint_id", endpoint_ids),
+            ("scope_id", scope_ids),
+            ("finding_id", finding_ids),
+            ("status", statuses.map(owned)),
+            ("target_type", target_types.map(owned)),
+            // A null package manager (unknown) matches no value, not even `none`.
+            ("package_manager", package_managers.map(owned)),
+        ];
+        for (index, values) in indexed {
+            if let Some(values) = values {
+                filters.push(Filter::by_index(COLLECTION, index, values));
+            }
+        }
+        if let Some(before) = due_before {
+            filters.push(Filter::test(move |target: &Value| {
+                text_at(target, "/due_at").and_then(Timestamp::parse).is_some_and(|due| due < before)
+            }));
+        }
+        list_filtered(store, COLLECTION, &options, filters)
     }
 
     fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {

@@ -4,7 +4,7 @@
 //! Filters: `status`, `q` (name contains, case-insensitive). Sort keys:
 //! `created_at`, `updated_at`, `name`.
 
-use esr_plugin_sdk::list::{SortField, list_descriptor, list_records, parse_list_request, text_at, text_in};
+use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request, text_at};
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 use serde_json::Value;
 
@@ -38,12 +38,16 @@ impl ResourcePlugin for Scopes {
         let name_contains = query.text("q", MAX_NAME_QUERY_LEN).map(str::to_lowercase);
         query.finish()?;
 
-        list_records(store, COLLECTION, &options, |scope: &Value| {
-            statuses.as_ref().is_none_or(|wanted| text_in(scope, "/status", wanted))
-                && name_contains.as_ref().is_none_or(|needle| {
-                    text_at(scope, "/name").is_some_and(|name| name.to_lowercase().contains(needle.as_str()))
-                })
-        })
+        let mut filters = Vec::new();
+        if let Some(statuses) = statuses {
+            filters.push(Filter::by_index(COLLECTION, "status", owned(statuses)));
+        }
+        if let Some(needle) = name_contains {
+            filters.push(Filter::test(move |scope: &Value| {
+                text_at(scope, "/name").is_some_and(|name| name.to_lowercase().contains(needle.as_str()))
+            }));
+        }
+        list_filtered(store, COLLECTION, &options, filters)
     }
 
     fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {

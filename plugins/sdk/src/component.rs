@@ -29,6 +29,27 @@ macro_rules! __esr_wit_conversions {
             fn count(&self, collection: &str) -> u64 {
                 esr::plugin::store::count(collection)
             }
+            fn index_scan(
+                &self,
+                collection: &str,
+                index: &str,
+                value: &str,
+                after: Option<&$crate::IndexPosition>,
+                limit: u32,
+                reverse: bool,
+            ) -> Vec<$crate::Entry> {
+                let after = after.map(|position| esr::plugin::store::IndexPosition {
+                    created_at: position.created_at,
+                    id: position.id.clone(),
+                });
+                esr::plugin::store::index_scan(collection, index, value, after.as_ref(), limit, reverse)
+                    .into_iter()
+                    .map(|e| $crate::Entry { id: e.id, value: e.value })
+                    .collect()
+            }
+            fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
+                esr::plugin::store::index_count(collection, index, value)
+            }
             fn organization(&self) -> Vec<u8> {
                 esr::plugin::store::organization()
             }

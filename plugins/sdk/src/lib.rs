@@ -11,6 +11,7 @@
 //!   [`DocumentPlugin`] into a component (only active on `wasm32`).
 
 pub mod component;
+pub mod indexes;
 pub mod list;
 pub mod query;
 pub mod time;
@@ -34,8 +35,30 @@ pub trait Store {
     fn scan(&self, collection: &str, after: Option<&str>, limit: u32, reverse: bool) -> Vec<Entry>;
     /// How many records the collection holds.
     fn count(&self, collection: &str) -> u64;
+    /// Up to `limit` records holding `value` in the collection's index
+    /// `index` (see [`indexes`]), in `created_at` then id order, after
+    /// `after` when given; `reverse` walks from the newest.
+    fn index_scan(
+        &self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<&IndexPosition>,
+        limit: u32,
+        reverse: bool,
+    ) -> Vec<Entry>;
+    /// How many records hold `value` in the index.
+    fn index_count(&self, collection: &str, index: &str, value: &str) -> u64;
     /// The caller's organization as a JSON object.
     fn organization(&self) -> Vec<u8>;
+}
+
+/// Where a record stands in an index: its `created_at` in Unix
+/// nanoseconds, then its id.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct IndexPosition {
+    pub created_at: i64,
+    pub id: String,
 }
 
 /// One query parameter as sent.
@@ -167,7 +190,7 @@ pub mod testing {
     use std::collections::BTreeMap;
     use std::ops::Bound;
 
-    use crate::{Entry, Store};
+    use crate::{Entry, IndexPosition, Store};
 
     /// Records by collection, in id order, as the host keeps them.
     #[derive(Debug, Default)]
@@ -214,6 +237,62 @@ pub mod testing {
 
         fn organization(&self) -> Vec<u8> {
             self.organization.clone()
+        }
+
+        fn index_scan(
+            &self,
+            collection: &str,
+            index: &str,
+            value: &str,
+            after: Option<&IndexPosition>,
+            limit: u32,
+            reverse: bool,
+        ) -> Vec<Entry> {
+            let mut held = self.index_entries(collection, index, value);
+            if reverse {
+                held.reverse();
+            }
+            held.into_iter()
+                .filter(|(position, _)| match after {
+                    None => true,
+                    Some(after) if reverse => position < after,
+                    Some(after) => position > after,
+                })
+                .take(limit.min(1000) as usize)
+                .map(|(position, value)| Entry { id: position.id, value })
+                .collect()
+        }
+
+        fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
+            self.index_entries(collection, index, value).len() as u64
+        }
+    }
+
+    impl MemoryStore {
+        /// The records holding `value` in the index, in index order, as the
+        /// host keeps them.
+        fn index_entries(&self, collection: &str, index: &str, value: &str) -> Vec<(IndexPosition, Vec<u8>)> {
+            let (Some(records), Some(index)) =
+                (self.collections.get(collection), crate::indexes::find(collection, index))
+            else {
+                return Vec::new();
+            };
+            let mut held: Vec<(IndexPosition, Vec<u8>)> = records
+                .iter()
+                .filter_map(|(id, bytes)| {
+                    let record: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+                    index.values(&record).iter().any(|v| v == value).then(|| {
+                        let created_at = record
+                            .get("created_at")
+                            .and_then(serde_json::Value::as_str)
+                            .and_then(crate::time::Timestamp::parse)
+                            .map_or(i64::MIN, |t| t.0);
+                        (IndexPosition { created_at, id: id.clone() }, bytes.clone())
+                    })
+                })
+                .collect();
+            held.sort_by(|a, b| a.0.cmp(&b.0));
+            held
         }
     }
 }

@@ -216,30 +216,319 @@ pub fn parse_list_request<'r>(
     (query, options)
 }
 
+/// One filter of a list: a test on a record, and, when the host keeps an
+/// index that answers it exactly, that index and the values it selects.
+pub struct Filter<'a> {
+    index: Option<(&'static str, Vec<String>)>,
+    test: Box<dyn Fn(&Value) -> bool + 'a>,
+}
+
+impl<'a> Filter<'a> {
+    /// A filter the index `index` answers exactly: a record matches when it
+    /// holds one of `values` there, which `test` must also say.
+    pub fn indexed(index: &'static str, values: Vec<String>, test: impl Fn(&Value) -> bool + 'a) -> Filter<'a> {
+        Filter { index: Some((index, values)), test: Box::new(test) }
+    }
+
+    /// A record holds one of `values` in the collection's index `index`
+    /// (see [`crate::indexes`]); the index answers it, and the test reads
+    /// a record the way the index does.
+    pub fn by_index(collection: &str, index: &'static str, values: Vec<String>) -> Filter<'a> {
+        let definition = crate::indexes::find(collection, index);
+        let wanted = values.clone();
+        Filter::indexed(index, values, move |record: &Value| {
+            definition.is_some_and(|definition| definition.values(record).iter().any(|value| wanted.contains(value)))
+        })
+    }
+
+    /// A filter no index answers.
+    pub fn test(test: impl Fn(&Value) -> bool + 'a) -> Filter<'a> {
+        Filter { index: None, test: Box::new(test) }
+    }
+}
+
+/// Owned copies of parsed values, e.g. for [`Filter::by_index`].
+pub fn owned(values: Vec<&str>) -> Vec<String> {
+    values.into_iter().map(str::to_owned).collect()
+}
+
 /// One page of `collection`: the records for which `matches` holds, in the
-/// requested order, after the cursor or offset.
+/// requested order, after the cursor or offset. Reads the whole collection;
+/// prefer [`list_filtered`] where indexes answer the filters.
 pub fn list_records(
     store: &dyn Store,
     collection: &str,
     options: &ListOptions,
     matches: impl Fn(&Value) -> bool,
 ) -> Result<Page, PluginError> {
-    let mut selected: Vec<(Position, Vec<u8>)> = Vec::new();
-    let mut after: Option<String> = None;
-    loop {
-        let batch = store.scan(collection, after.as_deref(), SCAN_BATCH, false);
-        let done = batch.len() < SCAN_BATCH as usize;
-        for entry in batch {
-            let record: Value = serde_json::from_slice(&entry.value)
-                .map_err(|e| PluginError::Internal(format!("stored record {} is not JSON: {e}", entry.id)))?;
-            if updated_after_matches(&record, options.updated_after) && matches(&record) {
-                let position = Position { value: options.sort.field.read(&record), id: entry.id.clone() };
-                selected.push((position, entry.value));
-            }
-            after = Some(entry.id);
+    list_filtered(store, collection, options, vec![Filter::test(matches)])
+}
+
+/// One page of `collection`: the records that pass every filter, in the
+/// requested order, after the cursor or offset.
+///
+/// The walk starts from the most selective indexed filter (by the index's
+/// counts), so a selective filter never reads the whole collection. In the
+/// default `created_at` order the page is read in index order and the walk
+/// stops after it; `total` then comes from the index's counts when no other
+/// filter applies, and from counting the matches otherwise. Other orders
+/// read every candidate and sort them.
+pub fn list_filtered(
+    store: &dyn Store,
+    collection: &str,
+    options: &ListOptions,
+    filters: Vec<Filter<'_>>,
+) -> Result<Page, PluginError> {
+    let mut filters = filters;
+    let source = choose_source(store, collection, &mut filters);
+    let residual = |record: &Value| {
+        updated_after_matches(record, options.updated_after) && filters.iter().all(|filter| (filter.test)(record))
+    };
+    let exact_count = options.updated_after.is_none() && filters.is_empty();
+    match options.sort.field {
+        SortField::Timestamp("/created_at") => {
+            walk_in_index_order(store, collection, options, &source, &residual, exact_count)
         }
-        if done {
+        _ => sort_everything(store, collection, options, &source, &residual),
+    }
+}
+
+/// The index values a list walks: the chosen filter's, or every record.
+struct Source {
+    index: &'static str,
+    values: Vec<String>,
+}
+
+/// Takes the most selective indexed filter out of `filters` (the index then
+/// answers it) and returns what to walk.
+fn choose_source(store: &dyn Store, collection: &str, filters: &mut Vec<Filter<'_>>) -> Source {
+    let best = filters
+        .iter()
+        .enumerate()
+        .filter_map(|(position, filter)| {
+            let (index, values) = filter.index.as_ref()?;
+            crate::indexes::find(collection, index)?;
+            let held: u64 = values.iter().map(|value| store.index_count(collection, index, value)).sum();
+            Some((held, position))
+        })
+        .min();
+    match best {
+        Some((_, position)) => {
+            let filter = filters.remove(position);
+            let (index, mut values) = filter.index.unwrap_or((crate::indexes::CREATED_AT, vec![String::new()]));
+            values.sort();
+            values.dedup();
+            Source { index, values }
+        }
+        None => Source { index: crate::indexes::CREATED_AT, values: vec![String::new()] },
+    }
+}
+
+/// How many records one store call asks for while walking.
+fn batch_size(wanted: u64) -> u32 {
+    u32::try_from(wanted.clamp(16, u64::from(SCAN_BATCH))).unwrap_or(SCAN_BATCH)
+}
+
+/// The records of one index value, fetched batch by batch.
+struct IndexStream<'s> {
+    store: &'s dyn Store,
+    collection: &'s str,
+    index: &'static str,
+    value: String,
+    reverse: bool,
+    after: Option<crate::IndexPosition>,
+    buffered: std::collections::VecDeque<(crate::IndexPosition, Value, Vec<u8>)>,
+    exhausted: bool,
+    batch: u32,
+}
+
+impl IndexStream<'_> {
+    fn peek(&mut self) -> Result<Option<&crate::IndexPosition>, PluginError> {
+        if self.buffered.is_empty() && !self.exhausted {
+            let entries = self.store.index_scan(
+                self.collection,
+                self.index,
+                &self.value,
+                self.after.as_ref(),
+                self.batch,
+                self.reverse,
+            );
+            self.exhausted = entries.len() < self.batch as usize;
+            // Later batches are read in full: the walk is past its first page.
+            self.batch = SCAN_BATCH;
+            for entry in entries {
+                let record = parse_record(&entry.id, &entry.value)?;
+                let position = crate::IndexPosition { created_at: created_at_nanos(&record), id: entry.id };
+                self.after = Some(position.clone());
+                self.buffered.push_back((position, record, entry.value));
+            }
+        }
+        Ok(self.buffered.front().map(|(position, _, _)| position))
+    }
+}
+
+/// The records of a source in `created_at`, id order (or its reverse),
+/// each once, starting after `after`.
+struct MergedWalk<'s> {
+    streams: Vec<IndexStream<'s>>,
+    reverse: bool,
+    last_id: Option<String>,
+}
+
+impl<'s> MergedWalk<'s> {
+    fn new(
+        store: &'s dyn Store,
+        collection: &'s str,
+        source: &Source,
+        after: Option<crate::IndexPosition>,
+        reverse: bool,
+        wanted: u64,
+    ) -> MergedWalk<'s> {
+        let streams = source
+            .values
+            .iter()
+            .map(|value| IndexStream {
+                store,
+                collection,
+                index: source.index,
+                value: value.clone(),
+                reverse,
+                after: after.clone(),
+                buffered: std::collections::VecDeque::new(),
+                exhausted: false,
+                batch: batch_size(wanted),
+            })
+            .collect();
+        MergedWalk { streams, reverse, last_id: None }
+    }
+
+    fn next(&mut self) -> Result<Option<(crate::IndexPosition, Value, Vec<u8>)>, PluginError> {
+        loop {
+            let mut best: Option<(usize, crate::IndexPosition)> = None;
+            for (index, stream) in self.streams.iter_mut().enumerate() {
+                if let Some(position) = stream.peek()? {
+                    let better = match &best {
+                        None => true,
+                        Some((_, current)) => (position < current) != self.reverse && position != current,
+                    };
+                    if better {
+                        best = Some((index, position.clone()));
+                    }
+                }
+            }
+            let Some((index, _)) = best else { return Ok(None) };
+            let Some(item) = self.streams[index].buffered.pop_front() else { return Ok(None) };
+            // A record holding two of the values appears in two streams.
+            if self.last_id.as_deref() == Some(item.0.id.as_str()) {
+                continue;
+            }
+            self.last_id = Some(item.0.id.clone());
+            return Ok(Some(item));
+        }
+    }
+}
+
+fn walk_in_index_order(
+    store: &dyn Store,
+    collection: &str,
+    options: &ListOptions,
+    source: &Source,
+    matches: &dyn Fn(&Value) -> bool,
+    exact_count: bool,
+) -> Result<Page, PluginError> {
+    let reverse = options.sort.descending;
+    let after = match &options.after {
+        Some(Position { value: SortValue::Int(nanos), id }) => {
+            Some(crate::IndexPosition { created_at: *nanos, id: id.clone() })
+        }
+        Some(Position { value: _, id }) => Some(crate::IndexPosition { created_at: i64::MIN, id: id.clone() }),
+        None => None,
+    };
+    let skip = if options.after.is_some() { 0 } else { options.offset };
+    let wanted = skip.saturating_add(u64::from(options.limit)).saturating_add(1);
+    let mut walk = MergedWalk::new(store, collection, source, after, reverse, wanted);
+    let mut page: Vec<(crate::IndexPosition, Vec<u8>)> = Vec::new();
+    let (mut matched, mut more) = (0u64, false);
+    while let Some((position, record, bytes)) = walk.next()? {
+        if !matches(&record) {
+            continue;
+        }
+        matched += 1;
+        if matched <= skip {
+            continue;
+        }
+        if page.len() < options.limit as usize {
+            page.push((position, bytes));
+        } else {
+            more = true;
             break;
+        }
+    }
+    let total = if exact_count {
+        single_valued_count(store, collection, source)
+            .map_or_else(|| count_all(store, collection, source, matches), Ok)?
+    } else if !more {
+        // The walk reached the end: everything before the page was seen
+        // only when it started at the beginning.
+        if options.after.is_none() { matched } else { count_all(store, collection, source, matches)? }
+    } else {
+        count_all(store, collection, source, matches)?
+    };
+    let next_cursor = match page.last() {
+        Some((last, _)) if more => {
+            let after = Position { value: SortValue::Int(last.created_at), id: last.id.clone() };
+            let state = CursorState { sort: options.sort.spelling(), after };
+            Some(serde_json::to_string(&state).map_err(|e| PluginError::Internal(e.to_string()))?)
+        }
+        _ => None,
+    };
+    Ok(Page {
+        data: join_json_array(page.iter().map(|(_, bytes)| bytes.as_slice())),
+        total,
+        limit: options.limit,
+        offset: if options.after.is_some() { None } else { Some(options.offset) },
+        next_cursor,
+    })
+}
+
+/// The source's size from the index's counts, when each record holds at
+/// most one of its values (so counts add up without double counting).
+fn single_valued_count(store: &dyn Store, collection: &str, source: &Source) -> Option<u64> {
+    let index = crate::indexes::find(collection, source.index)?;
+    let single = !matches!(index.key, crate::indexes::IndexKey::EachOf(_)) || source.values.len() == 1;
+    single.then(|| source.values.iter().map(|value| store.index_count(collection, source.index, value)).sum())
+}
+
+/// Counts the source's records that match, walking all of them.
+fn count_all(
+    store: &dyn Store,
+    collection: &str,
+    source: &Source,
+    matches: &dyn Fn(&Value) -> bool,
+) -> Result<u64, PluginError> {
+    let mut walk = MergedWalk::new(store, collection, source, None, false, u64::from(SCAN_BATCH));
+    let mut total = 0;
+    while let Some((_, record, _)) = walk.next()? {
+        if matches(&record) {
+            total += 1;
+        }
+    }
+    Ok(total)
+}
+
+/// Any order other than `created_at`: read every candidate, sort, page.
+fn sort_everything(
+    store: &dyn Store,
+    collection: &str,
+    options: &ListOptions,
+    source: &Source,
+    matches: &dyn Fn(&Value) -> bool,
+) -> Result<Page, PluginError> {
+    let mut walk = MergedWalk::new(store, collection, source, None, false, u64::from(SCAN_BATCH));
+    let mut selected: Vec<(Position, Vec<u8>)> = Vec::new();
+    while let Some((position, record, bytes)) = walk.next()? {
+        if matches(&record) {
+            selected.push((Position { value: options.sort.field.read(&record), id: position.id }, bytes));
         }
     }
     selected.sort_by(|(a, _), (b, _)| options.sort.compare(a, b));
@@ -265,6 +554,14 @@ pub fn list_records(
         offset: if options.after.is_some() { None } else { Some(options.offset) },
         next_cursor,
     })
+}
+
+fn parse_record(id: &str, bytes: &[u8]) -> Result<Value, PluginError> {
+    serde_json::from_slice(bytes).map_err(|e| PluginError::Internal(format!("stored record {id} is not JSON: {e}")))
+}
+
+fn created_at_nanos(record: &Value) -> i64 {
+    record.get("created_at").and_then(Value::as_str).and_then(Timestamp::parse).map_or(i64::MIN, |t| t.0)
 }
 
 fn updated_after_matches(record: &Value, after: Option<Timestamp>) -> bool {
@@ -335,7 +632,7 @@ mod tests {
         ];
         for (id, name, severity, created) in rows {
             store.insert(
-                "things",
+                "scopes",
                 json!({"id": id, "name": name, "severity": severity, "created_at": created, "updated_at": created}),
             );
         }
@@ -353,7 +650,7 @@ mod tests {
         let mut parsed = Query::new(&request.query, &names);
         let options = ListOptions::parse(&mut parsed, SORTS);
         parsed.finish()?;
-        list_records(store, "things", &options, |_| true)
+        list_records(store, "scopes", &options, |_| true)
     }
 
     #[test]
