@@ -443,13 +443,17 @@ fn value_prefix(organization: Uuid, index: &str, value: &str) -> Vec<u8> {
     key
 }
 
-/// A record's index entries: (entry key, count key) per index value.
+/// One index entry of a record: its key in the index tree, and the key of
+/// the count it adds to.
+type IndexEntry = (Vec<u8>, Vec<u8>);
+
+/// A record's index entries, one per index value.
 fn index_entries(
     organization: Uuid,
     collection: &str,
     id: Uuid,
     record: &Value,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+) -> Result<Vec<IndexEntry>, StoreError> {
     let created_at = record
         .get("created_at")
         .and_then(Value::as_str)
