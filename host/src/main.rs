@@ -19,6 +19,17 @@ struct Cli {
 enum Command {
     /// Serve the API.
     Serve(ServeArgs),
+    /// Add a generated organization of a given size (for benchmarks);
+    /// its key goes to <data-dir>/seed-keys.json. Needs the data directory
+    /// to itself: stop the server first.
+    Seed {
+        #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
+        data_dir: PathBuf,
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        endpoints: u32,
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+        findings_per_endpoint: u32,
+    },
     /// Work with components.
     #[command(subcommand)]
     Plugins(PluginsCommand),
@@ -93,6 +104,30 @@ fn init_logging(format: LogFormat) {
     }
 }
 
+fn seed(data_dir: &std::path::Path, endpoints: usize, findings_per_endpoint: usize) -> anyhow::Result<()> {
+    let db = esr::store::Database::open(data_dir)?;
+    let started = std::time::Instant::now();
+    let spec = esr::demo::DemoSpec { endpoints, findings_per_endpoint };
+    let keys = esr::seed::seed_generated(&db, data_dir, spec, |done| {
+        if done % 1000 == 0 || done == endpoints {
+            eprint!("\rseeded {done}/{endpoints} endpoints");
+        }
+    })?;
+    eprintln!();
+    for key in &keys.organizations {
+        println!(
+            "{}: organization {} ({} endpoints, {} findings) in {:.1}s; key in {}",
+            key.name,
+            key.organization_id,
+            endpoints,
+            endpoints * findings_per_endpoint,
+            started.elapsed().as_secs_f64(),
+            data_dir.join(esr::seed::SEED_KEYS_FILE).display()
+        );
+    }
+    Ok(())
+}
+
 /// Loads one component exactly as `esr serve` would and describes it.
 fn check_plugin(file: &std::path::Path) -> anyhow::Result<()> {
     let engine = PluginEngine::new(Limits::default())?;
@@ -156,6 +191,9 @@ fn main() -> ExitCode {
                 .build()
                 .map_err(anyhow::Error::from)
                 .and_then(|runtime| runtime.block_on(serve(options)))
+        }
+        Command::Seed { data_dir, endpoints, findings_per_endpoint } => {
+            seed(&data_dir, endpoints as usize, findings_per_endpoint as usize)
         }
         Command::Plugins(PluginsCommand::Check { file }) => check_plugin(&file),
         Command::Plugins(PluginsCommand::Reload(admin)) => reload_plugins(&admin),

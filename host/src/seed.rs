@@ -61,6 +61,54 @@ pub fn seed_demo_if_empty(db: &Database, data_dir: &Path) -> anyhow::Result<Opti
     Ok(Some(keys))
 }
 
+/// The file `esr seed` writes the new organization's key to.
+pub const SEED_KEYS_FILE: &str = "seed-keys.json";
+/// How many endpoints' records go into one durable write.
+const ENDPOINTS_PER_WRITE: usize = 50;
+
+/// Adds a generated organization of the given size (for benchmarks) and
+/// writes its key to `<data-dir>/seed-keys.json`, in the demo-keys format.
+pub fn seed_generated(
+    db: &Database,
+    data_dir: &Path,
+    spec: DemoSpec,
+    mut progress: impl FnMut(usize),
+) -> anyhow::Result<DemoKeys> {
+    let organization_id = Uuid::now_v7();
+    let name = format!("Seeded {}x{}", spec.endpoints, spec.findings_per_endpoint);
+    let mut generator = Generator::new(7, spec, DEMO_ANCHOR_UNIX, "seed");
+    db.bulk_insert_records(organization_id, "scopes", &generator.scopes())?;
+    let mut done = 0;
+    loop {
+        let (mut endpoints, mut findings, mut targets) = (Vec::new(), Vec::new(), Vec::new());
+        while endpoints.len() < ENDPOINTS_PER_WRITE {
+            let Some(batch) = generator.next_endpoint() else { break };
+            endpoints.push(batch.endpoint);
+            findings.extend(batch.findings);
+            targets.extend(batch.targets);
+        }
+        if endpoints.is_empty() {
+            break;
+        }
+        done += endpoints.len();
+        db.bulk_insert_records(organization_id, "endpoints", &endpoints)?;
+        db.bulk_insert_records(organization_id, "vulnerability-findings", &findings)?;
+        db.bulk_insert_records(organization_id, "remediation-targets", &targets)?;
+        progress(done);
+    }
+    db.finish_bulk_load()?;
+    db.insert_organization(&Organization {
+        organization_id,
+        name: name.clone(),
+        enrollment_token: format!("enroll_{}", auth::random_base62(32)),
+        created_at: format_timestamp(DEMO_ANCHOR_UNIX),
+    })?;
+    let created = auth::create_key(db, organization_id, "seed", &ALL_READ_SCOPES)?;
+    let keys = DemoKeys { organizations: vec![DemoKey { name, organization_id, api_key: created.api_key }] };
+    write_private(&data_dir.join(SEED_KEYS_FILE), &serde_json::to_vec_pretty(&keys)?)?;
+    Ok(keys)
+}
+
 /// The keys written by an earlier demo load, if the file is still there.
 pub fn read_demo_keys(data_dir: &Path) -> Option<DemoKeys> {
     let bytes = std::fs::read(data_dir.join(DEMO_KEYS_FILE)).ok()?;

@@ -26,6 +26,8 @@ pub const MAX_SCAN: usize = 1000;
 const ORGANIZATIONS: &str = "organizations";
 const API_KEYS: &str = "api-keys";
 const META: &str = "meta";
+/// The marker naming the index table the stored indexes match, or `stale`.
+const INDEXES_MARKER: &str = "indexes";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -130,15 +132,58 @@ impl Database {
     /// index table (or none): a data directory from an older release, or
     /// one whose table changed.
     fn rebuild_indexes_if_stale(&self) -> Result<(), StoreError> {
-        let current = index_table_fingerprint();
-        if self.marker("indexes")?.as_deref() == Some(current.as_str()) {
+        if self.marker(INDEXES_MARKER)?.as_deref() == Some(index_table_fingerprint().as_str()) {
             return Ok(());
         }
+        self.rebuild_indexes()
+    }
+
+    /// Writes records without their index entries, for an offline bulk
+    /// load: much faster than [`Database::insert_records`]. The indexes are
+    /// marked stale first, so a load that stops half-way is re-indexed on
+    /// the next open; [`Database::finish_bulk_load`] rebuilds them.
+    pub fn bulk_insert_records(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        records: &[Value],
+    ) -> Result<(), StoreError> {
+        if self.marker(INDEXES_MARKER)?.as_deref() != Some("stale") {
+            self.set_marker(INDEXES_MARKER, "stale")?;
+        }
+        let tree = self
+            .tree(collection)
+            .ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
+        let mut batch = sled::Batch::default();
+        for record in records {
+            let id = record
+                .get("id")
+                .and_then(Value::as_str)
+                .and_then(|id| Uuid::parse_str(id).ok())
+                .ok_or_else(|| StoreError::InvalidRecord(format!("a {collection} record has no UUID id")))?;
+            // Checks created_at now rather than failing the rebuild later.
+            index_entries(organization, collection, id, record)?;
+            let bytes = serde_json::to_vec(record).map_err(|e| StoreError::InvalidRecord(e.to_string()))?;
+            batch.insert(&record_key(organization, id)[..], bytes);
+        }
+        tree.apply_batch(batch)?;
+        Ok(())
+    }
+
+    /// Ends a bulk load: rebuilds every index and makes it all durable.
+    pub fn finish_bulk_load(&self) -> Result<(), StoreError> {
+        self.rebuild_indexes()
+    }
+
+    /// Rebuilds every index and count from the records.
+    fn rebuild_indexes(&self) -> Result<(), StoreError> {
+        const ENTRIES_PER_BATCH: usize = 100_000;
         for (collection, trees) in &self.collections {
             trees.index.clear()?;
             trees.counts.clear()?;
             let mut counts: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
             let mut batch = sled::Batch::default();
+            let mut batched = 0;
             for entry in trees.records.iter() {
                 let (key, bytes) = entry?;
                 let organization = key.get(..16).and_then(|b| Uuid::from_slice(b).ok());
@@ -149,6 +194,11 @@ impl Database {
                 for (entry_key, count_key) in index_entries(organization, collection, id, &record)? {
                     batch.insert(entry_key, &[] as &[u8]);
                     *counts.entry(count_key).or_default() += 1;
+                    batched += 1;
+                }
+                if batched >= ENTRIES_PER_BATCH {
+                    trees.index.apply_batch(std::mem::take(&mut batch))?;
+                    batched = 0;
                 }
             }
             trees.index.apply_batch(batch)?;
@@ -159,7 +209,7 @@ impl Database {
             trees.counts.apply_batch(batch)?;
         }
         self.flush()?;
-        self.set_marker("indexes", &current)
+        self.set_marker(INDEXES_MARKER, &index_table_fingerprint())
     }
 
     /// Whether any organization exists yet.
