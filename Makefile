@@ -44,6 +44,11 @@ test-plugins: wasm-target
 	@mkdir -p $(TEST_PLUGINS_DIR)
 	@for p in $(TEST_PLUGINS); do cp $(WASM_OUT)/esr_test_plugin_$$(echo $$p | tr - _).wasm $(TEST_PLUGINS_DIR)/$$p.wasm; done
 
+# Latencies on 10,000 endpoints / 1,000,000 findings (generated once into
+# target/bench/); the report is printed and written to target/bench/report.txt.
+bench: host plugins
+	target/debug/esr-bench --plugins-dir $(PLUGINS_DIR) --out target/bench
+
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

@@ -1,0 +1,251 @@
+//! `make bench`: the list and item latencies of the real server on a
+//! generated organization (10,000 endpoints, 1,000,000 findings by
+//! default), measured over real HTTP with the real components.
+//!
+//! The data set is made once with `esr seed` and kept in
+//! `target/bench/data-<endpoints>x<findings per endpoint>`. Measurements
+//! interleave the cases round by round so that machine noise hits them
+//! alike; the report gives medians and p90s, and the cursor-depth ratio
+//! from the same rounds. It is printed and written to
+//! `target/bench/report.txt`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+use clap::Parser;
+use rand::{Rng, SeedableRng};
+use reqwest::blocking::Client;
+use serde_json::Value;
+
+#[derive(Parser)]
+#[command(about = "Benchmarks the esr read API on a generated data set")]
+struct Args {
+    #[arg(long, default_value_t = 10_000)]
+    endpoints: usize,
+    #[arg(long, default_value_t = 100)]
+    findings_per_endpoint: usize,
+    /// Rounds of measurement (each round measures every case once).
+    #[arg(long, default_value_t = 200)]
+    rounds: usize,
+    #[arg(long, default_value = "target/plugins")]
+    plugins_dir: PathBuf,
+    #[arg(long, default_value = "target/bench")]
+    out: PathBuf,
+}
+
+/// The server under test; stopped on drop.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn esr_binary() -> anyhow::Result<PathBuf> {
+    let me = std::env::current_exe()?;
+    Ok(me.with_file_name(if cfg!(windows) { "esr.exe" } else { "esr" }))
+}
+
+fn ensure_data(args: &Args, data_dir: &Path) -> anyhow::Result<String> {
+    let keys_file = data_dir.join("seed-keys.json");
+    if !keys_file.exists() {
+        if data_dir.exists() {
+            std::fs::remove_dir_all(data_dir).with_context(|| format!("clearing {}", data_dir.display()))?;
+        }
+        eprintln!("generating the data set in {} (once; it is kept)", data_dir.display());
+        let status = Command::new(esr_binary()?)
+            .args(["seed", "--endpoints", &args.endpoints.to_string()])
+            .args(["--findings-per-endpoint", &args.findings_per_endpoint.to_string()])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .status()?;
+        if !status.success() {
+            bail!("esr seed failed");
+        }
+    }
+    let keys: Value = serde_json::from_slice(&std::fs::read(&keys_file)?)?;
+    keys["organizations"][0]["api_key"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow!("no key in {}", keys_file.display()))
+}
+
+fn start_server(data_dir: &Path, plugins_dir: &Path) -> anyhow::Result<Server> {
+    let mut child = Command::new(esr_binary()?)
+        .args(["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--plugins-dir")
+        .arg(plugins_dir)
+        .env("ESR_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+    let mut lines = BufReader::new(stdout).lines();
+    let base = loop {
+        match lines.next() {
+            Some(Ok(line)) => {
+                if let Some(address) = line.strip_prefix("listening on ") {
+                    break address.trim().to_owned();
+                }
+            }
+            _ => bail!("esr serve exited before listening"),
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    Ok(Server { child, base })
+}
+
+/// One measured case: its name, its target, and its samples.
+struct Case {
+    name: &'static str,
+    target: &'static str,
+    samples: Vec<Duration>,
+}
+
+fn percentile(samples: &[Duration], fraction: f64) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let index = ((sorted.len() as f64 - 1.0) * fraction).round() as usize;
+    sorted.get(index).copied().unwrap_or_default()
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let data_dir = args.out.join(format!("data-{}x{}", args.endpoints, args.findings_per_endpoint));
+    let key = ensure_data(&args, &data_dir)?;
+    let server = start_server(&data_dir, &args.plugins_dir)?;
+    let client = Client::builder().timeout(Duration::from_secs(120)).build()?;
+    let get = |path: &str| -> anyhow::Result<(Duration, Value)> {
+        let started = Instant::now();
+        let response = client.get(format!("{}{path}", server.base)).bearer_auth(&key).send()?;
+        let status = response.status();
+        let body: Value = response.json()?;
+        let elapsed = started.elapsed();
+        if !status.is_success() {
+            bail!("GET {path}: {status} {body}");
+        }
+        Ok((elapsed, body))
+    };
+
+    // What to ask for: ids from the data set itself.
+    let (_, findings) = get("/v1/vulnerability-findings?limit=100")?;
+    let total_findings = findings["total"].as_u64().unwrap_or_default();
+    let (_, endpoints) = get("/v1/endpoints?limit=100")?;
+    let endpoint_ids: Vec<String> = endpoints["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["id"].as_str().map(str::to_owned))
+        .collect();
+    let mut finding_ids: Vec<String> = Vec::new();
+    for endpoint in endpoint_ids.iter().take(20) {
+        let (_, page) = get(&format!("/v1/vulnerability-findings?endpointId={endpoint}&limit=100"))?;
+        finding_ids
+            .extend(page["data"].as_array().into_iter().flatten().filter_map(|f| f["id"].as_str().map(str::to_owned)));
+    }
+    if endpoint_ids.is_empty() || finding_ids.is_empty() {
+        bail!("the data set has no endpoints or findings");
+    }
+
+    // The cursor of page 1,000 (limit 50), by walking to it.
+    let walk_started = Instant::now();
+    let mut cursor: Option<String> = None;
+    for _ in 1..1000 {
+        let path = match &cursor {
+            Some(c) => format!("/v1/vulnerability-findings?limit=50&cursor={c}"),
+            None => "/v1/vulnerability-findings?limit=50".to_owned(),
+        };
+        let (_, page) = get(&path)?;
+        cursor = page["next_cursor"].as_str().map(str::to_owned);
+        if cursor.is_none() {
+            bail!("fewer than 1,000 pages of findings");
+        }
+    }
+    let walk_time = walk_started.elapsed();
+    let page_1000 = format!("/v1/vulnerability-findings?limit=50&cursor={}", cursor.unwrap_or_default());
+
+    let mut cases = vec![
+        Case { name: "health (HTTP floor, no component)", target: "", samples: Vec::new() },
+        Case { name: "finding by id", target: "p50 < 1 ms", samples: Vec::new() },
+        Case { name: "findings?endpointId=… first page", target: "p50 < 5 ms", samples: Vec::new() },
+        Case { name: "findings?severity=critical (exact total)", target: "p50 < 50 ms", samples: Vec::new() },
+        Case { name: "findings page 1 (limit 50)", target: "", samples: Vec::new() },
+        Case { name: "findings page 1,000 by cursor", target: "≤ 1.5× page 1", samples: Vec::new() },
+    ];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    let mut critical_total = 0;
+    for round in 0..args.rounds + 10 {
+        let finding = &finding_ids[rng.gen_range(0..finding_ids.len())];
+        let endpoint = &endpoint_ids[rng.gen_range(0..endpoint_ids.len())];
+        let started = Instant::now();
+        client.get(format!("{}/v1/health", server.base)).send()?.bytes()?;
+        let health = started.elapsed();
+        let timings = [
+            health,
+            get(&format!("/v1/vulnerability-findings/{finding}"))?.0,
+            get(&format!("/v1/vulnerability-findings?endpointId={endpoint}"))?.0,
+            {
+                let (elapsed, body) = get("/v1/vulnerability-findings?severity=critical")?;
+                critical_total = body["total"].as_u64().unwrap_or_default();
+                elapsed
+            },
+            get("/v1/vulnerability-findings?limit=50")?.0,
+            get(&page_1000)?.0,
+        ];
+        // The first rounds warm caches and are not counted.
+        if round >= 10 {
+            for (case, timing) in cases.iter_mut().zip(timings) {
+                case.samples.push(timing);
+            }
+        }
+    }
+    drop(server);
+
+    let mut report = format!(
+        "esr read API benchmark: {} endpoints, {} findings ({} critical); {} rounds, cases interleaved\n\
+         command: make bench (target/debug/esr-bench --endpoints {} --findings-per-endpoint {} --rounds {})\n\
+         walking to page 1,000 took {:.1} s ({:.1} ms per page)\n\n\
+         {:<44} {:>9} {:>9}  target\n",
+        args.endpoints,
+        total_findings,
+        critical_total,
+        args.rounds,
+        args.endpoints,
+        args.findings_per_endpoint,
+        args.rounds,
+        walk_time.as_secs_f64(),
+        ms(walk_time) / 999.0,
+        "case",
+        "p50 ms",
+        "p90 ms"
+    );
+    for case in &cases {
+        report.push_str(&format!(
+            "{:<44} {:>9.3} {:>9.3}  {}\n",
+            case.name,
+            ms(percentile(&case.samples, 0.5)),
+            ms(percentile(&case.samples, 0.9)),
+            case.target
+        ));
+    }
+    let ratio = ms(percentile(&cases[5].samples, 0.5)) / ms(percentile(&cases[4].samples, 0.5)).max(f64::EPSILON);
+    report.push_str(&format!("\npage 1,000 / page 1 (p50 ratio, same rounds): {ratio:.2}\n"));
+    print!("{report}");
+    std::fs::create_dir_all(&args.out)?;
+    std::fs::write(args.out.join("report.txt"), &report)?;
+    Ok(())
+}
