@@ -126,13 +126,13 @@ fn plugins_check_describes_a_good_component_and_names_a_bad_one() {
 #[test]
 fn compiled_components_are_cached_and_a_corrupt_cache_entry_is_ignored() {
     let mut server = Server::start(&plugins_dir());
-    let cache = server.data_dir.path().join("component-cache");
+    let cache = server.data_dir().join("component-cache");
     let cached: Vec<std::path::PathBuf> = std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(cached.iter().filter(|p| p.extension().is_some_and(|x| x == "cwasm")).count(), 5, "{cached:?}");
     // Restart on the same data directory with one cache entry corrupted.
     server.stop();
     std::fs::write(&cached[0], b"garbage").unwrap();
-    let mut child = common::spawn(&plugins_dir(), server.data_dir.path(), &[]);
+    let mut child = common::spawn(&plugins_dir(), server.data_dir(), &[]);
     let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let listening = std::io::BufRead::lines(stdout).map_while(Result::ok).any(|line| line.starts_with("listening on"));
     let _ = child.kill();

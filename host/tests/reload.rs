@@ -114,7 +114,7 @@ fn the_admin_route_and_the_cli_reload_and_report_refusals() {
     // The CLI reaches the same route and reports the refusal.
     let cli = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
         .args(["plugins", "reload", "--admin-url", &server.admin_base, "--data-dir"])
-        .arg(server.data_dir.path())
+        .arg(server.data_dir())
         .output()
         .unwrap();
     assert!(!cli.status.success());
@@ -122,7 +122,7 @@ fn the_admin_route_and_the_cli_reload_and_report_refusals() {
     std::fs::remove_file(dir.path().join("endpoints-stock.wasm")).unwrap();
     let cli = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
         .args(["plugins", "reload", "--admin-url", &server.admin_base, "--data-dir"])
-        .arg(server.data_dir.path())
+        .arg(server.data_dir())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&cli.stdout);

@@ -40,7 +40,9 @@ pub struct Server {
     pub base: String,
     /// The admin listener's base URL.
     pub admin_base: String,
-    pub data_dir: tempfile::TempDir,
+    data_path: PathBuf,
+    /// Removes the data directory when the last server using it is gone.
+    _data_dir_owner: Option<tempfile::TempDir>,
     /// Acme Corp's key, then Globex's.
     pub keys: Vec<String>,
     pub organization_ids: Vec<String>,
@@ -57,8 +59,44 @@ impl Server {
 
     /// Starts `esr serve --demo` with extra flags.
     pub fn start_with(plugins_dir: &Path, extra: &[&str]) -> Server {
-        let data_dir = tempfile::tempdir().unwrap();
-        let mut child = spawn(plugins_dir, data_dir.path(), extra);
+        Server::launch(plugins_dir, tempfile::tempdir().unwrap(), extra)
+    }
+
+    /// Starts another server on the data directory of a stopped one (which
+    /// keeps owning the directory).
+    pub fn start_on(plugins_dir: &Path, data_dir: &Path) -> Server {
+        let mut server = Server::launch_in(plugins_dir, data_dir, None, &[]);
+        server.keys_from(data_dir);
+        server
+    }
+
+    fn launch(plugins_dir: &Path, data_dir: tempfile::TempDir, extra: &[&str]) -> Server {
+        let path = data_dir.path().to_path_buf();
+        let mut server = Server::launch_in(plugins_dir, &path, Some(data_dir), extra);
+        server.keys_from(&path);
+        server
+    }
+
+    /// The server's data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_path
+    }
+
+    fn keys_from(&mut self, data_dir: &Path) {
+        let demo: Value = serde_json::from_slice(&std::fs::read(data_dir.join("demo-keys.json")).unwrap()).unwrap();
+        let organizations = demo["organizations"].as_array().unwrap();
+        let field = |name: &str| organizations.iter().map(|o| o[name].as_str().unwrap().to_owned()).collect();
+        self.keys = field("api_key");
+        self.organization_ids = field("organization_id");
+    }
+
+    /// The exit status, if the server has exited.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
+    fn launch_in(plugins_dir: &Path, data_path: &Path, owner: Option<tempfile::TempDir>, extra: &[&str]) -> Server {
+        let mut child = spawn(plugins_dir, data_path, extra);
         let log = Arc::new(Mutex::new(String::new()));
         let stderr = child.stderr.take().unwrap();
         let sink = log.clone();
@@ -91,17 +129,14 @@ impl Server {
         }
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
-        let demo: Value =
-            serde_json::from_slice(&std::fs::read(data_dir.path().join("demo-keys.json")).unwrap()).unwrap();
-        let organizations = demo["organizations"].as_array().unwrap();
-        let field = |name: &str| organizations.iter().map(|o| o[name].as_str().unwrap().to_owned()).collect();
         Server {
             child,
             base: base.unwrap(),
             admin_base: admin_base.unwrap(),
-            keys: field("api_key"),
-            organization_ids: field("organization_id"),
-            data_dir,
+            keys: Vec::new(),
+            organization_ids: Vec::new(),
+            data_path: data_path.to_path_buf(),
+            _data_dir_owner: owner,
             client: Client::builder().timeout(Duration::from_secs(30)).build().unwrap(),
             log,
         }
@@ -135,7 +170,7 @@ impl Server {
 
     /// The admin token the server generated in its data directory.
     pub fn admin_token(&self) -> String {
-        std::fs::read_to_string(self.data_dir.path().join("admin-token")).unwrap()
+        std::fs::read_to_string(self.data_dir().join("admin-token")).unwrap()
     }
 
     /// The server's log so far.
