@@ -727,4 +727,71 @@ mod tests {
             }
         }
     }
+
+    /// A store that counts the records it hands out.
+    struct Counting {
+        inner: MemoryStore,
+        read: std::cell::Cell<usize>,
+    }
+
+    impl Store for Counting {
+        fn get(&self, collection: &str, id: &str) -> Option<Vec<u8>> {
+            self.read.set(self.read.get() + 1);
+            self.inner.get(collection, id)
+        }
+        fn scan(&self, collection: &str, after: Option<&str>, limit: u32, reverse: bool) -> Vec<crate::Entry> {
+            let entries = self.inner.scan(collection, after, limit, reverse);
+            self.read.set(self.read.get() + entries.len());
+            entries
+        }
+        fn count(&self, collection: &str) -> u64 {
+            self.inner.count(collection)
+        }
+        fn organization(&self) -> Vec<u8> {
+            self.inner.organization()
+        }
+        fn index_scan(
+            &self,
+            collection: &str,
+            index: &str,
+            value: &str,
+            after: Option<&crate::IndexPosition>,
+            limit: u32,
+            reverse: bool,
+        ) -> Vec<crate::Entry> {
+            let entries = self.inner.index_scan(collection, index, value, after, limit, reverse);
+            self.read.set(self.read.get() + entries.len());
+            entries
+        }
+        fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
+            self.inner.index_count(collection, index, value)
+        }
+    }
+
+    #[test]
+    fn a_selective_filter_reads_only_its_index_range_and_a_page_stops_the_walk() {
+        let mut inner = MemoryStore::default();
+        for n in 0..3000 {
+            let status = if n % 100 == 0 { "archived" } else { "active" };
+            let created = format!("2026-01-01T{:02}:{:02}:{:02}Z", n / 3600, (n / 60) % 60, n % 60);
+            inner.insert("scopes", json!({"id": format!("{n:05}"), "status": status, "created_at": created}));
+        }
+        let store = Counting { inner, read: std::cell::Cell::new(0) };
+        let list = |query: &[(&str, &str)], filters: Vec<Filter>| {
+            let request = Request::with_query("/v1/scopes", query);
+            let (query, options) = parse_list_request(&request, &[("status", "")], SORTS);
+            query.finish().expect("valid");
+            list_filtered(&store, "scopes", &options, filters).expect("list")
+        };
+
+        let archived =
+            list(&[("status", "archived")], vec![Filter::by_index("scopes", "status", vec!["archived".into()])]);
+        assert_eq!(archived.total, 30);
+        assert!(store.read.get() <= 30, "read {} records for 30 matches", store.read.get());
+
+        store.read.set(0);
+        let first_page = list(&[("limit", "10")], vec![]);
+        assert_eq!((first_page.total, first_page.next_cursor.is_some()), (3000, true));
+        assert!(store.read.get() <= 32, "read {} records for a page of 10", store.read.get());
+    }
 }
