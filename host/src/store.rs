@@ -504,17 +504,19 @@ fn index_entries(
     id: Uuid,
     record: &Value,
 ) -> Result<Vec<IndexEntry>, StoreError> {
-    let created_at = record
-        .get("created_at")
-        .and_then(Value::as_str)
-        .and_then(Timestamp::parse)
-        .ok_or_else(|| StoreError::InvalidRecord(format!("{collection} record {id} has no RFC 3339 created_at")))?;
+    for field in ["created_at", "updated_at"] {
+        record
+            .get(field)
+            .and_then(Value::as_str)
+            .and_then(Timestamp::parse)
+            .ok_or_else(|| StoreError::InvalidRecord(format!("{collection} record {id} has no RFC 3339 {field}")))?;
+    }
     let mut entries = Vec::new();
     for index in esr_plugin_sdk::indexes::indexes(collection) {
         for value in index.values(record) {
             let count_key = value_prefix(organization, index.name, &value);
             let mut entry_key = count_key.clone();
-            entry_key.extend_from_slice(&ordered_nanos(created_at.0));
+            entry_key.extend_from_slice(&ordered_nanos(index.position(record)));
             entry_key.extend_from_slice(id.as_bytes());
             entries.push((entry_key, count_key));
         }
@@ -524,10 +526,10 @@ fn index_entries(
 
 /// Identifies the index table the stored indexes were built from.
 fn index_table_fingerprint() -> String {
-    let mut text = String::from("v1");
+    let mut text = String::from("v2");
     for collection in COLLECTIONS {
         for index in esr_plugin_sdk::indexes::indexes(collection) {
-            text.push_str(&format!(";{collection}/{}={:?}", index.name, index.key));
+            text.push_str(&format!(";{collection}/{}={:?}/{:?}", index.name, index.key, index.order));
         }
     }
     crate::plugins::hex(&<sha2::Sha256 as sha2::Digest>::digest(text.as_bytes()))
@@ -563,7 +565,10 @@ mod tests {
             .enumerate()
             .map(|(n, id)| {
                 let status = if n % 2 == 0 { "active" } else { "paused" };
-                json!({"id": id.to_string(), "status": status, "created_at": format!("2026-01-0{}T00:00:00Z", 5 - n)})
+                {
+                    let at = format!("2026-01-0{}T00:00:00Z", 5 - n);
+                    json!({"id": id.to_string(), "status": status, "created_at": at, "updated_at": at})
+                }
             })
             .collect();
         db.insert_records(acme, "scopes", &records[..3])?;
@@ -594,7 +599,8 @@ mod tests {
         assert!(matches!(db.index_count(acme, "scopes", "colour", "red"), Err(StoreError::UnknownIndex(_))));
 
         // Replacing a record moves its index entries and counts.
-        let paused = json!({"id": ids[0].to_string(), "status": "paused", "created_at": "2026-01-05T00:00:00Z"});
+        let paused = json!({"id": ids[0].to_string(), "status": "paused",
+                            "created_at": "2026-01-05T00:00:00Z", "updated_at": "2026-02-01T00:00:00Z"});
         db.insert_records(acme, "scopes", &[paused])?;
         assert_eq!(db.index_count(acme, "scopes", "status", "active")?, 1);
         assert_eq!(db.index_count(acme, "scopes", "status", "paused")?, 2);
@@ -608,7 +614,8 @@ mod tests {
 
         // A record without created_at is refused and nothing is written.
         let bad = [
-            json!({"id": Uuid::now_v7().to_string(), "status": "active", "created_at": "2026-01-01T00:00:00Z"}),
+            json!({"id": Uuid::now_v7().to_string(), "status": "active",
+                   "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}),
             json!({"id": Uuid::now_v7().to_string(), "status": "active"}),
         ];
         assert!(db.insert_records(acme, "scopes", &bad).is_err());

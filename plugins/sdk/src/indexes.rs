@@ -7,7 +7,8 @@
 //! default order over one value never sorts.
 //!
 //! The index [`CREATED_AT`] has a single value, the empty string, and holds
-//! every record: it is the collection in `created_at` order.
+//! every record: it is the collection in `created_at` order. [`UPDATED_AT`]
+//! is the same in `updated_at` order (its positions carry `updated_at`).
 
 use serde_json::Value;
 
@@ -26,24 +27,48 @@ pub enum IndexKey {
     Everything,
 }
 
-/// One index: its name and how it reads a record.
+/// Which timestamp orders an index's entries within a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexOrder {
+    CreatedAt,
+    UpdatedAt,
+}
+
+impl IndexOrder {
+    /// The record field holding the ordering timestamp.
+    pub fn field(self) -> &'static str {
+        match self {
+            IndexOrder::CreatedAt => "created_at",
+            IndexOrder::UpdatedAt => "updated_at",
+        }
+    }
+}
+
+/// One index: its name, how it reads a record, and its order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Index {
     pub name: &'static str,
     pub key: IndexKey,
+    pub order: IndexOrder,
 }
 
 /// The index of every record, in `created_at` order.
 pub const CREATED_AT: &str = "created_at";
 
+/// The index of every record, in `updated_at` order: incremental sync
+/// (`updatedAfter`) and `sort=updated_at` walk it.
+pub const UPDATED_AT: &str = "updated_at";
+
 const fn index(name: &'static str, key: IndexKey) -> Index {
-    Index { name, key }
+    Index { name, key, order: IndexOrder::CreatedAt }
 }
 
 const EVERYTHING: Index = index(CREATED_AT, IndexKey::Everything);
+const BY_UPDATE: Index = Index { name: UPDATED_AT, key: IndexKey::Everything, order: IndexOrder::UpdatedAt };
 
 const ENDPOINTS: &[Index] = &[
     EVERYTHING,
+    BY_UPDATE,
     index("os_family", IndexKey::Field("/operating_system/family")),
     index("has_agent", IndexKey::Present("/agent_id")),
     index("tag", IndexKey::EachOf("/tags")),
@@ -51,6 +76,7 @@ const ENDPOINTS: &[Index] = &[
 
 const FINDINGS: &[Index] = &[
     EVERYTHING,
+    BY_UPDATE,
     index("endpoint_id", IndexKey::Field("/endpoint_id")),
     index("severity", IndexKey::Field("/severity")),
     index("status", IndexKey::Field("/status")),
@@ -63,6 +89,7 @@ const FINDINGS: &[Index] = &[
 
 const TARGETS: &[Index] = &[
     EVERYTHING,
+    BY_UPDATE,
     index("endpoint_id", IndexKey::Field("/endpoint_id")),
     index("status", IndexKey::Field("/status")),
     index("target_type", IndexKey::Field("/target_type")),
@@ -71,7 +98,7 @@ const TARGETS: &[Index] = &[
     index("finding_id", IndexKey::EachOf("/finding_ids")),
 ];
 
-const SCOPES: &[Index] = &[EVERYTHING, index("status", IndexKey::Field("/status"))];
+const SCOPES: &[Index] = &[EVERYTHING, BY_UPDATE, index("status", IndexKey::Field("/status"))];
 
 /// The indexes of a collection (empty for an unknown one).
 pub fn indexes(collection: &str) -> &'static [Index] {
@@ -90,6 +117,16 @@ pub fn find(collection: &str, name: &str) -> Option<Index> {
 }
 
 impl Index {
+    /// The timestamp (Unix nanoseconds) that orders a record in this index;
+    /// a record without it sorts first.
+    pub fn position(&self, record: &Value) -> i64 {
+        record
+            .get(self.order.field())
+            .and_then(Value::as_str)
+            .and_then(crate::time::Timestamp::parse)
+            .map_or(i64::MIN, |t| t.0)
+    }
+
     /// The values a record has in this index (possibly none).
     pub fn values(&self, record: &Value) -> Vec<String> {
         let scalar = |value: &Value| match value {

@@ -53,8 +53,8 @@ pub trait Store {
     fn organization(&self) -> Vec<u8>;
 }
 
-/// Where a record stands in an index: its `created_at` in Unix
-/// nanoseconds, then its id.
+/// Where a record stands in an index: its ordering timestamp in Unix
+/// nanoseconds (`created_at`, or `updated_at` for that index), then its id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct IndexPosition {
     pub created_at: i64,
@@ -277,20 +277,16 @@ pub mod testing {
             else {
                 return Vec::new();
             };
-            let mut held: Vec<(IndexPosition, Vec<u8>)> = records
-                .iter()
-                .filter_map(|(id, bytes)| {
-                    let record: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-                    index.values(&record).iter().any(|v| v == value).then(|| {
-                        let created_at = record
-                            .get("created_at")
-                            .and_then(serde_json::Value::as_str)
-                            .and_then(crate::time::Timestamp::parse)
-                            .map_or(i64::MIN, |t| t.0);
-                        (IndexPosition { created_at, id: id.clone() }, bytes.clone())
+            let mut held: Vec<(IndexPosition, Vec<u8>)> =
+                records
+                    .iter()
+                    .filter_map(|(id, bytes)| {
+                        let record: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+                        index.values(&record).iter().any(|v| v == value).then(|| {
+                            (IndexPosition { created_at: index.position(&record), id: id.clone() }, bytes.clone())
+                        })
                     })
-                })
-                .collect();
+                    .collect();
             held.sort_by(|a, b| a.0.cmp(&b.0));
             held
         }

@@ -10,6 +10,7 @@ use std::cmp::Ordering;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::indexes::{CREATED_AT, UPDATED_AT};
 use crate::query::{Query, not_one_of};
 use crate::time::Timestamp;
 use crate::{Page, PluginError, Store};
@@ -280,29 +281,60 @@ pub fn list_filtered(
     filters: Vec<Filter<'_>>,
 ) -> Result<Page, PluginError> {
     let mut filters = filters;
-    let source = choose_source(store, collection, &mut filters);
+    let best = most_selective(store, collection, &filters);
+    let sort_field = match options.sort.field {
+        SortField::Timestamp(pointer) => pointer,
+        _ => "",
+    };
+    // Records strictly after `updatedAfter` start right after this position
+    // in the `updated_at` index.
+    let updated_from = options
+        .updated_after
+        .map(|after| crate::IndexPosition { created_at: after.0, id: "ffffffff-ffff-ffff-ffff-ffffffffffff".into() });
+    let small_range = best.is_some_and(|(held, _)| held <= SMALL_RANGE);
+    let by_update = !small_range && (sort_field == "/updated_at" || updated_from.is_some());
+    let source = match best {
+        Some((_, position)) if !by_update => {
+            let filter = filters.remove(position);
+            let (index, mut values) = filter.index.unwrap_or((CREATED_AT, vec![String::new()]));
+            values.sort();
+            values.dedup();
+            Source { index, values, from: None }
+        }
+        _ if by_update => Source { index: UPDATED_AT, values: vec![String::new()], from: updated_from },
+        _ => Source { index: CREATED_AT, values: vec![String::new()], from: None },
+    };
     let residual = |record: &Value| {
         updated_after_matches(record, options.updated_after) && filters.iter().all(|filter| (filter.test)(record))
     };
     let exact_count = options.updated_after.is_none() && filters.is_empty();
-    match options.sort.field {
-        SortField::Timestamp("/created_at") => {
-            walk_in_index_order(store, collection, options, &source, &residual, exact_count)
-        }
-        _ => sort_everything(store, collection, options, &source, &residual),
+    let in_source_order = match source.index {
+        UPDATED_AT => sort_field == "/updated_at",
+        _ => sort_field == "/created_at",
+    };
+    if in_source_order {
+        walk_in_index_order(store, collection, options, &source, &residual, exact_count)
+    } else {
+        sort_everything(store, collection, options, &source, &residual)
     }
 }
 
-/// The index values a list walks: the chosen filter's, or every record.
+/// Below this many candidates an indexed filter is read whole and sorted,
+/// whatever the order asked for.
+const SMALL_RANGE: u64 = 5_000;
+
+/// What a list walks: the values of one index, from a position on.
 struct Source {
     index: &'static str,
     values: Vec<String>,
+    /// Only entries after this position (ascending) count.
+    from: Option<crate::IndexPosition>,
 }
 
-/// Takes the most selective indexed filter out of `filters` (the index then
-/// answers it) and returns what to walk.
-fn choose_source(store: &dyn Store, collection: &str, filters: &mut Vec<Filter<'_>>) -> Source {
-    let best = filters
+/// The indexed filter holding the fewest records, by the index's counts,
+/// with that count.
+fn most_selective(store: &dyn Store, collection: &str, filters: &[Filter<'_>]) -> Option<(u64, usize)> {
+    filters
         .iter()
         .enumerate()
         .filter_map(|(position, filter)| {
@@ -311,17 +343,7 @@ fn choose_source(store: &dyn Store, collection: &str, filters: &mut Vec<Filter<'
             let held: u64 = values.iter().map(|value| store.index_count(collection, index, value)).sum();
             Some((held, position))
         })
-        .min();
-    match best {
-        Some((_, position)) => {
-            let filter = filters.remove(position);
-            let (index, mut values) = filter.index.unwrap_or((crate::indexes::CREATED_AT, vec![String::new()]));
-            values.sort();
-            values.dedup();
-            Source { index, values }
-        }
-        None => Source { index: crate::indexes::CREATED_AT, values: vec![String::new()] },
-    }
+        .min()
 }
 
 /// How many records one store call asks for while walking.
@@ -334,6 +356,7 @@ struct IndexStream<'s> {
     store: &'s dyn Store,
     collection: &'s str,
     index: &'static str,
+    definition: Option<crate::indexes::Index>,
     value: String,
     reverse: bool,
     after: Option<crate::IndexPosition>,
@@ -358,7 +381,10 @@ impl IndexStream<'_> {
             self.batch = SCAN_BATCH;
             for entry in entries {
                 let record = parse_record(&entry.id, &entry.value)?;
-                let position = crate::IndexPosition { created_at: created_at_nanos(&record), id: entry.id };
+                // The position in this index's own order (`created_at` or
+                // `updated_at`), so that it resumes the walk exactly.
+                let at = self.definition.map_or_else(|| created_at_nanos(&record), |index| index.position(&record));
+                let position = crate::IndexPosition { created_at: at, id: entry.id };
                 self.after = Some(position.clone());
                 self.buffered.push_back((position, record, entry.value));
             }
@@ -373,6 +399,8 @@ struct MergedWalk<'s> {
     streams: Vec<IndexStream<'s>>,
     reverse: bool,
     last_id: Option<String>,
+    /// A reverse walk ends at this position.
+    stop_at: Option<crate::IndexPosition>,
 }
 
 impl<'s> MergedWalk<'s> {
@@ -391,15 +419,17 @@ impl<'s> MergedWalk<'s> {
                 store,
                 collection,
                 index: source.index,
+                definition: crate::indexes::find(collection, source.index),
                 value: value.clone(),
                 reverse,
-                after: after.clone(),
+                after: if reverse { after.clone() } else { after.clone().or_else(|| source.from.clone()) },
                 buffered: std::collections::VecDeque::new(),
                 exhausted: false,
                 batch: batch_size(wanted),
             })
             .collect();
-        MergedWalk { streams, reverse, last_id: None }
+        let stop_at = if reverse { source.from.clone() } else { None };
+        MergedWalk { streams, reverse, last_id: None, stop_at }
     }
 
     fn next(&mut self) -> Result<Option<(crate::IndexPosition, Value, Vec<u8>)>, PluginError> {
@@ -416,7 +446,10 @@ impl<'s> MergedWalk<'s> {
                     }
                 }
             }
-            let Some((index, _)) = best else { return Ok(None) };
+            let Some((index, position)) = best else { return Ok(None) };
+            if self.stop_at.as_ref().is_some_and(|stop| &position <= stop) {
+                return Ok(None);
+            }
             let Some(item) = self.streams[index].buffered.pop_front() else { return Ok(None) };
             // A record holding two of the values appears in two streams.
             if self.last_id.as_deref() == Some(item.0.id.as_str()) {
