@@ -156,11 +156,7 @@ impl Database {
             .ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
         let mut batch = sled::Batch::default();
         for record in records {
-            let id = record
-                .get("id")
-                .and_then(Value::as_str)
-                .and_then(|id| Uuid::parse_str(id).ok())
-                .ok_or_else(|| StoreError::InvalidRecord(format!("a {collection} record has no UUID id")))?;
+            let id = record_uuid(collection, record)?;
             // Checks created_at now rather than failing the rebuild later.
             index_entries(organization, collection, id, record)?;
             let bytes = serde_json::to_vec(record).map_err(|e| StoreError::InvalidRecord(e.to_string()))?;
@@ -309,11 +305,7 @@ impl Database {
             .ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
         let mut prepared = Vec::with_capacity(records.len());
         for record in records {
-            let id = record
-                .get("id")
-                .and_then(Value::as_str)
-                .and_then(|id| Uuid::parse_str(id).ok())
-                .ok_or_else(|| StoreError::InvalidRecord(format!("a {collection} record has no UUID id")))?;
+            let id = record_uuid(collection, record)?;
             let bytes = serde_json::to_vec(record).map_err(|e| StoreError::InvalidRecord(e.to_string()))?;
             let entries = index_entries(organization, collection, id, record)?;
             prepared.push((record_key(organization, id), bytes, entries));
@@ -467,6 +459,15 @@ impl Database {
         }
         self.index_count(organization, collection, CREATED_AT, "")
     }
+}
+
+/// The record's `id`, which must be a UUID.
+fn record_uuid(collection: &str, record: &Value) -> Result<Uuid, StoreError> {
+    record
+        .get("id")
+        .and_then(Value::as_str)
+        .and_then(|id| Uuid::parse_str(id).ok())
+        .ok_or_else(|| StoreError::InvalidRecord(format!("a {collection} record has no UUID id")))
 }
 
 fn abort(error: StoreError) -> sled::transaction::ConflictableTransactionError<StoreError> {

@@ -45,10 +45,37 @@ impl Key {
 
 /// A filter parameter: its name, how to draw a value from the data, and
 /// whether a record matches that value.
+/// Draws a value for a parameter from the records.
+type Draw = Box<dyn Fn(&[Value], &mut StdRng) -> String>;
+/// Whether a record matches a parameter's value.
+type Matches = Box<dyn Fn(&Value, &str) -> bool>;
+
 struct Param {
     name: &'static str,
-    draw: fn(&[Value], &mut StdRng) -> String,
-    matches: fn(&Value, &str) -> bool,
+    draw: Draw,
+    matches: Matches,
+}
+
+impl Param {
+    fn new(
+        name: &'static str,
+        draw: impl Fn(&[Value], &mut StdRng) -> String + 'static,
+        matches: impl Fn(&Value, &str) -> bool + 'static,
+    ) -> Param {
+        Param { name, draw: Box::new(draw), matches: Box::new(matches) }
+    }
+
+    /// One to three values of the string at `pointer`; a record matches
+    /// when its value is one of them.
+    fn one_of(name: &'static str, pointer: &'static str) -> Param {
+        Param::new(name, move |r, g| draw_values(r, g, pointer), move |r, v| one_of(r, pointer, v))
+    }
+
+    /// A value from the array at `pointer`; a record matches when its
+    /// array holds it.
+    fn in_array(name: &'static str, pointer: &'static str) -> Param {
+        Param::new(name, move |r, g| draw_from_array(r, g, pointer), move |r, v| any_in_array(r, pointer, v))
+    }
 }
 
 fn pick<'a>(records: &'a [Value], rng: &mut StdRng) -> &'a Value {
@@ -100,11 +127,11 @@ fn draw_timestamp(records: &[Value], rng: &mut StdRng, pointer: &str) -> String 
 }
 
 fn updated_after() -> Param {
-    Param {
-        name: "updatedAfter",
-        draw: |r, g| draw_timestamp(r, g, "/updated_at"),
-        matches: |r, v| text(r, "/updated_at").is_some_and(|t| t > v),
-    }
+    Param::new(
+        "updatedAfter",
+        |r, g| draw_timestamp(r, g, "/updated_at"),
+        |r, v| text(r, "/updated_at").is_some_and(|t| t > v),
+    )
 }
 
 const SEVERITY_RANK: &[&str] = &["info", "low", "medium", "high", "critical"];
@@ -120,31 +147,21 @@ fn collections() -> Vec<Collection> {
         Collection {
             name: "endpoints",
             params: vec![
-                Param {
-                    name: "osFamily",
-                    draw: |r, g| draw_values(r, g, "/operating_system/family"),
-                    matches: |r, v| one_of(r, "/operating_system/family", v),
-                },
-                Param {
-                    name: "hasAgent",
-                    draw: |_, g| g.gen_bool(0.5).to_string(),
-                    matches: |r, v| r["agent_id"].is_string() == (v == "true"),
-                },
-                Param {
-                    name: "hostname",
-                    draw: |r, g| {
+                Param::one_of("osFamily", "/operating_system/family"),
+                Param::new(
+                    "hasAgent",
+                    |_, g| g.gen_bool(0.5).to_string(),
+                    |r, v| r["agent_id"].is_string() == (v == "true"),
+                ),
+                Param::new(
+                    "hostname",
+                    |r, g| {
                         let host = text(pick(r, g), "/hostname").unwrap_or("x").to_uppercase();
                         host.chars().take(g.gen_range(1..=4)).collect()
                     },
-                    matches: |r, v| {
-                        text(r, "/hostname").is_some_and(|h| h.to_lowercase().starts_with(&v.to_lowercase()))
-                    },
-                },
-                Param {
-                    name: "tag",
-                    draw: |r, g| draw_from_array(r, g, "/tags"),
-                    matches: |r, v| any_in_array(r, "/tags", v),
-                },
+                    |r, v| text(r, "/hostname").is_some_and(|h| h.to_lowercase().starts_with(&v.to_lowercase())),
+                ),
+                Param::in_array("tag", "/tags"),
                 updated_after(),
             ],
             sorts: vec![
@@ -157,59 +174,27 @@ fn collections() -> Vec<Collection> {
         Collection {
             name: "vulnerability-findings",
             params: vec![
-                Param {
-                    name: "endpointId",
-                    draw: |r, g| draw_values(r, g, "/endpoint_id"),
-                    matches: |r, v| one_of(r, "/endpoint_id", v),
-                },
-                Param {
-                    name: "status",
-                    draw: |r, g| draw_values(r, g, "/status"),
-                    matches: |r, v| one_of(r, "/status", v),
-                },
-                Param {
-                    name: "severity",
-                    draw: |r, g| draw_values(r, g, "/severity"),
-                    matches: |r, v| one_of(r, "/severity", v),
-                },
-                Param {
-                    name: "findingType",
-                    draw: |r, g| draw_values(r, g, "/finding_type"),
-                    matches: |r, v| one_of(r, "/finding_type", v),
-                },
-                Param {
-                    name: "cveId",
-                    draw: |r, g| draw_values(r, g, "/cve_id"),
-                    matches: |r, v| one_of(r, "/cve_id", v),
-                },
-                Param {
-                    name: "kev",
-                    draw: |_, g| g.gen_bool(0.5).to_string(),
-                    matches: |r, v| r["kev"].as_bool() == Some(v == "true"),
-                },
-                Param {
-                    name: "minCvss",
-                    draw: |_, g| format!("{:.1}", g.gen_range(0.0..10.0)),
-                    matches: |r, v| {
+                Param::one_of("endpointId", "/endpoint_id"),
+                Param::one_of("status", "/status"),
+                Param::one_of("severity", "/severity"),
+                Param::one_of("findingType", "/finding_type"),
+                Param::one_of("cveId", "/cve_id"),
+                Param::new("kev", |_, g| g.gen_bool(0.5).to_string(), |r, v| r["kev"].as_bool() == Some(v == "true")),
+                Param::new(
+                    "minCvss",
+                    |_, g| format!("{:.1}", g.gen_range(0.0..10.0)),
+                    |r, v| {
                         let min: f64 = v.parse().unwrap();
                         r.pointer("/cvss/base_score").and_then(Value::as_f64).is_some_and(|s| s >= min)
                     },
-                },
-                Param {
-                    name: "scanner",
-                    draw: |r, g| draw_values(r, g, "/source/scanner"),
-                    matches: |r, v| one_of(r, "/source/scanner", v),
-                },
-                Param {
-                    name: "remediationTargetId",
-                    draw: |r, g| draw_values(r, g, "/remediation_target_id"),
-                    matches: |r, v| one_of(r, "/remediation_target_id", v),
-                },
-                Param {
-                    name: "firstSeenAfter",
-                    draw: |r, g| draw_timestamp(r, g, "/first_seen_at"),
-                    matches: |r, v| text(r, "/first_seen_at").is_some_and(|t| t > v),
-                },
+                ),
+                Param::one_of("scanner", "/source/scanner"),
+                Param::one_of("remediationTargetId", "/remediation_target_id"),
+                Param::new(
+                    "firstSeenAfter",
+                    |r, g| draw_timestamp(r, g, "/first_seen_at"),
+                    |r, v| text(r, "/first_seen_at").is_some_and(|t| t > v),
+                ),
                 updated_after(),
             ],
             sorts: vec![
@@ -224,41 +209,17 @@ fn collections() -> Vec<Collection> {
         Collection {
             name: "remediation-targets",
             params: vec![
-                Param {
-                    name: "endpointId",
-                    draw: |r, g| draw_values(r, g, "/endpoint_id"),
-                    matches: |r, v| one_of(r, "/endpoint_id", v),
-                },
-                Param {
-                    name: "scopeId",
-                    draw: |r, g| draw_from_array(r, g, "/scope_ids"),
-                    matches: |r, v| any_in_array(r, "/scope_ids", v),
-                },
-                Param {
-                    name: "findingId",
-                    draw: |r, g| draw_from_array(r, g, "/finding_ids"),
-                    matches: |r, v| any_in_array(r, "/finding_ids", v),
-                },
-                Param {
-                    name: "status",
-                    draw: |r, g| draw_values(r, g, "/status"),
-                    matches: |r, v| one_of(r, "/status", v),
-                },
-                Param {
-                    name: "targetType",
-                    draw: |r, g| draw_values(r, g, "/target_type"),
-                    matches: |r, v| one_of(r, "/target_type", v),
-                },
-                Param {
-                    name: "packageManager",
-                    draw: |r, g| draw_values(r, g, "/package_manager"),
-                    matches: |r, v| one_of(r, "/package_manager", v),
-                },
-                Param {
-                    name: "dueBefore",
-                    draw: |r, g| draw_timestamp(r, g, "/due_at"),
-                    matches: |r, v| text(r, "/due_at").is_some_and(|t| t < v),
-                },
+                Param::one_of("endpointId", "/endpoint_id"),
+                Param::in_array("scopeId", "/scope_ids"),
+                Param::in_array("findingId", "/finding_ids"),
+                Param::one_of("status", "/status"),
+                Param::one_of("targetType", "/target_type"),
+                Param::one_of("packageManager", "/package_manager"),
+                Param::new(
+                    "dueBefore",
+                    |r, g| draw_timestamp(r, g, "/due_at"),
+                    |r, v| text(r, "/due_at").is_some_and(|t| t < v),
+                ),
                 updated_after(),
             ],
             sorts: vec![
@@ -270,20 +231,16 @@ fn collections() -> Vec<Collection> {
         Collection {
             name: "scopes",
             params: vec![
-                Param {
-                    name: "status",
-                    draw: |r, g| draw_values(r, g, "/status"),
-                    matches: |r, v| one_of(r, "/status", v),
-                },
-                Param {
-                    name: "q",
-                    draw: |r, g| {
+                Param::one_of("status", "/status"),
+                Param::new(
+                    "q",
+                    |r, g| {
                         let name = text(pick(r, g), "/name").unwrap_or("x").to_uppercase();
                         let start = g.gen_range(0..name.len().saturating_sub(3).max(1));
                         name.chars().skip(start).take(3).collect()
                     },
-                    matches: |r, v| text(r, "/name").is_some_and(|n| n.to_lowercase().contains(&v.to_lowercase())),
-                },
+                    |r, v| text(r, "/name").is_some_and(|n| n.to_lowercase().contains(&v.to_lowercase())),
+                ),
                 updated_after(),
             ],
             sorts: vec![
