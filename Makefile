@@ -17,7 +17,10 @@ ESR         := target/debug/esr
 run: host plugins
 	$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR)
 
-test: host plugins test-plugins
+# `cargo test` builds the binary the end-to-end tests run; building it
+# separately first would compile wasmtime twice (test builds unify features
+# with the dev-dependencies).
+test: plugins test-plugins
 	ESR_PLUGINS_DIR=$(abspath $(PLUGINS_DIR)) ESR_TEST_PLUGINS_DIR=$(abspath $(TEST_PLUGINS_DIR)) \
 		$(CARGO) test --workspace
 
