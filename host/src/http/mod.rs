@@ -119,6 +119,19 @@ fn group(collection: &str) -> Result<&'static Group, ApiError> {
         .ok_or_else(|| ApiError::not_found("no such path in this API"))
 }
 
+/// A read of a collection: the method is allowed, the group exists and the
+/// caller may read it (checked in that order: 405, 404, 401/403).
+fn read_group(
+    state: &AppState,
+    method: &Method,
+    collection: &str,
+    headers: &HeaderMap,
+) -> Result<(&'static Group, Principal), ApiError> {
+    allow_read_only(method)?;
+    let group = group(collection)?;
+    Ok((group, authorize(state, headers, group.scope)?))
+}
+
 /// The caller, if its key is valid and carries `scope`.
 fn authorize(state: &AppState, headers: &HeaderMap, scope: &str) -> Result<Principal, ApiError> {
     let header = match headers.get(header::AUTHORIZATION) {
@@ -209,9 +222,7 @@ async fn list(
     axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    allow_read_only(&method)?;
-    let group = group(&collection)?;
-    let principal = authorize(&state, &headers, group.scope)?;
+    let (group, principal) = read_group(&state, &method, &collection, &headers)?;
     let tenant = tenant(&state, &principal)?;
     let mut query = query_pairs(raw.as_deref());
     let binding_query = query.clone();
@@ -273,9 +284,7 @@ async fn item(
     axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    allow_read_only(&method)?;
-    let group = group(&collection)?;
-    let principal = authorize(&state, &headers, group.scope)?;
+    let (group, principal) = read_group(&state, &method, &collection, &headers)?;
     let id = parse_id(&id).ok_or_else(|| ApiError::invalid_id(group.resource))?;
     let tenant = tenant(&state, &principal)?;
     let path = format!("/v1/{}/{id}", group.collection);

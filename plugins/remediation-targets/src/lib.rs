@@ -5,27 +5,13 @@
 //! `packageManager`, `dueBefore`. Sort keys: `created_at`, `updated_at`,
 //! `due_at`.
 
+use esr_plugin_sdk::contract::{PACKAGE_MANAGERS, TARGET_STATUSES as STATUSES, TARGET_TYPES};
 use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request, text_at};
 use esr_plugin_sdk::time::Timestamp;
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 use serde_json::Value;
 
 const COLLECTION: &str = "remediation-targets";
-const STATUSES: &[&str] = &[
-    "identified",
-    "actionable",
-    "queued",
-    "pending_approval",
-    "in_progress",
-    "verifying",
-    "remediated",
-    "blocked",
-    "failed",
-    "rejected",
-    "obsolete",
-];
-const TARGET_TYPES: &[&str] = &["software", "os_patch", "configuration", "service"];
-const PACKAGE_MANAGERS: &[&str] = &["apt", "dnf", "yum", "zypper", "homebrew", "chocolatey", "winget", "msi", "none"];
 
 const FILTERS: &[(&str, &str)] = &[
     ("endpointId", "Endpoint ids, comma-separated."),

@@ -4,12 +4,12 @@
 //! Filters: `status`, `q` (name contains, case-insensitive). Sort keys:
 //! `created_at`, `updated_at`, `name`.
 
+use esr_plugin_sdk::contract::SCOPE_STATUSES as STATUSES;
 use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request, text_at};
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 use serde_json::Value;
 
 const COLLECTION: &str = "scopes";
-const STATUSES: &[&str] = &["active", "paused", "archived"];
 /// Long enough for any scope name; bounds the work a search can ask for.
 const MAX_NAME_QUERY_LEN: usize = 255;
 

@@ -11,6 +11,7 @@
 //!   [`DocumentPlugin`] into a component (only active on `wasm32`).
 
 pub mod component;
+pub mod contract;
 pub mod indexes;
 pub mod list;
 pub mod query;
