@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use esr_plugin_sdk::indexes::CREATED_AT;
 use esr_plugin_sdk::time::Timestamp;
@@ -75,6 +76,9 @@ pub struct Database {
     api_keys: sled::Tree,
     meta: sled::Tree,
     collections: BTreeMap<&'static str, CollectionTrees>,
+    /// Held by whoever validates and writes a batch, so that what was
+    /// validated is what gets replaced.
+    writer: Arc<Mutex<()>>,
 }
 
 /// A collection's records, its index entries and the index counts.
@@ -122,6 +126,7 @@ impl Database {
             api_keys: db.open_tree(API_KEYS)?,
             meta: db.open_tree(META)?,
             collections,
+            writer: Arc::default(),
             db,
         };
         database.rebuild_indexes_if_stale()?;
@@ -206,6 +211,41 @@ impl Database {
         }
         self.flush()?;
         self.set_marker(INDEXES_MARKER, &index_table_fingerprint())
+    }
+
+    /// Checks that every index entry and count agrees with the records;
+    /// returns what does not (empty when all is well). Reads everything.
+    pub fn verify_indexes(&self) -> Result<Vec<String>, StoreError> {
+        let mut problems = Vec::new();
+        for (collection, trees) in &self.collections {
+            let mut entries = std::collections::BTreeSet::new();
+            let mut counts: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+            for entry in trees.records.iter() {
+                let (key, bytes) = entry?;
+                let organization = key.get(..16).and_then(|b| Uuid::from_slice(b).ok()).unwrap_or_default();
+                let id = record_id(&key)?;
+                let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                for (entry_key, count_key) in index_entries(organization, collection, id, &record)? {
+                    entries.insert(entry_key);
+                    *counts.entry(count_key).or_default() += 1;
+                }
+            }
+            let stored_entries = trees.index.iter().keys().collect::<Result<std::collections::BTreeSet<_>, _>>()?;
+            let missing = entries.iter().filter(|key| !stored_entries.contains(key.as_slice())).count();
+            let extra = stored_entries.iter().filter(|key| !entries.contains(key.as_ref())).count();
+            if missing + extra > 0 {
+                problems.push(format!("{collection}: {missing} index entries missing, {extra} pointing at nothing"));
+            }
+            let mut stored_counts = BTreeMap::new();
+            for entry in trees.counts.iter() {
+                let (key, bytes) = entry?;
+                stored_counts.insert(key.to_vec(), read_count(&bytes));
+            }
+            if stored_counts != counts {
+                problems.push(format!("{collection}: index counts disagree with the records"));
+            }
+        }
+        Ok(problems)
     }
 
     /// Whether any organization exists yet.
@@ -294,46 +334,72 @@ impl Database {
         self.collections.get(collection).map(|trees| &trees.records)
     }
 
-    /// Writes records (JSON objects with a UUID `id` and a `created_at`)
-    /// of one organization and collection, with their index entries and
-    /// counts, in one transaction: all or nothing, durable on return. A
-    /// record with an existing id replaces it and its index entries.
+    /// The write lock: one batch is validated and written at a time.
+    pub fn exclusive_writer(&self) -> MutexGuard<'_, ()> {
+        self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Writes records of one organization and collection; see [`Database::write_records`].
     pub fn insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
-        let trees = self
-            .collections
-            .get(collection)
-            .ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
-        let mut prepared = Vec::with_capacity(records.len());
-        for record in records {
-            let id = record_uuid(collection, record)?;
-            let bytes = serde_json::to_vec(record).map_err(|e| StoreError::InvalidRecord(e.to_string()))?;
-            let entries = index_entries(organization, collection, id, record)?;
-            prepared.push((record_key(organization, id), bytes, entries));
+        self.write_records(organization, &[(collection, records)])
+    }
+
+    /// Writes records (JSON objects with a UUID `id`, `created_at` and
+    /// `updated_at`) of one organization, in one or more collections, with
+    /// their index entries and counts, in one transaction: all or nothing,
+    /// durable on return. A record with an existing id replaces it and its
+    /// index entries.
+    pub fn write_records(&self, organization: Uuid, batches: &[(&str, &[Value])]) -> Result<(), StoreError> {
+        let mut trees: Vec<&sled::Tree> = Vec::new();
+        let mut prepared = Vec::new();
+        for (collection, records) in batches.iter().filter(|(_, records)| !records.is_empty()) {
+            let collection_trees = self
+                .collections
+                .get(collection)
+                .ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
+            trees.extend([&collection_trees.records, &collection_trees.index, &collection_trees.counts]);
+            let mut rows = Vec::with_capacity(records.len());
+            for record in records.iter() {
+                let id = record_uuid(collection, record)?;
+                let bytes = serde_json::to_vec(record).map_err(|e| StoreError::InvalidRecord(e.to_string()))?;
+                let entries = index_entries(organization, collection, id, record)?;
+                rows.push((record_key(organization, id), bytes, entries));
+            }
+            prepared.push((*collection, rows));
         }
-        let outcome = (&trees.records, &trees.index, &trees.counts).transaction(|(records, index, counts)| {
-            let mut deltas: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
-            for (key, bytes, entries) in &prepared {
-                if let Some(old) = records.insert(&key[..], bytes.as_slice())? {
-                    let old: Value =
-                        serde_json::from_slice(&old).map_err(|e| abort(StoreError::Corrupt(e.to_string())))?;
-                    let id = record_id(key).map_err(abort)?;
-                    for (entry_key, count_key) in index_entries(organization, collection, id, &old).map_err(abort)? {
-                        index.remove(entry_key)?;
-                        *deltas.entry(count_key).or_default() -= 1;
+        if prepared.is_empty() {
+            return Ok(());
+        }
+        let outcome = trees[..].transaction(|views| {
+            for (position, (collection, rows)) in prepared.iter().enumerate() {
+                let (records, index, counts) =
+                    (&views[3 * position], &views[3 * position + 1], &views[3 * position + 2]);
+                let mut deltas: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
+                for (key, bytes, entries) in rows {
+                    if let Some(old) = records.insert(&key[..], bytes.as_slice())? {
+                        let old: Value =
+                            serde_json::from_slice(&old).map_err(|e| abort(StoreError::Corrupt(e.to_string())))?;
+                        let id = record_id(key).map_err(abort)?;
+                        for (entry_key, count_key) in
+                            index_entries(organization, collection, id, &old).map_err(abort)?
+                        {
+                            index.remove(entry_key)?;
+                            *deltas.entry(count_key).or_default() -= 1;
+                        }
+                    }
+                    for (entry_key, count_key) in entries {
+                        index.insert(entry_key.as_slice(), &[] as &[u8])?;
+                        *deltas.entry(count_key.clone()).or_default() += 1;
                     }
                 }
-                for (entry_key, count_key) in entries {
-                    index.insert(entry_key.as_slice(), &[] as &[u8])?;
-                    *deltas.entry(count_key.clone()).or_default() += 1;
-                }
-            }
-            for (key, delta) in deltas.into_iter().filter(|(_, delta)| *delta != 0) {
-                let current = counts.get(&key)?.map_or(0, |bytes| read_count(&bytes));
-                let updated = current.saturating_add_signed(delta);
-                if updated == 0 {
-                    counts.remove(key)?;
-                } else {
-                    counts.insert(key, &updated.to_be_bytes())?;
+                for (key, delta) in deltas.into_iter().filter(|(_, delta)| *delta != 0) {
+                    let current = counts.get(&key)?.map_or(0, |bytes| read_count(&bytes));
+                    let updated = current.saturating_add_signed(delta);
+                    if updated == 0 {
+                        counts.remove(key)?;
+                    } else {
+                        counts.insert(key, &updated.to_be_bytes())?;
+                    }
                 }
             }
             Ok(())
@@ -621,6 +687,13 @@ mod tests {
         ];
         assert!(db.insert_records(acme, "scopes", &bad).is_err());
         assert_eq!(db.count(acme, "scopes")?, 3);
+        assert_eq!(db.verify_indexes()?, Vec::<String>::new());
+
+        // A lost index entry is found.
+        let trees = &db.collections["scopes"];
+        let (some_entry, _) = trees.index.first()?.ok_or_else(|| StoreError::Corrupt("no entries".into()))?;
+        trees.index.remove(some_entry)?;
+        assert_eq!(db.verify_indexes()?, ["scopes: 1 index entries missing, 0 pointing at nothing"]);
         Ok(())
     }
 

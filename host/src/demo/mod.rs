@@ -26,6 +26,7 @@ mod catalogue;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
+use esr_plugin_sdk::time::Timestamp;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -1789,69 +1790,14 @@ const DAY: i64 = 24 * HOUR;
 
 /// RFC 3339 UTC with seconds precision: `2026-11-22T05:39:42Z`.
 pub fn format_timestamp(unix_seconds: i64) -> String {
-    let (days, seconds) = (unix_seconds.div_euclid(DAY), unix_seconds.rem_euclid(DAY));
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        seconds / HOUR,
-        seconds % HOUR / MINUTE,
-        seconds % MINUTE
-    )
+    Timestamp(unix_seconds.saturating_mul(1_000_000_000)).format()
 }
 
-/// Parses exactly the format [`format_timestamp`] writes.
+/// Parses exactly the format [`format_timestamp`] writes: whole seconds in UTC.
 pub fn parse_timestamp(text: &str) -> Option<i64> {
-    let bytes = text.as_bytes();
-    let shape_ok = bytes.len() == 20
-        && bytes.iter().enumerate().all(|(index, &byte)| match index {
-            4 | 7 => byte == b'-',
-            10 => byte == b'T',
-            13 | 16 => byte == b':',
-            19 => byte == b'Z',
-            _ => byte.is_ascii_digit(),
-        });
-    if !shape_ok {
-        return None;
-    }
-    let number = |range: std::ops::Range<usize>| text[range].parse::<i64>().ok();
-    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
-    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-    let month_days = match month {
-        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        1..=12 => 31,
-        _ => return None,
-    };
-    if !(1..=month_days).contains(&day) || hour > 23 || minute > 59 || second > 59 {
-        return None;
-    }
-    Some(days_from_civil(year, month, day) * DAY + hour * HOUR + minute * MINUTE + second)
-}
-
-/// Howard Hinnant's `civil_from_days`: proleptic Gregorian date of a day count.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
-    let month = if shifted_month < 10 { shifted_month + 3 } else { shifted_month - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-/// Inverse of [`civil_from_days`].
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year.rem_euclid(400);
-    let shifted_month = if month > 2 { month - 3 } else { month + 9 };
-    let day_of_year = (153 * shifted_month + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
+    let utc_seconds = text.len() == 20 && text.ends_with('Z');
+    let instant = Timestamp::parse(text).filter(|_| utc_seconds)?;
+    (instant.0 % 1_000_000_000 == 0).then_some(instant.0 / 1_000_000_000)
 }
 
 // ---------------------------------------------------------------------------

@@ -30,3 +30,59 @@ pub const TARGET_STATUSES: &[&str] = &[
 pub const EXECUTION_STATUSES: &[&str] =
     &["pending", "pending_approval", "blocked", "preflight_failed", "running", "succeeded", "failed", "rejected"];
 pub const EXECUTION_EFFICACIES: &[&str] = &["pending", "verified_fixed", "verified_not_fixed", "unknown"];
+pub const CVSS_VERSIONS: &[&str] = &["3.1", "4.0"];
+
+/// Whether the contract's state machine of a collection lets a stored
+/// record in state `from` move to `to` (staying put is always allowed).
+pub fn transition_allowed(collection: &str, from: &str, to: &str) -> bool {
+    if from == to {
+        return true;
+    }
+    let next: &[&str] = match (collection, from) {
+        // open → resolved; resolved → reopened (behaves as open);
+        // open/reopened → suppressed, back to open when it expires.
+        ("vulnerability-findings", "open") => &["resolved", "suppressed"],
+        ("vulnerability-findings", "reopened") => &["resolved", "suppressed"],
+        ("vulnerability-findings", "resolved") => &["reopened"],
+        ("vulnerability-findings", "suppressed") => &["open"],
+        // The remediation pipeline, with its side paths; remediated,
+        // rejected and obsolete are terminal.
+        ("remediation-targets", "identified") => &["actionable", "rejected", "obsolete"],
+        ("remediation-targets", "actionable") => &["queued", "blocked", "rejected", "obsolete"],
+        ("remediation-targets", "queued") => &["pending_approval", "in_progress", "blocked", "rejected", "obsolete"],
+        ("remediation-targets", "pending_approval") => &["in_progress", "blocked", "rejected", "obsolete"],
+        ("remediation-targets", "in_progress") => &["verifying", "failed", "blocked", "obsolete"],
+        ("remediation-targets", "verifying") => &["remediated", "failed", "obsolete"],
+        ("remediation-targets", "blocked") => &["queued", "rejected", "obsolete"],
+        ("remediation-targets", "failed") => &["queued", "rejected", "obsolete"],
+        // active ⇄ paused, either → archived (terminal).
+        ("scopes", "active") => &["paused", "archived"],
+        ("scopes", "paused") => &["active", "archived"],
+        _ => &[],
+    };
+    next.contains(&to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_machines_follow_the_contract() {
+        assert!(transition_allowed("vulnerability-findings", "resolved", "reopened"));
+        assert!(!transition_allowed("vulnerability-findings", "resolved", "open"));
+        assert!(transition_allowed("vulnerability-findings", "suppressed", "open"));
+        assert!(!transition_allowed("vulnerability-findings", "resolved", "suppressed"));
+        for terminal in ["remediated", "rejected", "obsolete"] {
+            assert!(
+                TARGET_STATUSES
+                    .iter()
+                    .all(|to| *to == terminal || !transition_allowed("remediation-targets", terminal, to))
+            );
+        }
+        assert!(transition_allowed("remediation-targets", "failed", "queued"));
+        assert!(transition_allowed("remediation-targets", "blocked", "queued"));
+        assert!(transition_allowed("scopes", "paused", "active"));
+        assert!(!transition_allowed("scopes", "archived", "active"));
+    }
+}

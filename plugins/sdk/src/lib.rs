@@ -7,6 +7,7 @@
 //! - [`query`]: strict query-parameter parsing that collects every problem.
 //! - [`list`]: filtering, sorting, `limit`/`offset`/`cursor` paging, `total`.
 //! - [`time`]: RFC 3339 timestamps.
+//! - [`schema`], [`contract`]: the records' fields, enums and state machines.
 //! - [`component`]: the WIT glue macros that turn a [`ResourcePlugin`] or
 //!   [`DocumentPlugin`] into a component (only active on `wasm32`).
 
@@ -15,6 +16,7 @@ pub mod contract;
 pub mod indexes;
 pub mod list;
 pub mod query;
+pub mod schema;
 pub mod time;
 
 /// A stored record with its id, as the host's store returns it.

@@ -61,6 +61,43 @@ impl Timestamp {
     }
 }
 
+impl Timestamp {
+    /// The instant in UTC, `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, with as many
+    /// fraction digits as it needs (none for whole seconds).
+    pub fn format(self) -> String {
+        let (seconds, nanos) = (self.0.div_euclid(1_000_000_000), self.0.rem_euclid(1_000_000_000));
+        let (days, second_of_day) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
+        let (year, month, day) = civil_from_days(days);
+        let mut text = format!(
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+            second_of_day / 3600,
+            second_of_day % 3600 / 60,
+            second_of_day % 60
+        );
+        if nanos != 0 {
+            let fraction = format!("{nanos:09}");
+            text.push('.');
+            text.push_str(fraction.trim_end_matches('0'));
+        }
+        text.push('Z');
+        text
+    }
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (the
+/// inverse of [`days_from_civil`]).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (year_of_era + era * 400 + i64::from(month <= 2), month, day)
+}
+
 fn digits(bytes: &[u8]) -> Option<i64> {
     bytes.iter().try_fold(0_i64, |acc, b| b.is_ascii_digit().then(|| acc * 10 + i64::from(b - b'0')))
 }
@@ -96,6 +133,18 @@ mod tests {
         assert_eq!(Timestamp::parse("2026-11-22T06:39:42+01:00"), Some(utc));
         assert_eq!(Timestamp::parse("2026-11-22T05:39:42.5Z").map(|t| t.0 - utc.0), Some(500_000_000));
         assert_eq!(Timestamp::parse("1970-01-01T00:00:00Z"), Some(Timestamp(0)));
+    }
+
+    #[test]
+    fn formats_what_it_parses_in_utc() {
+        for (text, utc) in [
+            ("2026-11-22T05:39:42Z", "2026-11-22T05:39:42Z"),
+            ("2026-11-22T06:39:42.250+01:00", "2026-11-22T05:39:42.25Z"),
+            ("2024-02-29T23:59:59.000001Z", "2024-02-29T23:59:59.000001Z"),
+            ("1969-12-31T23:59:59.5Z", "1969-12-31T23:59:59.5Z"),
+        ] {
+            assert_eq!(Timestamp::parse(text).map(Timestamp::format).as_deref(), Some(utc), "{text}");
+        }
     }
 
     #[test]

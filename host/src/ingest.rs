@@ -1,0 +1,803 @@
+//! The write path: NDJSON batches of records, validated line by line and
+//! written all or nothing.
+//!
+//! Each line is checked against the collection's schema (`esr_plugin_sdk::
+//! schema`: shape, types, enums, formats), its references (records of the
+//! same organization, in the store or earlier in the batch, on the same
+//! endpoint where both have one) and the contract's state machines against
+//! the record it replaces. The service owns `created_at`, `updated_at` and
+//! the endpoints' `open_findings` counts: a line that changes nothing is
+//! `unchanged` and writes nothing, and every finding that changes moves
+//! its endpoint's counts in the same atomic write.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use esr_plugin_sdk::contract::{SEVERITIES, transition_allowed};
+use esr_plugin_sdk::schema::{Field, Kind, Owner, schema};
+use esr_plugin_sdk::time::Timestamp;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use crate::store::{Database, StoreError};
+
+/// The longest line a batch may hold.
+pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+/// The most invalid lines one answer lists.
+const MAX_REPORTED: usize = 1000;
+/// The most items an array field may hold.
+const MAX_ARRAY_ITEMS: usize = 1000;
+
+/// Why one line of a batch was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LineError {
+    /// 1-based line number in the batch.
+    pub line: usize,
+    /// The field, as a dotted path (`operating_system.family`,
+    /// `finding_ids[2]`); empty when the line as a whole is wrong.
+    pub field: String,
+    pub reason: String,
+}
+
+/// What a committed batch did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ImportSummary {
+    pub created: usize,
+    pub updated: usize,
+    pub unchanged: usize,
+    /// The id of each line's record, in line order.
+    pub ids: Vec<Uuid>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("{} invalid line(s)", .lines.len())]
+    Invalid {
+        /// At most [`MAX_REPORTED`] of them.
+        lines: Vec<LineError>,
+        /// How many lines were invalid in all.
+        total: usize,
+    },
+    #[error("unknown collection {0}")]
+    UnknownCollection(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Validates a batch and, when every line is valid, writes it durably.
+pub fn import(db: &Database, organization: Uuid, collection: &str, body: &[u8]) -> Result<ImportSummary, ImportError> {
+    let fields = schema(collection).ok_or_else(|| ImportError::UnknownCollection(collection.to_owned()))?;
+    // One writer at a time: validation reads what the write then replaces.
+    let _writer = db.exclusive_writer();
+    let mut batch = Batch::new(db, organization, collection);
+    for (index, raw) in body.split(|byte| *byte == b'\n').enumerate() {
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        batch.line(index + 1, raw, fields)?;
+    }
+    if batch.errors.total > 0 {
+        return Err(ImportError::Invalid { lines: batch.errors.lines, total: batch.errors.total });
+    }
+    let now = service_now();
+    let summary = batch.commit(now)?;
+    Ok(summary)
+}
+
+/// The service's clock for `created_at`/`updated_at`: microseconds, and
+/// strictly increasing across batches, so that `updatedAfter` with the
+/// latest `updated_at` a client has seen never misses a later change.
+fn service_now() -> Timestamp {
+    static LAST: AtomicI64 = AtomicI64::new(i64::MIN);
+    let wall = crate::auth::unix_now_nanos() / 1000 * 1000;
+    let mut last = LAST.load(Ordering::SeqCst);
+    loop {
+        let next = wall.max(last.saturating_add(1000));
+        match LAST.compare_exchange(last, next, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => return Timestamp(next),
+            Err(seen) => last = seen,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Errors {
+    lines: Vec<LineError>,
+    total: usize,
+}
+
+impl Errors {
+    fn add(&mut self, line: usize, field: &str, reason: impl Into<String>) {
+        self.total += 1;
+        if self.lines.len() < MAX_REPORTED {
+            self.lines.push(LineError { line, field: field.to_owned(), reason: reason.into() });
+        }
+    }
+}
+
+/// A reference a line makes to another record.
+struct Reference {
+    collection: &'static str,
+    id: Uuid,
+    field: String,
+}
+
+/// A batch being validated: the lines' records by id (the state a later
+/// line of the same id replaces), and the records they reference.
+struct Batch<'a> {
+    db: &'a Database,
+    organization: Uuid,
+    collection: &'a str,
+    errors: Errors,
+    /// Each valid line's (id, client-owned content), in line order.
+    lines: Vec<(Uuid, Map<String, Value>)>,
+    /// The latest state of each id the batch touches: stored, then each line's.
+    current: HashMap<Uuid, Option<Value>>,
+    /// The stored record of each id the batch touches (`None`: new).
+    stored_before: HashMap<Uuid, Option<Value>>,
+    /// Referenced records, by collection and id.
+    referenced: HashMap<(&'static str, Uuid), Option<Value>>,
+}
+
+impl<'a> Batch<'a> {
+    fn new(db: &'a Database, organization: Uuid, collection: &'a str) -> Batch<'a> {
+        Batch {
+            db,
+            organization,
+            collection,
+            errors: Errors::default(),
+            lines: Vec::new(),
+            current: HashMap::new(),
+            stored_before: HashMap::new(),
+            referenced: HashMap::new(),
+        }
+    }
+
+    fn line(&mut self, line: usize, raw: &[u8], fields: &'static [Field]) -> Result<(), StoreError> {
+        if raw.len() > MAX_LINE_BYTES {
+            self.errors.add(
+                line,
+                "",
+                format!("the line is {} bytes; at most {MAX_LINE_BYTES} are accepted", raw.len()),
+            );
+            return Ok(());
+        }
+        let object = match serde_json::from_slice::<Value>(raw) {
+            Ok(Value::Object(object)) => object,
+            Ok(_) => {
+                self.errors.add(line, "", "a line must be one JSON object");
+                return Ok(());
+            }
+            Err(error) => {
+                self.errors.add(line, "", format!("not valid JSON: {error}"));
+                return Ok(());
+            }
+        };
+        let errors_before = self.errors.total;
+        let id = match object.get("id") {
+            None | Some(Value::Null) => Uuid::now_v7(),
+            Some(value) => match canonical_uuid(value) {
+                Some(id) => id,
+                None => {
+                    self.errors.add(line, "id", "not a UUID (lowercase, hyphenated)");
+                    return Ok(());
+                }
+            },
+        };
+        let mut references = Vec::new();
+        let content = check_object(fields, &object, "", line, &mut self.errors, &mut references);
+        for reference in references {
+            let Some(record) = self.referenced_record(reference.collection, reference.id)? else {
+                self.errors.add(
+                    line,
+                    &reference.field,
+                    format!("no {} record {} in this organization", reference.collection, reference.id),
+                );
+                continue;
+            };
+            if let Some(reason) = endpoint_mismatch(&content, &record) {
+                self.errors.add(line, &reference.field, reason);
+            }
+        }
+        if let Some(previous) = self.current_record(id)? {
+            self.check_transition(line, &previous, &content);
+        }
+        self.check_state_fields(line, &content);
+        if self.errors.total == errors_before {
+            self.current.insert(id, Some(Value::Object(content.clone())));
+            self.lines.push((id, content));
+        }
+        Ok(())
+    }
+
+    /// The state before this line of the record `id`: stored or from an
+    /// earlier line.
+    fn current_record(&mut self, id: Uuid) -> Result<Option<Value>, StoreError> {
+        if let Some(known) = self.current.get(&id) {
+            return Ok(known.clone());
+        }
+        let stored = self.stored(self.collection, id)?;
+        self.current.insert(id, stored.clone());
+        self.stored_before.insert(id, stored.clone());
+        Ok(stored)
+    }
+
+    fn referenced_record(&mut self, collection: &'static str, id: Uuid) -> Result<Option<Value>, StoreError> {
+        if let Some(known) = self.referenced.get(&(collection, id)) {
+            return Ok(known.clone());
+        }
+        let stored = self.stored(collection, id)?;
+        self.referenced.insert((collection, id), stored.clone());
+        Ok(stored)
+    }
+
+    fn stored(&self, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
+        match self.db.get(self.organization, collection, id)? {
+            Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
+            None => Ok(None),
+        }
+    }
+
+    fn check_transition(&mut self, line: usize, previous: &Value, content: &Map<String, Value>) {
+        let (Some(from), Some(to)) =
+            (previous.get("status").and_then(Value::as_str), content.get("status").and_then(Value::as_str))
+        else {
+            return;
+        };
+        if !transition_allowed(self.collection, from, to) {
+            self.errors.add(line, "status", format!("a {from} record cannot become {to}"));
+        }
+    }
+
+    /// Fields a state needs: a suppressed finding says why, a resolved one when.
+    fn check_state_fields(&mut self, line: usize, content: &Map<String, Value>) {
+        let status = content.get("status").and_then(Value::as_str);
+        let needs = match (self.collection, status) {
+            ("vulnerability-findings", Some("suppressed")) => Some("suppression"),
+            ("vulnerability-findings", Some("resolved")) => Some("resolved_at"),
+            ("remediation-targets", Some("remediated")) => Some("remediated_at"),
+            _ => None,
+        };
+        if let Some(field) = needs.filter(|field| content.get(*field).is_none_or(Value::is_null)) {
+            let status = status.unwrap_or_default();
+            self.errors.add(line, field, format!("required when status is {status}"));
+        }
+    }
+
+    /// Turns the validated lines into stored records and writes them, with
+    /// the endpoints whose derived counts they move, in one durable write.
+    fn commit(mut self, now: Timestamp) -> Result<ImportSummary, StoreError> {
+        let now_text = now.format();
+        let mut summary = ImportSummary::default();
+        // The state of every id as the lines replace it, to compare
+        // against and to keep `created_at` (and derived fields) from.
+        let mut state = std::mem::take(&mut self.stored_before);
+        let mut written: BTreeMap<Uuid, Value> = BTreeMap::new();
+        let mut open_deltas: BTreeMap<Uuid, [i64; 5]> = BTreeMap::new();
+        for (id, content) in std::mem::take(&mut self.lines) {
+            let previous = state.get(&id).cloned().flatten();
+            summary.ids.push(id);
+            let record = match &previous {
+                Some(old) if client_content(old) == content => {
+                    summary.unchanged += 1;
+                    continue;
+                }
+                Some(old) => {
+                    summary.updated += 1;
+                    stored_record(self.collection, id, content, old.get("created_at").cloned(), old, &now_text)
+                }
+                None => {
+                    summary.created += 1;
+                    stored_record(self.collection, id, content, None, &Value::Null, &now_text)
+                }
+            };
+            if self.collection == "vulnerability-findings" {
+                for (finding, sign) in [(previous.as_ref(), -1), (Some(&record), 1)] {
+                    if let Some((endpoint, severity)) = finding.and_then(open_finding_slot) {
+                        open_deltas.entry(endpoint).or_default()[severity] += sign;
+                    }
+                }
+            }
+            state.insert(id, Some(record.clone()));
+            written.insert(id, record);
+        }
+        let endpoints = self.endpoints_with_counts(open_deltas, &now_text)?;
+        let records: Vec<Value> = written.into_values().collect();
+        self.db.write_records(self.organization, &[(self.collection, &records), ("endpoints", &endpoints)])?;
+        Ok(summary)
+    }
+
+    /// The endpoints whose `open_findings` the batch changes, updated.
+    fn endpoints_with_counts(&self, deltas: BTreeMap<Uuid, [i64; 5]>, now: &str) -> Result<Vec<Value>, StoreError> {
+        let mut endpoints = Vec::new();
+        for (id, delta) in deltas.into_iter().filter(|(_, delta)| delta.iter().any(|d| *d != 0)) {
+            let Some(mut endpoint) = self.stored("endpoints", id)? else {
+                return Err(StoreError::Corrupt(format!("a finding's endpoint {id} vanished")));
+            };
+            for (severity, change) in SEVERITIES.iter().zip(delta) {
+                let count = endpoint["open_findings"][*severity].as_i64().unwrap_or(0);
+                endpoint["open_findings"][*severity] = json!((count + change).max(0));
+            }
+            endpoint["updated_at"] = json!(now);
+            endpoints.push(endpoint);
+        }
+        Ok(endpoints)
+    }
+}
+
+/// The endpoint and severity rank whose open count a finding adds to, when
+/// it is open (`reopened` behaves as open).
+fn open_finding_slot(finding: &Value) -> Option<(Uuid, usize)> {
+    if !matches!(finding.get("status").and_then(Value::as_str), Some("open" | "reopened")) {
+        return None;
+    }
+    let endpoint = finding.get("endpoint_id").and_then(Value::as_str).and_then(|id| Uuid::parse_str(id).ok())?;
+    let severity = finding.get("severity").and_then(Value::as_str)?;
+    Some((endpoint, SEVERITIES.iter().position(|s| *s == severity)?))
+}
+
+/// A stored record's client-owned content: what an import line is compared with.
+fn client_content(record: &Value) -> Map<String, Value> {
+    let mut content = record.as_object().cloned().unwrap_or_default();
+    content.remove("id");
+    content.retain(|name, _| !is_service_field(name));
+    content
+}
+
+fn is_service_field(name: &str) -> bool {
+    ["created_at", "updated_at", "open_findings"].contains(&name)
+}
+
+/// The record as stored: id first, then the content in schema order, with
+/// the service's fields.
+fn stored_record(
+    collection: &str,
+    id: Uuid,
+    content: Map<String, Value>,
+    created_at: Option<Value>,
+    previous: &Value,
+    now: &str,
+) -> Value {
+    let mut record = Map::new();
+    record.insert("id".into(), json!(id));
+    let fields = schema(collection).unwrap_or_default();
+    let mut content = content;
+    for field in fields.iter().filter(|field| field.name != "id") {
+        let value = match field.name {
+            "created_at" => created_at.clone().unwrap_or_else(|| json!(now)),
+            "updated_at" => json!(now),
+            "open_findings" => previous
+                .get("open_findings")
+                .cloned()
+                .unwrap_or_else(|| json!({"critical": 0, "high": 0, "medium": 0, "low": 0, "info": 0})),
+            name => match content.remove(name) {
+                Some(value) => value,
+                None => continue,
+            },
+        };
+        record.insert(field.name.to_owned(), value);
+    }
+    Value::Object(record)
+}
+
+/// When a line and a record it references both name an endpoint, they must
+/// name the same one: a finding's target, a target's findings.
+fn endpoint_mismatch(content: &Map<String, Value>, referenced: &Value) -> Option<String> {
+    let mine = content.get("endpoint_id")?.as_str()?;
+    let theirs = referenced.get("endpoint_id")?.as_str()?;
+    (mine != theirs).then(|| format!("it is on endpoint {theirs}, not on this record's endpoint {mine}"))
+}
+
+fn canonical_uuid(value: &Value) -> Option<Uuid> {
+    let text = value.as_str()?;
+    let id = Uuid::try_parse(text).ok()?;
+    (text.len() == 36 && text.eq_ignore_ascii_case(&id.hyphenated().to_string())).then_some(id)
+}
+
+fn join(path: &str, name: &str) -> String {
+    if path.is_empty() { name.to_owned() } else { format!("{path}.{name}") }
+}
+
+/// Checks an object against its fields and returns it normalized: only
+/// client-owned fields, in schema order, missing optional ones filled.
+fn check_object(
+    fields: &'static [Field],
+    object: &Map<String, Value>,
+    path: &str,
+    line: usize,
+    errors: &mut Errors,
+    references: &mut Vec<Reference>,
+) -> Map<String, Value> {
+    for name in object.keys() {
+        if !fields.iter().any(|field| field.name == name) {
+            errors.add(line, &join(path, name), "unknown field");
+        }
+    }
+    let mut normalized = Map::new();
+    for field in fields {
+        if field.owner == Owner::Service || (path.is_empty() && field.name == "id") {
+            continue;
+        }
+        let field_path = join(path, field.name);
+        let value = match object.get(field.name) {
+            None if field.required => {
+                errors.add(line, &field_path, "required");
+                continue;
+            }
+            Some(Value::Null) if !field.nullable => {
+                errors.add(line, &field_path, "must not be null");
+                continue;
+            }
+            None if field.nullable => Value::Null,
+            None => match empty_value(field.kind) {
+                Some(value) => value,
+                None => continue,
+            },
+            Some(Value::Null) => Value::Null,
+            Some(value) => match check_value(field.kind, value, &field_path, line, errors, references) {
+                Some(value) => value,
+                None => continue,
+            },
+        };
+        normalized.insert(field.name.to_owned(), value);
+    }
+    normalized
+}
+
+/// The value a missing optional field takes, when it has one.
+fn empty_value(kind: Kind) -> Option<Value> {
+    match kind {
+        Kind::Array(_) => Some(json!([])),
+        Kind::Bool => Some(json!(false)),
+        Kind::Object(fields) => {
+            let mut object = Map::new();
+            for field in fields {
+                let value = if field.nullable { Some(Value::Null) } else { empty_value(field.kind) };
+                if let Some(value) = value {
+                    object.insert(field.name.to_owned(), value);
+                }
+            }
+            Some(Value::Object(object))
+        }
+        _ => None,
+    }
+}
+
+/// Checks one non-null value; returns it normalized, or records why not.
+fn check_value(
+    kind: Kind,
+    value: &Value,
+    path: &str,
+    line: usize,
+    errors: &mut Errors,
+    references: &mut Vec<Reference>,
+) -> Option<Value> {
+    let checked: Result<Value, String> = match kind {
+        Kind::Text { max } => match value.as_str() {
+            Some(text) if text.trim().is_empty() => Err("must not be empty".into()),
+            Some(text) if text.chars().count() > max => Err(format!("longer than {max} characters")),
+            Some(text) if text.contains('\0') => Err("contains a NUL character".into()),
+            Some(text) => Ok(json!(text)),
+            None => Err("must be a string".into()),
+        },
+        Kind::Token => match value.as_str() {
+            Some(text)
+                if (1..=64).contains(&text.len())
+                    && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) =>
+            {
+                Ok(json!(text.to_ascii_lowercase()))
+            }
+            _ => Err("must be a name of 1 to 64 letters, digits, '.', '_' or '-'".into()),
+        },
+        Kind::Enum(allowed) => match value.as_str() {
+            Some(text) if allowed.contains(&text) => Ok(json!(text)),
+            _ => Err(format!("must be one of {}", allowed.join(", "))),
+        },
+        Kind::Uuid => canonical_uuid(value).map(|id| json!(id)).ok_or_else(|| "not a UUID".to_owned()),
+        Kind::Reference(collection) => match canonical_uuid(value) {
+            Some(id) => {
+                references.push(Reference { collection, id, field: path.to_owned() });
+                Ok(json!(id))
+            }
+            None => Err(format!("not a UUID of a {collection} record")),
+        },
+        Kind::Timestamp => value
+            .as_str()
+            .and_then(Timestamp::parse)
+            .map(|instant| json!(instant.format()))
+            .ok_or_else(|| "not an RFC 3339 timestamp (e.g. 2026-11-22T05:39:42Z)".to_owned()),
+        Kind::Bool => value.as_bool().map(Value::Bool).ok_or_else(|| "must be true or false".to_owned()),
+        Kind::Number { min, max } => match value.as_f64() {
+            Some(number) if (min..=max).contains(&number) => Ok(value.clone()),
+            _ => Err(format!("must be a number from {min} to {max}")),
+        },
+        Kind::Integer { min, max } => match value.as_i64() {
+            Some(number) if (min..=max).contains(&number) => Ok(value.clone()),
+            _ => Err(format!("must be a whole number from {min} to {max}")),
+        },
+        Kind::IpAddress => value
+            .as_str()
+            .and_then(|text| text.parse::<std::net::IpAddr>().ok())
+            .map(|ip| json!(ip.to_string()))
+            .ok_or_else(|| "not an IPv4 or IPv6 address".to_owned()),
+        Kind::MacAddress => value
+            .as_str()
+            .and_then(mac_address)
+            .map(Value::String)
+            .ok_or_else(|| "not a MAC address (six hex pairs separated by ':' or '-')".to_owned()),
+        Kind::CveId => {
+            value.as_str().and_then(cve_id).map(Value::String).ok_or_else(|| "not a CVE id (CVE-YYYY-NNNN…)".to_owned())
+        }
+        Kind::Object(fields) => match value.as_object() {
+            Some(object) => Ok(Value::Object(check_object(fields, object, path, line, errors, references))),
+            None => Err("must be an object".into()),
+        },
+        Kind::Array(item) => match value.as_array() {
+            Some(items) if items.len() > MAX_ARRAY_ITEMS => Err(format!("more than {MAX_ARRAY_ITEMS} items")),
+            Some(items) => Ok(Value::Array(
+                items
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(index, value)| {
+                        let path = format!("{path}[{index}]");
+                        match value {
+                            Value::Null => {
+                                errors.add(line, &path, "must not be null");
+                                None
+                            }
+                            value => check_value(*item, value, &path, line, errors, references),
+                        }
+                    })
+                    .collect(),
+            )),
+            None => Err("must be an array".into()),
+        },
+    };
+    checked.map_err(|reason| errors.add(line, path, reason)).ok()
+}
+
+/// A MAC address in lowercase, colon-separated.
+fn mac_address(text: &str) -> Option<String> {
+    let separator = *text.as_bytes().get(2)?;
+    if text.len() != 17 || !matches!(separator, b':' | b'-') {
+        return None;
+    }
+    let pairs: Vec<&str> = text.split(char::from(separator)).collect();
+    let valid = pairs.len() == 6 && pairs.iter().all(|pair| pair.len() == 2 && u8::from_str_radix(pair, 16).is_ok());
+    valid.then(|| pairs.join(":").to_ascii_lowercase())
+}
+
+/// A CVE id in upper case.
+fn cve_id(text: &str) -> Option<String> {
+    let upper = text.to_ascii_uppercase();
+    let rest = upper.strip_prefix("CVE-")?;
+    let (year, number) = rest.split_once('-')?;
+    let valid = year.len() == 4
+        && year.bytes().all(|b| b.is_ascii_digit())
+        && (4..=19).contains(&number.len())
+        && number.bytes().all(|b| b.is_ascii_digit());
+    valid.then_some(upper)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::COLLECTIONS;
+
+    fn database() -> (tempfile::TempDir, Database) {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let db = Database::open(dir.path()).expect("database");
+        (dir, db)
+    }
+
+    fn ndjson(lines: &[Value]) -> Vec<u8> {
+        lines.iter().map(|line| format!("{line}\n")).collect::<String>().into_bytes()
+    }
+
+    fn records(db: &Database, organization: Uuid, collection: &str) -> Vec<Value> {
+        let mut all = Vec::new();
+        let mut after = None;
+        loop {
+            let page = db.scan(organization, collection, after, 1000, false).expect("scan");
+            let Some((last, _)) = page.last() else { return all };
+            after = Some(*last);
+            all.extend(page.iter().map(|(_, bytes)| serde_json::from_slice::<Value>(bytes).expect("json")));
+        }
+    }
+
+    fn invalid(outcome: Result<ImportSummary, ImportError>) -> Vec<(usize, String, String)> {
+        match outcome {
+            Err(ImportError::Invalid { lines, .. }) => {
+                lines.into_iter().map(|error| (error.line, error.field, error.reason)).collect()
+            }
+            other => panic!("expected invalid lines, got {other:?}"),
+        }
+    }
+
+    fn endpoint(hostname: &str) -> Value {
+        json!({"hostname": hostname, "operating_system": {"name": "Ubuntu 24.04", "family": "linux"}})
+    }
+
+    fn finding(endpoint: &str, severity: &str, status: &str) -> Value {
+        json!({
+            "endpoint_id": endpoint, "finding_type": "vulnerability", "title": "OpenSSL flaw",
+            "severity": severity, "status": status, "cve_id": "CVE-2024-12797",
+            "subject": {"type": "software", "vendor": "OpenSSL", "product": "openssl", "version": "3.0.2"},
+            "source": {"scanner": "trivy", "scanner_finding_id": "t-1"},
+            "first_seen_at": "2026-11-01T00:00:00Z", "last_seen_at": "2026-11-20T00:00:00+01:00",
+            "resolved_at": if status == "resolved" { json!("2026-11-21T00:00:00Z") } else { Value::Null },
+        })
+    }
+
+    #[test]
+    fn the_demo_data_set_validates_and_reimports_unchanged() -> anyhow::Result<()> {
+        let (dir, db) = database();
+        let keys = crate::seed::seed_demo_if_empty(&db, dir.path())?.expect("demo seeded");
+        let organization = keys.organizations[0].organization_id;
+        for collection in ["endpoints", "scopes", "vulnerability-findings", "remediation-targets"] {
+            let before = records(&db, organization, collection);
+            assert!(!before.is_empty(), "{collection}");
+            let summary = import(&db, organization, collection, &ndjson(&before))?;
+            assert_eq!((summary.created, summary.updated, summary.unchanged), (0, 0, before.len()), "{collection}");
+            assert_eq!(records(&db, organization, collection), before, "{collection}: nothing rewritten");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_batch_with_any_bad_line_writes_nothing_and_names_each_problem() -> anyhow::Result<()> {
+        let (_dir, db) = database();
+        let organization = Uuid::now_v7();
+        let other_organization = Uuid::now_v7();
+        let theirs = import(&db, other_organization, "endpoints", &ndjson(&[endpoint("theirs")]))?.ids[0];
+        let mut unknown_field = endpoint("b");
+        unknown_field["colour"] = json!("red");
+        let mut bad_family = endpoint("c");
+        bad_family["operating_system"]["family"] = json!("beos");
+        let mut bad_ip = endpoint("d");
+        bad_ip["ip"] = json!("10.0.0.999");
+        bad_ip["tags"] = json!(["ok", 7]);
+        let mut body = ndjson(&[endpoint("a"), unknown_field, bad_family, bad_ip, json!({"hostname": ""})]);
+        body.extend_from_slice(b"{not json\n[1]\n");
+        body.extend_from_slice(format!("{}\n", finding(&theirs.to_string(), "high", "open")).as_bytes());
+        let errors = invalid(import(&db, organization, "endpoints", &body));
+        let expect = |line: usize, field: &str, reason: &str| {
+            assert!(
+                errors.iter().any(|(l, f, r)| *l == line && f == field && r.contains(reason)),
+                "line {line} {field} {reason}: {errors:?}"
+            );
+        };
+        expect(2, "colour", "unknown field");
+        expect(3, "operating_system.family", "must be one of macos, windows, linux, other");
+        expect(4, "ip", "not an IPv4 or IPv6 address");
+        expect(4, "tags[1]", "must be a string");
+        expect(5, "hostname", "must not be empty");
+        expect(5, "operating_system", "required");
+        expect(6, "", "not valid JSON");
+        expect(7, "", "one JSON object");
+        expect(8, "endpoint_id", "unknown field");
+        assert!(errors.iter().all(|(line, _, _)| *line != 1), "line 1 is valid");
+        assert_eq!(db.count(organization, "endpoints")?, 0, "nothing written");
+
+        // Another organization's endpoint does not exist for this one.
+        let mine = import(&db, organization, "endpoints", &ndjson(&[endpoint("mine")]))?.ids[0];
+        let errors = invalid(import(
+            &db,
+            organization,
+            "vulnerability-findings",
+            &ndjson(&[finding(&mine.to_string(), "high", "open"), finding(&theirs.to_string(), "high", "open")]),
+        ));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!((errors[0].0, errors[0].1.as_str()), (2, "endpoint_id"));
+        assert_eq!(db.count(organization, "vulnerability-findings")?, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn states_move_only_as_the_contract_allows() -> anyhow::Result<()> {
+        let (_dir, db) = database();
+        let organization = Uuid::now_v7();
+        let host = import(&db, organization, "endpoints", &ndjson(&[endpoint("a")]))?.ids[0].to_string();
+        let mut resolved = finding(&host, "high", "resolved");
+        let id = import(&db, organization, "vulnerability-findings", &ndjson(&[resolved.clone()]))?.ids[0];
+        resolved["id"] = json!(id);
+        let mut open = finding(&host, "high", "open");
+        open["id"] = json!(id);
+        let errors = invalid(import(&db, organization, "vulnerability-findings", &ndjson(&[open.clone()])));
+        assert_eq!(errors, [(1, "status".to_owned(), "a resolved record cannot become open".to_owned())]);
+        // Earlier lines of the batch count: resolved → reopened → open is refused too.
+        let mut reopened = open.clone();
+        reopened["status"] = json!("reopened");
+        let errors = invalid(import(
+            &db,
+            organization,
+            "vulnerability-findings",
+            &ndjson(&[reopened.clone(), resolved.clone(), open]),
+        ));
+        assert_eq!(errors, [(3, "status".to_owned(), "a resolved record cannot become open".to_owned())]);
+        let summary = import(&db, organization, "vulnerability-findings", &ndjson(&[reopened]))?;
+        assert_eq!(summary.updated, 1);
+
+        let mut suppressed = finding(&host, "low", "suppressed");
+        let errors = invalid(import(&db, organization, "vulnerability-findings", &ndjson(&[suppressed.clone()])));
+        assert_eq!(errors, [(1, "suppression".to_owned(), "required when status is suppressed".to_owned())]);
+        suppressed["suppression"] = json!({"reason": "accepted_risk"});
+        import(&db, organization, "vulnerability-findings", &ndjson(&[suppressed]))?;
+
+        let target = json!({"endpoint_id": host, "target_type": "software", "discovery_method": "passive",
+                            "status": "obsolete", "finding_ids": [id],
+                            "subject": {"type": "software", "vendor": "OpenSSL", "product": "openssl"}});
+        let target_id = import(&db, organization, "remediation-targets", &ndjson(&[target.clone()]))?.ids[0];
+        let mut revived = target;
+        revived["id"] = json!(target_id);
+        revived["status"] = json!("queued");
+        let errors = invalid(import(&db, organization, "remediation-targets", &ndjson(&[revived])));
+        assert_eq!(errors, [(1, "status".to_owned(), "a obsolete record cannot become queued".to_owned())]);
+        Ok(())
+    }
+
+    #[test]
+    fn service_fields_move_only_with_content_and_open_counts_follow_findings() -> anyhow::Result<()> {
+        let (_dir, db) = database();
+        let organization = Uuid::now_v7();
+        let mut host = endpoint("a");
+        host["created_at"] = json!("2001-01-01T00:00:00Z");
+        host["open_findings"] = json!({"critical": 99});
+        let host_id = import(&db, organization, "endpoints", &ndjson(&[host.clone()]))?.ids[0];
+        let stored = |collection: &str, id: Uuid| -> Value {
+            serde_json::from_slice(&db.get(organization, collection, id).expect("get").expect("stored")).expect("json")
+        };
+        let created = stored("endpoints", host_id);
+        assert_ne!(created["created_at"], json!("2001-01-01T00:00:00Z"), "the service sets created_at");
+        assert_eq!(created["open_findings"], json!({"critical": 0, "high": 0, "medium": 0, "low": 0, "info": 0}));
+        assert_eq!(created["tags"], json!([]));
+        assert_eq!(created["agent_id"], Value::Null);
+
+        host["id"] = json!(host_id);
+        let again = import(&db, organization, "endpoints", &ndjson(&[host.clone()]))?;
+        assert_eq!((again.created, again.updated, again.unchanged), (0, 0, 1));
+        assert_eq!(stored("endpoints", host_id), created, "a quiet re-import changes nothing");
+
+        let host_text = host_id.to_string();
+        let lines = [
+            finding(&host_text, "critical", "open"),
+            finding(&host_text, "high", "open"),
+            finding(&host_text, "high", "resolved"),
+            finding(&host_text, "low", "open"),
+        ];
+        let ids = import(&db, organization, "vulnerability-findings", &ndjson(&lines))?.ids;
+        let counted = stored("endpoints", host_id);
+        assert_eq!(counted["open_findings"], json!({"critical": 1, "high": 1, "medium": 0, "low": 1, "info": 0}));
+        assert!(counted["updated_at"].as_str() > created["updated_at"].as_str(), "derived changes move updated_at");
+        assert_eq!(counted["created_at"], created["created_at"]);
+
+        // Resolve the critical one, re-open the resolved high one, and change the low one's severity.
+        let mut resolve = lines[0].clone();
+        resolve["id"] = json!(ids[0]);
+        resolve["status"] = json!("resolved");
+        resolve["resolved_at"] = json!("2026-11-21T00:00:00Z");
+        let mut reopen = lines[2].clone();
+        reopen["id"] = json!(ids[2]);
+        reopen["status"] = json!("reopened");
+        let mut regrade = lines[3].clone();
+        regrade["id"] = json!(ids[3]);
+        regrade["severity"] = json!("medium");
+        let mut same = lines[1].clone();
+        same["id"] = json!(ids[1]);
+        let summary = import(&db, organization, "vulnerability-findings", &ndjson(&[resolve, reopen, regrade, same]))?;
+        assert_eq!((summary.created, summary.updated, summary.unchanged), (0, 3, 1));
+        assert_eq!(
+            stored("endpoints", host_id)["open_findings"],
+            json!({"critical": 0, "high": 2, "medium": 1, "low": 0, "info": 0})
+        );
+        assert_eq!(db.index_count(organization, "vulnerability-findings", "status", "resolved")?, 1);
+        assert_eq!(db.index_count(organization, "vulnerability-findings", "severity", "low")?, 0);
+        let unchanged = stored("vulnerability-findings", ids[1]);
+        assert_eq!(unchanged["last_seen_at"], json!("2026-11-19T23:00:00Z"), "timestamps are stored in UTC");
+        assert!(COLLECTIONS.iter().all(|c| schema(c).is_some()));
+        Ok(())
+    }
+}

@@ -1,0 +1,280 @@
+//! The record schemas of the four collections (`public-api.md`): one
+//! definition for the host's ingest validation and the documents that
+//! describe the records.
+//!
+//! A schema lists a record's fields, each with its kind, whether it may be
+//! `null`, and who owns it. Fields the service owns (`created_at`,
+//! `updated_at`, derived counts) are never taken from imported data.
+
+use crate::contract::*;
+
+/// What a field holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    /// A string of 1 to `max` characters.
+    Text {
+        max: usize,
+    },
+    /// A lowercase name token (`[a-z0-9._-]`, 1 to 64 characters).
+    Token,
+    /// One of these strings.
+    Enum(&'static [&'static str]),
+    /// A UUID (lowercase, hyphenated).
+    Uuid,
+    /// The id of a record of this collection, in the same organization.
+    Reference(&'static str),
+    /// An RFC 3339 timestamp.
+    Timestamp,
+    Bool,
+    /// A number in this closed range.
+    Number {
+        min: f64,
+        max: f64,
+    },
+    /// A whole number in this closed range.
+    Integer {
+        min: i64,
+        max: i64,
+    },
+    /// An IPv4 or IPv6 address.
+    IpAddress,
+    /// A MAC address: six hex pairs separated by `:` or `-`.
+    MacAddress,
+    /// `CVE-YYYY-NNNN…`.
+    CveId,
+    /// An object with these fields; no others.
+    Object(&'static [Field]),
+    /// An array of items of this kind (at most 1,000).
+    Array(&'static Kind),
+}
+
+/// Who sets a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// Imported data sets it.
+    Client,
+    /// The service sets it; imported values are ignored.
+    Service,
+}
+
+/// One field of a record or object.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Field {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// Required fields must be present (and not null unless `nullable`).
+    /// A missing optional field takes its empty value: `null` when
+    /// nullable, else `[]`, `false`, or an object of empty fields.
+    pub required: bool,
+    pub nullable: bool,
+    pub owner: Owner,
+}
+
+const fn required(name: &'static str, kind: Kind) -> Field {
+    Field { name, kind, required: true, nullable: false, owner: Owner::Client }
+}
+
+const fn nullable(name: &'static str, kind: Kind) -> Field {
+    Field { name, kind, required: false, nullable: true, owner: Owner::Client }
+}
+
+const fn optional(name: &'static str, kind: Kind) -> Field {
+    Field { name, kind, required: false, nullable: false, owner: Owner::Client }
+}
+
+const fn service(name: &'static str, kind: Kind) -> Field {
+    Field { name, kind, required: false, nullable: false, owner: Owner::Service }
+}
+
+const SHORT: Kind = Kind::Text { max: 256 };
+const LONG: Kind = Kind::Text { max: 8192 };
+const SHORT_LIST: Kind = Kind::Array(&SHORT);
+
+/// The identity and bookkeeping fields every record has.
+const ID: Field = optional("id", Kind::Uuid);
+const CREATED_AT: Field = service("created_at", Kind::Timestamp);
+const UPDATED_AT: Field = service("updated_at", Kind::Timestamp);
+
+const SEVERITY_COUNT: Kind = Kind::Integer { min: 0, max: i64::MAX };
+
+pub const ENDPOINT: &[Field] = &[
+    ID,
+    required("hostname", Kind::Text { max: 253 }),
+    nullable("ip", Kind::IpAddress),
+    nullable("mac_address", Kind::MacAddress),
+    required(
+        "operating_system",
+        Kind::Object(&[
+            required("name", SHORT),
+            nullable("version", SHORT),
+            required("family", Kind::Enum(OS_FAMILIES)),
+            nullable("vendor", SHORT),
+            nullable("architecture", SHORT),
+        ]),
+    ),
+    nullable("agent_id", Kind::Uuid),
+    nullable("agent_version", SHORT),
+    CREATED_AT,
+    UPDATED_AT,
+    optional("tags", SHORT_LIST),
+    nullable("owner", Kind::Object(&[nullable("name", SHORT), nullable("email", SHORT)])),
+    nullable("last_seen_at", Kind::Timestamp),
+    service(
+        "open_findings",
+        Kind::Object(&[
+            required("critical", SEVERITY_COUNT),
+            required("high", SEVERITY_COUNT),
+            required("medium", SEVERITY_COUNT),
+            required("low", SEVERITY_COUNT),
+            required("info", SEVERITY_COUNT),
+        ]),
+    ),
+];
+
+const SLA: Kind = Kind::Integer { min: 0, max: 3650 };
+
+pub const SCOPE: &[Field] = &[
+    ID,
+    required("name", SHORT),
+    nullable("description", LONG),
+    required("status", Kind::Enum(SCOPE_STATUSES)),
+    optional(
+        "subject_filter",
+        Kind::Object(&[
+            optional("subject_types", Kind::Array(&Kind::Enum(SUBJECT_TYPES))),
+            optional("vendors", SHORT_LIST),
+            optional("products", SHORT_LIST),
+            optional("cpe_patterns", SHORT_LIST),
+        ]),
+    ),
+    optional(
+        "endpoint_filter",
+        Kind::Object(&[
+            optional("os_families", Kind::Array(&Kind::Enum(OS_FAMILIES))),
+            optional("endpoint_ids", Kind::Array(&Kind::Reference("endpoints"))),
+            nullable("has_agent", Kind::Bool),
+            optional("tags", SHORT_LIST),
+        ]),
+    ),
+    optional(
+        "finding_filter",
+        Kind::Object(&[
+            optional("finding_types", Kind::Array(&Kind::Enum(FINDING_TYPES))),
+            nullable("min_severity", Kind::Enum(SEVERITIES)),
+            nullable("min_cvss_score", Kind::Number { min: 0.0, max: 10.0 }),
+            optional("kev_only", Kind::Bool),
+        ]),
+    ),
+    optional(
+        "sla_days",
+        Kind::Object(&[
+            optional("critical", SLA),
+            optional("high", SLA),
+            optional("medium", SLA),
+            optional("low", SLA),
+            optional("info", SLA),
+        ]),
+    ),
+    CREATED_AT,
+    UPDATED_AT,
+];
+
+pub const FINDING: &[Field] = &[
+    ID,
+    required("endpoint_id", Kind::Reference("endpoints")),
+    required("finding_type", Kind::Enum(FINDING_TYPES)),
+    required("title", Kind::Text { max: 1024 }),
+    nullable("description", LONG),
+    required("severity", Kind::Enum(SEVERITIES)),
+    required("status", Kind::Enum(FINDING_STATUSES)),
+    nullable("cve_id", Kind::CveId),
+    nullable(
+        "cvss",
+        Kind::Object(&[
+            required("version", Kind::Enum(CVSS_VERSIONS)),
+            required("base_score", Kind::Number { min: 0.0, max: 10.0 }),
+            required("vector", SHORT),
+        ]),
+    ),
+    nullable(
+        "epss",
+        Kind::Object(&[
+            required("score", Kind::Number { min: 0.0, max: 1.0 }),
+            required("percentile", Kind::Number { min: 0.0, max: 1.0 }),
+        ]),
+    ),
+    optional("kev", Kind::Bool),
+    required(
+        "subject",
+        Kind::Object(&[
+            required("type", Kind::Enum(SUBJECT_TYPES)),
+            nullable("vendor", SHORT),
+            required("product", SHORT),
+            nullable("version", SHORT),
+            nullable("cpe", SHORT),
+            nullable("purl", Kind::Text { max: 1024 }),
+        ]),
+    ),
+    nullable("fixed_version", SHORT),
+    required("source", Kind::Object(&[required("scanner", Kind::Token), required("scanner_finding_id", SHORT)])),
+    nullable("remediation_target_id", Kind::Reference("remediation-targets")),
+    nullable(
+        "suppression",
+        Kind::Object(&[
+            required("reason", Kind::Enum(SUPPRESSION_REASONS)),
+            nullable("note", LONG),
+            nullable("expires_at", Kind::Timestamp),
+        ]),
+    ),
+    required("first_seen_at", Kind::Timestamp),
+    required("last_seen_at", Kind::Timestamp),
+    nullable("resolved_at", Kind::Timestamp),
+    CREATED_AT,
+    UPDATED_AT,
+];
+
+pub const TARGET: &[Field] = &[
+    ID,
+    required("endpoint_id", Kind::Reference("endpoints")),
+    required("target_type", Kind::Enum(TARGET_TYPES)),
+    required(
+        "subject",
+        Kind::Object(&[
+            required("type", Kind::Enum(SUBJECT_TYPES)),
+            nullable("vendor", SHORT),
+            required("product", SHORT),
+        ]),
+    ),
+    nullable("installed_version", SHORT),
+    nullable("install_path", Kind::Text { max: 4096 }),
+    nullable("package_manager", Kind::Enum(PACKAGE_MANAGERS)),
+    required("discovery_method", Kind::Enum(DISCOVERY_METHODS)),
+    required("status", Kind::Enum(TARGET_STATUSES)),
+    optional("finding_ids", Kind::Array(&Kind::Reference("vulnerability-findings"))),
+    optional("scope_ids", Kind::Array(&Kind::Reference("scopes"))),
+    nullable(
+        "last_execution",
+        Kind::Object(&[
+            required("status", Kind::Enum(EXECUTION_STATUSES)),
+            required("efficacy", Kind::Enum(EXECUTION_EFFICACIES)),
+            nullable("started_at", Kind::Timestamp),
+            nullable("finished_at", Kind::Timestamp),
+            nullable("error", LONG),
+        ]),
+    ),
+    nullable("due_at", Kind::Timestamp),
+    nullable("remediated_at", Kind::Timestamp),
+    CREATED_AT,
+    UPDATED_AT,
+];
+
+/// The schema of a collection's records, by the collection's path name.
+pub fn schema(collection: &str) -> Option<&'static [Field]> {
+    match collection {
+        "endpoints" => Some(ENDPOINT),
+        "scopes" => Some(SCOPE),
+        "vulnerability-findings" => Some(FINDING),
+        "remediation-targets" => Some(TARGET),
+        _ => None,
+    }
+}
