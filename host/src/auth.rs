@@ -5,12 +5,13 @@
 //! truncated key is rejected without a storage lookup and secret scanners
 //! can recognise leaked keys. Only the SHA-256 of the key is stored.
 
+use esr_plugin_sdk::time::Timestamp;
 use rand::Rng;
 use rand::rngs::OsRng;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::store::{ApiKeyRecord, Database, StoreError};
+use crate::store::{ApiKeyRecord, Database, Organization, StoreError};
 
 /// The prefix every API key starts with.
 pub const KEY_PREFIX: &str = "esr_";
@@ -54,8 +55,25 @@ pub struct CreatedKey {
     pub record: ApiKeyRecord,
 }
 
-/// Creates and stores a key for the organization.
-pub fn create_key(db: &Database, organization_id: Uuid, name: &str, scopes: &[&str]) -> Result<CreatedKey, StoreError> {
+/// A new organization (not yet stored) with a fresh id and enrollment secret.
+pub fn new_organization(name: &str, created_at: String) -> Organization {
+    Organization {
+        organization_id: Uuid::now_v7(),
+        name: name.to_owned(),
+        enrollment_token: format!("enroll_{}", random_base62(32)),
+        created_at,
+    }
+}
+
+/// Creates and stores a key for the organization, valid until
+/// `expires_at` (RFC 3339) when given.
+pub fn create_key(
+    db: &Database,
+    organization_id: Uuid,
+    name: &str,
+    scopes: &[&str],
+    expires_at: Option<String>,
+) -> Result<CreatedKey, StoreError> {
     let api_key = generate_key();
     let record = ApiKeyRecord {
         id: Uuid::now_v7(),
@@ -64,6 +82,8 @@ pub fn create_key(db: &Database, organization_id: Uuid, name: &str, scopes: &[&s
         scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
         prefix: api_key.chars().take(KEY_PREFIX.len() + 6).collect(),
         created_at: crate::demo::format_timestamp(unix_now()),
+        expires_at,
+        revoked_at: None,
     };
     db.insert_api_key(&hash_key(&api_key), &record)?;
     Ok(CreatedKey { api_key, record })
@@ -81,11 +101,19 @@ pub fn authenticate(db: &Database, authorization: Option<&str>) -> Result<Result
         return Ok(Err(AuthFailure::Invalid));
     }
     Ok(match db.api_key(&hash_key(key))? {
-        Some(record) => {
+        Some(record) if is_usable(&record) => {
             Ok(Principal { key_id: record.id, organization_id: record.organization_id, scopes: record.scopes })
         }
-        None => Err(AuthFailure::Invalid),
+        // Unknown, revoked and expired keys look the same to the caller.
+        _ => Err(AuthFailure::Invalid),
     })
+}
+
+/// Not revoked, and not past its expiry.
+fn is_usable(record: &ApiKeyRecord) -> bool {
+    let expired =
+        record.expires_at.as_deref().is_some_and(|at| Timestamp::parse(at).is_none_or(|at| at.0 <= unix_now_nanos()));
+    record.revoked_at.is_none() && !expired
 }
 
 fn generate_key() -> String {
@@ -160,7 +188,7 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
         let db = Database::open(dir.path())?;
         let organization = Uuid::now_v7();
-        let created = create_key(&db, organization, "test", &[SCOPE_SCOPES])?;
+        let created = create_key(&db, organization, "test", &[SCOPE_SCOPES], None)?;
         db.flush()?;
         let stored = std::fs::read_dir(dir.path())
             .map_err(|e| StoreError::Sled(sled::Error::Io(e)))?
@@ -174,6 +202,20 @@ mod tests {
         assert_eq!(authenticate(&db, None)?, Err(AuthFailure::Missing));
         assert_eq!(authenticate(&db, Some("Bearer nope"))?, Err(AuthFailure::Invalid));
         assert_eq!(authenticate(&db, Some(&format!("Basic {}", created.api_key)))?, Err(AuthFailure::Invalid));
+
+        // Expired and revoked keys stop authenticating at once.
+        let bearer = |key: &CreatedKey| format!("Bearer {}", key.api_key);
+        let expired = create_key(&db, organization, "old", &[SCOPE_SCOPES], Some("2020-01-01T00:00:00Z".into()))?;
+        assert_eq!(authenticate(&db, Some(&bearer(&expired)))?, Err(AuthFailure::Invalid));
+        let future = create_key(&db, organization, "new", &[SCOPE_SCOPES], Some("2100-01-01T00:00:00Z".into()))?;
+        assert_eq!(authenticate(&db, Some(&bearer(&future)))?.map(|p| p.key_id), Ok(future.record.id));
+        db.revoke_api_key(future.record.id, "2026-11-22T00:00:00Z")?;
+        assert_eq!(authenticate(&db, Some(&bearer(&future)))?, Err(AuthFailure::Invalid));
+        assert_eq!(
+            authenticate(&db, Some(&bearer(&created)))?.map(|p| p.key_id),
+            Ok(created.record.id),
+            "others unaffected"
+        );
         Ok(())
     }
 }

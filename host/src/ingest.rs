@@ -730,7 +730,8 @@ mod tests {
         let target = json!({"endpoint_id": host, "target_type": "software", "discovery_method": "passive",
                             "status": "obsolete", "finding_ids": [id],
                             "subject": {"type": "software", "vendor": "OpenSSL", "product": "openssl"}});
-        let target_id = import(&db, organization, "remediation-targets", &ndjson(std::slice::from_ref(&target)))?.ids[0];
+        let target_id =
+            import(&db, organization, "remediation-targets", &ndjson(std::slice::from_ref(&target)))?.ids[0];
         let mut revived = target;
         revived["id"] = json!(target_id);
         revived["status"] = json!("queued");

@@ -4,6 +4,7 @@
 //! lifecycle; each resource group's read logic is a WebAssembly component
 //! (see `ARCHITECTURE.md`).
 
+pub mod admin_client;
 pub mod auth;
 pub mod demo;
 pub mod http;

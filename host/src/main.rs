@@ -1,12 +1,14 @@
 //! The `esr` command line.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use esr::admin_client::AdminClient;
 use esr::plugins::{Limits, LoadedPlugin, PluginEngine};
 use esr::server::{ServeOptions, serve};
+use serde_json::{Value, json};
 
 #[derive(Parser)]
 #[command(name = "esr", version, about = "Endpoint security remediation: the public read API")]
@@ -33,6 +35,77 @@ enum Command {
     /// Work with components.
     #[command(subcommand)]
     Plugins(PluginsCommand),
+    /// Create or list organizations (through a running server).
+    #[command(subcommand)]
+    Organizations(OrganizationsCommand),
+    /// Create, list or revoke API keys (through a running server).
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Import an NDJSON file of records into an organization (through a
+    /// running server), in batches that are each all or nothing.
+    Import {
+        #[arg(long)]
+        organization: String,
+        /// endpoints, remediation-targets, scopes or vulnerability-findings.
+        #[arg(long)]
+        collection: String,
+        /// One JSON record per line; `-` reads standard input.
+        file: PathBuf,
+        /// The most lines one batch holds.
+        #[arg(long, default_value_t = esr::admin_client::BATCH_LINES)]
+        batch_lines: usize,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Check that every index agrees with the records (server stopped).
+    Check {
+        #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
+        data_dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum OrganizationsCommand {
+    /// Create an organization and print its id.
+    Create {
+        name: String,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// List organizations.
+    List(AdminArgs),
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Create an API key; it is printed this once.
+    Create {
+        #[arg(long)]
+        organization: String,
+        #[arg(long)]
+        name: String,
+        /// A read scope; repeat for several (default: every read scope).
+        #[arg(long = "scope")]
+        scopes: Vec<String>,
+        /// When the key stops working (RFC 3339).
+        #[arg(long)]
+        expires_at: Option<String>,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// List keys (never the keys themselves).
+    List {
+        #[arg(long)]
+        organization: Option<String>,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Revoke a key at once.
+    Revoke {
+        key_id: String,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -86,6 +159,9 @@ struct ServeArgs {
     /// CPU time limit of one component call, in milliseconds.
     #[arg(long, env = "ESR_PLUGIN_DEADLINE_MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     plugin_deadline_ms: u64,
+    /// The largest import batch the admin listener accepts, in MiB.
+    #[arg(long, env = "ESR_IMPORT_MAX_MIB", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    import_max_mib: u16,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -148,27 +224,125 @@ fn check_plugin(file: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn admin_client(admin: &AdminArgs) -> anyhow::Result<AdminClient> {
+    AdminClient::new(&admin.admin_url, &admin.data_dir)
+}
+
 /// `POST /admin/v1/plugins/reload` on a running server.
 fn reload_plugins(admin: &AdminArgs) -> anyhow::Result<()> {
-    let token = esr::http::admin::read_admin_token(&admin.data_dir)?;
-    let url = format!("{}/admin/v1/plugins/reload", admin.admin_url.trim_end_matches('/'));
-    let response = reqwest::blocking::Client::new().post(&url).bearer_auth(token).send().map_err(|error| {
-        anyhow::anyhow!("no esr server answers at {} ({error}); start one with `esr serve`", admin.admin_url)
-    })?;
-    let status = response.status();
-    let body: serde_json::Value = response.json().unwrap_or_default();
-    if !status.is_success() {
-        anyhow::bail!("reload refused ({status}): {}", body["error"].as_str().unwrap_or("no reason given"));
-    }
+    let body = admin_client(admin)?.post_json("/admin/v1/plugins/reload", &json!({}))?;
     for plugin in body["loaded"].as_array().into_iter().flatten() {
-        println!(
-            "{:<24} {:<16} {}",
-            plugin["group"].as_str().unwrap_or_default(),
-            plugin["version"].as_str().unwrap_or_default(),
-            plugin["content_hash"].as_str().unwrap_or_default()
-        );
+        println!("{:<24} {:<16} {}", text(&plugin["group"]), text(&plugin["version"]), text(&plugin["content_hash"]));
     }
     Ok(())
+}
+
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or("-")
+}
+
+fn organizations(command: OrganizationsCommand) -> anyhow::Result<()> {
+    match command {
+        OrganizationsCommand::Create { name, admin } => {
+            let created = admin_client(&admin)?.post_json("/admin/v1/organizations", &json!({"name": name}))?;
+            println!("{}  {}", text(&created["organization_id"]), text(&created["name"]));
+        }
+        OrganizationsCommand::List(admin) => {
+            for organization in
+                admin_client(&admin)?.get("/admin/v1/organizations")?["data"].as_array().into_iter().flatten()
+            {
+                println!("{}  {}", text(&organization["organization_id"]), text(&organization["name"]));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn keys(command: KeysCommand) -> anyhow::Result<()> {
+    match command {
+        KeysCommand::Create { organization, name, scopes, expires_at, admin } => {
+            let scopes: Vec<String> = if scopes.is_empty() {
+                esr::auth::ALL_READ_SCOPES.iter().map(|scope| (*scope).to_owned()).collect()
+            } else {
+                scopes
+            };
+            let body =
+                json!({"organization_id": organization, "name": name, "scopes": scopes, "expires_at": expires_at});
+            let created = admin_client(&admin)?.post_json("/admin/v1/keys", &body)?;
+            println!("{}", text(&created["api_key"]));
+            eprintln!(
+                "key {} for organization {} ({}); shown this once, store it now",
+                text(&created["id"]),
+                text(&created["organization_id"]),
+                scopes.join(", ")
+            );
+        }
+        KeysCommand::List { organization, admin } => {
+            let path = match organization {
+                Some(organization) => format!("/admin/v1/keys?organizationId={organization}"),
+                None => "/admin/v1/keys".to_owned(),
+            };
+            for key in admin_client(&admin)?.get(&path)?["data"].as_array().into_iter().flatten() {
+                let state = match (key["revoked_at"].as_str(), key["expires_at"].as_str()) {
+                    (Some(at), _) => format!("revoked {at}"),
+                    (None, Some(at)) => format!("expires {at}"),
+                    (None, None) => "active".to_owned(),
+                };
+                let scopes: Vec<&str> =
+                    key["scopes"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+                println!(
+                    "{}  {}  {}…  {:<20}  {}  {}",
+                    text(&key["id"]),
+                    text(&key["organization_id"]),
+                    text(&key["prefix"]),
+                    text(&key["name"]),
+                    state,
+                    scopes.join(",")
+                );
+            }
+        }
+        KeysCommand::Revoke { key_id, admin } => {
+            admin_client(&admin)?.delete(&format!("/admin/v1/keys/{key_id}"))?;
+            println!("revoked {key_id}");
+        }
+    }
+    Ok(())
+}
+
+fn import(
+    organization: &str,
+    collection: &str,
+    file: &Path,
+    batch_lines: usize,
+    admin: &AdminArgs,
+) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let client = admin_client(admin)?;
+    let totals = client.import(organization, collection, file, batch_lines.max(1), esr::admin_client::BATCH_BYTES)?;
+    let records = totals.created + totals.updated + totals.unchanged;
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "{records} records in {seconds:.1}s ({:.0}/s): {} created, {} updated, {} unchanged",
+        records as f64 / seconds.max(1e-9),
+        totals.created,
+        totals.updated,
+        totals.unchanged
+    );
+    Ok(())
+}
+
+/// `esr check`: the store's own consistency check, offline.
+fn check(data_dir: &Path) -> anyhow::Result<()> {
+    let db = esr::store::Database::open(data_dir)?;
+    let problems = db.verify_indexes()?;
+    if problems.is_empty() {
+        println!("{}: every index agrees with the records", data_dir.display());
+        return Ok(());
+    }
+    for problem in &problems {
+        println!("{problem}");
+    }
+    anyhow::bail!("{} problem(s) found", problems.len())
 }
 
 fn main() -> ExitCode {
@@ -185,6 +359,7 @@ fn main() -> ExitCode {
                 public_url: args.public_url.map(|url| url.trim_end_matches('/').to_owned()),
                 plugin_memory_mib: usize::from(args.plugin_memory_mib),
                 plugin_deadline_ms: args.plugin_deadline_ms,
+                import_max_bytes: usize::from(args.import_max_mib) << 20,
             };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -197,6 +372,12 @@ fn main() -> ExitCode {
         }
         Command::Plugins(PluginsCommand::Check { file }) => check_plugin(&file),
         Command::Plugins(PluginsCommand::Reload(admin)) => reload_plugins(&admin),
+        Command::Organizations(command) => organizations(command),
+        Command::Keys(command) => keys(command),
+        Command::Import { organization, collection, file, batch_lines, admin } => {
+            import(&organization, &collection, &file, batch_lines, &admin)
+        }
+        Command::Check { data_dir } => check(&data_dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

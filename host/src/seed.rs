@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::auth::{self, ALL_READ_SCOPES};
 use crate::demo::{DEMO_ANCHOR_UNIX, DemoSpec, Generator, format_timestamp};
-use crate::store::{Database, Organization};
+use crate::store::Database;
 
 /// The demo organizations: name, generator seed, hostname prefix.
 const DEMO_ORGANIZATIONS: [(&str, u64, &str); 2] = [("Acme Corp", 1, "acme"), ("Globex", 2, "globex")];
@@ -44,15 +44,11 @@ pub fn seed_demo_if_empty(db: &Database, data_dir: &Path) -> anyhow::Result<Opti
     db.set_marker(DEMO_MARKER, "in-progress")?;
     let mut keys = Vec::new();
     for (name, seed, prefix) in DEMO_ORGANIZATIONS {
-        let organization_id = Uuid::now_v7();
+        let organization = auth::new_organization(name, format_timestamp(DEMO_ANCHOR_UNIX));
+        let organization_id = organization.organization_id;
         seed_organization(db, organization_id, seed, prefix)?;
-        db.insert_organization(&Organization {
-            organization_id,
-            name: name.to_owned(),
-            enrollment_token: format!("enroll_{}", auth::random_base62(32)),
-            created_at: format_timestamp(DEMO_ANCHOR_UNIX),
-        })?;
-        let created = auth::create_key(db, organization_id, "demo", &ALL_READ_SCOPES)?;
+        db.insert_organization(&organization)?;
+        let created = auth::create_key(db, organization_id, "demo", &ALL_READ_SCOPES, None)?;
         keys.push(DemoKey { name: name.to_owned(), organization_id, api_key: created.api_key });
     }
     let keys = DemoKeys { organizations: keys };
@@ -74,8 +70,9 @@ pub fn seed_generated(
     spec: DemoSpec,
     mut progress: impl FnMut(usize),
 ) -> anyhow::Result<DemoKeys> {
-    let organization_id = Uuid::now_v7();
     let name = format!("Seeded {}x{}", spec.endpoints, spec.findings_per_endpoint);
+    let organization = auth::new_organization(&name, format_timestamp(DEMO_ANCHOR_UNIX));
+    let organization_id = organization.organization_id;
     let mut generator = Generator::new(7, spec, DEMO_ANCHOR_UNIX, "seed");
     db.bulk_insert_records(organization_id, "scopes", &generator.scopes())?;
     let mut done = 0;
@@ -97,13 +94,8 @@ pub fn seed_generated(
         progress(done);
     }
     db.finish_bulk_load()?;
-    db.insert_organization(&Organization {
-        organization_id,
-        name: name.clone(),
-        enrollment_token: format!("enroll_{}", auth::random_base62(32)),
-        created_at: format_timestamp(DEMO_ANCHOR_UNIX),
-    })?;
-    let created = auth::create_key(db, organization_id, "seed", &ALL_READ_SCOPES)?;
+    db.insert_organization(&organization)?;
+    let created = auth::create_key(db, organization_id, "seed", &ALL_READ_SCOPES, None)?;
     let keys = DemoKeys { organizations: vec![DemoKey { name, organization_id, api_key: created.api_key }] };
     write_private(&data_dir.join(SEED_KEYS_FILE), &serde_json::to_vec_pretty(&keys)?)?;
     Ok(keys)

@@ -32,6 +32,8 @@ pub struct ServeOptions {
     pub public_url: Option<String>,
     pub plugin_memory_mib: usize,
     pub plugin_deadline_ms: u64,
+    /// The largest import batch accepted, in bytes.
+    pub import_max_bytes: usize,
 }
 
 /// Runs the server until SIGINT or SIGTERM.
@@ -72,6 +74,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let admin_bound = admin_listener.local_addr()?;
     let admin_state = AdminState {
         plugins: state.plugins.clone(),
+        db: db.clone(),
+        import_max_bytes: options.import_max_bytes,
         token_hash: Sha256::digest(admin::admin_token(&options.data_dir)?.as_bytes()).into(),
     };
     println!("listening on http://{bound}");

@@ -66,6 +66,12 @@ pub struct ApiKeyRecord {
     /// The key's first characters, to recognise it in listings.
     pub prefix: String,
     pub created_at: String,
+    /// After this instant (RFC 3339) the key no longer authenticates.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+    /// Set when the key was revoked; it no longer authenticates.
+    #[serde(default)]
+    pub revoked_at: Option<String>,
 }
 
 /// The database: a sled instance with the product's trees.
@@ -321,6 +327,50 @@ impl Database {
         let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.api_keys.insert(key_hash, bytes)?;
         self.flush()
+    }
+
+    /// Every organization, in id (creation) order.
+    pub fn organizations(&self) -> Result<Vec<Organization>, StoreError> {
+        self.organizations
+            .iter()
+            .values()
+            .map(|bytes| serde_json::from_slice(&bytes?).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .collect()
+    }
+
+    /// The stored records of every key (of one organization when given), oldest first.
+    pub fn api_keys(&self, organization: Option<Uuid>) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        let mut keys = Vec::new();
+        for bytes in self.api_keys.iter().values() {
+            let record: ApiKeyRecord =
+                serde_json::from_slice(&bytes?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            if organization.is_none_or(|organization| record.organization_id == organization) {
+                keys.push(record);
+            }
+        }
+        keys.sort_by_key(|key| key.id);
+        Ok(keys)
+    }
+
+    /// Marks the key with this id revoked (durably); `None` when there is
+    /// no such key. Revoking a revoked key keeps its first revocation time.
+    pub fn revoke_api_key(&self, id: Uuid, revoked_at: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        for entry in self.api_keys.iter() {
+            let (hash, bytes) = entry?;
+            let mut record: ApiKeyRecord =
+                serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            if record.id != id {
+                continue;
+            }
+            if record.revoked_at.is_none() {
+                record.revoked_at = Some(revoked_at.to_owned());
+                let bytes = serde_json::to_vec(&record).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                self.api_keys.insert(hash, bytes)?;
+                self.flush()?;
+            }
+            return Ok(Some(record));
+        }
+        Ok(None)
     }
 
     pub fn api_key(&self, key_hash: &[u8; 32]) -> Result<Option<ApiKeyRecord>, StoreError> {

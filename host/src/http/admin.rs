@@ -1,23 +1,29 @@
 //! The admin listener: loopback by default, separate from the public port,
 //! authenticated with the admin token. It carries what operators change:
-//! for now, plugin reload.
+//! organizations, API keys, the import of records, and plugin reload.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, header};
-use axum::middleware;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path as UrlPath, RawQuery, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::any;
-use serde_json::json;
+use axum::routing::{delete, post};
+use axum::{Json, Router};
+use esr_plugin_sdk::time::Timestamp;
+use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
+use uuid::Uuid;
 
 use super::problem::ApiError;
 use super::request_id;
+use crate::auth::{self, ALL_READ_SCOPES};
+use crate::ingest::{self, ImportError};
 use crate::plugins::{PluginInfo, PluginRegistry};
+use crate::store::{ApiKeyRecord, COLLECTIONS, Database, Organization, StoreError};
 
 /// The file the generated admin token is kept in, in the data directory.
 pub const ADMIN_TOKEN_FILE: &str = "admin-token";
@@ -25,8 +31,11 @@ pub const ADMIN_TOKEN_FILE: &str = "admin-token";
 #[derive(Clone)]
 pub struct AdminState {
     pub plugins: Arc<PluginRegistry>,
+    pub db: Database,
     /// SHA-256 of the admin token.
     pub token_hash: [u8; 32],
+    /// The largest import body accepted, in bytes.
+    pub import_max_bytes: usize,
 }
 
 /// The admin token: `ESR_ADMIN_TOKEN` when set, else the one in
@@ -40,7 +49,7 @@ pub fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
     match std::fs::read_to_string(&path) {
         Ok(token) if !token.trim().is_empty() => Ok(token.trim().to_owned()),
         _ => {
-            let token = format!("esradm_{}", crate::auth::random_base62(40));
+            let token = format!("esradm_{}", auth::random_base62(40));
             crate::seed::write_private(&path, token.as_bytes())?;
             Ok(token)
         }
@@ -60,24 +69,299 @@ pub fn read_admin_token(data_dir: &Path) -> anyhow::Result<String> {
 
 pub fn router(state: AdminState) -> Router {
     Router::new()
-        .route("/admin/v1/plugins/reload", any(reload))
+        .route("/admin/v1/organizations", post(create_organization).get(list_organizations))
+        .route("/admin/v1/keys", post(create_key).get(list_keys))
+        .route("/admin/v1/keys/{key_id}", delete(revoke_key))
+        .route("/admin/v1/organizations/{organization_id}/import/{collection}", post(import))
+        .route("/admin/v1/plugins/reload", post(reload))
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method-not-allowed",
+                "Method not allowed",
+                "this admin route does not take that method",
+            )
+        })
         .fallback(|| async { ApiError::not_found("no such admin path") })
+        .layer(middleware::from_fn_with_state(state.clone(), authorize))
         .layer(middleware::from_fn(request_id))
         .with_state(state)
 }
 
-fn authorize(state: &AdminState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let presented = headers
+/// Every admin route needs the admin token.
+async fn authorize(State(state): State<AdminState>, request: Request, next: Next) -> Response {
+    let presented = request
+        .headers()
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .ok_or_else(|| ApiError::unauthorized("the admin token is required: Authorization: Bearer <admin token>"))?;
+        .and_then(|value| value.strip_prefix("Bearer "));
+    let Some(presented) = presented else {
+        return ApiError::unauthorized("the admin token is required: Authorization: Bearer <admin token>")
+            .into_response();
+    };
     // Comparing digests keeps the comparison's timing independent of the token.
     let digest: [u8; 32] = Sha256::digest(presented.trim().as_bytes()).into();
-    if digest == state.token_hash { Ok(()) } else { Err(ApiError::unauthorized("the admin token is not valid")) }
+    if digest != state.token_hash {
+        return ApiError::unauthorized("the admin token is not valid").into_response();
+    }
+    next.run(request).await
 }
 
-fn describe(info: &PluginInfo) -> serde_json::Value {
+/// Runs blocking storage work off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work).await.map_err(|_| ApiError::internal())?
+}
+
+/// A storage failure: logged, answered `500`.
+fn storage_failure(error: StoreError) -> ApiError {
+    tracing::error!(%error, "admin request failed in storage");
+    ApiError::internal()
+}
+
+fn invalid_body(detail: String) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid-body", "Invalid body", detail)
+}
+
+/// A JSON object body holding only the `allowed` members, or `400` saying why not.
+fn json_object(body: &[u8], allowed: &[&str]) -> Result<Map<String, Value>, ApiError> {
+    let object = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(object)) => object,
+        Ok(_) => return Err(invalid_body("the body must be a JSON object".into())),
+        Err(error) => return Err(invalid_body(format!("the body is not JSON: {error}"))),
+    };
+    let unknown: Vec<(String, String)> = object
+        .keys()
+        .filter(|key| !allowed.contains(&key.as_str()))
+        .map(|key| (key.clone(), format!("unknown field; expected {}", allowed.join(", "))))
+        .collect();
+    if unknown.is_empty() { Ok(object) } else { Err(ApiError::invalid_parameters(unknown)) }
+}
+
+/// A required name of 1 to 200 characters.
+fn name_member(object: &Map<String, Value>, problems: &mut Vec<(String, String)>) -> String {
+    match object.get("name").and_then(Value::as_str).map(str::trim) {
+        Some(name) if (1..=200).contains(&name.chars().count()) => name.to_owned(),
+        _ => {
+            problems.push(("name".into(), "a name of 1 to 200 characters is required".into()));
+            String::new()
+        }
+    }
+}
+
+fn parse_uuid(text: &str, name: &str) -> Result<Uuid, ApiError> {
+    Uuid::try_parse(text).map_err(|_| ApiError::invalid_parameters(vec![(name.to_owned(), "not a UUID".to_owned())]))
+}
+
+fn organization_exists(db: &Database, id: Uuid) -> Result<(), ApiError> {
+    match db.organization(id).map_err(storage_failure)? {
+        Some(_) => Ok(()),
+        None => Err(ApiError::not_found(format!("no organization {id}"))),
+    }
+}
+
+fn now_text() -> String {
+    crate::demo::format_timestamp(auth::unix_now())
+}
+
+fn organization_json(organization: &Organization) -> Value {
+    json!({
+        "organization_id": organization.organization_id,
+        "name": organization.name,
+        "created_at": organization.created_at,
+    })
+}
+
+/// `POST /admin/v1/organizations` `{"name"}` → `201`.
+async fn create_organization(State(state): State<AdminState>, body: Bytes) -> Result<Response, ApiError> {
+    let object = json_object(&body, &["name"])?;
+    let mut problems = Vec::new();
+    let name = name_member(&object, &mut problems);
+    if !problems.is_empty() {
+        return Err(ApiError::invalid_parameters(problems));
+    }
+    let organization = auth::new_organization(&name, now_text());
+    let (db, stored) = (state.db.clone(), organization.clone());
+    blocking(move || db.insert_organization(&stored).map_err(storage_failure)).await?;
+    tracing::info!(organization_id = %organization.organization_id, "organization created");
+    Ok((StatusCode::CREATED, Json(organization_json(&organization))).into_response())
+}
+
+/// `GET /admin/v1/organizations`.
+async fn list_organizations(State(state): State<AdminState>) -> Result<Response, ApiError> {
+    let db = state.db.clone();
+    let organizations = blocking(move || db.organizations().map_err(storage_failure)).await?;
+    Ok(Json(json!({"data": organizations.iter().map(organization_json).collect::<Vec<_>>()})).into_response())
+}
+
+fn key_json(record: &ApiKeyRecord) -> Value {
+    json!({
+        "id": record.id,
+        "organization_id": record.organization_id,
+        "name": record.name,
+        "scopes": record.scopes,
+        "prefix": record.prefix,
+        "created_at": record.created_at,
+        "expires_at": record.expires_at,
+        "revoked_at": record.revoked_at,
+    })
+}
+
+/// `POST /admin/v1/keys` `{"organization_id", "name", "scopes", "expires_at"?}`
+/// → `201` with the key, shown this once.
+async fn create_key(State(state): State<AdminState>, body: Bytes) -> Result<Response, ApiError> {
+    let object = json_object(&body, &["organization_id", "name", "scopes", "expires_at"])?;
+    let mut problems = Vec::new();
+    let organization_id = object.get("organization_id").and_then(Value::as_str).and_then(|id| Uuid::try_parse(id).ok());
+    if organization_id.is_none() {
+        problems.push(("organization_id".into(), "an organization's UUID is required".into()));
+    }
+    let name = name_member(&object, &mut problems);
+    let mut scopes = Vec::new();
+    let choices = ALL_READ_SCOPES.join(", ");
+    match object.get("scopes").and_then(Value::as_array) {
+        Some(requested) if !requested.is_empty() => {
+            for scope in requested {
+                match ALL_READ_SCOPES.iter().find(|known| Some(**known) == scope.as_str()) {
+                    Some(known) if !scopes.contains(known) => scopes.push(*known),
+                    Some(_) => {}
+                    None => problems.push(("scopes".into(), format!("{scope} is not one of {choices}"))),
+                }
+            }
+        }
+        _ => problems.push(("scopes".into(), format!("a non-empty array of: {choices}"))),
+    }
+    let expires_at = match object.get("expires_at") {
+        None | Some(Value::Null) => None,
+        Some(value) => match value.as_str().and_then(Timestamp::parse) {
+            Some(at) if at.0 > auth::unix_now_nanos() => Some(at.format()),
+            Some(_) => {
+                problems.push(("expires_at".into(), "must be in the future".into()));
+                None
+            }
+            None => {
+                problems.push(("expires_at".into(), "not an RFC 3339 timestamp".into()));
+                None
+            }
+        },
+    };
+    let Some(organization_id) = organization_id.filter(|_| problems.is_empty()) else {
+        return Err(ApiError::invalid_parameters(problems));
+    };
+    let db = state.db.clone();
+    let created = blocking(move || {
+        organization_exists(&db, organization_id)?;
+        auth::create_key(&db, organization_id, &name, &scopes, expires_at).map_err(storage_failure)
+    })
+    .await?;
+    tracing::info!(key_id = %created.record.id, %organization_id, "API key created");
+    let mut body = key_json(&created.record);
+    body["api_key"] = json!(created.api_key);
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+/// `GET /admin/v1/keys?organizationId=…`: metadata, never the key.
+async fn list_keys(State(state): State<AdminState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
+    let mut organization = None;
+    for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match name.as_ref() {
+            "organizationId" => organization = Some(parse_uuid(&value, "organizationId")?),
+            other => return Err(ApiError::invalid_parameters(vec![(other.to_owned(), "unknown parameter".into())])),
+        }
+    }
+    let db = state.db.clone();
+    let keys = blocking(move || {
+        if let Some(organization) = organization {
+            organization_exists(&db, organization)?;
+        }
+        db.api_keys(organization).map_err(storage_failure)
+    })
+    .await?;
+    Ok(Json(json!({"data": keys.iter().map(key_json).collect::<Vec<_>>()})).into_response())
+}
+
+/// `DELETE /admin/v1/keys/{keyId}`: refused from the next request on.
+async fn revoke_key(State(state): State<AdminState>, UrlPath(key_id): UrlPath<String>) -> Result<Response, ApiError> {
+    let key_id = parse_uuid(&key_id, "keyId")?;
+    let db = state.db.clone();
+    match blocking(move || db.revoke_api_key(key_id, &now_text()).map_err(storage_failure)).await? {
+        Some(_) => {
+            tracing::info!(%key_id, "API key revoked");
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        None => Err(ApiError::not_found(format!("no API key {key_id}"))),
+    }
+}
+
+/// The media types an import body may be sent as.
+const NDJSON_TYPES: [&str; 3] = ["application/x-ndjson", "application/jsonl", "application/jsonlines"];
+
+/// `POST /admin/v1/organizations/{organizationId}/import/{collection}`:
+/// an NDJSON batch, all or nothing, answered once durable.
+async fn import(
+    State(state): State<AdminState>,
+    UrlPath((organization_id, collection)): UrlPath<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let organization_id = parse_uuid(&organization_id, "organizationId")?;
+    if !COLLECTIONS.contains(&collection.as_str()) {
+        return Err(ApiError::not_found(format!("no collection {collection}; one of {}", COLLECTIONS.join(", "))));
+    }
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or_default();
+    if !NDJSON_TYPES.contains(&content_type.split(';').next().unwrap_or_default().trim()) {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "Unsupported media type",
+            "send the records as NDJSON (Content-Type: application/x-ndjson), one JSON object per line",
+        ));
+    }
+    let limit = state.import_max_bytes;
+    let body = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload-too-large",
+            "Payload too large",
+            format!("a batch may hold at most {limit} bytes; split the file into smaller batches"),
+        )
+    })?;
+    let (db, name) = (state.db.clone(), collection.clone());
+    let started = std::time::Instant::now();
+    let outcome = blocking(move || {
+        organization_exists(&db, organization_id)?;
+        Ok(ingest::import(&db, organization_id, &name, &body))
+    })
+    .await?;
+    match outcome {
+        Ok(summary) => {
+            tracing::info!(
+                %organization_id, %collection, created = summary.created, updated = summary.updated,
+                unchanged = summary.unchanged, elapsed_ms = started.elapsed().as_millis(), "batch imported"
+            );
+            Ok(Json(summary).into_response())
+        }
+        Err(ImportError::Invalid { lines, total }) => {
+            let first = lines.first().map_or_else(String::new, |line| {
+                let field = if line.field.is_empty() { String::new() } else { format!("{}: ", line.field) };
+                format!("; line {}: {field}{}", line.line, line.reason)
+            });
+            Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-lines",
+                "Invalid lines",
+                format!("{total} invalid line(s), nothing was written{first}"),
+            )
+            .with_member("invalid_lines", json!(lines))
+            .with_member("invalid_line_count", json!(total)))
+        }
+        Err(ImportError::UnknownCollection(name)) => Err(ApiError::not_found(format!("no collection {name}"))),
+        Err(ImportError::Store(error)) => Err(storage_failure(error)),
+    }
+}
+
+fn describe(info: &PluginInfo) -> Value {
     json!({
         "group": info.group,
         "version": info.version,
@@ -90,24 +374,14 @@ fn describe(info: &PluginInfo) -> serde_json::Value {
 
 /// `POST /admin/v1/plugins/reload`: validates the whole directory and
 /// swaps it in, or answers why not while the loaded components keep serving.
-async fn reload(State(state): State<AdminState>, method: Method, headers: HeaderMap) -> Result<Response, ApiError> {
-    if method != Method::POST {
-        return Err(ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method-not-allowed",
-            "Method not allowed",
-            "reload with POST",
-        )
-        .with_header(header::ALLOW, "POST"));
-    }
-    authorize(&state, &headers)?;
+async fn reload(State(state): State<AdminState>) -> Result<Response, ApiError> {
     let plugins = state.plugins.clone();
     let outcome = tokio::task::spawn_blocking(move || plugins.reload()).await.map_err(|_| ApiError::internal())?;
     match outcome {
         Ok(set) => {
             tracing::info!("plugins reloaded");
-            let loaded: Vec<serde_json::Value> = set.infos().map(describe).collect();
-            Ok((StatusCode::OK, axum::Json(json!({"loaded": loaded}))).into_response())
+            let loaded: Vec<Value> = set.infos().map(describe).collect();
+            Ok((StatusCode::OK, Json(json!({"loaded": loaded}))).into_response())
         }
         Err(error) => {
             let reason = format!("{error:#}");

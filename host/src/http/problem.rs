@@ -18,16 +18,32 @@ pub struct ApiError {
     pub title: &'static str,
     pub detail: String,
     pub invalid_params: Vec<(String, String)>,
+    /// Further members of the body, such as an import's `invalid_lines`.
+    /// (Boxed: most problems have none, and errors stay small.)
+    pub members: Option<Box<serde_json::Map<String, serde_json::Value>>>,
     pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, kind: &'static str, title: &'static str, detail: impl Into<String>) -> ApiError {
-        ApiError { status, kind, title, detail: detail.into(), invalid_params: Vec::new(), headers: Vec::new() }
+        ApiError {
+            status,
+            kind,
+            title,
+            detail: detail.into(),
+            invalid_params: Vec::new(),
+            members: None,
+            headers: Vec::new(),
+        }
     }
 
     pub fn with_header(mut self, name: HeaderName, value: &'static str) -> ApiError {
         self.headers.push((name, HeaderValue::from_static(value)));
+        self
+    }
+
+    pub fn with_member(mut self, name: &'static str, value: serde_json::Value) -> ApiError {
+        self.members.get_or_insert_default().insert(name.to_owned(), value);
         self
     }
 
@@ -103,6 +119,9 @@ impl ApiError {
         if !self.invalid_params.is_empty() {
             body["invalid_params"] =
                 self.invalid_params.iter().map(|(name, reason)| json!({"name": name, "reason": reason})).collect();
+        }
+        for (name, value) in self.members.iter().flat_map(|members| members.iter()) {
+            body[name] = value.clone();
         }
         let mut response = (self.status, body.to_string()).into_response();
         let headers = response.headers_mut();

@@ -173,6 +173,21 @@ impl Server {
         std::fs::read_to_string(self.data_dir().join("admin-token")).unwrap()
     }
 
+    /// A request to the admin listener, with the admin token.
+    pub fn admin(&self, method: reqwest::Method, path: &str) -> reqwest::blocking::RequestBuilder {
+        self.client.request(method, format!("{}{path}", self.admin_base)).bearer_auth(self.admin_token())
+    }
+
+    /// `esr <args>` against this server's admin listener and data directory.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_esr"))
+            .args(args)
+            .env("ESR_ADMIN_URL", &self.admin_base)
+            .env("ESR_DATA_DIR", self.data_dir())
+            .output()
+            .unwrap()
+    }
+
     /// The server's log so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()

@@ -1,0 +1,370 @@
+//! The admin listener's write path, end to end: organizations, keys,
+//! NDJSON imports (validation, all-or-nothing, quiet re-imports, derived
+//! counts) and the command line that drives them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Server, plugins_dir};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const NDJSON: &str = "application/x-ndjson";
+
+fn ndjson(lines: &[Value]) -> String {
+    lines.iter().map(|line| format!("{line}\n")).collect()
+}
+
+fn endpoint(hostname: &str) -> Value {
+    json!({"hostname": hostname, "operating_system": {"name": "Debian 12", "family": "linux"}, "tags": ["imported"]})
+}
+
+fn finding(endpoint: &str, severity: &str) -> Value {
+    json!({
+        "endpoint_id": endpoint, "finding_type": "vulnerability", "title": "xz backdoor",
+        "severity": severity, "status": "open", "cve_id": "CVE-2024-3094", "kev": true,
+        "subject": {"type": "software", "vendor": "Tukaani", "product": "xz-utils", "version": "5.6.0"},
+        "source": {"scanner": "trivy", "scanner_finding_id": format!("xz-{severity}")},
+        "first_seen_at": "2026-11-01T00:00:00Z", "last_seen_at": "2026-11-20T00:00:00Z",
+    })
+}
+
+/// Creates an organization and a key with these scopes; returns (id, key).
+fn organization_with_key(server: &Server, name: &str, scopes: &[&str]) -> (String, String) {
+    let created: Value = server
+        .admin(Method::POST, "/admin/v1/organizations")
+        .json(&json!({"name": name}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let organization = created["organization_id"].as_str().unwrap().to_owned();
+    let response = server
+        .admin(Method::POST, "/admin/v1/keys")
+        .json(&json!({"organization_id": organization, "name": "ci", "scopes": scopes}))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let key: Value = response.json().unwrap();
+    (organization, key["api_key"].as_str().unwrap().to_owned())
+}
+
+fn import(server: &Server, organization: &str, collection: &str, body: String) -> reqwest::blocking::Response {
+    server
+        .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/import/{collection}"))
+        .header("content-type", NDJSON)
+        .body(body)
+        .send()
+        .unwrap()
+}
+
+fn get(server: &Server, key: &str, path: &str) -> reqwest::blocking::Response {
+    server.client.get(server.url(path)).bearer_auth(key).send().unwrap()
+}
+
+#[test]
+fn every_admin_route_needs_the_admin_token() {
+    let server = Server::start(&plugins_dir());
+    let organization = &server.organization_ids[0];
+    let routes = [
+        (Method::POST, "/admin/v1/organizations".to_owned()),
+        (Method::GET, "/admin/v1/organizations".to_owned()),
+        (Method::POST, "/admin/v1/keys".to_owned()),
+        (Method::GET, "/admin/v1/keys".to_owned()),
+        (Method::DELETE, format!("/admin/v1/keys/{organization}")),
+        (Method::POST, format!("/admin/v1/organizations/{organization}/import/endpoints")),
+        (Method::POST, "/admin/v1/plugins/reload".to_owned()),
+    ];
+    for (method, path) in routes {
+        for token in [None, Some("wrong-token-of-some-length"), Some(server.keys[0].as_str())] {
+            let mut request = server.client.request(method.clone(), format!("{}{path}", server.admin_base));
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().unwrap();
+            assert_eq!(response.status(), 401, "{method} {path} with {token:?}");
+            assert_eq!(response.headers()["content-type"], "application/problem+json");
+        }
+    }
+    assert_eq!(server.admin(Method::GET, "/admin/v1/keys").send().unwrap().status(), 200);
+}
+
+#[test]
+fn keys_are_created_listed_without_the_secret_and_revoked_at_once() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = organization_with_key(&server, "Initech", &["endpoints:read"]);
+    assert_eq!(get(&server, &key, "/v1/endpoints").status(), 200);
+    let forbidden = get(&server, &key, "/v1/scopes");
+    assert_eq!(forbidden.status(), 403, "a scope the key lacks");
+
+    let listing = server.admin(Method::GET, &format!("/admin/v1/keys?organizationId={organization}")).send().unwrap();
+    let listing_text = listing.text().unwrap();
+    assert!(!listing_text.contains(&key), "the key itself is never listed");
+    let listed: Value = serde_json::from_str(&listing_text).unwrap();
+    let keys = listed["data"].as_array().unwrap();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys[0]["scopes"], json!(["endpoints:read"]));
+    assert!(key.starts_with(keys[0]["prefix"].as_str().unwrap()));
+    let key_id = keys[0]["id"].as_str().unwrap();
+
+    let unknown_key = get(&server, "esr_0000000000000000000000000000000000000000", "/v1/endpoints");
+    assert_eq!(unknown_key.status(), 401);
+    let unknown_body: Value = unknown_key.json().unwrap();
+    assert_eq!(server.admin(Method::DELETE, &format!("/admin/v1/keys/{key_id}")).send().unwrap().status(), 204);
+    let revoked = get(&server, &key, "/v1/endpoints");
+    assert_eq!(revoked.status(), 401, "revoked on the very next request");
+    assert_eq!(revoked.headers()["www-authenticate"], "Bearer");
+    let revoked_body: Value = revoked.json().unwrap();
+    for member in ["type", "title", "status", "detail", "error"] {
+        assert_eq!(revoked_body[member], unknown_body[member], "a revoked key looks like an unknown one: {member}");
+    }
+    let again = server.admin(Method::DELETE, &format!("/admin/v1/keys/{key_id}")).send().unwrap();
+    assert_eq!(again.status(), 204, "revoking twice is harmless");
+    let missing = server.admin(Method::DELETE, &format!("/admin/v1/keys/{organization}")).send().unwrap();
+    assert_eq!(missing.status(), 404);
+
+    // Bad requests name what is wrong.
+    let bad = server
+        .admin(Method::POST, "/admin/v1/keys")
+        .json(&json!({"organization_id": "nope", "name": "", "scopes": ["admin:write"], "expires_at": "2001-01-01T00:00:00Z", "colour": 1}))
+        .send()
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let problem: Value = bad.json().unwrap();
+    assert_eq!(problem["invalid_params"].as_array().unwrap().len(), 1, "unknown members first: {problem}");
+    let bad = server
+        .admin(Method::POST, "/admin/v1/keys")
+        .json(&json!({"organization_id": "nope", "name": "", "scopes": ["admin:write"], "expires_at": "2001-01-01T00:00:00Z"}))
+        .send()
+        .unwrap();
+    let problem: Value = bad.json().unwrap();
+    let named: Vec<&str> =
+        problem["invalid_params"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(named, ["organization_id", "name", "scopes", "expires_at"], "{problem}");
+    let no_org = server
+        .admin(Method::POST, "/admin/v1/keys")
+        .json(&json!({"organization_id": key_id, "name": "x", "scopes": ["scopes:read"]}))
+        .send()
+        .unwrap();
+    assert_eq!(no_org.status(), 404, "an organization that does not exist");
+    let not_json = server.admin(Method::POST, "/admin/v1/organizations").body("{").send().unwrap();
+    assert_eq!(not_json.status(), 400);
+
+    // An expiring key works until it expires.
+    let soon = server
+        .admin(Method::POST, "/admin/v1/keys")
+        .json(&json!({"organization_id": organization, "name": "short", "scopes": ["endpoints:read"],
+                      "expires_at": "2100-01-01T00:00:00Z"}))
+        .send()
+        .unwrap();
+    let soon: Value = soon.json().unwrap();
+    assert_eq!(soon["expires_at"], "2100-01-01T00:00:00Z");
+    assert_eq!(get(&server, soon["api_key"].as_str().unwrap(), "/v1/endpoints").status(), 200);
+}
+
+#[test]
+fn imports_are_validated_all_or_nothing_and_quiet_when_nothing_changed() {
+    let server = Server::start_with(&plugins_dir(), &["--import-max-mib", "1"]);
+    let (organization, key) = organization_with_key(&server, "Umbrella", &["endpoints:read", "findings:read"]);
+
+    // A batch with one bad line writes nothing and names the line and field.
+    let mut bad = endpoint("bad");
+    bad["operating_system"]["family"] = json!("plan9");
+    let refused = import(&server, &organization, "endpoints", ndjson(&[endpoint("good"), bad]));
+    assert_eq!(refused.status(), 422);
+    assert_eq!(refused.headers()["content-type"], "application/problem+json");
+    let problem: Value = refused.json().unwrap();
+    assert_eq!(
+        problem["invalid_lines"],
+        json!([{"line": 2, "field": "operating_system.family", "reason": "must be one of macos, windows, linux, other"}])
+    );
+    assert_eq!(get(&server, &key, "/v1/endpoints").json::<Value>().unwrap()["total"], 0, "nothing written");
+
+    // Clear refusals for the wrong media type, an oversized body, an unknown collection.
+    let wrong_type = server
+        .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/import/endpoints"))
+        .header("content-type", "application/json")
+        .body(ndjson(&[endpoint("x")]))
+        .send()
+        .unwrap();
+    assert_eq!(wrong_type.status(), 415);
+    let huge = format!("{}\n", json!({"hostname": "x".repeat(2 << 20)}));
+    let too_large = import(&server, &organization, "endpoints", huge);
+    assert_eq!(too_large.status(), 413);
+    assert_eq!(too_large.headers()["content-type"], "application/problem+json");
+    assert_eq!(import(&server, &organization, "widgets", ndjson(&[endpoint("x")])).status(), 404);
+    let nobody = "0190b0b0-0000-7000-8000-000000000000";
+    assert_eq!(import(&server, nobody, "endpoints", ndjson(&[endpoint("x")])).status(), 404);
+
+    // A valid batch: created, then visible through the public API.
+    let accepted = import(&server, &organization, "endpoints", ndjson(&[endpoint("web-1"), endpoint("web-2")]));
+    assert_eq!(accepted.status(), 200);
+    let summary: Value = accepted.json().unwrap();
+    assert_eq!(
+        (summary["created"].clone(), summary["updated"].clone(), summary["unchanged"].clone()),
+        (json!(2), json!(0), json!(0))
+    );
+    let host = summary["ids"][0].as_str().unwrap().to_owned();
+    let stored: Value = get(&server, &key, &format!("/v1/endpoints/{host}")).json().unwrap();
+    assert_eq!(stored["hostname"], "web-1");
+    assert_eq!(stored["open_findings"], json!({"critical": 0, "high": 0, "medium": 0, "low": 0, "info": 0}));
+
+    // Findings move the endpoint's open counts; the demo organizations see none of it.
+    let findings = import(
+        &server,
+        &organization,
+        "vulnerability-findings",
+        ndjson(&[finding(&host, "critical"), finding(&host, "high")]),
+    );
+    assert_eq!(findings.status(), 200);
+    let finding_ids: Vec<String> = findings.json::<Value>().unwrap()["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_str().unwrap().to_owned())
+        .collect();
+    let counted: Value = get(&server, &key, &format!("/v1/endpoints/{host}")).json().unwrap();
+    assert_eq!(counted["open_findings"], json!({"critical": 1, "high": 1, "medium": 0, "low": 0, "info": 0}));
+    let listed: Value =
+        get(&server, &key, &format!("/v1/vulnerability-findings?endpointId={host}&severity=critical")).json().unwrap();
+    assert_eq!(listed["total"], 1, "indexes see the import at once");
+    assert_eq!(server.get(&format!("/v1/endpoints/{host}")).status(), 404, "another organization");
+
+    // Re-importing the same content is quiet: nothing moves, updated_at included.
+    let mut same = finding(&host, "critical");
+    same["id"] = json!(finding_ids[0]);
+    let before: Value = get(&server, &key, &format!("/v1/vulnerability-findings/{}", finding_ids[0])).json().unwrap();
+    let quiet: Value =
+        import(&server, &organization, "vulnerability-findings", ndjson(&[same.clone()])).json().unwrap();
+    assert_eq!(
+        (quiet["created"].clone(), quiet["updated"].clone(), quiet["unchanged"].clone()),
+        (json!(0), json!(0), json!(1))
+    );
+    let after: Value = get(&server, &key, &format!("/v1/vulnerability-findings/{}", finding_ids[0])).json().unwrap();
+    assert_eq!(after, before);
+
+    // A change moves updated_at (and only then), and is what updatedAfter finds.
+    same["status"] = json!("resolved");
+    same["resolved_at"] = json!("2026-11-21T08:00:00Z");
+    let changed: Value =
+        import(&server, &organization, "vulnerability-findings", ndjson(&[same.clone()])).json().unwrap();
+    assert_eq!(changed["updated"], 1);
+    let resolved: Value = get(&server, &key, &format!("/v1/vulnerability-findings/{}", finding_ids[0])).json().unwrap();
+    assert!(resolved["updated_at"].as_str() > before["updated_at"].as_str());
+    assert_eq!(resolved["created_at"], before["created_at"]);
+    let since = before["updated_at"].as_str().unwrap();
+    let synced: Value = get(&server, &key, &format!("/v1/vulnerability-findings?updatedAfter={since}")).json().unwrap();
+    let synced_ids: Vec<&str> = synced["data"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
+    assert!(synced_ids.contains(&finding_ids[0].as_str()), "{synced_ids:?}");
+    let recounted: Value = get(&server, &key, &format!("/v1/endpoints/{host}")).json().unwrap();
+    assert_eq!(recounted["open_findings"]["critical"], 0, "a resolved finding is no longer open");
+
+    // A resolved finding cannot go back to open; it can be reopened.
+    same["status"] = json!("open");
+    let refused: Value =
+        import(&server, &organization, "vulnerability-findings", ndjson(&[same.clone()])).json().unwrap();
+    assert_eq!(refused["invalid_lines"][0]["field"], "status");
+    same["status"] = json!("reopened");
+    assert_eq!(import(&server, &organization, "vulnerability-findings", ndjson(&[same])).status(), 200);
+}
+
+#[test]
+fn the_command_line_manages_keys_and_imports_files_through_the_server() {
+    let server = Server::start(&plugins_dir());
+    let run = |args: &[&str]| {
+        let output = server.cli(args);
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        );
+        (output.status.success(), stdout, stderr)
+    };
+    let (ok, stdout, stderr) = run(&["organizations", "create", "Hooli"]);
+    assert!(ok, "{stderr}");
+    let organization = stdout.split_whitespace().next().unwrap().to_owned();
+    let (ok, key, stderr) = run(&["keys", "create", "--organization", &organization, "--name", "cli"]);
+    assert!(ok, "{stderr}");
+    let key = key.trim().to_owned();
+    assert!(key.starts_with("esr_") && stderr.contains("shown this once"), "{key} {stderr}");
+    let (ok, listing, _) = run(&["keys", "list", "--organization", &organization]);
+    assert!(ok && listing.contains("cli") && listing.contains("active") && !listing.contains(&key), "{listing}");
+
+    // A file of five endpoints in batches of two, the fifth line bad: the
+    // first two batches go in, the error names the file's line 5.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("endpoints.ndjson");
+    let mut lines: Vec<Value> = (1..=5).map(|n| endpoint(&format!("host-{n}"))).collect();
+    lines[4]["mac_address"] = json!("not-a-mac");
+    std::fs::write(&file, ndjson(&lines)).unwrap();
+    let file_arg = file.to_str().unwrap();
+    let import_args =
+        ["import", "--organization", &organization, "--collection", "endpoints", "--batch-lines", "2", file_arg];
+    let (ok, _, stderr) = run(&import_args);
+    assert!(!ok);
+    assert!(stderr.contains("line 5: mac_address: not a MAC address"), "{stderr}");
+    assert!(stderr.contains("nothing from line 5 on was imported; lines before it were (4 created"), "{stderr}");
+    assert_eq!(get(&server, &key, "/v1/endpoints").json::<Value>().unwrap()["total"], 4);
+
+    lines[4]["mac_address"] = json!("00:1A:2b:3c:4d:5e");
+    std::fs::write(&file, ndjson(&lines)).unwrap();
+    let (ok, stdout, stderr) = run(&import_args);
+    assert!(ok, "{stderr}");
+    // Lines without ids are new records each time; with ids they would be unchanged.
+    assert!(stdout.contains("5 records") && stdout.contains("5 created"), "{stdout}");
+    let stored: Value = get(&server, &key, "/v1/endpoints?hostname=host-5").json().unwrap();
+    assert_eq!(stored["data"][0]["mac_address"], "00:1a:2b:3c:4d:5e", "normalized");
+
+    let key_id = {
+        let (_, listing, _) = run(&["keys", "list", "--organization", &organization]);
+        listing.split_whitespace().next().unwrap().to_owned()
+    };
+    let (ok, _, stderr) = run(&["keys", "revoke", &key_id]);
+    assert!(ok, "{stderr}");
+    assert_eq!(get(&server, &key, "/v1/endpoints").status(), 401);
+
+    // A second server on the same data directory says what is wrong.
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--plugins-dir"])
+        .arg(plugins_dir())
+        .arg("--data-dir")
+        .arg(server.data_dir())
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let message = String::from_utf8_lossy(&second.stderr);
+    assert!(message.contains("in use by another esr process"), "{message}");
+}
+
+#[test]
+fn the_command_line_says_when_no_server_is_running() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("admin-token"), "esradm_token-of-a-stopped-server").unwrap();
+    let file = dir.path().join("x.ndjson");
+    std::fs::write(&file, ndjson(&[endpoint("x")])).unwrap();
+    let free_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    for args in [
+        vec![
+            "import",
+            "--organization",
+            "0190b0b0-0000-7000-8000-000000000000",
+            "--collection",
+            "endpoints",
+            file.to_str().unwrap(),
+        ],
+        vec!["keys", "list"],
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
+            .args(&args)
+            .env("ESR_ADMIN_URL", format!("http://127.0.0.1:{free_port}"))
+            .env("ESR_DATA_DIR", dir.path())
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        let message = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            message.contains("no esr server answers") && message.contains("start one with `esr serve"),
+            "{message}"
+        );
+    }
+}
