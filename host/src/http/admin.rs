@@ -319,14 +319,20 @@ async fn import(
         ));
     }
     let limit = state.import_max_bytes;
-    let body = axum::body::to_bytes(body, limit).await.map_err(|_| {
+    let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload-too-large",
             "Payload too large",
             format!("a batch may hold at most {limit} bytes; split the file into smaller batches"),
         )
-    })?;
+    };
+    // A declared length over the limit is refused before reading any of it.
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large());
+    }
+    let body = axum::body::to_bytes(body, limit).await.map_err(|_| too_large())?;
     let (db, name) = (state.db.clone(), collection.clone());
     let started = std::time::Instant::now();
     let outcome = blocking(move || {
