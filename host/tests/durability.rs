@@ -150,12 +150,7 @@ fn acknowledged_batches_survive_sigkill_and_no_batch_lands_in_part() {
         .body(hosts)
         .send()
         .unwrap();
-    let endpoints: Vec<String> = response.json::<Value>().unwrap()["ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|id| id.as_str().unwrap().to_owned())
-        .collect();
+    let endpoints = common::imported_ids(response);
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(20261122);
     let mut all_sent = Vec::new();

@@ -246,12 +246,7 @@ fn imports_are_validated_all_or_nothing_and_quiet_when_nothing_changed() {
         ndjson(&[finding(&host, "critical"), finding(&host, "high")]),
     );
     assert_eq!(findings.status(), 200);
-    let finding_ids: Vec<String> = findings.json::<Value>().unwrap()["ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|id| id.as_str().unwrap().to_owned())
-        .collect();
+    let finding_ids = common::imported_ids(findings);
     let counted: Value = get(&server, &key, &format!("/v1/endpoints/{host}")).json().unwrap();
     assert_eq!(counted["open_findings"], json!({"critical": 1, "high": 1, "medium": 0, "low": 0, "info": 0}));
     let listed: Value =

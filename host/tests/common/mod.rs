@@ -238,6 +238,13 @@ impl Drop for Server {
     }
 }
 
+/// The `ids` of an import's `200` answer, in line order.
+pub fn imported_ids(response: Response) -> Vec<String> {
+    assert_eq!(response.status(), 200);
+    let summary: Value = response.json().unwrap();
+    summary["ids"].as_array().unwrap().iter().map(|id| id.as_str().unwrap().to_owned()).collect()
+}
+
 /// Starts the binary; the caller reads its output.
 pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_esr"))
