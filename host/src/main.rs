@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use esr::admin_client::AdminClient;
+use esr::http::limits::Quota;
 use esr::plugins::{Limits, LoadedPlugin, PluginEngine};
 use esr::server::{ServeOptions, serve};
 use serde_json::{Value, json};
@@ -159,6 +160,24 @@ struct ServeArgs {
     /// CPU time limit of one component call, in milliseconds.
     #[arg(long, env = "ESR_PLUGIN_DEADLINE_MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     plugin_deadline_ms: u64,
+    /// Requests per minute per API key (sustained).
+    #[arg(long, env = "ESR_RATE_LIMIT_PER_MINUTE", default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..))]
+    rate_limit_per_minute: u32,
+    /// Requests per API key at once (the bucket's size).
+    #[arg(long, env = "ESR_RATE_LIMIT_BURST", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    rate_limit_burst: u32,
+    /// Requests per minute per API key to /v1/agent/config.
+    #[arg(long, env = "ESR_AGENT_CONFIG_RATE_LIMIT_PER_MINUTE", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    agent_config_rate_limit_per_minute: u32,
+    /// Requests at once per API key to /v1/agent/config.
+    #[arg(long, env = "ESR_AGENT_CONFIG_RATE_LIMIT_BURST", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    agent_config_rate_limit_burst: u32,
+    /// Requests per minute per client address without a valid key.
+    #[arg(long, env = "ESR_ADDRESS_RATE_LIMIT_PER_MINUTE", default_value_t = 120, value_parser = clap::value_parser!(u32).range(1..))]
+    address_rate_limit_per_minute: u32,
+    /// Requests at once per client address without a valid key.
+    #[arg(long, env = "ESR_ADDRESS_RATE_LIMIT_BURST", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    address_rate_limit_burst: u32,
     /// The largest import batch the admin listener accepts, in MiB.
     #[arg(long, env = "ESR_IMPORT_MAX_MIB", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
     import_max_mib: u16,
@@ -360,6 +379,15 @@ fn main() -> ExitCode {
                 plugin_memory_mib: usize::from(args.plugin_memory_mib),
                 plugin_deadline_ms: args.plugin_deadline_ms,
                 import_max_bytes: usize::from(args.import_max_mib) << 20,
+                rate_limit: Quota { per_minute: args.rate_limit_per_minute, burst: args.rate_limit_burst },
+                agent_config_rate_limit: Quota {
+                    per_minute: args.agent_config_rate_limit_per_minute,
+                    burst: args.agent_config_rate_limit_burst,
+                },
+                address_rate_limit: Quota {
+                    per_minute: args.address_rate_limit_per_minute,
+                    burst: args.address_rate_limit_burst,
+                },
             };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use crate::http::admin::{self, AdminState};
+use crate::http::limits::{Quota, RateLimits};
 use crate::http::{self, AppState};
 use crate::plugins::{Limits, PluginEngine, PluginRegistry, PluginSet};
 use crate::seed::{self, DemoKeys};
@@ -34,6 +35,12 @@ pub struct ServeOptions {
     pub plugin_deadline_ms: u64,
     /// The largest import batch accepted, in bytes.
     pub import_max_bytes: usize,
+    /// Requests per API key.
+    pub rate_limit: Quota,
+    /// Requests per API key to `/v1/agent/config`.
+    pub agent_config_rate_limit: Quota,
+    /// Requests per client address without a valid key.
+    pub address_rate_limit: Quota,
 }
 
 /// Runs the server until SIGINT or SIGTERM.
@@ -67,6 +74,11 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         plugins,
         public_url: options.public_url.clone().unwrap_or_else(|| format!("http://{bound}")),
         plugin_permits: Arc::new(Semaphore::new(MAX_CONCURRENT_CALLS)),
+        rate_limits: Arc::new(RateLimits::new(
+            options.rate_limit,
+            options.agent_config_rate_limit,
+            options.address_rate_limit,
+        )),
     };
     let admin_listener = tokio::net::TcpListener::bind(options.admin_listen)
         .await
@@ -90,7 +102,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             })
             .into_future(),
     );
-    axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    let public = http::router(state).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, public).with_graceful_shutdown(shutdown_signal()).await?;
     let _ = stop_admin.send(());
     let _ = admin.await;
     db.flush()?;

@@ -93,6 +93,8 @@ fn start_server(data_dir: &Path, plugins_dir: &Path) -> anyhow::Result<Server> {
 fn start_server_with_admin(data_dir: &Path, plugins_dir: &Path) -> anyhow::Result<(Server, String)> {
     let mut child = Command::new(esr_binary()?)
         .args(["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        // The benchmark measures the service, not its rate limits.
+        .args(["--rate-limit-per-minute=100000000", "--rate-limit-burst=10000000"])
         .arg("--data-dir")
         .arg(data_dir)
         .arg("--plugins-dir")

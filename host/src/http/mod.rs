@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod cursor;
+pub mod limits;
 pub mod problem;
 
 use std::sync::Arc;
@@ -39,7 +40,13 @@ pub struct AppState {
     pub cursor_key: [u8; 32],
     /// Bounds concurrent component calls to what the instance pool holds.
     pub plugin_permits: Arc<Semaphore>,
+    pub rate_limits: Arc<limits::RateLimits>,
 }
+
+/// Who is calling, as [`rate_limit`] authenticated the request once for
+/// the handlers after it.
+#[derive(Debug, Clone)]
+pub struct Caller(Result<Principal, AuthFailure>);
 
 /// A resource group as the router sees it: its path, the scope that reads
 /// it, and how its records are named in messages.
@@ -68,8 +75,63 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/{collection}", any(list))
         .route("/v1/{collection}/{id}", any(item))
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), rate_limit))
         .layer(middleware::from_fn(request_id))
         .with_state(state)
+}
+
+/// Authenticates the request and charges it to its key's rate limit (the
+/// agent configuration's own, lower one for that path), or, without a
+/// valid key, to its address's. Health is exempt. The limit's fields go on
+/// every response; over the limit is `429` with `Retry-After`.
+async fn rate_limit(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    if request.uri().path() == "/v1/health" {
+        return next.run(request).await;
+    }
+    let header = request.headers().get(header::AUTHORIZATION).map(|value| value.to_str().ok());
+    let caller = match header {
+        None => Ok(Err(AuthFailure::Missing)),
+        Some(None) => Ok(Err(AuthFailure::Invalid)),
+        Some(Some(value)) => auth::authenticate(&state.db, Some(value)),
+    };
+    let caller = match caller {
+        Ok(caller) => caller,
+        Err(error) => {
+            tracing::error!(%error, "authenticating");
+            return ApiError::internal().into_response();
+        }
+    };
+    let now = std::time::Instant::now();
+    let limits = &state.rate_limits;
+    let decision = match &caller {
+        Ok(principal) if request.uri().path() == "/v1/agent/config" => limits.agent_config.check(principal.key_id, now),
+        Ok(principal) => limits.per_key.check(principal.key_id, now),
+        Err(_) => {
+            let address = request
+                .extensions()
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
+            limits.per_address.check(address, now)
+        }
+    };
+    let mut response = if decision.allowed {
+        request.extensions_mut().insert(Caller(caller));
+        next.run(request).await
+    } else {
+        let retry_after = decision.retry_after_seconds.to_string();
+        let mut problem = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate-limited",
+            "Too many requests",
+            format!("over the {} rate limit; retry after {retry_after} s", decision.policy),
+        );
+        if let Ok(value) = HeaderValue::from_str(&retry_after) {
+            problem.headers.push((header::RETRY_AFTER, value));
+        }
+        problem.into_response()
+    };
+    decision.write_headers(response.headers_mut());
+    response
 }
 
 /// Assigns the request id (the caller's, when it is sane), echoes it, and
@@ -87,7 +149,14 @@ pub(crate) async fn request_id(mut request: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
     let mut response = next.run(request).await;
     if let Some(problem) = response.extensions_mut().remove::<ApiError>() {
+        let added_on_the_way = std::mem::take(response.headers_mut());
         response = problem.render(&id, &instance);
+        let headers = response.headers_mut();
+        for (name, value) in &added_on_the_way {
+            if !headers.contains_key(name) {
+                headers.insert(name.clone(), value.clone());
+            }
+        }
     }
     tracing::info!(
         request_id = %id, method = %method, path = %instance, status = response.status().as_u16(),
@@ -121,28 +190,15 @@ fn group(collection: &str) -> Result<&'static Group, ApiError> {
 
 /// A read of a collection: the method is allowed, the group exists and the
 /// caller may read it (checked in that order: 405, 404, 401/403).
-fn read_group(
-    state: &AppState,
-    method: &Method,
-    collection: &str,
-    headers: &HeaderMap,
-) -> Result<(&'static Group, Principal), ApiError> {
+fn read_group(method: &Method, collection: &str, caller: &Caller) -> Result<(&'static Group, Principal), ApiError> {
     allow_read_only(method)?;
     let group = group(collection)?;
-    Ok((group, authorize(state, headers, group.scope)?))
+    Ok((group, authorize(caller, group.scope)?))
 }
 
 /// The caller, if its key is valid and carries `scope`.
-fn authorize(state: &AppState, headers: &HeaderMap, scope: &str) -> Result<Principal, ApiError> {
-    let header = match headers.get(header::AUTHORIZATION) {
-        Some(value) => Some(value.to_str().map_err(|_| ApiError::unauthorized("the API key is not valid"))?),
-        None => None,
-    };
-    let principal = auth::authenticate(&state.db, header).map_err(|error| {
-        tracing::error!(%error, "authenticating");
-        ApiError::internal()
-    })?;
-    match principal {
+fn authorize(caller: &Caller, scope: &str) -> Result<Principal, ApiError> {
+    match caller.0.clone() {
         Ok(principal) if principal.has_scope(scope) => Ok(principal),
         Ok(_) => Err(ApiError::forbidden(scope)),
         Err(AuthFailure::Missing) => Err(ApiError::unauthorized("an API key is required: Authorization: Bearer <key>")),
@@ -220,9 +276,10 @@ async fn list(
     Path(collection): Path<String>,
     RawQuery(raw): RawQuery,
     axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
+    axum::Extension(caller): axum::Extension<Caller>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (group, principal) = read_group(&state, &method, &collection, &headers)?;
+    let (group, principal) = read_group(&method, &collection, &caller)?;
     let tenant = tenant(&state, &principal)?;
     let mut query = query_pairs(raw.as_deref());
     let binding_query = query.clone();
@@ -282,9 +339,10 @@ async fn item(
     Path((collection, id)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
     axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
+    axum::Extension(caller): axum::Extension<Caller>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (group, principal) = read_group(&state, &method, &collection, &headers)?;
+    let (group, principal) = read_group(&method, &collection, &caller)?;
     let id = parse_id(&id).ok_or_else(|| ApiError::invalid_id(group.resource))?;
     let tenant = tenant(&state, &principal)?;
     let path = format!("/v1/{}/{id}", group.collection);
@@ -353,10 +411,10 @@ async fn agent_config(
     method: Method,
     RawQuery(raw): RawQuery,
     axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
-    headers: HeaderMap,
+    axum::Extension(caller): axum::Extension<Caller>,
 ) -> Result<Response, ApiError> {
     allow_read_only(&method)?;
-    let principal = authorize(&state, &headers, auth::SCOPE_AGENT_CONFIG)?;
+    let principal = authorize(&caller, auth::SCOPE_AGENT_CONFIG)?;
     let tenant = tenant(&state, &principal)?;
     let request = plugin_request("/v1/agent/config", &state.public_url, &query_pairs(raw.as_deref()));
     let rendered =

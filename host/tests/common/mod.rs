@@ -247,12 +247,26 @@ pub fn imported_ids(response: Response) -> Vec<String> {
 
 /// Starts the binary; the caller reads its output.
 pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
+    // Tests send many requests quickly; only the rate-limit tests set limits.
+    let generous_limits: &[&str] = if extra.iter().any(|flag| flag.contains("rate-limit")) {
+        &[]
+    } else {
+        &[
+            "--rate-limit-per-minute=6000000",
+            "--rate-limit-burst=100000",
+            "--agent-config-rate-limit-per-minute=6000000",
+            "--agent-config-rate-limit-burst=100000",
+            "--address-rate-limit-per-minute=6000000",
+            "--address-rate-limit-burst=100000",
+        ]
+    };
     Command::new(env!("CARGO_BIN_EXE_esr"))
         .args(["serve", "--demo", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
         .arg("--data-dir")
         .arg(data_dir)
         .arg("--plugins-dir")
         .arg(plugins_dir)
+        .args(generous_limits)
         .args(extra)
         .env("ESR_LOG", "warn,esr::server=info")
         .stdout(Stdio::piped())

@@ -1,0 +1,81 @@
+//! Rate limits over real HTTP: per key, a lower one for the agent
+//! configuration, per address without a valid key; health exempt.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Server, plugins_dir};
+use reqwest::blocking::Response;
+use serde_json::Value;
+
+fn header(response: &Response, name: &str) -> String {
+    response.headers().get(name).map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default()
+}
+
+#[test]
+fn each_key_has_its_own_bucket_and_every_response_says_where_it_stands() {
+    let server = Server::start_with(
+        &plugins_dir(),
+        &[
+            "--rate-limit-per-minute=60",
+            "--rate-limit-burst=5",
+            "--agent-config-rate-limit-per-minute=6",
+            "--agent-config-rate-limit-burst=2",
+            "--address-rate-limit-per-minute=60",
+            "--address-rate-limit-burst=3",
+        ],
+    );
+    // Acme's burst: five answers counting down, then 429.
+    for remaining in (0..5).rev() {
+        let path = if remaining == 2 { "/v1/scopes/00000000-0000-7000-8000-000000000000" } else { "/v1/scopes" };
+        let response = server.get(path);
+        assert!(response.status() == 200 || response.status() == 404, "{}", response.status());
+        assert_eq!(header(&response, "ratelimit-policy"), "\"per-key\";q=60;w=60");
+        assert_eq!(header(&response, "x-ratelimit-limit"), "60");
+        assert_eq!(header(&response, "x-ratelimit-remaining"), remaining.to_string(), "errors carry the fields too");
+        assert!(header(&response, "ratelimit").starts_with(&format!("\"per-key\";r={remaining};t=")));
+        assert!(!header(&response, "x-ratelimit-reset").is_empty());
+    }
+    let limited = server.get("/v1/scopes");
+    assert_eq!(limited.status(), 429);
+    assert_eq!(header(&limited, "content-type"), "application/problem+json");
+    assert!(header(&limited, "retry-after").parse::<u64>().unwrap() >= 1);
+    assert_eq!(header(&limited, "x-ratelimit-remaining"), "0");
+    let problem: Value = limited.json().unwrap();
+    assert_eq!(problem["type"], "/v1/problems/rate-limited");
+    assert_eq!(problem["status"], 429);
+
+    // Globex is not throttled by Acme's burst, and the agent configuration
+    // has its own, lower bucket.
+    assert_eq!(server.get_as(1, "/v1/scopes").status(), 200);
+    for _ in 0..2 {
+        let config = server.get_as(1, "/v1/agent/config?platform=linux");
+        assert_eq!(config.status(), 200);
+        assert_eq!(header(&config, "ratelimit-policy"), "\"agent-config\";q=6;w=60");
+    }
+    let config = server.get_as(1, "/v1/agent/config?platform=linux");
+    assert_eq!(config.status(), 429);
+    assert_eq!(server.get_as(1, "/v1/scopes").status(), 200, "reads keep their own bucket");
+
+    // Health is exempt.
+    for _ in 0..20 {
+        let health = server.client.get(server.url("/v1/health")).send().unwrap();
+        assert_eq!(health.status(), 200);
+        assert!(health.headers().get("ratelimit").is_none());
+    }
+
+    // Without a valid key, the address's coarse bucket.
+    for remaining in (0..3).rev() {
+        let response = server.client.get(server.url("/v1/endpoints")).bearer_auth("esr_nope").send().unwrap();
+        assert_eq!(response.status(), 401);
+        assert_eq!(header(&response, "ratelimit-policy"), "\"per-address\";q=60;w=60");
+        assert_eq!(header(&response, "x-ratelimit-remaining"), remaining.to_string());
+    }
+    let response = server.client.get(server.url("/v1/endpoints")).send().unwrap();
+    assert_eq!(response.status(), 429);
+
+    // A second later, Acme has one request again.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(server.get("/v1/scopes").status(), 200);
+}
