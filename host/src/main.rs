@@ -178,6 +178,13 @@ struct ServeArgs {
     /// Requests at once per client address without a valid key.
     #[arg(long, env = "ESR_ADDRESS_RATE_LIMIT_BURST", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     address_rate_limit_burst: u32,
+    /// Requests in progress at once; more are answered 503 at once.
+    #[arg(long, env = "ESR_MAX_CONCURRENT_REQUESTS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    max_concurrent_requests: u32,
+    /// Seconds a connection may take to send a request's headers (idle
+    /// keep-alive connections included) before it is closed.
+    #[arg(long, env = "ESR_HEADER_READ_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    header_read_timeout_secs: u64,
     /// The largest import batch the admin listener accepts, in MiB.
     #[arg(long, env = "ESR_IMPORT_MAX_MIB", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
     import_max_mib: u16,
@@ -388,6 +395,8 @@ fn main() -> ExitCode {
                     per_minute: args.address_rate_limit_per_minute,
                     burst: args.address_rate_limit_burst,
                 },
+                max_concurrent_requests: args.max_concurrent_requests as usize,
+                header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout_secs),
             };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

@@ -41,6 +41,11 @@ pub struct ServeOptions {
     pub agent_config_rate_limit: Quota,
     /// Requests per client address without a valid key.
     pub address_rate_limit: Quota,
+    /// Requests in progress at once; more are shed with `503`.
+    pub max_concurrent_requests: usize,
+    /// How long a connection may take to send a request's headers,
+    /// including while idle between requests.
+    pub header_read_timeout: Duration,
 }
 
 /// Runs the server until SIGINT or SIGTERM.
@@ -74,6 +79,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         plugins,
         public_url: options.public_url.clone().unwrap_or_else(|| format!("http://{bound}")),
         plugin_permits: Arc::new(Semaphore::new(MAX_CONCURRENT_CALLS)),
+        request_permits: Arc::new(Semaphore::new(options.max_concurrent_requests)),
         rate_limits: Arc::new(RateLimits::new(
             options.rate_limit,
             options.agent_config_rate_limit,
@@ -102,13 +108,70 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             })
             .into_future(),
     );
-    let public = http::router(state).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, public).with_graceful_shutdown(shutdown_signal()).await?;
+    serve_public(listener, http::router(state), options.header_read_timeout, shutdown_signal()).await;
     let _ = stop_admin.send(());
     let _ = admin.await;
     db.flush()?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// How long requests in flight at shutdown may take to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Serves the public API until `shutdown`: each connection must send a
+/// request's headers within `header_read_timeout` (idle keep-alive
+/// connections too) or is closed, so slow and idle clients cannot hold
+/// connections open; each request sees its client address. At shutdown the
+/// listener closes, and requests in flight get [`SHUTDOWN_GRACE`] to finish.
+async fn serve_public(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    header_read_timeout: Duration,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::ServiceExt;
+
+    // HTTP/1 only: the version-sniffing auto builder waits for a first
+    // byte without any timeout.
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    tracing::warn!(%error, "accepting a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+            app.clone().oneshot(request.map(axum::body::Body::new))
+        });
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended");
+            }
+        });
+    }
+    drop(listener);
+    tracing::info!("shutting down: no new connections; letting requests in flight finish");
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await.is_err() {
+        tracing::warn!(
+            grace_seconds = SHUTDOWN_GRACE.as_secs(),
+            "requests still in flight at the end of the grace period"
+        );
+    }
 }
 
 fn log_loaded(plugins: &PluginSet) {

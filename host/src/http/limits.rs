@@ -13,6 +13,11 @@ use std::time::Instant;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use uuid::Uuid;
 
+/// The longest request target (path and query) served; longer is `414`.
+pub const MAX_REQUEST_TARGET_BYTES: usize = 8 * 1024;
+/// The most header bytes (names, values, separators) served; more is `431`.
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+
 /// How many requests a policy allows: `per_minute` sustained, `burst` at once.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Quota {

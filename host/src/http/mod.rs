@@ -41,6 +41,8 @@ pub struct AppState {
     /// Bounds concurrent component calls to what the instance pool holds.
     pub plugin_permits: Arc<Semaphore>,
     pub rate_limits: Arc<limits::RateLimits>,
+    /// Requests in progress at most; beyond, a fast `503` instead of a queue.
+    pub request_permits: Arc<Semaphore>,
 }
 
 /// Who is calling, as [`rate_limit`] authenticated the request once for
@@ -76,8 +78,40 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/{collection}/{id}", any(item))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), rate_limit))
+        .layer(middleware::from_fn_with_state(state.clone(), request_limits))
         .layer(middleware::from_fn(request_id))
         .with_state(state)
+}
+
+/// Bounds what one request may be and how many run at once: a request
+/// target over 8 KiB is `414`, headers over 64 KiB are `431`, and when
+/// every permit is taken the request is shed at once with `503` and
+/// `Retry-After` rather than queued without bound.
+async fn request_limits(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let target = request.uri().path_and_query().map_or(0, |target| target.as_str().len());
+    if target > limits::MAX_REQUEST_TARGET_BYTES {
+        return ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "uri-too-long",
+            "URI too long",
+            format!("the request target is {target} bytes; at most {} are served", limits::MAX_REQUEST_TARGET_BYTES),
+        )
+        .into_response();
+    }
+    let header_bytes: usize = request.headers().iter().map(|(name, value)| name.as_str().len() + value.len() + 4).sum();
+    if header_bytes > limits::MAX_HEADER_BYTES {
+        return ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "headers-too-large",
+            "Request header fields too large",
+            format!("the headers are {header_bytes} bytes; at most {} are served", limits::MAX_HEADER_BYTES),
+        )
+        .into_response();
+    }
+    let Ok(_permit) = state.request_permits.clone().try_acquire_owned() else {
+        return ApiError::unavailable("the service is at capacity; retry shortly").into_response();
+    };
+    next.run(request).await
 }
 
 /// Authenticates the request and charges it to its key's rate limit (the
