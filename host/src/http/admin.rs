@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path as UrlPath, RawQuery, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{RawQuery, Request, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, post};
@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::problem::ApiError;
-use super::request_id;
+use super::{path_parameters, request_id};
 use crate::auth::{self, ALL_READ_SCOPES};
 use crate::ingest::{self, ImportError};
 use crate::plugins::{PluginInfo, PluginRegistry};
@@ -282,7 +282,8 @@ async fn list_keys(State(state): State<AdminState>, RawQuery(query): RawQuery) -
 }
 
 /// `DELETE /admin/v1/keys/{keyId}`: refused from the next request on.
-async fn revoke_key(State(state): State<AdminState>, UrlPath(key_id): UrlPath<String>) -> Result<Response, ApiError> {
+async fn revoke_key(State(state): State<AdminState>, uri: Uri) -> Result<Response, ApiError> {
+    let [key_id] = path_parameters(&uri);
     let key_id = parse_uuid(&key_id, "keyId")?;
     let db = state.db.clone();
     match blocking(move || db.revoke_api_key(key_id, &now_text()).map_err(storage_failure)).await? {
@@ -301,10 +302,11 @@ const NDJSON_TYPES: [&str; 3] = ["application/x-ndjson", "application/jsonl", "a
 /// an NDJSON batch, all or nothing, answered once durable.
 async fn import(
     State(state): State<AdminState>,
-    UrlPath((organization_id, collection)): UrlPath<(String, String)>,
+    uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let [organization_id, _, collection] = path_parameters(&uri);
     let organization_id = parse_uuid(&organization_id, "organizationId")?;
     if !COLLECTIONS.contains(&collection.as_str()) {
         return Err(ApiError::not_found(format!("no collection {collection}; one of {}", COLLECTIONS.join(", "))));

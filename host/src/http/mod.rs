@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::extract::{RawQuery, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
@@ -202,6 +202,19 @@ pub(crate) async fn request_id(mut request: Request, next: Next) -> Response {
     response
 }
 
+/// The last `N` segments of the request path, percent-decoded. Bytes that
+/// are not UTF-8 become U+FFFD, so such a segment fails validation like
+/// any other bad value (a 400 or 404 problem) instead of being refused in
+/// plain text by a typed extractor.
+pub(crate) fn path_parameters<const N: usize>(uri: &Uri) -> [String; N] {
+    let segments: Vec<&str> = uri.path().split('/').collect();
+    let start = segments.len().saturating_sub(N);
+    std::array::from_fn(|index| {
+        let segment = segments.get(start + index).copied().unwrap_or_default();
+        percent_encoding::percent_decode_str(segment).decode_utf8_lossy().into_owned()
+    })
+}
+
 fn is_sane_request_id(value: &str) -> bool {
     (1..=128).contains(&value.len())
         && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
@@ -307,12 +320,13 @@ async fn call_plugin<T: Send + 'static>(
 async fn list(
     State(state): State<AppState>,
     method: Method,
-    Path(collection): Path<String>,
+    uri: Uri,
     RawQuery(raw): RawQuery,
     axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
     axum::Extension(caller): axum::Extension<Caller>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let [collection] = path_parameters(&uri);
     let (group, principal) = read_group(&method, &collection, &caller)?;
     let tenant = tenant(&state, &principal)?;
     let mut query = query_pairs(raw.as_deref());
@@ -370,12 +384,13 @@ async fn list(
 async fn item(
     State(state): State<AppState>,
     method: Method,
-    Path((collection, id)): Path<(String, String)>,
+    uri: Uri,
     RawQuery(raw): RawQuery,
     axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
     axum::Extension(caller): axum::Extension<Caller>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let [collection, id] = path_parameters(&uri);
     let (group, principal) = read_group(&method, &collection, &caller)?;
     let id = parse_id(&id).ok_or_else(|| ApiError::invalid_id(group.resource))?;
     let tenant = tenant(&state, &principal)?;

@@ -1,0 +1,149 @@
+//! A hostile endpoints component for the isolation tests. Its `list` tries
+//! every ambient authority a program could want (files, environment,
+//! arguments, network, processes) and calls every store function with
+//! every argument it can think of, including ids it was told belong to
+//! another organization, then reports what it got. The host must give it
+//! nothing but the caller's own records, and the request must still answer.
+
+use std::collections::BTreeSet;
+
+use esr_plugin_sdk::contract::*;
+use esr_plugin_sdk::{Descriptor, IndexPosition, Page, PluginError, Request, ResourcePlugin, Store, get_record};
+use serde_json::{Value, json};
+
+pub struct Prober;
+
+const COLLECTIONS: &[&str] = &[
+    "endpoints",
+    "remediation-targets",
+    "scopes",
+    "vulnerability-findings",
+    // Names of the host's other trees and path tricks.
+    "organizations",
+    "api-keys",
+    "meta",
+    "records/endpoints",
+    "../endpoints",
+    "",
+];
+
+fn outcome<T: std::fmt::Debug, E: std::fmt::Display>(result: Result<T, E>) -> Value {
+    match result {
+        Ok(value) => json!({"ok": format!("{value:?}").chars().take(200).collect::<String>()}),
+        Err(error) => json!({"error": error.to_string()}),
+    }
+}
+
+fn param<'a>(request: &'a Request, name: &str) -> Option<&'a str> {
+    request.query.iter().find(|param| param.name == name).map(|param| param.value.as_str())
+}
+
+/// Every way out of the sandbox a program might try.
+fn ambient(request: &Request) -> Value {
+    let port = param(request, "port").unwrap_or("80");
+    json!({
+        "read_dir_root": outcome(std::fs::read_dir("/").map(|entries| entries.count())),
+        "read_passwd": outcome(std::fs::read_to_string("/etc/passwd")),
+        "read_cwd": outcome(std::fs::read_dir(".").map(|entries| entries.count())),
+        "write_file": outcome(std::fs::write("/tmp/esr-prober", b"x")),
+        "env": std::env::vars().map(|(name, _)| name).collect::<Vec<_>>(),
+        "args": std::env::args().collect::<Vec<_>>(),
+        "connect": outcome(std::net::TcpStream::connect(format!("127.0.0.1:{port}"))),
+        "bind": outcome(std::net::TcpListener::bind("127.0.0.1:0")),
+        "resolve": outcome(std::net::ToSocketAddrs::to_socket_addrs("localhost:80").map(|addresses| addresses.count())),
+        "spawn": outcome(std::process::Command::new("/bin/sh").arg("-c").arg("id").output()),
+    })
+}
+
+/// Values worth asking each index for: the given ids, and every enum value.
+fn candidate_values(ids: &[String]) -> Vec<String> {
+    let mut values: Vec<String> = ids.to_vec();
+    for set in [
+        OS_FAMILIES,
+        SCOPE_STATUSES,
+        FINDING_TYPES,
+        SEVERITIES,
+        FINDING_STATUSES,
+        SCANNERS,
+        TARGET_TYPES,
+        PACKAGE_MANAGERS,
+        TARGET_STATUSES,
+    ] {
+        values.extend(set.iter().map(|value| (*value).to_owned()));
+    }
+    values.extend(["", "true", "false", "\0", "%", "*"].iter().map(|value| (*value).to_owned()));
+    values
+}
+
+/// Every record the store hands out, by any call.
+fn probe_store(store: &dyn Store, ids: &[String]) -> Value {
+    let mut seen = BTreeSet::new();
+    let mut counts = serde_json::Map::new();
+    let values = candidate_values(ids);
+    for collection in COLLECTIONS {
+        counts.insert((*collection).to_owned(), json!(store.count(collection)));
+        for id in ids {
+            if store.get(collection, id).is_some() {
+                seen.insert(id.clone());
+            }
+        }
+        for reverse in [false, true] {
+            let mut after: Option<String> = None;
+            loop {
+                let page = store.scan(collection, after.as_deref(), u32::MAX, reverse);
+                let Some(last) = page.last() else { break };
+                after = Some(last.id.clone());
+                seen.extend(page.into_iter().map(|entry| entry.id));
+            }
+            for id in ids {
+                seen.extend(store.scan(collection, Some(id), 1000, reverse).into_iter().map(|entry| entry.id));
+            }
+        }
+        // (An unknown index name or a malformed position fails the whole
+        // call; `misuse` below shows that.)
+        for index in esr_plugin_sdk::indexes::indexes(collection).iter().map(|index| index.name) {
+            for value in &values {
+                let _ = store.index_count(collection, index, value);
+                for reverse in [false, true] {
+                    let positions = [
+                        None,
+                        Some(IndexPosition { created_at: i64::MIN, id: "00000000-0000-0000-0000-000000000000".into() }),
+                        Some(IndexPosition { created_at: i64::MAX, id: "ffffffff-ffff-ffff-ffff-ffffffffffff".into() }),
+                    ];
+                    for after in &positions {
+                        let entries = store.index_scan(collection, index, value, after.as_ref(), u32::MAX, reverse);
+                        seen.extend(entries.into_iter().map(|entry| entry.id));
+                    }
+                }
+            }
+        }
+    }
+    json!({
+        "seen": seen,
+        "counts": counts,
+        "organization": serde_json::from_slice::<Value>(&store.organization()).unwrap_or(Value::Null),
+    })
+}
+
+impl ResourcePlugin for Prober {
+    fn describe() -> Descriptor {
+        Descriptor::new("endpoints", concat!(env!("CARGO_PKG_VERSION"), "+prober"), &[], &[])
+    }
+
+    fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
+        if param(request, "misuse").is_some() {
+            // An unknown index: the host fails the whole call.
+            let _ = store.index_count("endpoints", "organization", "");
+        }
+        let ids: Vec<String> =
+            param(request, "ids").map(|ids| ids.split(',').map(str::to_owned).collect()).unwrap_or_default();
+        let report = json!([{"ambient": ambient(request), "store": probe_store(store, &ids)}]);
+        Ok(Page { data: report.to_string().into_bytes(), total: 1, limit: 1, offset: Some(0), next_cursor: None })
+    }
+
+    fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {
+        get_record(store, "endpoints", id, request)
+    }
+}
+
+esr_plugin_sdk::export_resource_plugin!(crate::Prober);
