@@ -144,10 +144,8 @@ fn no_generated_request_gets_a_server_error() {
     let client = &server.client;
     let outcome = runner.run(&probe(server.keys[0].clone(), cursor), |probe| {
         let mut request = client.get(server.url(&probe.path));
-        if let Some(authorization) = &probe.authorization {
-            if let Ok(value) = reqwest::header::HeaderValue::from_bytes(authorization) {
-                request = request.header(reqwest::header::AUTHORIZATION, value);
-            }
+        if let Some(Ok(value)) = probe.authorization.as_deref().map(reqwest::header::HeaderValue::from_bytes) {
+            request = request.header(reqwest::header::AUTHORIZATION, value);
         }
         for (name, value) in &probe.headers {
             if let Ok(value) = reqwest::header::HeaderValue::from_bytes(value) {

@@ -83,3 +83,111 @@ fn a_hostile_component_finds_only_its_callers_records_and_no_way_out() {
     // And the server carries on.
     assert_eq!(server.client.get(server.url("/v1/health")).send().unwrap().status(), 200);
 }
+
+/// The singular resource name in a collection's `404` detail.
+fn resource(collection: &str) -> &'static str {
+    match collection {
+        "endpoints" => "endpoint",
+        "remediation-targets" => "remediation target",
+        "scopes" => "scope",
+        _ => "vulnerability finding",
+    }
+}
+
+#[test]
+fn the_public_api_never_reveals_another_organizations_records() {
+    let server = Server::start(&plugins_dir());
+    let globex_org = server.organization_ids[1].clone();
+    let globex = all_ids(&server, 1);
+    let never_existed = "01900000-0000-7000-8000-000000000000";
+    let mut bodies = Vec::new();
+
+    for (collection, ids) in &globex {
+        for id in ids.iter().take(15) {
+            // Item reads: exactly the 404 of an id that never existed.
+            let theirs = server.get(&format!("/v1/{collection}/{id}"));
+            assert_eq!(theirs.status(), 404, "{collection}/{id}");
+            let theirs: Value = theirs.json().unwrap();
+            let nobody: Value = server.get(&format!("/v1/{collection}/{never_existed}")).json().unwrap();
+            assert_eq!(
+                theirs["detail"].as_str().unwrap().replace(id.as_str(), "ID"),
+                nobody["detail"].as_str().unwrap().replace(never_existed, "ID")
+            );
+            assert_eq!((&theirs["type"], &theirs["title"]), (&nobody["type"], &nobody["title"]));
+            assert!(theirs["detail"].as_str().unwrap().contains(&format!("no {}", resource(collection))));
+            bodies.push(theirs.to_string());
+
+            // Their ETag does not make a 304 for us.
+            let owner = server.get_as(1, &format!("/v1/{collection}/{id}"));
+            let etag = owner.headers()["etag"].to_str().unwrap().to_owned();
+            let conditional = server
+                .client
+                .get(server.url(&format!("/v1/{collection}/{id}")))
+                .bearer_auth(&server.keys[0])
+                .header("if-none-match", etag)
+                .send()
+                .unwrap();
+            assert_eq!(conditional.status(), 404);
+        }
+    }
+
+    // Filters naming their records find nothing, like filters naming nothing.
+    let sample =
+        |collection: &str| globex.iter().find(|(c, _)| *c == collection).unwrap().1.iter().next().unwrap().clone();
+    let filters = [
+        ("vulnerability-findings", "endpointId", sample("endpoints")),
+        ("vulnerability-findings", "remediationTargetId", sample("remediation-targets")),
+        ("remediation-targets", "endpointId", sample("endpoints")),
+        ("remediation-targets", "scopeId", sample("scopes")),
+        ("remediation-targets", "findingId", sample("vulnerability-findings")),
+    ];
+    for (collection, filter, id) in &filters {
+        let page: Value = server.json(&format!("/v1/{collection}?{filter}={id}"));
+        assert_eq!(page["total"], 0, "{collection}?{filter}=<theirs>");
+        assert_eq!(page["data"], serde_json::json!([]));
+        bodies.push(page.to_string());
+        let owner: Value = server.get_as(1, &format!("/v1/{collection}?{filter}={id}")).json().unwrap();
+        assert!(owner["total"].as_u64().unwrap() > 0 || *filter == "remediationTargetId", "the filter itself works");
+    }
+
+    // Totals count only our records, with and without filters.
+    let acme = all_ids(&server, 0);
+    for (collection, ids) in &acme {
+        let page: Value = server.json(&format!("/v1/{collection}?limit=1"));
+        assert_eq!(page["total"], ids.len(), "{collection}");
+    }
+    let critical: Vec<Value> =
+        server.all(0, "vulnerability-findings").into_iter().filter(|f| f["severity"] == "critical").collect();
+    let page: Value = server.json("/v1/vulnerability-findings?severity=critical&limit=1");
+    assert_eq!(page["total"], critical.len());
+
+    // Their cursors are refused, with a body that says nothing about them.
+    let theirs: Value = server.get_as(1, "/v1/vulnerability-findings?limit=2").json().unwrap();
+    let cursor = theirs["next_cursor"].as_str().unwrap();
+    let replayed = server.get(&format!("/v1/vulnerability-findings?limit=2&cursor={cursor}"));
+    assert_eq!(replayed.status(), 400);
+    bodies.push(replayed.text().unwrap());
+
+    // The agent configuration is ours alone.
+    let config: Value = server.json("/v1/agent/config?platform=linux");
+    let their_config: Value = server.get_as(1, "/v1/agent/config?platform=linux").json().unwrap();
+    assert_eq!(config["organization_id"], server.organization_ids[0].as_str());
+    assert_ne!(config["enrollment_token"], their_config["enrollment_token"]);
+    let our_scopes = &acme.iter().find(|(c, _)| *c == "scopes").unwrap().1;
+    for scope in config["active_scope_ids"].as_array().unwrap() {
+        assert!(our_scopes.contains(scope.as_str().unwrap()), "{scope}");
+    }
+    let config_text = config.to_string();
+    assert!(!config_text.contains(&server.keys[0]), "never the caller's key");
+    bodies.push(config_text);
+
+    // Nothing we were answered names their organization or any record we did not ask for.
+    let asked: BTreeSet<&str> = globex.iter().flat_map(|(_, ids)| ids.iter().take(15)).map(String::as_str).collect();
+    let globex_all: BTreeSet<&String> = globex.iter().flat_map(|(_, ids)| ids.iter()).collect();
+    for body in &bodies {
+        assert!(!body.contains(&globex_org), "{body}");
+        for id in globex_all.iter().filter(|id| !asked.contains(id.as_str())) {
+            assert!(!body.contains(id.as_str()), "{id} in {body}");
+        }
+    }
+}
