@@ -112,7 +112,8 @@ fn every_admin_route_needs_the_admin_token() {
 
 #[test]
 fn keys_are_created_listed_without_the_secret_and_revoked_at_once() {
-    let server = Server::start(&plugins_dir());
+    // Everything logged, to show that no key reaches the log.
+    let server = Server::start_with(&plugins_dir(), &["ESR_LOG=debug"]);
     let (organization, key) = organization_with_key(&server, "Initech", &["endpoints:read"]);
     assert_eq!(get(&server, &key, "/v1/endpoints").status(), 200);
     let forbidden = get(&server, &key, "/v1/scopes");
@@ -171,16 +172,36 @@ fn keys_are_created_listed_without_the_secret_and_revoked_at_once() {
     let not_json = server.admin(Method::POST, "/admin/v1/organizations").body("{").send().unwrap();
     assert_eq!(not_json.status(), 400);
 
-    // An expiring key works until it expires.
+    // An expiring key works until it expires, then looks like any unknown key.
+    let expires_at = esr_plugin_sdk::time::Timestamp(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64 + 2_000_000_000,
+    )
+    .format();
     let soon = server
         .admin(Method::POST, "/admin/v1/keys")
         .json(&json!({"organization_id": organization, "name": "short", "scopes": ["endpoints:read"],
-                      "expires_at": "2100-01-01T00:00:00Z"}))
+                      "expires_at": expires_at}))
         .send()
         .unwrap();
     let soon: Value = soon.json().unwrap();
-    assert_eq!(soon["expires_at"], "2100-01-01T00:00:00Z");
-    assert_eq!(get(&server, soon["api_key"].as_str().unwrap(), "/v1/endpoints").status(), 200);
+    let short_key = soon["api_key"].as_str().unwrap();
+    assert_eq!(get(&server, short_key, "/v1/endpoints").status(), 200);
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    let expired = get(&server, short_key, "/v1/endpoints");
+    assert_eq!(expired.status(), 401);
+    let expired_body: Value = expired.json().unwrap();
+    let malformed: Value = get(&server, "esr_short", "/v1/endpoints").json().unwrap();
+    for member in ["type", "title", "status", "detail", "error"] {
+        assert_eq!(expired_body[member], unknown_body[member], "expired like unknown: {member}");
+        assert_eq!(malformed[member], unknown_body[member], "malformed like unknown: {member}");
+    }
+
+    // No key the server saw is in its log, though every request is.
+    let log = server.log();
+    assert!(log.contains("request") && log.contains("API key created"), "the log is on");
+    for secret in [key.as_str(), short_key] {
+        assert!(!log.contains(secret), "a key reached the log");
+    }
 }
 
 #[test]

@@ -260,6 +260,8 @@ pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
             "--address-rate-limit-burst=100000",
         ]
     };
+    // `ESR_LOG=…` among the extras sets the log filter instead of being a flag.
+    let log_filter = extra.iter().find_map(|item| item.strip_prefix("ESR_LOG=")).unwrap_or("warn,esr::server=info");
     Command::new(env!("CARGO_BIN_EXE_esr"))
         .args(["serve", "--demo", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
         .arg("--data-dir")
@@ -267,8 +269,8 @@ pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
         .arg("--plugins-dir")
         .arg(plugins_dir)
         .args(generous_limits)
-        .args(extra)
-        .env("ESR_LOG", "warn,esr::server=info")
+        .args(extra.iter().filter(|item| !item.starts_with("ESR_LOG=")))
+        .env("ESR_LOG", log_filter)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
