@@ -9,6 +9,7 @@ pub mod auth;
 pub mod demo;
 pub mod http;
 pub mod ingest;
+pub mod metrics;
 pub mod plugins;
 pub mod seed;
 pub mod server;

@@ -80,6 +80,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         public_url: options.public_url.clone().unwrap_or_else(|| format!("http://{bound}")),
         plugin_permits: Arc::new(Semaphore::new(MAX_CONCURRENT_CALLS)),
         request_permits: Arc::new(Semaphore::new(options.max_concurrent_requests)),
+        metrics: Arc::default(),
         rate_limits: Arc::new(RateLimits::new(
             options.rate_limit,
             options.agent_config_rate_limit,
@@ -94,6 +95,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         plugins: state.plugins.clone(),
         db: db.clone(),
         import_max_bytes: options.import_max_bytes,
+        metrics: state.metrics.clone(),
         token_hash: Sha256::digest(admin::admin_token(&options.data_dir)?.as_bytes()).into(),
     };
     println!("listening on http://{bound}");

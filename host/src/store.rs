@@ -288,6 +288,11 @@ impl Database {
         Ok(())
     }
 
+    /// The store's size on disk, in bytes.
+    pub fn size_on_disk(&self) -> Result<u64, StoreError> {
+        Ok(self.db.size_on_disk()?)
+    }
+
     /// Makes every write so far durable.
     pub fn flush(&self) -> Result<(), StoreError> {
         self.db.flush()?;

@@ -11,7 +11,7 @@ use axum::extract::{RawQuery, Request, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use esr_plugin_sdk::time::Timestamp;
 use serde_json::{Map, Value, json};
@@ -36,6 +36,7 @@ pub struct AdminState {
     pub token_hash: [u8; 32],
     /// The largest import body accepted, in bytes.
     pub import_max_bytes: usize,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// The admin token: `ESR_ADMIN_TOKEN` when set, else the one in
@@ -74,6 +75,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/v1/keys/{key_id}", delete(revoke_key))
         .route("/admin/v1/organizations/{organization_id}/import/{collection}", post(import))
         .route("/admin/v1/plugins/reload", post(reload))
+        .route("/metrics", get(metrics))
         .method_not_allowed_fallback(|| async {
             ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -367,6 +369,14 @@ async fn import(
         Err(ImportError::UnknownCollection(name)) => Err(ApiError::not_found(format!("no collection {name}"))),
         Err(ImportError::Store(error)) => Err(storage_failure(error)),
     }
+}
+
+/// `GET /metrics`: Prometheus text format.
+async fn metrics(State(state): State<AdminState>) -> Result<Response, ApiError> {
+    let db = state.db.clone();
+    let store_bytes = blocking(move || db.size_on_disk().map_err(storage_failure)).await?;
+    let body = state.metrics.render(store_bytes);
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response())
 }
 
 fn describe(info: &PluginInfo) -> Value {

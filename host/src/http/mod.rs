@@ -43,7 +43,16 @@ pub struct AppState {
     pub rate_limits: Arc<limits::RateLimits>,
     /// Requests in progress at most; beyond, a fast `503` instead of a queue.
     pub request_permits: Arc<Semaphore>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
+
+/// The route template a request matched (`/v1/{collection}`), for logs and metrics.
+#[derive(Debug, Clone)]
+struct RouteTemplate(String);
+
+/// The organization a request was served for, for the request's log line.
+#[derive(Debug, Clone, Copy)]
+struct ServedOrganization(Uuid);
 
 /// Who is calling, as [`rate_limit`] authenticated the request once for
 /// the handlers after it.
@@ -76,11 +85,30 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/agent/config", any(agent_config))
         .route("/v1/{collection}", any(list))
         .route("/v1/{collection}/{id}", any(item))
+        .route_layer(middleware::from_fn(record_route))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), rate_limit))
         .layer(middleware::from_fn_with_state(state.clone(), request_limits))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
         .layer(middleware::from_fn(request_id))
         .with_state(state)
+}
+
+/// Notes the matched route template on the response.
+async fn record_route(matched: axum::extract::MatchedPath, request: Request, next: Next) -> Response {
+    let template = RouteTemplate(matched.as_str().to_owned());
+    let mut response = next.run(request).await;
+    response.extensions_mut().insert(template);
+    response
+}
+
+/// Counts every public request by route template and status, with its latency.
+async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    let route = response.extensions().get::<RouteTemplate>().map_or("unmatched", |route| route.0.as_str());
+    state.metrics.request(route, response.status().as_u16(), started.elapsed());
+    response
 }
 
 /// Bounds what one request may be and how many run at once: a request
@@ -109,6 +137,7 @@ async fn request_limits(State(state): State<AppState>, request: Request, next: N
         .into_response();
     }
     let Ok(_permit) = state.request_permits.clone().try_acquire_owned() else {
+        state.metrics.shed();
         return ApiError::unavailable("the service is at capacity; retry shortly").into_response();
     };
     next.run(request).await
@@ -148,10 +177,12 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
             limits.per_address.check(address, now)
         }
     };
+    let organization = caller.as_ref().ok().map(|principal| principal.organization_id);
     let mut response = if decision.allowed {
         request.extensions_mut().insert(Caller(caller));
         next.run(request).await
     } else {
+        state.metrics.rate_limited(decision.policy);
         let retry_after = decision.retry_after_seconds.to_string();
         let mut problem = ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -165,6 +196,9 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
         problem.into_response()
     };
     decision.write_headers(response.headers_mut());
+    if let Some(organization) = organization {
+        response.extensions_mut().insert(ServedOrganization(organization));
+    }
     response
 }
 
@@ -192,9 +226,12 @@ pub(crate) async fn request_id(mut request: Request, next: Next) -> Response {
             }
         }
     }
+    let route = response.extensions().get::<RouteTemplate>().map_or("-".to_owned(), |route| route.0.clone());
+    let organization =
+        response.extensions().get::<ServedOrganization>().map_or("-".to_owned(), |served| served.0.to_string());
     tracing::info!(
-        request_id = %id, method = %method, path = %instance, status = response.status().as_u16(),
-        micros = started.elapsed().as_micros() as u64, "request"
+        request_id = %id, method = %method, route = %route, path = %instance, status = response.status().as_u16(),
+        micros = started.elapsed().as_micros() as u64, organization_id = %organization, "request"
     );
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", value);
@@ -290,6 +327,7 @@ fn plugin_request(path: &str, base_url: &str, query: &[(String, String)]) -> plu
 /// Runs a component call off the async threads, bounded by the pool.
 async fn call_plugin<T: Send + 'static>(
     state: &AppState,
+    group: &'static str,
     call: impl FnOnce(&PluginSet) -> Result<T, CallError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let _permit = state
@@ -299,10 +337,17 @@ async fn call_plugin<T: Send + 'static>(
         .await
         .map_err(|_| ApiError::unavailable("the service is shutting down"))?;
     let plugins = state.plugins.current();
+    let started = std::time::Instant::now();
     let outcome = tokio::task::spawn_blocking(move || call(&plugins)).await.map_err(|error| {
         tracing::error!(%error, "plugin task");
         ApiError::internal()
     })?;
+    let failure = match &outcome {
+        Err(CallError::Timeout) => Some("timeout"),
+        Err(CallError::Failed(_)) => Some("trap"),
+        _ => None,
+    };
+    state.metrics.component_call(group, started.elapsed(), failure);
     outcome.map_err(|error| match error {
         CallError::Plugin(PluginError::InvalidParameters(params)) => {
             ApiError::invalid_parameters(params.into_iter().map(|p| (p.name, p.reason)).collect())
@@ -346,8 +391,10 @@ async fn list(
     }
     let path = format!("/v1/{}", group.collection);
     let request = plugin_request(&path, &state.public_url, &query);
-    let page =
-        call_plugin(&state, move |plugins| plugins.list(group.collection, tenant, &request, &request_id)).await?;
+    let page = call_plugin(&state, group.collection, move |plugins| {
+        plugins.list(group.collection, tenant, &request, &request_id)
+    })
+    .await?;
     if !is_json(&page.data, b'[') {
         tracing::error!(plugin = group.collection, "list data is not a JSON array");
         return Err(ApiError::internal());
@@ -397,7 +444,7 @@ async fn item(
     let path = format!("/v1/{}/{id}", group.collection);
     let request = plugin_request(&path, &state.public_url, &query_pairs(raw.as_deref()));
     let id_text = id.to_string();
-    let record = call_plugin(&state, move |plugins| {
+    let record = call_plugin(&state, group.collection, move |plugins| {
         plugins.get_record(group.collection, tenant, &id_text, &request, &request_id)
     })
     .await
@@ -466,8 +513,10 @@ async fn agent_config(
     let principal = authorize(&caller, auth::SCOPE_AGENT_CONFIG)?;
     let tenant = tenant(&state, &principal)?;
     let request = plugin_request("/v1/agent/config", &state.public_url, &query_pairs(raw.as_deref()));
-    let rendered =
-        call_plugin(&state, move |plugins| plugins.render(plugins::AGENT_GROUP, tenant, &request, &request_id)).await?;
+    let rendered = call_plugin(&state, plugins::AGENT_GROUP, move |plugins| {
+        plugins.render(plugins::AGENT_GROUP, tenant, &request, &request_id)
+    })
+    .await?;
     let content_type = match rendered.content_type.as_str() {
         "application/json" => "application/json",
         "application/toml" => "application/toml",
