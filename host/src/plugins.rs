@@ -430,6 +430,12 @@ impl PluginSet {
         self.plugins.get(group).map(|plugin| &plugin.info)
     }
 
+    /// Whether each component still instantiates and answers its smoke
+    /// call (with an empty store: nothing is read), by group.
+    pub fn check_usable(&self) -> Vec<(String, Result<(), String>)> {
+        self.plugins.iter().map(|(group, plugin)| (group.clone(), smoke_call(&self.engine, &plugin.pre))).collect()
+    }
+
     /// One page of a group's list.
     pub fn list(&self, group: &str, tenant: Tenant, request: &Request, request_id: &str) -> Result<Page, CallError> {
         let (plugin, mut store) = self.start(group, Some(tenant), request_id)?;

@@ -511,6 +511,7 @@ fn health_and_agent_config_answer_per_the_contract() {
     for group in ["endpoints", "remediation-targets", "scopes", "vulnerability-findings", "agent"] {
         let check = &body["checks"][format!("plugin:{group}")][0];
         assert_eq!(check["name"], group);
+        assert_eq!(check["status"], "pass", "{check}");
         assert!(check["version"].is_string());
         assert!(check["content_hash"].as_str().unwrap().starts_with("sha256:"), "{check}");
     }

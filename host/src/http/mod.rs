@@ -44,7 +44,12 @@ pub struct AppState {
     /// Requests in progress at most; beyond, a fast `503` instead of a queue.
     pub request_permits: Arc<Semaphore>,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The last components check of health: when, for which set, and its outcome.
+    pub component_health: Arc<std::sync::Mutex<Option<ComponentCheck>>>,
 }
+
+/// When the components were last checked, for which set (by address), and how they did.
+pub type ComponentCheck = (std::time::Instant, usize, Vec<(String, Result<(), String>)>);
 
 /// The route template a request matched (`/v1/{collection}`), for logs and metrics.
 #[derive(Debug, Clone)]
@@ -92,6 +97,30 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .layer(middleware::from_fn(request_id))
         .with_state(state)
+}
+
+/// How long a components check stays fresh: health is unauthenticated and
+/// exempt from rate limits, so it must stay cheap however often it is asked.
+const COMPONENT_CHECK_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether each component instantiates and answers a smoke call, checked
+/// at most once per [`COMPONENT_CHECK_TTL`] (and again after a reload).
+async fn component_health(state: &AppState, plugins: Arc<PluginSet>) -> Vec<(String, Result<(), String>)> {
+    let set_id = Arc::as_ptr(&plugins) as usize;
+    if let Ok(cache) = state.component_health.lock()
+        && let Some((checked, id, outcome)) = cache.as_ref()
+        && *id == set_id
+        && checked.elapsed() < COMPONENT_CHECK_TTL
+    {
+        return outcome.clone();
+    }
+    let outcome = tokio::task::spawn_blocking(move || plugins.check_usable())
+        .await
+        .unwrap_or_else(|_| vec![(String::new(), Err("the check itself failed".to_owned()))]);
+    if let Ok(mut cache) = state.component_health.lock() {
+        *cache = Some((std::time::Instant::now(), set_id, outcome.clone()));
+    }
+    outcome
 }
 
 /// Notes the matched route template on the response.
@@ -551,14 +580,22 @@ async fn health(State(state): State<AppState>, method: Method) -> Result<Respons
             json!([{"status": "fail", "component_type": "datastore", "output": "storage is not readable"}])
         }
     };
-    let storage_ok = storage[0]["status"] == "pass";
+    let mut healthy = storage[0]["status"] == "pass";
     let mut checks = serde_json::Map::new();
     checks.insert("storage".into(), storage);
-    for info in state.plugins.current().infos() {
+    let plugins = state.plugins.current();
+    let usable = component_health(&state, plugins.clone()).await;
+    for info in plugins.infos() {
+        let failure =
+            usable.iter().find(|(group, _)| *group == info.group).and_then(|(_, outcome)| outcome.as_ref().err());
+        if let Some(reason) = failure {
+            tracing::error!(group = %info.group, %reason, "health: a component is not usable");
+            healthy = false;
+        }
         checks.insert(
             format!("plugin:{}", info.group),
             json!([{
-                "status": "pass",
+                "status": if failure.is_none() { "pass" } else { "fail" },
                 "component_type": "component",
                 "name": info.group,
                 "version": info.version,
@@ -568,6 +605,7 @@ async fn health(State(state): State<AppState>, method: Method) -> Result<Respons
             }]),
         );
     }
+    let storage_ok = healthy;
     let status = if storage_ok { "pass" } else { "fail" };
     let body: Value = json!({"status": status, "version": env!("CARGO_PKG_VERSION"), "checks": checks});
     let code = if storage_ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
