@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Server, plugins_dir, spawn};
+use common::{Server, plugins_dir, plugins_dir_with, spawn, test_plugins_dir};
 
 #[test]
 fn sigterm_stops_cleanly_and_the_data_survives_a_restart() {
@@ -22,14 +22,7 @@ fn sigterm_stops_cleanly_and_the_data_survives_a_restart() {
     assert!(stderr.contains("in use by another esr process"), "{stderr}");
 
     server.signal("TERM");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = server.try_wait() {
-            break status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "the server did not stop");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_for_exit(&mut server);
     assert!(status.success(), "exit status {status}");
     assert!(server.log().contains("stopped"), "{}", server.log());
 
@@ -38,4 +31,36 @@ fn sigterm_stops_cleanly_and_the_data_survives_a_restart() {
     let restarted = Server::start_on(&plugins_dir(), server.data_dir());
     assert_eq!(std::fs::read(server.data_dir().join("demo-keys.json")).unwrap(), keys_before);
     assert_eq!(restarted.json("/v1/vulnerability-findings?limit=5"), before);
+}
+
+fn wait_for_exit(server: &mut Server) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = server.try_wait() {
+            return status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "the server did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_request_in_flight_at_shutdown_gets_its_answer() {
+    // The endpoints component loops until its 1.5 s deadline: a request that is still running at SIGTERM.
+    let source = test_plugins_dir().join("endless-loop.wasm");
+    let dir = plugins_dir_with(&["endpoints.wasm"], &[("endless-loop.wasm", &source)]);
+    let mut server = Server::start_with(dir.path(), &["--plugin-deadline-ms=1500"]);
+    let (url, key) = (server.url("/v1/endpoints"), server.keys[0].clone());
+    let in_flight = std::thread::spawn(move || reqwest::blocking::Client::new().get(url).bearer_auth(key).send());
+    std::thread::sleep(Duration::from_millis(400));
+    server.signal("TERM");
+    let answer = in_flight.join().unwrap().expect("an answer, not a dropped connection");
+    assert_eq!(answer.status(), 503, "the looping call met its deadline and was answered");
+    assert_eq!(answer.headers()["content-type"], "application/problem+json");
+    let status = wait_for_exit(&mut server);
+    assert!(status.success(), "exit status {status}");
+    let log = server.log();
+    assert!(log.contains("letting requests in flight finish") && log.contains("stopped"), "{log}");
+    // New connections are refused once it has stopped.
+    assert!(reqwest::blocking::Client::new().get(server.url("/v1/health")).send().is_err());
 }
