@@ -145,25 +145,26 @@ async fn observe(State(state): State<AppState>, request: Request, next: Next) ->
 /// every permit is taken the request is shed at once with `503` and
 /// `Retry-After` rather than queued without bound.
 async fn request_limits(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let oversized = |status, kind, title, what: &str, size: usize, limit: usize| {
+        let detail = format!("the {what} is {size} bytes; at most {limit} are served");
+        ApiError::new(status, kind, title, detail).into_response()
+    };
     let target = request.uri().path_and_query().map_or(0, |target| target.as_str().len());
     if target > limits::MAX_REQUEST_TARGET_BYTES {
-        return ApiError::new(
-            StatusCode::URI_TOO_LONG,
-            "uri-too-long",
-            "URI too long",
-            format!("the request target is {target} bytes; at most {} are served", limits::MAX_REQUEST_TARGET_BYTES),
-        )
-        .into_response();
+        let (status, limit) = (StatusCode::URI_TOO_LONG, limits::MAX_REQUEST_TARGET_BYTES);
+        return oversized(status, "uri-too-long", "URI too long", "request target", target, limit);
     }
     let header_bytes: usize = request.headers().iter().map(|(name, value)| name.as_str().len() + value.len() + 4).sum();
     if header_bytes > limits::MAX_HEADER_BYTES {
-        return ApiError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        let (status, limit) = (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, limits::MAX_HEADER_BYTES);
+        return oversized(
+            status,
             "headers-too-large",
             "Request header fields too large",
-            format!("the headers are {header_bytes} bytes; at most {} are served", limits::MAX_HEADER_BYTES),
-        )
-        .into_response();
+            "header block",
+            header_bytes,
+            limit,
+        );
     }
     let Ok(_permit) = state.request_permits.clone().try_acquire_owned() else {
         state.metrics.shed();
