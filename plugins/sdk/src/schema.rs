@@ -278,3 +278,96 @@ pub fn schema(collection: &str) -> Option<&'static [Field]> {
         _ => None,
     }
 }
+
+/// The JSON Schema (2020-12, as OpenAPI 3.1 uses it) of records as the
+/// API answers them: every field the service writes is present (`null`
+/// when empty), so all are required except optional ones without an empty
+/// value. Objects allow further members: fields are added over time.
+pub fn json_schema(fields: &[Field]) -> serde_json::Value {
+    let mut properties = serde_json::Map::new();
+    let mut required = Vec::new();
+    for field in fields {
+        let mut schema = kind_schema(field.kind);
+        if field.nullable {
+            schema = nullable_schema(schema);
+        }
+        properties.insert(field.name.to_owned(), schema);
+        let always_present = field.required
+            || field.nullable
+            || field.owner == Owner::Service
+            || field.name == "id"
+            || matches!(field.kind, Kind::Array(_) | Kind::Bool | Kind::Object(_));
+        if always_present {
+            required.push(field.name);
+        }
+    }
+    serde_json::json!({"type": "object", "properties": properties, "required": required})
+}
+
+fn kind_schema(kind: Kind) -> serde_json::Value {
+    use serde_json::json;
+    match kind {
+        Kind::Text { max } => json!({"type": "string", "maxLength": max}),
+        Kind::Token | Kind::IpAddress => json!({"type": "string"}),
+        Kind::Enum(values) => json!({"type": "string", "enum": values}),
+        Kind::Uuid | Kind::Reference(_) => json!({"type": "string", "format": "uuid"}),
+        Kind::Timestamp => json!({"type": "string", "format": "date-time"}),
+        Kind::Bool => json!({"type": "boolean"}),
+        Kind::Number { min, max } => json!({"type": "number", "minimum": min, "maximum": max}),
+        Kind::Integer { min, max } if max == i64::MAX => json!({"type": "integer", "minimum": min}),
+        Kind::Integer { min, max } => json!({"type": "integer", "minimum": min, "maximum": max}),
+        Kind::MacAddress => json!({"type": "string", "pattern": "^[0-9a-f]{2}(:[0-9a-f]{2}){5}$"}),
+        Kind::CveId => json!({"type": "string", "pattern": "^CVE-[0-9]{4}-[0-9]{4,}$"}),
+        Kind::Object(fields) => json_schema(fields),
+        Kind::Array(item) => json!({"type": "array", "items": kind_schema(*item)}),
+    }
+}
+
+/// The same schema, also allowing `null`.
+fn nullable_schema(mut schema: serde_json::Value) -> serde_json::Value {
+    if let Some(kind) = schema.get("type").cloned() {
+        schema["type"] = serde_json::json!([kind, "null"]);
+    }
+    if let Some(values) = schema.get_mut("enum").and_then(serde_json::Value::as_array_mut) {
+        values.push(serde_json::Value::Null);
+    }
+    schema
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn json_schemas_follow_the_field_table() {
+        let finding = json_schema(FINDING);
+        assert_eq!(finding["properties"]["severity"], json!({"type": "string", "enum": SEVERITIES}));
+        assert_eq!(
+            finding["properties"]["remediation_target_id"],
+            json!({"type": ["string", "null"], "format": "uuid"})
+        );
+        assert_eq!(finding["properties"]["cvss"]["type"], json!(["object", "null"]));
+        assert_eq!(finding["properties"]["cvss"]["properties"]["base_score"]["maximum"], json!(10.0));
+        let required: Vec<&str> =
+            finding["required"].as_array().expect("present").iter().filter_map(|v| v.as_str()).collect();
+        for name in ["id", "endpoint_id", "kev", "description", "created_at", "updated_at"] {
+            assert!(required.contains(&name), "{name}");
+        }
+        let scope = json_schema(SCOPE);
+        assert_eq!(
+            scope["properties"]["finding_filter"]["properties"]["min_severity"]["enum"]
+                .as_array()
+                .expect("present")
+                .last(),
+            Some(&json!(null))
+        );
+        let sla_required = scope["properties"]["sla_days"]["required"].as_array().expect("present");
+        assert!(sla_required.is_empty(), "days per severity are each optional");
+        assert_eq!(
+            json_schema(ENDPOINT)["properties"]["tags"],
+            json!({"type": "array", "items": {"type": "string", "maxLength": 256}})
+        );
+    }
+}
