@@ -198,6 +198,8 @@ fn bench_import(args: &Args) -> anyhow::Result<String> {
     }
     eprintln!();
     drop(server);
+    // Gigabytes at a million findings, and made afresh by every run.
+    std::fs::remove_dir_all(&data_dir).with_context(|| format!("removing {}", data_dir.display()))?;
     let rate = |count: usize, time: Duration| count as f64 / time.as_secs_f64().max(1e-9);
     Ok(format!(
         "\nimport (validated, durable, through the admin listener; batches of {} lines):\n\
