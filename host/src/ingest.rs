@@ -132,8 +132,9 @@ struct Batch<'a> {
     errors: Errors,
     /// Each valid line's (id, client-owned content), in line order.
     lines: Vec<(Uuid, Map<String, Value>)>,
-    /// The latest state of each id the batch touches: stored, then each line's.
-    current: HashMap<Uuid, Option<Value>>,
+    /// The latest `status` of each id the batch touches (stored, then each
+    /// line's); `None` for a record that does not exist or has no status.
+    current_status: HashMap<Uuid, Option<String>>,
     /// The stored record of each id the batch touches (`None`: new).
     stored_before: HashMap<Uuid, Option<Value>>,
     /// Referenced records, by collection and id.
@@ -148,7 +149,7 @@ impl<'a> Batch<'a> {
             collection,
             errors: Errors::default(),
             lines: Vec::new(),
-            current: HashMap::new(),
+            current_status: HashMap::new(),
             stored_before: HashMap::new(),
             referenced: HashMap::new(),
         }
@@ -200,27 +201,31 @@ impl<'a> Batch<'a> {
                 self.errors.add(line, &reference.field, reason);
             }
         }
-        if let Some(previous) = self.current_record(id)? {
-            self.check_transition(line, &previous, &content);
+        let status = content.get("status").and_then(Value::as_str);
+        if let (Some(from), Some(to)) = (self.current_status(id)?, status)
+            && !transition_allowed(self.collection, &from, to)
+        {
+            self.errors.add(line, "status", format!("a {from} record cannot become {to}"));
         }
         self.check_state_fields(line, &content);
         if self.errors.total == errors_before {
-            self.current.insert(id, Some(Value::Object(content.clone())));
+            self.current_status.insert(id, status.map(str::to_owned));
             self.lines.push((id, content));
         }
         Ok(())
     }
 
-    /// The state before this line of the record `id`: stored or from an
-    /// earlier line.
-    fn current_record(&mut self, id: Uuid) -> Result<Option<Value>, StoreError> {
-        if let Some(known) = self.current.get(&id) {
+    /// The status of the record `id` before this line: stored, or from an
+    /// earlier line. Reading the stored record also keeps it for the commit.
+    fn current_status(&mut self, id: Uuid) -> Result<Option<String>, StoreError> {
+        if let Some(known) = self.current_status.get(&id) {
             return Ok(known.clone());
         }
         let stored = self.stored(self.collection, id)?;
-        self.current.insert(id, stored.clone());
-        self.stored_before.insert(id, stored.clone());
-        Ok(stored)
+        let status = stored.as_ref().and_then(|record| record.get("status")?.as_str().map(str::to_owned));
+        self.current_status.insert(id, status.clone());
+        self.stored_before.insert(id, stored);
+        Ok(status)
     }
 
     fn referenced_record(&mut self, collection: &'static str, id: Uuid) -> Result<Option<Value>, StoreError> {
@@ -236,17 +241,6 @@ impl<'a> Batch<'a> {
         match self.db.get(self.organization, collection, id)? {
             Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
             None => Ok(None),
-        }
-    }
-
-    fn check_transition(&mut self, line: usize, previous: &Value, content: &Map<String, Value>) {
-        let (Some(from), Some(to)) =
-            (previous.get("status").and_then(Value::as_str), content.get("status").and_then(Value::as_str))
-        else {
-            return;
-        };
-        if !transition_allowed(self.collection, from, to) {
-            self.errors.add(line, "status", format!("a {from} record cannot become {to}"));
         }
     }
 
@@ -270,13 +264,16 @@ impl<'a> Batch<'a> {
     fn commit(mut self, now: Timestamp) -> Result<ImportSummary, StoreError> {
         let now_text = now.format();
         let mut summary = ImportSummary::default();
-        // The state of every id as the lines replace it, to compare
-        // against and to keep `created_at` (and derived fields) from.
-        let mut state = std::mem::take(&mut self.stored_before);
+        // Each id's state as the lines replace it (written, else stored),
+        // to compare against and to keep `created_at` (and derived fields) from.
+        let stored_before = std::mem::take(&mut self.stored_before);
         let mut written: BTreeMap<Uuid, Value> = BTreeMap::new();
         let mut open_deltas: BTreeMap<Uuid, [i64; 5]> = BTreeMap::new();
         for (id, content) in std::mem::take(&mut self.lines) {
-            let previous = state.get(&id).cloned().flatten();
+            let previous = match written.get(&id) {
+                Some(record) => Some(record.clone()),
+                None => stored_before.get(&id).cloned().flatten(),
+            };
             summary.ids.push(id);
             let record = match &previous {
                 Some(old) if client_content(old) == content => {
@@ -299,7 +296,6 @@ impl<'a> Batch<'a> {
                     }
                 }
             }
-            state.insert(id, Some(record.clone()));
             written.insert(id, record);
         }
         let endpoints = self.endpoints_with_counts(open_deltas, &now_text)?;
@@ -737,6 +733,24 @@ mod tests {
         revived["status"] = json!("queued");
         let errors = invalid(import(&db, organization, "remediation-targets", &ndjson(&[revived])));
         assert_eq!(errors, [(1, "status".to_owned(), "a obsolete record cannot become queued".to_owned())]);
+        Ok(())
+    }
+
+    #[test]
+    fn later_lines_of_the_same_id_build_on_earlier_ones() -> anyhow::Result<()> {
+        let (_dir, db) = database();
+        let organization = Uuid::now_v7();
+        let mut host = endpoint("a");
+        let id = import(&db, organization, "endpoints", &ndjson(&[host.clone()]))?.ids[0];
+        host["id"] = json!(id);
+        let mut renamed = host.clone();
+        renamed["hostname"] = json!("b");
+        // Unchanged, then changed, then changed back: one record, updated.
+        let summary = import(&db, organization, "endpoints", &ndjson(&[host.clone(), renamed, host]))?;
+        assert_eq!((summary.created, summary.updated, summary.unchanged), (0, 2, 1));
+        assert_eq!(db.count(organization, "endpoints")?, 1);
+        let stored: Value = serde_json::from_slice(&db.get(organization, "endpoints", id)?.expect("stored"))?;
+        assert_eq!(stored["hostname"], "a");
         Ok(())
     }
 
