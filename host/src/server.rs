@@ -21,6 +21,26 @@ use crate::store::Database;
 /// that a reload can pre-instantiate beside the calls in flight.
 const MAX_CONCURRENT_CALLS: usize = 64;
 
+/// How `esr serve` announces the addresses it bound, one line each on
+/// standard output (scripts and tests read them; port 0 picks a free port).
+const LISTENING: &str = "listening on ";
+const ADMIN_LISTENING: &str = "admin listening on ";
+
+/// Reads `esr serve`'s standard output until it has announced the public
+/// and the admin address; `None` when the output ends first.
+pub fn read_listening_addresses(lines: &mut impl Iterator<Item = std::io::Result<String>>) -> Option<(String, String)> {
+    let (mut public, mut admin) = (None, None);
+    while public.is_none() || admin.is_none() {
+        let line = lines.next()?.ok()?;
+        if let Some(address) = line.strip_prefix(ADMIN_LISTENING) {
+            admin = Some(address.trim().to_owned());
+        } else if let Some(address) = line.strip_prefix(LISTENING) {
+            public = Some(address.trim().to_owned());
+        }
+    }
+    public.zip(admin)
+}
+
 /// What `esr serve` needs, after flags, environment and defaults.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -99,8 +119,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         metrics: state.metrics.clone(),
         token_hash: Sha256::digest(admin::admin_token(&options.data_dir)?.as_bytes()).into(),
     };
-    println!("listening on http://{bound}");
-    println!("admin listening on http://{admin_bound}");
+    println!("{LISTENING}http://{bound}");
+    println!("{ADMIN_LISTENING}http://{admin_bound}");
     tracing::info!(address = %bound, admin = %admin_bound, "listening");
 
     let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();

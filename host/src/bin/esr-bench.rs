@@ -105,21 +105,10 @@ fn start_server_with_admin(data_dir: &Path, plugins_dir: &Path) -> anyhow::Resul
         .spawn()?;
     let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
     let mut lines = BufReader::new(stdout).lines();
-    let (mut base, mut admin) = (None, None);
-    while base.is_none() || admin.is_none() {
-        match lines.next() {
-            Some(Ok(line)) => {
-                if let Some(address) = line.strip_prefix("admin listening on ") {
-                    admin = Some(address.trim().to_owned());
-                } else if let Some(address) = line.strip_prefix("listening on ") {
-                    base = Some(address.trim().to_owned());
-                }
-            }
-            _ => bail!("esr serve exited before listening"),
-        }
-    }
+    let (base, admin) = esr::server::read_listening_addresses(&mut lines)
+        .ok_or_else(|| anyhow!("esr serve exited before listening"))?;
     std::thread::spawn(move || lines.for_each(drop));
-    Ok((Server { child, base: base.unwrap_or_default() }, admin.unwrap_or_default()))
+    Ok((Server { child, base }, admin))
 }
 
 /// Imports generated endpoints and then `findings` findings through the

@@ -110,29 +110,17 @@ impl Server {
         });
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
-        let (mut base, mut admin_base) = (None, None);
-        while base.is_none() || admin_base.is_none() {
-            match lines.next() {
-                Some(Ok(line)) => {
-                    if let Some(address) = line.strip_prefix("listening on ") {
-                        base = Some(address.trim().to_owned());
-                    } else if let Some(address) = line.strip_prefix("admin listening on ") {
-                        admin_base = Some(address.trim().to_owned());
-                    }
-                }
-                _ => {
-                    let _ = child.wait();
-                    std::thread::sleep(Duration::from_millis(100));
-                    panic!("esr exited before listening: {}", log.lock().unwrap());
-                }
-            }
-        }
+        let Some((base, admin_base)) = esr::server::read_listening_addresses(&mut lines) else {
+            let _ = child.wait();
+            std::thread::sleep(Duration::from_millis(100));
+            panic!("esr exited before listening: {}", log.lock().unwrap());
+        };
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
         Server {
             child,
-            base: base.unwrap(),
-            admin_base: admin_base.unwrap(),
+            base,
+            admin_base,
             keys: Vec::new(),
             organization_ids: Vec::new(),
             data_path: data_path.to_path_buf(),
