@@ -11,8 +11,11 @@ PLUGINS      := endpoints remediation-targets scopes vulnerability-findings agen
 # Alternative and deliberately broken components the tests load.
 TEST_PLUGINS := endpoints-redacted endless-loop memory-hog panics prober
 ESR         := target/debug/esr
+# The Python tools the OpenAPI tests run (validator, schemathesis, client generator).
+VENV        := target/venv
+PYTHON_REQUIREMENTS := host/tests/python/requirements.txt
 
-.PHONY: run test plugins test-plugins host wasm-target lint fmt bench plugin-new
+.PHONY: run test plugins test-plugins host wasm-target lint fmt bench plugin-new venv openapi
 
 run: host plugins
 	$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR)
@@ -20,9 +23,21 @@ run: host plugins
 # `cargo test` builds the binary the end-to-end tests run; building it
 # separately first would compile wasmtime twice (test builds unify features
 # with the dev-dependencies).
-test: plugins test-plugins
+test: plugins test-plugins venv
 	ESR_PLUGINS_DIR=$(abspath $(PLUGINS_DIR)) ESR_TEST_PLUGINS_DIR=$(abspath $(TEST_PLUGINS_DIR)) \
-		$(CARGO) test --workspace
+		ESR_PYTHON_VENV=$(abspath $(VENV)) $(CARGO) test --workspace
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: $(PYTHON_REQUIREMENTS)
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PYTHON_REQUIREMENTS)
+	@touch $@
+
+# Rewrites docs/openapi.json from the components (a test fails when it drifts).
+openapi: host plugins
+	@mkdir -p docs
+	$(ESR) plugins openapi --plugins-dir $(PLUGINS_DIR) > docs/openapi.json
 
 host:
 	$(CARGO) build -p esr

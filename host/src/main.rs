@@ -118,6 +118,12 @@ enum PluginsCommand {
     },
     /// Make a running server re-read its plugins directory.
     Reload(AdminArgs),
+    /// Print the OpenAPI document the components in a plugins directory
+    /// make (what the server answers at /v1/openapi.json).
+    Openapi {
+        #[arg(long, env = "ESR_PLUGINS_DIR", default_value = "target/plugins")]
+        plugins_dir: PathBuf,
+    },
 }
 
 /// How a subcommand reaches a running server's admin listener.
@@ -244,9 +250,18 @@ fn check_plugin(file: &std::path::Path) -> anyhow::Result<()> {
         println!("  sort keys    {}", info.sort_keys.join(", "));
     }
     println!("  parameters");
-    for (name, description) in &info.parameters {
-        println!("    {name:<22} {description}");
+    for parameter in &info.parameters {
+        let required = if parameter.required { " (required)" } else { "" };
+        println!("    {:<22} {}{required}", parameter.name, parameter.description);
+        println!("    {:<22} {}", "", parameter.schema);
     }
+    Ok(())
+}
+
+fn print_openapi(plugins_dir: &Path) -> anyhow::Result<()> {
+    let engine = PluginEngine::new(Limits::default())?;
+    let plugins = esr::plugins::PluginSet::load_dir(&engine, plugins_dir)?;
+    std::io::Write::write_all(&mut std::io::stdout().lock(), plugins.openapi_document())?;
     Ok(())
 }
 
@@ -409,6 +424,7 @@ fn main() -> ExitCode {
         }
         Command::Plugins(PluginsCommand::Check { file }) => check_plugin(&file),
         Command::Plugins(PluginsCommand::Reload(admin)) => reload_plugins(&admin),
+        Command::Plugins(PluginsCommand::Openapi { plugins_dir }) => print_openapi(&plugins_dir),
         Command::Organizations(command) => organizations(command),
         Command::Keys(command) => keys(command),
         Command::Import { organization, collection, file, batch_lines, admin } => {

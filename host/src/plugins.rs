@@ -57,10 +57,10 @@ pub use types::{Descriptor, Error as PluginError, InvalidParam, QueryParam, Requ
 
 /// The WIT package components are built against.
 pub const WIT_PACKAGE: &str = "esr:plugin";
-/// The package versions this host loads: `0.1.x` (for `0.y`, a minor
+/// The package versions this host loads: `0.2.x` (for `0.y`, a minor
 /// version is a breaking one under semver).
-pub const ACCEPTED_VERSIONS: &str = "0.1.x";
-const ACCEPTED_MAJOR_MINOR: (u64, u64) = (0, 1);
+pub const ACCEPTED_VERSIONS: &str = "0.2.x";
+const ACCEPTED_MAJOR_MINOR: (u64, u64) = (0, 2);
 
 /// The resource groups served by the `handler` world, as the API names them.
 pub const RESOURCE_GROUPS: [&str; 4] = crate::store::COLLECTIONS;
@@ -300,9 +300,57 @@ pub struct PluginInfo {
     pub sha256: String,
     /// The WIT package version it was built against.
     pub wit_version: String,
-    pub parameters: Vec<(String, String)>,
+    pub parameters: Vec<ParameterDoc>,
     pub sort_keys: Vec<String>,
+    /// The JSON Schema of a record (or of the JSON document) it answers.
+    pub response_schema: serde_json::Value,
     pub loaded_at: String,
+}
+
+/// A query parameter a component accepts, as its `describe()` documents it.
+#[derive(Debug, Clone)]
+pub struct ParameterDoc {
+    pub name: String,
+    pub description: String,
+    /// The JSON Schema of its value.
+    pub schema: serde_json::Value,
+    pub required: bool,
+}
+
+/// The most bytes of schema text one `describe()` may give, in all.
+const MAX_DESCRIPTOR_SCHEMA_BYTES: usize = 1 << 20;
+
+/// A JSON Schema a component gave as text: a JSON object, or why not.
+fn descriptor_schema(text: &str, what: &str) -> anyhow::Result<serde_json::Value> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(schema) if schema.is_object() => Ok(schema),
+        _ => bail!("describe() gives a {what} that is not a JSON Schema object"),
+    }
+}
+
+/// The parameters and response schema of a descriptor, checked: names are
+/// query-parameter names, each appears once, schemas are JSON objects.
+fn descriptor_documents(descriptor: &Descriptor) -> anyhow::Result<(Vec<ParameterDoc>, serde_json::Value)> {
+    let size: usize =
+        descriptor.response_schema.len() + descriptor.parameters.iter().map(|p| p.schema.len()).sum::<usize>();
+    if size > MAX_DESCRIPTOR_SCHEMA_BYTES {
+        bail!("describe() gives {size} bytes of schemas, more than {MAX_DESCRIPTOR_SCHEMA_BYTES}");
+    }
+    let mut parameters: Vec<ParameterDoc> = Vec::with_capacity(descriptor.parameters.len());
+    for parameter in &descriptor.parameters {
+        let name_is_sane = (1..=64).contains(&parameter.name.len())
+            && parameter.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+        if !name_is_sane || parameters.iter().any(|p| p.name == parameter.name) {
+            bail!("describe() gives a parameter name that is not usable or repeated: {:?}", parameter.name);
+        }
+        parameters.push(ParameterDoc {
+            name: parameter.name.clone(),
+            description: parameter.description.clone(),
+            schema: descriptor_schema(&parameter.schema, &format!("schema for parameter `{}`", parameter.name))?,
+            required: parameter.required,
+        });
+    }
+    Ok((parameters, descriptor_schema(&descriptor.response_schema, "response schema")?))
 }
 
 enum Pre {
@@ -377,6 +425,8 @@ impl PluginRegistry {
 pub struct PluginSet {
     engine: PluginEngine,
     plugins: BTreeMap<String, LoadedPlugin>,
+    /// The OpenAPI document these components make, rendered once.
+    openapi: std::sync::OnceLock<Vec<u8>>,
 }
 
 impl PluginSet {
@@ -419,7 +469,18 @@ impl PluginSet {
                 missing.join(", ")
             );
         }
-        Ok(PluginSet { engine: engine.clone(), plugins })
+        Ok(PluginSet { engine: engine.clone(), plugins, openapi: std::sync::OnceLock::new() })
+    }
+
+    /// The API's OpenAPI document with these components' parameters and
+    /// record schemas (JSON, pretty-printed).
+    pub fn openapi_document(&self) -> &[u8] {
+        self.openapi.get_or_init(|| {
+            let mut text = serde_json::to_vec_pretty(&crate::http::openapi::document(self.infos()))
+                .unwrap_or_else(|_| b"{}".to_vec());
+            text.push(b'\n');
+            text
+        })
     }
 
     pub fn infos(&self) -> impl Iterator<Item = &PluginInfo> {
@@ -585,6 +646,8 @@ impl LoadedPlugin {
         if descriptor.version.trim().is_empty() || descriptor.version.len() > 64 {
             bail!("{}: describe() gives no usable version", file.display());
         }
+        let (parameters, response_schema) =
+            descriptor_documents(&descriptor).map_err(|error| anyhow!("{}: {error}", file.display()))?;
         Ok(LoadedPlugin {
             info: PluginInfo {
                 group: descriptor.group,
@@ -592,8 +655,9 @@ impl LoadedPlugin {
                 file: file.to_path_buf(),
                 sha256,
                 wit_version,
-                parameters: descriptor.parameters.into_iter().map(|p| (p.name, p.description)).collect(),
+                parameters,
                 sort_keys: descriptor.sort_keys,
+                response_schema,
                 loaded_at: crate::demo::format_timestamp(crate::auth::unix_now()),
             },
             pre,

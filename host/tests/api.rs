@@ -462,6 +462,19 @@ fn authentication_methods_and_request_ids() {
     let head = server.client.head(server.url("/v1/scopes")).bearer_auth(&server.keys[0]).send().unwrap();
     assert_eq!(head.status(), 200);
 
+    let accept = |path: &str, accept: &str| {
+        server.client.get(server.url(path)).bearer_auth(&server.keys[0]).header("accept", accept).send().unwrap()
+    };
+    for acceptable in ["application/json", "*/*", "application/*;q=0.5", "text/html, application/json;q=0.1"] {
+        assert_eq!(accept("/v1/scopes", acceptable).status(), 200, "{acceptable}");
+    }
+    assert_eq!(accept("/v1/agent/config?platform=linux&format=toml", "application/toml").status(), 200);
+    for refused in ["text/html", "application/xml, text/*", "application/json;q=0", "image/png"] {
+        let response = accept("/v1/scopes", refused);
+        assert_eq!(response.status(), 406, "{refused}");
+        assert_eq!(response.headers()["content-type"], "application/problem+json");
+    }
+
     let echoed = server.client.get(server.url("/v1/health")).header("x-request-id", "trace-42").send().unwrap();
     assert_eq!(echoed.headers()["x-request-id"], "trace-42");
     let insane = server.client.get(server.url("/v1/health")).header("x-request-id", "a b\t<script>").send().unwrap();

@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod cursor;
 pub mod limits;
+pub mod openapi;
 pub mod problem;
 
 use std::sync::Arc;
@@ -64,19 +65,54 @@ struct ServedOrganization(Uuid);
 #[derive(Debug, Clone)]
 pub struct Caller(Result<Principal, AuthFailure>);
 
-/// A resource group as the router sees it: its path, the scope that reads
-/// it, and how its records are named in messages.
+/// A resource group as the router and the OpenAPI document see it: its
+/// path, the scope that reads it, how its records are named in messages,
+/// and its names in the document.
 struct Group {
     collection: &'static str,
     scope: &'static str,
     resource: &'static str,
+    /// The OpenAPI tag, as the contract titles the group.
+    tag: &'static str,
+    /// The item path's parameter, e.g. `endpointId`.
+    id_parameter: &'static str,
+    /// The record schema's name, also the stem of operation ids.
+    schema: &'static str,
 }
 
 const GROUPS: [Group; 4] = [
-    Group { collection: "endpoints", scope: auth::SCOPE_ENDPOINTS, resource: "endpoint" },
-    Group { collection: "remediation-targets", scope: auth::SCOPE_TARGETS, resource: "remediation target" },
-    Group { collection: "scopes", scope: auth::SCOPE_SCOPES, resource: "scope" },
-    Group { collection: "vulnerability-findings", scope: auth::SCOPE_FINDINGS, resource: "vulnerability finding" },
+    Group {
+        collection: "endpoints",
+        scope: auth::SCOPE_ENDPOINTS,
+        resource: "endpoint",
+        tag: "Endpoints",
+        id_parameter: "endpointId",
+        schema: "Endpoint",
+    },
+    Group {
+        collection: "remediation-targets",
+        scope: auth::SCOPE_TARGETS,
+        resource: "remediation target",
+        tag: "Remediation Targets",
+        id_parameter: "targetId",
+        schema: "RemediationTarget",
+    },
+    Group {
+        collection: "scopes",
+        scope: auth::SCOPE_SCOPES,
+        resource: "scope",
+        tag: "Remediation Scopes",
+        id_parameter: "scopeId",
+        schema: "Scope",
+    },
+    Group {
+        collection: "vulnerability-findings",
+        scope: auth::SCOPE_FINDINGS,
+        resource: "vulnerability finding",
+        tag: "Vulnerability Findings",
+        id_parameter: "findingId",
+        schema: "VulnerabilityFinding",
+    },
 ];
 
 /// The request's id, set by [`request_id`] before any handler runs.
@@ -87,6 +123,7 @@ pub struct RequestId(pub String);
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/health", any(health))
+        .route("/v1/openapi.json", any(openapi_document))
         .route("/v1/agent/config", any(agent_config))
         .route("/v1/{collection}", any(list))
         .route("/v1/{collection}/{id}", any(item))
@@ -141,7 +178,8 @@ async fn observe(State(state): State<AppState>, request: Request, next: Next) ->
 }
 
 /// Bounds what one request may be and how many run at once: a request
-/// target over 8 KiB is `414`, headers over 64 KiB are `431`, and when
+/// target over 8 KiB is `414`, headers over 64 KiB are `431`, an `Accept`
+/// that admits nothing the API answers is `406`, and when
 /// every permit is taken the request is shed at once with `503` and
 /// `Retry-After` rather than queued without bound.
 async fn request_limits(State(state): State<AppState>, request: Request, next: Next) -> Response {
@@ -166,11 +204,47 @@ async fn request_limits(State(state): State<AppState>, request: Request, next: N
             limit,
         );
     }
+    if !accepts_what_the_api_answers(request.headers()) {
+        return ApiError::new(
+            StatusCode::NOT_ACCEPTABLE,
+            "not-acceptable",
+            "Not acceptable",
+            format!("the API answers {}; the Accept header admits none of them", ANSWERED_MEDIA_TYPES.join(", ")),
+        )
+        .into_response();
+    }
     let Ok(_permit) = state.request_permits.clone().try_acquire_owned() else {
         state.metrics.shed();
         return ApiError::unavailable("the service is at capacity; retry shortly").into_response();
     };
     next.run(request).await
+}
+
+/// What the API's operations answer, errors included.
+const ANSWERED_MEDIA_TYPES: [&str; 4] =
+    ["application/json", "application/problem+json", "application/health+json", "application/toml"];
+
+/// Whether `Accept` is absent or admits (with a non-zero `q`) one of
+/// [`ANSWERED_MEDIA_TYPES`], directly or by a wildcard.
+fn accepts_what_the_api_answers(headers: &HeaderMap) -> bool {
+    let mut ranges = headers.get_all(header::ACCEPT).iter().peekable();
+    if ranges.peek().is_none() {
+        return true;
+    }
+    ranges.filter_map(|value| value.to_str().ok()).flat_map(|value| value.split(',')).any(|range| {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let refused = parts.any(|param| {
+            param.split_once('=').is_some_and(|(name, q)| {
+                name.trim().eq_ignore_ascii_case("q") && q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
+            })
+        });
+        !refused
+            && (media.is_empty()
+                || media == "*/*"
+                || media == "application/*"
+                || ANSWERED_MEDIA_TYPES.contains(&media.as_str()))
+    })
 }
 
 /// Authenticates the request and charges it to its key's rate limit (the
@@ -570,6 +644,17 @@ async fn agent_config(
     response_headers.insert(header::CONTENT_DISPOSITION, disposition);
     response_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)
+}
+
+/// The OpenAPI document of the API as the loaded components make it.
+async fn openapi_document(
+    State(state): State<AppState>,
+    method: Method,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    allow_read_only(&method)?;
+    let body = state.plugins.current().openapi_document().to_vec();
+    Ok(conditional(&headers, body, "application/json"))
 }
 
 async fn health(State(state): State<AppState>, method: Method) -> Result<Response, ApiError> {

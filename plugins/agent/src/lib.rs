@@ -7,7 +7,7 @@
 //! `platform`, `log_level` and `active_scope_ids`.
 
 use esr_plugin_sdk::list::text_at;
-use esr_plugin_sdk::query::Query;
+use esr_plugin_sdk::query::{Param, ParamKind, Query};
 use esr_plugin_sdk::{Descriptor, DocumentPlugin, PluginError, Rendered, Request, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -25,9 +25,9 @@ const SCHEMA_VERSION: u32 = 1;
 const CHECKIN_INTERVAL_SECONDS: u32 = 300;
 const LOG_LEVEL: &str = "info";
 
-const PARAMETERS: &[(&str, &str)] = &[
-    ("platform", "The agent's platform (required): windows, macos, linux."),
-    ("format", "The file format: json (default) or toml."),
+const PARAMETERS: &[Param] = &[
+    Param::new("platform", ParamKind::OneOf(PLATFORMS), "The agent's platform.").required(),
+    Param::new("format", ParamKind::OneOf(FORMATS), "The file format.").with_default("json"),
 ];
 
 /// The agent-configuration plugin.
@@ -59,13 +59,34 @@ struct AgentConfig {
     active_scope_ids: Vec<String>,
 }
 
+/// The JSON Schema of [`AgentConfig`] in its JSON form.
+fn config_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "schema_version": {"type": "integer", "const": SCHEMA_VERSION},
+            "organization_id": {"type": "string", "format": "uuid"},
+            "api_base_url": {"type": "string", "format": "uri"},
+            "enrollment_token": {"type": "string", "description": "The organization's enrollment-only secret; never an API key."},
+            "checkin_interval_seconds": {"type": "integer", "minimum": 1},
+            "platform": {"type": "string", "enum": PLATFORMS},
+            "log_level": {"type": "string", "enum": ["error", "warn", "info", "debug"]},
+            "active_scope_ids": {"type": "array", "items": {"type": "string", "format": "uuid"}},
+        },
+        "required": [
+            "schema_version", "organization_id", "api_base_url", "enrollment_token",
+            "checkin_interval_seconds", "platform", "log_level", "active_scope_ids",
+        ],
+    })
+}
+
 impl DocumentPlugin for Agent {
     fn describe() -> Descriptor {
-        Descriptor::new(GROUP, env!("CARGO_PKG_VERSION"), PARAMETERS, &[])
+        Descriptor::new(GROUP, env!("CARGO_PKG_VERSION"), PARAMETERS, &[]).with_response_schema(&config_schema())
     }
 
     fn render(store: &dyn Store, request: &Request) -> Result<Rendered, PluginError> {
-        let names: Vec<&str> = PARAMETERS.iter().map(|(name, _)| *name).collect();
+        let names: Vec<&str> = PARAMETERS.iter().map(|param| param.name).collect();
         let mut query = Query::new(&request.query, &names);
         let platform = query.one_of("platform", PLATFORMS);
         if !request.query.iter().any(|param| param.name == "platform") {
@@ -243,6 +264,22 @@ mod tests {
         );
         let explicit = Agent::render(&store(), &request(&[("format", "json"), ("platform", "linux")])).expect("render");
         assert_eq!(explicit, rendered);
+    }
+
+    #[test]
+    fn the_declared_schema_names_every_member_of_the_document() {
+        let rendered = Agent::render(&store(), &request(&[("platform", "macos")])).expect("render");
+        let config: Value = serde_json::from_slice(&rendered.body).expect("json");
+        let schema: Value = serde_json::from_str(&Agent::describe().response_schema).expect("schema");
+        let mut members: Vec<&str> = config.as_object().expect("object").keys().map(String::as_str).collect();
+        let mut required: Vec<&str> =
+            schema["required"].as_array().expect("list").iter().filter_map(Value::as_str).collect();
+        members.sort_unstable();
+        required.sort_unstable();
+        assert_eq!(members, required);
+        for member in members {
+            assert!(schema["properties"].get(member).is_some(), "{member}");
+        }
     }
 
     #[test]

@@ -4,17 +4,22 @@
 //! `tag`. Sort keys: `created_at`, `updated_at`, `hostname`, `last_seen_at`.
 
 use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request};
+use esr_plugin_sdk::query::{Param, ParamKind};
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 use serde_json::Value;
 
 const COLLECTION: &str = "endpoints";
 const OS_FAMILIES: &[&str] = &["macos", "windows", "linux"];
 
-const FILTERS: &[(&str, &str)] = &[
-    ("osFamily", "Operating system families, comma-separated: macos, windows, linux."),
-    ("hasAgent", "true: only endpoints with an enrolled agent; false: only those without."),
-    ("hostname", "Hostname prefix, case-insensitive."),
-    ("tag", "Only endpoints carrying one of these tags, comma-separated."),
+const FILTERS: &[Param] = &[
+    Param::new("osFamily", ParamKind::AnyOf(OS_FAMILIES), "Operating system families, comma-separated."),
+    Param::new(
+        "hasAgent",
+        ParamKind::Boolean,
+        "true: only endpoints with an enrolled agent; false: only those without.",
+    ),
+    Param::new("hostname", ParamKind::Text { max: 255 }, "Hostname prefix, case-insensitive."),
+    Param::new("tag", ParamKind::ListOf("[^,]*"), "Only endpoints carrying one of these tags, comma-separated."),
 ];
 
 const SORTS: &[(&str, SortField)] = &[

@@ -7,27 +7,25 @@
 
 use esr_plugin_sdk::contract::{PACKAGE_MANAGERS, TARGET_STATUSES as STATUSES, TARGET_TYPES};
 use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request, text_at};
+use esr_plugin_sdk::query::{Param, ParamKind};
 use esr_plugin_sdk::time::Timestamp;
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 use serde_json::Value;
 
 const COLLECTION: &str = "remediation-targets";
 
-const FILTERS: &[(&str, &str)] = &[
-    ("endpointId", "Endpoint ids, comma-separated."),
-    ("scopeId", "Only targets put in motion by one of these scope ids, comma-separated."),
-    ("findingId", "Only targets that resolve one of these finding ids, comma-separated."),
-    (
-        "status",
-        "Statuses, comma-separated: identified, actionable, queued, pending_approval, in_progress, verifying, \
-         remediated, blocked, failed, rejected, obsolete.",
+const FILTERS: &[Param] = &[
+    Param::new("endpointId", ParamKind::Uuids, "Endpoint ids, comma-separated."),
+    Param::new("scopeId", ParamKind::Uuids, "Only targets put in motion by one of these scope ids, comma-separated."),
+    Param::new("findingId", ParamKind::Uuids, "Only targets that resolve one of these finding ids, comma-separated."),
+    Param::new("status", ParamKind::AnyOf(STATUSES), "Statuses, comma-separated."),
+    Param::new("targetType", ParamKind::AnyOf(TARGET_TYPES), "Target types, comma-separated."),
+    Param::new("packageManager", ParamKind::AnyOf(PACKAGE_MANAGERS), "Package managers, comma-separated."),
+    Param::new(
+        "dueBefore",
+        ParamKind::Timestamp,
+        "Only targets due strictly before this time; targets without a due date never match.",
     ),
-    ("targetType", "Target types, comma-separated: software, os_patch, configuration, service."),
-    (
-        "packageManager",
-        "Package managers, comma-separated: apt, dnf, yum, zypper, homebrew, chocolatey, winget, msi, none.",
-    ),
-    ("dueBefore", "Only targets due strictly before this time (RFC 3339); targets without a due date never match."),
 ];
 
 const SORTS: &[(&str, SortField)] = &[

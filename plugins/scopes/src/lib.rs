@@ -6,6 +6,7 @@
 
 use esr_plugin_sdk::contract::SCOPE_STATUSES as STATUSES;
 use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request, text_at};
+use esr_plugin_sdk::query::{Param, ParamKind};
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 use serde_json::Value;
 
@@ -13,9 +14,13 @@ const COLLECTION: &str = "scopes";
 /// Long enough for any scope name; bounds the work a search can ask for.
 const MAX_NAME_QUERY_LEN: usize = 255;
 
-const FILTERS: &[(&str, &str)] = &[
-    ("status", "Statuses, comma-separated: active, paused, archived."),
-    ("q", "Only scopes whose name contains this text, case-insensitive."),
+const FILTERS: &[Param] = &[
+    Param::new("status", ParamKind::AnyOf(STATUSES), "Statuses, comma-separated."),
+    Param::new(
+        "q",
+        ParamKind::Text { max: MAX_NAME_QUERY_LEN },
+        "Only scopes whose name contains this text, case-insensitive.",
+    ),
 ];
 
 const SORTS: &[(&str, SortField)] = &[

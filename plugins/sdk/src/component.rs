@@ -81,9 +81,15 @@ macro_rules! __esr_wit_conversions {
                 parameters: descriptor
                     .parameters
                     .into_iter()
-                    .map(|p| esr::plugin::types::ParameterInfo { name: p.name, description: p.description })
+                    .map(|p| esr::plugin::types::ParameterInfo {
+                        name: p.name,
+                        description: p.description,
+                        schema: p.schema,
+                        required: p.required,
+                    })
                     .collect(),
                 sort_keys: descriptor.sort_keys,
+                response_schema: descriptor.response_schema,
             }
         }
     };

@@ -131,6 +131,9 @@ pub struct Page {
 pub struct ParameterInfo {
     pub name: String,
     pub description: String,
+    /// The JSON Schema of its value, as JSON text.
+    pub schema: String,
+    pub required: bool,
 }
 
 /// What a plugin serves.
@@ -140,23 +143,34 @@ pub struct Descriptor {
     pub version: String,
     pub parameters: Vec<ParameterInfo>,
     pub sort_keys: Vec<String>,
+    /// The JSON Schema of a record (or of the JSON document), as JSON text.
+    pub response_schema: String,
 }
 
 impl Descriptor {
-    /// A descriptor from static tables.
-    pub fn new(group: &str, version: &str, parameters: &[(&str, &str)], sort_keys: &[&str]) -> Descriptor {
+    /// A descriptor from static tables; its response schema says nothing
+    /// (`{}`) until [`Descriptor::with_response_schema`].
+    pub fn new(group: &str, version: &str, parameters: &[query::Param], sort_keys: &[&str]) -> Descriptor {
         Descriptor {
             group: group.to_owned(),
             version: version.to_owned(),
             parameters: parameters
                 .iter()
-                .map(|(name, description)| ParameterInfo {
-                    name: (*name).to_owned(),
-                    description: (*description).to_owned(),
+                .map(|param| ParameterInfo {
+                    name: param.name.to_owned(),
+                    description: param.description.to_owned(),
+                    schema: param.schema().to_string(),
+                    required: param.required,
                 })
                 .collect(),
             sort_keys: sort_keys.iter().map(|key| (*key).to_owned()).collect(),
+            response_schema: "{}".to_owned(),
         }
+    }
+
+    /// The same descriptor, answering records (or documents) of this schema.
+    pub fn with_response_schema(self, schema: &serde_json::Value) -> Descriptor {
+        Descriptor { response_schema: schema.to_string(), ..self }
     }
 }
 

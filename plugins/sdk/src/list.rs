@@ -11,17 +11,25 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::indexes::{CREATED_AT, UPDATED_AT};
-use crate::query::{Query, not_one_of};
+use crate::query::{Param, ParamKind, Query, not_one_of};
 use crate::time::Timestamp;
 use crate::{Page, PluginError, Store};
 
-/// The parameters every list accepts, with their descriptions.
-pub const LIST_PARAMETERS: &[(&str, &str)] = &[
-    ("limit", "Page size, 1 to 100 (default 50)."),
-    ("offset", "Records to skip (default 0); not combinable with cursor."),
-    ("cursor", "Opaque token from a previous page's next_cursor."),
-    ("sort", "Sort key, '-' prefix for descending (default created_at)."),
-    ("updatedAfter", "Only records whose updated_at is strictly later (RFC 3339)."),
+/// The parameters every list accepts. `sort`'s values depend on the
+/// group's sort keys: [`list_descriptor`] fills them in.
+pub const LIST_PARAMETERS: &[Param] = &[
+    Param::new("limit", ParamKind::Integer { min: 1, max: MAX_LIMIT as u64 }, "Page size.").with_default("50"),
+    // No declared default: generated clients would send it with every
+    // cursor, and the two do not combine.
+    Param::new(
+        "offset",
+        ParamKind::Integer { min: 0, max: i64::MAX as u64 },
+        "Records to skip (0 when absent); not combinable with cursor.",
+    ),
+    Param::new("cursor", ParamKind::Cursor, "Opaque token from a previous page's next_cursor."),
+    Param::new("sort", ParamKind::Text { max: 64 }, "Sort key, '-' prefix for descending; ties by id.")
+        .with_default("created_at"),
+    Param::new("updatedAfter", ParamKind::Timestamp, "Only records whose updated_at is strictly later."),
 ];
 
 pub const DEFAULT_LIMIT: u32 = 50;
@@ -191,16 +199,26 @@ impl ListOptions {
 }
 
 /// A list group's descriptor: the common list parameters followed by the
-/// group's own `filters`, and its sort keys.
+/// group's own `filters`, its sort keys, and the JSON Schema of its
+/// records from the collection's field table.
 pub fn list_descriptor(
     group: &str,
     version: &str,
-    filters: &[(&str, &str)],
+    filters: &[Param],
     sort_keys: &[(&'static str, SortField)],
 ) -> crate::Descriptor {
-    let parameters: Vec<(&str, &str)> = LIST_PARAMETERS.iter().chain(filters).copied().collect();
+    let parameters: Vec<Param> = LIST_PARAMETERS.iter().chain(filters).copied().collect();
     let keys: Vec<&str> = sort_keys.iter().map(|(key, _)| *key).collect();
-    crate::Descriptor::new(group, version, &parameters, &keys)
+    let mut descriptor = crate::Descriptor::new(group, version, &parameters, &keys);
+    let sort_values: Vec<String> = keys.iter().flat_map(|key| [(*key).to_owned(), format!("-{key}")]).collect();
+    for parameter in descriptor.parameters.iter_mut().filter(|p| p.name == "sort") {
+        let default = keys.first().copied().unwrap_or("created_at");
+        parameter.schema = serde_json::json!({"type": "string", "enum": sort_values, "default": default}).to_string();
+    }
+    match crate::schema::schema(group) {
+        Some(fields) => descriptor.with_response_schema(&crate::schema::json_schema(fields)),
+        None => descriptor,
+    }
 }
 
 /// Starts parsing a list request that accepts the common parameters and
@@ -208,10 +226,10 @@ pub fn list_descriptor(
 /// (finish it with [`Query::finish`]).
 pub fn parse_list_request<'r>(
     request: &'r crate::Request,
-    filters: &[(&str, &str)],
+    filters: &[Param],
     sort_keys: &[(&'static str, SortField)],
 ) -> (Query<'r>, ListOptions) {
-    let names: Vec<&str> = LIST_PARAMETERS.iter().chain(filters).map(|(name, _)| *name).collect();
+    let names: Vec<&str> = LIST_PARAMETERS.iter().chain(filters).map(|param| param.name).collect();
     let mut query = Query::new(&request.query, &names);
     let options = ListOptions::parse(&mut query, sort_keys);
     (query, options)
@@ -679,7 +697,7 @@ mod tests {
 
     fn list(store: &MemoryStore, query: &[(&str, &str)]) -> Result<Page, PluginError> {
         let request = Request::with_query("/things", query);
-        let names: Vec<&str> = LIST_PARAMETERS.iter().map(|(n, _)| *n).collect();
+        let names: Vec<&str> = LIST_PARAMETERS.iter().map(|param| param.name).collect();
         let mut parsed = Query::new(&request.query, &names);
         let options = ListOptions::parse(&mut parsed, SORTS);
         parsed.finish()?;
@@ -812,7 +830,8 @@ mod tests {
         let store = Counting { inner, read: std::cell::Cell::new(0) };
         let list = |query: &[(&str, &str)], filters: Vec<Filter>| {
             let request = Request::with_query("/v1/scopes", query);
-            let (query, options) = parse_list_request(&request, &[("status", "")], SORTS);
+            let (query, options) =
+                parse_list_request(&request, &[Param::new("status", ParamKind::Text { max: 64 }, "")], SORTS);
             query.finish().expect("valid");
             list_filtered(&store, "scopes", &options, filters).expect("list")
         };

@@ -7,6 +7,102 @@
 use crate::time::Timestamp;
 use crate::{InvalidParam, PluginError, QueryParam};
 
+/// A query parameter a plugin accepts: its name, what it holds and what it
+/// means. The same table names the parameters [`Query::new`] allows and
+/// gives the host the JSON Schema of each for the API's OpenAPI document.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Param {
+    pub name: &'static str,
+    pub kind: ParamKind,
+    pub description: &'static str,
+    pub required: bool,
+    /// The value the plugin uses when the parameter is absent, as sent.
+    pub default: Option<&'static str>,
+}
+
+/// What a parameter's value holds; each matches one of [`Query`]'s parsers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ParamKind {
+    /// Free text of 1 to `max` characters ([`Query::text`]).
+    Text { max: usize },
+    /// One value out of these ([`Query::one_of`]).
+    OneOf(&'static [&'static str]),
+    /// Comma-separated values out of these ([`Query::any_of`]).
+    AnyOf(&'static [&'static str]),
+    /// Comma-separated UUIDs ([`Query::uuids`]).
+    Uuids,
+    /// Comma-separated values, each matching this regular expression
+    /// (ECMA-262, as JSON Schema reads it) ([`Query::list`]).
+    ListOf(&'static str),
+    /// `true` or `false` ([`Query::boolean`]).
+    Boolean,
+    /// A whole number in this range ([`Query::integer`]).
+    Integer { min: u64, max: u64 },
+    /// A number in this range ([`Query::number`]).
+    Number { min: f64, max: f64 },
+    /// An RFC 3339 timestamp ([`Query::timestamp`]).
+    Timestamp,
+    /// An opaque token the service issued.
+    Cursor,
+}
+
+/// The most values a comma-separated parameter takes ([`Query::list`]).
+pub const MAX_LIST_VALUES: usize = 100;
+
+/// A UUID in any case, as [`normalize_uuid`] accepts it.
+const UUID_PATTERN: &str = "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}";
+
+impl Param {
+    /// An optional parameter.
+    pub const fn new(name: &'static str, kind: ParamKind, description: &'static str) -> Param {
+        Param { name, kind, description, required: false, default: None }
+    }
+
+    /// The same parameter, required.
+    pub const fn required(self) -> Param {
+        Param { required: true, ..self }
+    }
+
+    /// The same parameter, with the value used when it is absent.
+    pub const fn with_default(self, default: &'static str) -> Param {
+        Param { default: Some(default), ..self }
+    }
+
+    /// The JSON Schema of the values the parser accepts.
+    pub fn schema(&self) -> serde_json::Value {
+        use serde_json::json;
+        let mut schema = match self.kind {
+            ParamKind::Text { max } => json!({"type": "string", "minLength": 1, "maxLength": max}),
+            ParamKind::OneOf(values) => json!({"type": "string", "enum": values}),
+            ParamKind::AnyOf(values) => {
+                // Duplicates collapse, so any number of them is accepted.
+                let one = format!("({})", values.join("|"));
+                json!({"type": "string", "pattern": format!("^{one}(,{one})*$")})
+            }
+            ParamKind::Uuids => list_schema(UUID_PATTERN),
+            ParamKind::ListOf(pattern) => list_schema(pattern),
+            ParamKind::Boolean => json!({"type": "boolean"}),
+            ParamKind::Integer { min, max } => json!({"type": "integer", "minimum": min, "maximum": max}),
+            ParamKind::Number { min, max } => json!({"type": "number", "minimum": min, "maximum": max}),
+            ParamKind::Timestamp => json!({"type": "string", "format": "date-time"}),
+            ParamKind::Cursor => json!({"type": "string", "minLength": 1}),
+        };
+        if let Some(default) = self.default {
+            schema["default"] = match self.kind {
+                ParamKind::Integer { .. } => default.parse::<u64>().map_or_else(|_| json!(default), |n| json!(n)),
+                _ => json!(default),
+            };
+        }
+        schema
+    }
+}
+
+/// A comma-separated list of 1 to [`MAX_LIST_VALUES`] values matching `one`.
+fn list_schema(one: &str) -> serde_json::Value {
+    let more = MAX_LIST_VALUES - 1;
+    serde_json::json!({"type": "string", "minLength": 1, "pattern": format!("^({one})(,({one})){{0,{more}}}$")})
+}
+
 /// The parameters of one request, being parsed.
 pub struct Query<'a> {
     params: &'a [QueryParam],
@@ -98,8 +194,8 @@ impl<'a> Query<'a> {
                 }
             }
         }
-        if values.len() > 100 {
-            self.reject(name, "more than 100 values");
+        if values.len() > MAX_LIST_VALUES {
+            self.reject(name, format!("more than {MAX_LIST_VALUES} values"));
             return None;
         }
         Some(values)
@@ -132,9 +228,10 @@ impl<'a> Query<'a> {
     /// A decimal number in `min..=max`.
     pub fn number(&mut self, name: &str, min: f64, max: f64) -> Option<f64> {
         let raw = self.raw(name)?;
-        let plain = raw.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+        // Decimal notation, exponent allowed (`0.5`, `5e-1`); never `inf` or `NaN`.
+        let decimal = raw.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'));
         match raw.parse::<f64>() {
-            Ok(value) if plain && value >= min && value <= max => Some(value),
+            Ok(value) if decimal && value.is_finite() && value >= min && value <= max => Some(value),
             _ => {
                 self.reject(name, format!("not a number from {min} to {max}"));
                 None
@@ -145,7 +242,7 @@ impl<'a> Query<'a> {
     /// An RFC 3339 timestamp.
     pub fn timestamp(&mut self, name: &str) -> Option<Timestamp> {
         let raw = self.raw(name)?;
-        match Timestamp::parse(raw) {
+        match Timestamp::parse_saturating(raw) {
             Some(value) => Some(value),
             None => {
                 self.reject(name, "not an RFC 3339 timestamp (e.g. 2026-11-22T05:39:42Z)");

@@ -5,8 +5,9 @@
 pub struct Timestamp(pub i64);
 
 impl Timestamp {
-    /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`.
-    pub fn parse(text: &str) -> Option<Timestamp> {
+    /// Seconds and nanoseconds since the epoch of
+    /// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` (RFC 3339).
+    fn parse_parts(text: &str) -> Option<(i64, i64)> {
         let b = text.as_bytes();
         if b.len() < 20
             || b[4] != b'-'
@@ -36,10 +37,12 @@ impl Timestamp {
         let mut nanos: i64 = 0;
         if let [b'.', tail @ ..] = rest {
             let count = tail.iter().take_while(|c| c.is_ascii_digit()).count();
-            if count == 0 || count > 9 {
+            if count == 0 {
                 return None;
             }
-            nanos = digits(&tail[..count])? * 10_i64.pow(9 - count as u32);
+            // RFC 3339 allows any number of digits; beyond nanoseconds they are dropped.
+            let kept = count.min(9);
+            nanos = digits(&tail[..kept])? * 10_i64.pow(9 - kept as u32);
             rest = &tail[count..];
         }
         let offset_seconds = match rest {
@@ -57,7 +60,22 @@ impl Timestamp {
         };
         let days = days_from_civil(year, month, day);
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + second.min(59) - offset_seconds;
+        Some((seconds, nanos))
+    }
+
+    /// Parses an RFC 3339 timestamp between the years 1677 and 2262 (what
+    /// nanoseconds in an `i64` span); others are `None`.
+    pub fn parse(text: &str) -> Option<Timestamp> {
+        let (seconds, nanos) = Timestamp::parse_parts(text)?;
         seconds.checked_mul(1_000_000_000)?.checked_add(nanos).map(Timestamp)
+    }
+
+    /// Parses any RFC 3339 timestamp; one before 1677 or after 2262 becomes
+    /// the first or last instant there is, which orders it correctly
+    /// against every stored time (for filters such as `updatedAfter`).
+    pub fn parse_saturating(text: &str) -> Option<Timestamp> {
+        let (seconds, nanos) = Timestamp::parse_parts(text)?;
+        Some(Timestamp(seconds.saturating_mul(1_000_000_000).saturating_add(nanos)))
     }
 }
 
@@ -160,6 +178,16 @@ mod tests {
             "２０２６-11-22T05:39:42Z",
         ] {
             assert_eq!(Timestamp::parse(bad), None, "{bad}");
+            assert_eq!(Timestamp::parse_saturating(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn instants_beyond_nanosecond_range_are_refused_or_saturated() {
+        assert_eq!(Timestamp::parse("0001-01-01T00:00:00Z"), None);
+        assert_eq!(Timestamp::parse_saturating("0001-01-01T00:00:00Z"), Some(Timestamp(i64::MIN)));
+        assert_eq!(Timestamp::parse_saturating("9999-12-31T23:59:59.999999999999Z"), Some(Timestamp(i64::MAX)));
+        let many_digits = Timestamp::parse("2026-11-22T05:39:42.1234567891234Z").expect("valid");
+        assert_eq!(many_digits.0 % 1_000_000_000, 123_456_789);
     }
 }

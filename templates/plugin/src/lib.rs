@@ -6,14 +6,17 @@
 //! component when built for `wasm32-wasip2`. See PLUGINS.md.
 
 use esr_plugin_sdk::list::{SortField, list_descriptor, list_records, parse_list_request};
+use esr_plugin_sdk::query::Param;
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 use serde_json::Value;
 
 /// The group (and collection) this component serves.
 const COLLECTION: &str = "{{GROUP}}";
 
-/// This component's own query parameters, with their documentation.
-const FILTERS: &[(&str, &str)] = &[];
+/// This component's own query parameters: name, what the value holds (its
+/// schema in the API's OpenAPI document) and what it means, e.g.
+/// `Param::new("status", ParamKind::AnyOf(&["open", "closed"]), "Statuses, comma-separated.")`.
+const FILTERS: &[Param] = &[];
 
 const SORTS: &[(&str, SortField)] =
     &[("created_at", SortField::Timestamp("/created_at")), ("updated_at", SortField::Timestamp("/updated_at"))];

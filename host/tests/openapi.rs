@@ -1,0 +1,188 @@
+//! The OpenAPI document: served without a key, made from the loaded
+//! components, equal to the checked-in `docs/openapi.json`, accepted by an
+//! independent validator, honoured by the live server under schemathesis,
+//! and usable through a client generated from it.
+//!
+//! The Python tools run from the virtualenv `make test` creates
+//! (`target/venv`, from `host/tests/python/requirements.txt`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{Server, plugins_dir, plugins_dir_with, test_plugins_dir};
+use serde_json::Value;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn python_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("python")
+}
+
+/// A program of the test virtualenv (`$ESR_PYTHON_VENV`, set by `make
+/// test`, or `target/venv`).
+fn venv_program(name: &str) -> PathBuf {
+    let venv = std::env::var_os("ESR_PYTHON_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target").join("venv"));
+    let program = venv.join("bin").join(name);
+    assert!(program.exists(), "{} is missing: run `make test`, which creates the virtualenv", program.display());
+    program
+}
+
+/// Runs a command to its end; panics with its output unless it succeeds.
+fn run(command: &mut Command) -> String {
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{command:?} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
+    stdout
+}
+
+fn served_document(server: &Server) -> Value {
+    let response = server.client.get(server.url("/v1/openapi.json")).send().unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    assert!(response.headers().contains_key("etag"));
+    response.json().unwrap()
+}
+
+fn query_parameter<'d>(document: &'d Value, path: &str, name: &str) -> Option<&'d Value> {
+    document["paths"][path]["get"]["parameters"].as_array().unwrap().iter().find(|p| p["name"] == name)
+}
+
+#[test]
+fn the_served_document_is_the_checked_in_one() {
+    let server = Server::start(&plugins_dir());
+    let served = served_document(&server);
+    let checked_in_path = workspace().join("docs").join("openapi.json");
+    let checked_in: Value = serde_json::from_slice(&std::fs::read(&checked_in_path).unwrap()).unwrap();
+    assert!(
+        served == checked_in,
+        "{} differs from what the server answers at /v1/openapi.json: run `make openapi` to rewrite it",
+        checked_in_path.display()
+    );
+    // `esr plugins openapi` prints the same document without a server.
+    let printed =
+        run(Command::new(env!("CARGO_BIN_EXE_esr")).args(["plugins", "openapi", "--plugins-dir"]).arg(plugins_dir()));
+    assert_eq!(serde_json::from_str::<Value>(&printed).unwrap(), served);
+}
+
+#[test]
+fn the_document_covers_every_operation_and_takes_parameters_from_the_components() {
+    let server = Server::start(&plugins_dir());
+    let document = served_document(&server);
+    assert_eq!(document["openapi"], "3.1.0");
+    let operations = [
+        ("/v1/endpoints", "listEndpoints"),
+        ("/v1/endpoints/{endpointId}", "getEndpoint"),
+        ("/v1/remediation-targets", "listRemediationTargets"),
+        ("/v1/remediation-targets/{targetId}", "getRemediationTarget"),
+        ("/v1/scopes", "listScopes"),
+        ("/v1/scopes/{scopeId}", "getScope"),
+        ("/v1/vulnerability-findings", "listVulnerabilityFindings"),
+        ("/v1/vulnerability-findings/{findingId}", "getVulnerabilityFinding"),
+        ("/v1/agent/config", "getAgentConfig"),
+        ("/v1/health", "getHealth"),
+        ("/v1/openapi.json", "getOpenApiDocument"),
+    ];
+    assert_eq!(document["paths"].as_object().unwrap().len(), operations.len());
+    for (path, operation_id) in operations {
+        assert_eq!(document["paths"][path]["get"]["operationId"], operation_id, "{path}");
+    }
+    assert_eq!(document["components"]["securitySchemes"]["bearerAuth"]["scheme"], "bearer");
+    assert_eq!(document["paths"]["/v1/health"]["get"]["security"], serde_json::json!([]));
+
+    // What the findings component declares, as it declares it.
+    let severity = query_parameter(&document, "/v1/vulnerability-findings", "severity").unwrap();
+    let pattern = severity["schema"]["pattern"].as_str().unwrap();
+    assert!(pattern.contains("critical|high|medium|low|info"), "{pattern}");
+    let sort = query_parameter(&document, "/v1/vulnerability-findings", "sort").unwrap();
+    assert!(sort["schema"]["enum"].as_array().unwrap().contains(&"-cvss".into()));
+    let limit = query_parameter(&document, "/v1/endpoints", "limit").unwrap();
+    assert_eq!(limit["schema"], serde_json::json!({"type": "integer", "minimum": 1, "maximum": 100, "default": 50}));
+    let platform = query_parameter(&document, "/v1/agent/config", "platform").unwrap();
+    assert_eq!(platform["required"], true);
+    let finding = &document["components"]["schemas"]["VulnerabilityFinding"];
+    assert_eq!(finding["properties"]["severity"]["enum"][0], "critical");
+    let list = &document["components"]["schemas"]["EndpointList"];
+    assert_eq!(list["properties"]["data"]["items"]["$ref"], "#/components/schemas/Endpoint");
+}
+
+#[test]
+fn replacing_a_component_changes_the_document() {
+    let dir = plugins_dir_with(&[], &[]);
+    let server = Server::start(dir.path());
+    let stock = served_document(&server);
+    assert!(query_parameter(&stock, "/v1/endpoints", "osFamily").is_some());
+
+    // The redacted endpoints component takes only the common parameters
+    // and sorts by two keys.
+    std::fs::copy(test_plugins_dir().join("endpoints-redacted.wasm"), dir.path().join("endpoints.wasm")).unwrap();
+    let reload = server.admin(reqwest::Method::POST, "/admin/v1/plugins/reload").send().unwrap();
+    assert_eq!(reload.status(), 200, "{}", reload.text().unwrap());
+    let replaced = served_document(&server);
+    assert!(query_parameter(&replaced, "/v1/endpoints", "osFamily").is_none());
+    let sort = query_parameter(&replaced, "/v1/endpoints", "sort").unwrap();
+    assert_eq!(sort["schema"]["enum"].as_array().unwrap().len(), 4, "{sort}");
+    assert_eq!(replaced["paths"]["/v1/scopes"], stock["paths"]["/v1/scopes"]);
+}
+
+#[test]
+fn an_independent_validator_accepts_the_document() {
+    let server = Server::start(&plugins_dir());
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), serde_json::to_vec(&served_document(&server)).unwrap()).unwrap();
+    let report = run(Command::new(venv_program("openapi-spec-validator")).arg(file.path()));
+    assert!(report.contains("OK"), "{report}");
+}
+
+#[test]
+fn schemathesis_finds_no_failure_against_the_live_server() {
+    let server = Server::start(&plugins_dir());
+    let reports = tempfile::tempdir().unwrap();
+    run(Command::new(venv_program("schemathesis"))
+        .current_dir(reports.path())
+        .env("SCHEMATHESIS_HOOKS", "schemathesis_hooks")
+        .env("PYTHONPATH", python_dir())
+        .args(["--no-color", "run", &server.url("/v1/openapi.json")])
+        .args(["--checks", "all", "--seed", "20261123", "--max-examples", "25", "--workers", "2"])
+        .args(["--header", &format!("Authorization: Bearer {}", server.keys[0])]));
+}
+
+#[test]
+fn a_generated_python_client_pages_through_every_collection() {
+    let server = Server::start(&plugins_dir());
+    let work = tempfile::tempdir().unwrap();
+    let document = work.path().join("openapi.json");
+    std::fs::write(&document, serde_json::to_vec(&served_document(&server)).unwrap()).unwrap();
+    let generated = Command::new(venv_program("openapi-python-client"))
+        .current_dir(work.path())
+        .args(["generate", "--meta", "none", "--path"])
+        .arg(&document)
+        .arg("--config")
+        .arg(python_dir().join("client-config.yaml"))
+        .output()
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&generated.stdout), String::from_utf8_lossy(&generated.stderr));
+    // The generator skips what it cannot express, with a warning.
+    assert!(generated.status.success() && !said.to_lowercase().contains("warning"), "{said}");
+    let seen = run(Command::new(venv_program("python"))
+        .env("PYTHONPATH", work.path())
+        .arg(python_dir().join("use_generated_client.py"))
+        .args([&server.base, &server.keys[0]]));
+    let seen: Value = serde_json::from_str(&seen).unwrap();
+    for collection in ["endpoints", "remediation-targets", "scopes", "vulnerability-findings"] {
+        let total = server.json(&format!("/v1/{collection}?limit=1"))["total"].as_u64().unwrap();
+        assert!(total > 0, "{collection}");
+        assert_eq!(seen[collection]["ids"], total, "{collection}: {seen}");
+        assert_eq!(seen[collection]["total"], total, "{collection}: {seen}");
+        let first = server.json(&format!("/v1/{collection}?limit=1"))["data"][0]["id"].clone();
+        assert_eq!(seen[collection]["first"], first, "{collection}");
+    }
+}

@@ -1,0 +1,58 @@
+"""Uses the client openapi-python-client generated from the served document,
+unmodified: pages through every collection with cursors and reads one
+record of each. Prints what it saw as JSON for host/tests/openapi.rs.
+
+Usage: use_generated_client.py BASE_URL API_KEY
+"""
+
+import json
+import sys
+import uuid
+
+from esr_client import AuthenticatedClient
+from esr_client.api.endpoints import get_endpoint, list_endpoints
+from esr_client.api.remediation_scopes import get_scope, list_scopes
+from esr_client.api.remediation_targets import get_remediation_target, list_remediation_targets
+from esr_client.api.vulnerability_findings import get_vulnerability_finding, list_vulnerability_findings
+from esr_client.types import UNSET
+
+COLLECTIONS = {
+    "endpoints": (list_endpoints, get_endpoint, "endpoint_id"),
+    "remediation-targets": (list_remediation_targets, get_remediation_target, "target_id"),
+    "scopes": (list_scopes, get_scope, "scope_id"),
+    "vulnerability-findings": (list_vulnerability_findings, get_vulnerability_finding, "finding_id"),
+}
+
+
+def walk(client, list_operation):
+    """Every record's id, following next_cursor; and the total the pages gave."""
+    ids, cursor, total = [], UNSET, None
+    while True:
+        response = list_operation.sync_detailed(client=client, limit=100, cursor=cursor)
+        if response.status_code != 200:
+            raise SystemExit(f"{list_operation.__name__}: {response.status_code} {response.content!r}")
+        page = response.parsed
+        ids.extend(str(record.id) for record in page.data)
+        total = page.total
+        if page.next_cursor is None:
+            return ids, total
+        cursor = page.next_cursor
+
+
+def main():
+    base_url, key = sys.argv[1], sys.argv[2]
+    client = AuthenticatedClient(base_url=base_url, token=key, raise_on_unexpected_status=True)
+    seen = {}
+    for collection, (list_operation, get_operation, id_argument) in COLLECTIONS.items():
+        ids, total = walk(client, list_operation)
+        if len(set(ids)) != len(ids):
+            raise SystemExit(f"{collection}: a record came twice in the walk")
+        first = get_operation.sync_detailed(client=client, **{id_argument: uuid.UUID(ids[0])})
+        if first.status_code != 200 or str(first.parsed.id) != ids[0]:
+            raise SystemExit(f"{collection}: reading {ids[0]} gave {first.status_code} {first.content!r}")
+        seen[collection] = {"ids": len(ids), "total": total, "first": ids[0]}
+    print(json.dumps(seen))
+
+
+if __name__ == "__main__":
+    main()
