@@ -272,6 +272,18 @@ impl wit_store::Host for CallState {
         Ok(tenant.db.index_count(tenant.organization_id, &collection, &index, &value)?)
     }
 
+    fn count_matching(
+        &mut self,
+        collection: String,
+        conditions: Vec<wit_store::IndexCondition>,
+        updated_after: Option<i64>,
+    ) -> wasmtime::Result<u64> {
+        let Some(tenant) = &self.tenant else { return Ok(0) };
+        let conditions: Vec<(String, Vec<String>)> =
+            conditions.into_iter().map(|condition| (condition.index, condition.values)).collect();
+        Ok(tenant.db.count_matching(tenant.organization_id, &collection, &conditions, updated_after)?)
+    }
+
     fn organization(&mut self) -> wasmtime::Result<Vec<u8>> {
         Ok(self.tenant.as_ref().map(|t| t.organization_json.to_vec()).unwrap_or_else(|| b"{}".to_vec()))
     }

@@ -7,11 +7,11 @@
 //! before it is acknowledged: sled's background flusher loses acknowledged
 //! writes on a crash.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use esr_plugin_sdk::indexes::CREATED_AT;
+use esr_plugin_sdk::indexes::{CREATED_AT, UPDATED_AT};
 use esr_plugin_sdk::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -501,10 +501,7 @@ impl Database {
         let mut records = Vec::with_capacity(limit.min(MAX_SCAN).min(128));
         for entry in keys.take(limit.min(MAX_SCAN)) {
             let (key, _) = entry?;
-            let id = key
-                .get(key.len().saturating_sub(16)..)
-                .and_then(|bytes| Uuid::from_slice(bytes).ok())
-                .ok_or_else(|| StoreError::Corrupt("an index key has no record id".into()))?;
+            let id = Uuid::from_bytes(entry_id(&key)?);
             let record = trees.records.get(record_key(organization, id))?.ok_or_else(|| {
                 StoreError::Corrupt(format!("index {index} of {collection} points at a missing record"))
             })?;
@@ -523,6 +520,90 @@ impl Database {
     ) -> Result<u64, StoreError> {
         let trees = self.index_trees(collection, index)?;
         Ok(trees.counts.get(value_prefix(organization, index, value))?.map_or(0, |bytes| read_count(&bytes)))
+    }
+
+    /// How many of the organization's records hold one of each
+    /// condition's values in its index and, when given, were updated
+    /// strictly after `updated_after` (Unix nanoseconds). Reads index keys
+    /// only: the smallest condition gives the candidates, each other one
+    /// (and the `updated_at` range) keeps those it also holds.
+    pub fn count_matching(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        conditions: &[(String, Vec<String>)],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        if conditions.is_empty() && !self.collections.contains_key(collection) {
+            return Ok(0);
+        }
+        let mut sized = Vec::with_capacity(conditions.len());
+        for (index, values) in conditions {
+            let trees = self.index_trees(collection, index)?;
+            let everything = esr_plugin_sdk::indexes::find(collection, index)
+                .is_some_and(|found| found.key == esr_plugin_sdk::indexes::IndexKey::Everything);
+            if everything && values.iter().any(String::is_empty) {
+                continue;
+            }
+            let mut held = 0;
+            for value in values {
+                held += self.index_count(organization, collection, index, value)?;
+            }
+            sized.push((held, trees, index.as_str(), values));
+        }
+        sized.sort_by_key(|(held, ..)| *held);
+        let updated_range = |trees: &CollectionTrees, after: i64| {
+            let prefix = value_prefix(organization, UPDATED_AT, "");
+            let mut start = prefix.clone();
+            start.extend_from_slice(&ordered_nanos(after));
+            start.extend_from_slice(&[0xff; 16]);
+            let mut end = prefix;
+            end.extend_from_slice(&[0xff; 24]);
+            trees.index.range((std::ops::Bound::Excluded(start), std::ops::Bound::Included(end)))
+        };
+        let Some(((_, smallest, index, values), others)) = sized.split_first() else {
+            return match updated_after {
+                None => self.count(organization, collection),
+                Some(after) => {
+                    let trees = self.index_trees(collection, UPDATED_AT)?;
+                    let mut count = 0;
+                    for entry in updated_range(trees, after) {
+                        entry?;
+                        count += 1;
+                    }
+                    Ok(count)
+                }
+            };
+        };
+        let mut candidates: HashSet<[u8; 16]> = HashSet::new();
+        for value in values.iter() {
+            for entry in smallest.index.scan_prefix(value_prefix(organization, index, value)) {
+                candidates.insert(entry_id(&entry?.0)?);
+            }
+        }
+        for (_, trees, index, values) in others {
+            let mut kept = HashSet::with_capacity(candidates.len());
+            for value in values.iter() {
+                for entry in trees.index.scan_prefix(value_prefix(organization, index, value)) {
+                    let id = entry_id(&entry?.0)?;
+                    if candidates.contains(&id) {
+                        kept.insert(id);
+                    }
+                }
+            }
+            candidates = kept;
+            if candidates.is_empty() {
+                return Ok(0);
+            }
+        }
+        let Some(after) = updated_after else { return Ok(candidates.len() as u64) };
+        let mut count = 0;
+        for entry in updated_range(smallest, after) {
+            if candidates.contains(&entry_id(&entry?.0)?) {
+                count += 1;
+            }
+        }
+        Ok(count)
     }
 
     fn index_trees(&self, collection: &str, index: &str) -> Result<&CollectionTrees, StoreError> {
@@ -597,6 +678,13 @@ fn abort(error: StoreError) -> sled::transaction::ConflictableTransactionError<S
 
 fn read_count(bytes: &[u8]) -> u64 {
     <[u8; 8]>::try_from(bytes).map_or(0, u64::from_be_bytes)
+}
+
+/// The record id that ends an index entry's key.
+fn entry_id(key: &[u8]) -> Result<[u8; 16], StoreError> {
+    key.get(key.len().saturating_sub(16)..)
+        .and_then(|bytes| <[u8; 16]>::try_from(bytes).ok())
+        .ok_or_else(|| StoreError::Corrupt("an index key has no record id".into()))
 }
 
 /// `created_at` as bytes that sort like the timestamp.

@@ -57,12 +57,16 @@ fn a_hostile_component_finds_only_its_callers_records_and_no_way_out() {
     assert!(seen.is_disjoint(&globex_all), "another organization's records: {:?}", seen.intersection(&globex_all));
     assert_eq!(seen, acme_all, "exactly the caller's records");
     let counts = &report["store"]["counts"];
+    let matching = &report["store"]["matching"];
     for (collection, ids) in &acme {
         assert_eq!(counts[*collection], ids.len(), "{collection}");
+        assert_eq!(matching[*collection], ids.len(), "{collection}: count-matching");
     }
     for other in ["organizations", "api-keys", "meta", "records/endpoints", "../endpoints", ""] {
         assert_eq!(counts[other], 0, "{other:?}");
+        assert_eq!(matching[other], 0, "{other:?}: count-matching");
     }
+    assert_eq!(report["store"]["disagreements"], serde_json::json!([]), "count-matching agrees with index-count");
     assert_eq!(report["store"]["organization"]["organization_id"], server.organization_ids[0].as_str());
 
     // The sandbox: no files, environment, arguments, network or processes.

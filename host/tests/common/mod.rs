@@ -82,8 +82,31 @@ impl Server {
         &self.data_path
     }
 
+    /// Starts a server on a new data directory holding only an organization
+    /// that `esr seed` generated with this many endpoints and findings per
+    /// endpoint (its key from `seed-keys.json`).
+    pub fn start_seeded(plugins_dir: &Path, endpoints: u32, findings_per_endpoint: u32) -> Server {
+        let data_dir = tempfile::tempdir().unwrap();
+        let seeded = Command::new(env!("CARGO_BIN_EXE_esr"))
+            .args(["seed", "--endpoints", &endpoints.to_string()])
+            .args(["--findings-per-endpoint", &findings_per_endpoint.to_string(), "--data-dir"])
+            .arg(data_dir.path())
+            .output()
+            .unwrap();
+        assert!(seeded.status.success(), "esr seed: {}", String::from_utf8_lossy(&seeded.stderr));
+        let path = data_dir.path().to_path_buf();
+        let mut server = Server::launch_in(plugins_dir, &path, Some(data_dir), &[]);
+        server.read_keys(&path.join("seed-keys.json"));
+        server
+    }
+
     fn keys_from(&mut self, data_dir: &Path) {
-        let demo: Value = serde_json::from_slice(&std::fs::read(data_dir.join("demo-keys.json")).unwrap()).unwrap();
+        self.read_keys(&data_dir.join("demo-keys.json"));
+    }
+
+    /// The keys and organization ids of a `demo-keys.json`-format file.
+    fn read_keys(&mut self, file: &Path) {
+        let demo: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
         let organizations = demo["organizations"].as_array().unwrap();
         let field = |name: &str| organizations.iter().map(|o| o[name].as_str().unwrap().to_owned()).collect();
         self.keys = field("api_key");
@@ -197,7 +220,12 @@ impl Server {
 
     /// `GET` as Acme Corp, expecting `200` and JSON.
     pub fn json(&self, path: &str) -> Value {
-        let response = self.get(path);
+        self.json_as(0, path)
+    }
+
+    /// `GET` as the demo organization with this index, expecting `200` and JSON.
+    pub fn json_as(&self, organization: usize, path: &str) -> Value {
+        let response = self.get_as(organization, path);
         assert_eq!(response.status(), 200, "GET {path}");
         response.json().unwrap()
     }

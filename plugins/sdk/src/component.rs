@@ -50,6 +50,18 @@ macro_rules! __esr_wit_conversions {
             fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
                 esr::plugin::store::index_count(collection, index, value)
             }
+            fn count_matching(
+                &self,
+                collection: &str,
+                conditions: &[$crate::IndexCondition],
+                updated_after: Option<i64>,
+            ) -> u64 {
+                let conditions: Vec<esr::plugin::store::IndexCondition> = conditions
+                    .iter()
+                    .map(|c| esr::plugin::store::IndexCondition { index: c.index.clone(), values: c.values.clone() })
+                    .collect();
+                esr::plugin::store::count_matching(collection, &conditions, updated_after)
+            }
             fn organization(&self) -> Vec<u8> {
                 esr::plugin::store::organization()
             }

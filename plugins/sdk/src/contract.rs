@@ -7,6 +7,9 @@ pub const SCOPE_STATUSES: &[&str] = &["active", "paused", "archived"];
 pub const SUBJECT_TYPES: &[&str] = &["software", "service", "configuration"];
 pub const FINDING_TYPES: &[&str] = &["vulnerability", "deprecation", "compliance", "licensing", "standardization"];
 pub const SEVERITIES: &[&str] = &["critical", "high", "medium", "low", "info"];
+/// Severities from the lowest rank up, for sorting: `-severity` puts
+/// critical first.
+pub const SEVERITY_RANK: &[&str] = &["info", "low", "medium", "high", "critical"];
 pub const FINDING_STATUSES: &[&str] = &["open", "resolved", "reopened", "suppressed"];
 pub const SUPPRESSION_REASONS: &[&str] = &["accepted_risk", "false_positive", "compensating_control"];
 pub const SCANNERS: &[&str] = &["trivy", "qualys", "tenable", "defender", "crowdstrike"];

@@ -12,6 +12,9 @@
 
 use serde_json::Value;
 
+use crate::contract::SEVERITY_RANK;
+use crate::list::{SortField, SortValue};
+
 /// How an index reads its values from a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IndexKey {
@@ -25,23 +28,34 @@ pub enum IndexKey {
     Present(&'static str),
     /// One entry with the empty string: every record.
     Everything,
+    /// [`SORTED`] when the record has the value the index orders by, else
+    /// [`UNSORTED`] (with [`IndexOrder::By`]).
+    SortValue,
 }
 
-/// Which timestamp orders an index's entries within a value.
+/// What orders an index's entries within a value (then the record id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IndexOrder {
     CreatedAt,
     UpdatedAt,
+    /// A sort key's value (a timestamp, number or rank; never text). Such
+    /// an index has the key [`IndexKey::SortValue`]: records holding the
+    /// value under [`SORTED`], the rest under [`UNSORTED`] in id order, so
+    /// that a walk of the first then the second puts nulls last both ways,
+    /// as lists sort them.
+    By(SortField),
 }
 
-impl IndexOrder {
-    /// The record field holding the ordering timestamp.
-    pub fn field(self) -> &'static str {
-        match self {
-            IndexOrder::CreatedAt => "created_at",
-            IndexOrder::UpdatedAt => "updated_at",
-        }
-    }
+/// The value of a sort index holding the records that have the sort key.
+pub const SORTED: &str = "";
+/// The value of a sort index holding the records without the sort key.
+pub const UNSORTED: &str = "null";
+
+/// A number's position in a sort index: an `i64` that orders like
+/// [`f64::total_cmp`], so the index agrees with how lists compare numbers.
+pub fn number_position(value: f64) -> i64 {
+    let bits = value.to_bits() as i64;
+    bits ^ (((bits >> 63) as u64) >> 1) as i64
 }
 
 /// One index: its name, how it reads a record, and its order.
@@ -63,6 +77,11 @@ const fn index(name: &'static str, key: IndexKey) -> Index {
     Index { name, key, order: IndexOrder::CreatedAt }
 }
 
+/// A sort index: `sort=name` (or `-name`) on a large collection walks it.
+const fn sorted_by(name: &'static str, field: SortField) -> Index {
+    Index { name, key: IndexKey::SortValue, order: IndexOrder::By(field) }
+}
+
 const EVERYTHING: Index = index(CREATED_AT, IndexKey::Everything);
 const BY_UPDATE: Index = Index { name: UPDATED_AT, key: IndexKey::Everything, order: IndexOrder::UpdatedAt };
 
@@ -72,6 +91,7 @@ const ENDPOINTS: &[Index] = &[
     index("os_family", IndexKey::Field("/operating_system/family")),
     index("has_agent", IndexKey::Present("/agent_id")),
     index("tag", IndexKey::EachOf("/tags")),
+    sorted_by("by_last_seen_at", SortField::Timestamp("/last_seen_at")),
 ];
 
 const FINDINGS: &[Index] = &[
@@ -85,6 +105,10 @@ const FINDINGS: &[Index] = &[
     index("kev", IndexKey::Field("/kev")),
     index("scanner", IndexKey::Field("/source/scanner")),
     index("remediation_target_id", IndexKey::Field("/remediation_target_id")),
+    sorted_by("by_first_seen_at", SortField::Timestamp("/first_seen_at")),
+    sorted_by("by_last_seen_at", SortField::Timestamp("/last_seen_at")),
+    sorted_by("by_severity", SortField::Rank("/severity", SEVERITY_RANK)),
+    sorted_by("by_cvss", SortField::Number("/cvss/base_score")),
 ];
 
 const TARGETS: &[Index] = &[
@@ -96,6 +120,7 @@ const TARGETS: &[Index] = &[
     index("package_manager", IndexKey::Field("/package_manager")),
     index("scope_id", IndexKey::EachOf("/scope_ids")),
     index("finding_id", IndexKey::EachOf("/finding_ids")),
+    sorted_by("by_due_at", SortField::Timestamp("/due_at")),
 ];
 
 const SCOPES: &[Index] = &[EVERYTHING, BY_UPDATE, index("status", IndexKey::Field("/status"))];
@@ -116,15 +141,25 @@ pub fn find(collection: &str, name: &str) -> Option<Index> {
     indexes(collection).iter().copied().find(|index| index.name == name)
 }
 
+/// The collection's sort index ordered by `field`, if it keeps one.
+pub fn sort_index(collection: &str, field: SortField) -> Option<Index> {
+    indexes(collection).iter().copied().find(|index| index.order == IndexOrder::By(field))
+}
+
 impl Index {
-    /// The timestamp (Unix nanoseconds) that orders a record in this index;
-    /// a record without it sorts first.
+    /// What orders a record in this index: a timestamp in Unix
+    /// nanoseconds, a rank or a [`number_position`]. A record without a
+    /// timestamp sorts first; one without a sort value is under
+    /// [`UNSORTED`], at 0.
     pub fn position(&self, record: &Value) -> i64 {
-        record
-            .get(self.order.field())
-            .and_then(Value::as_str)
-            .and_then(crate::time::Timestamp::parse)
-            .map_or(i64::MIN, |t| t.0)
+        let timestamp = |field: &str| {
+            record.get(field).and_then(Value::as_str).and_then(crate::time::Timestamp::parse).map_or(i64::MIN, |t| t.0)
+        };
+        match self.order {
+            IndexOrder::CreatedAt => timestamp("created_at"),
+            IndexOrder::UpdatedAt => timestamp("updated_at"),
+            IndexOrder::By(field) => sort_position(&field.read(record)).unwrap_or(0),
+        }
     }
 
     /// The values a record has in this index (possibly none).
@@ -150,7 +185,24 @@ impl Index {
                 vec![record.pointer(pointer).is_some_and(|value| !value.is_null()).to_string()]
             }
             IndexKey::Everything => vec![String::new()],
+            IndexKey::SortValue => {
+                let held = match self.order {
+                    IndexOrder::By(field) => sort_position(&field.read(record)).is_some(),
+                    _ => false,
+                };
+                vec![if held { SORTED } else { UNSORTED }.to_owned()]
+            }
         }
+    }
+}
+
+/// Where a sort value stands in a sort index; `None` for null (and for
+/// text, which sort indexes do not hold).
+pub fn sort_position(value: &SortValue) -> Option<i64> {
+    match value {
+        SortValue::Int(value) => Some(*value),
+        SortValue::Number(value) => Some(number_position(*value)),
+        SortValue::Null | SortValue::Text(_) => None,
     }
 }
 

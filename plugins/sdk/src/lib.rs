@@ -52,6 +52,10 @@ pub trait Store {
     ) -> Vec<Entry>;
     /// How many records hold `value` in the index.
     fn index_count(&self, collection: &str, index: &str, value: &str) -> u64;
+    /// How many records meet every condition (each: any of its values in
+    /// its index) and, when given, were updated strictly after
+    /// `updated_after` (Unix nanoseconds); from index entries alone.
+    fn count_matching(&self, collection: &str, conditions: &[IndexCondition], updated_after: Option<i64>) -> u64;
     /// The caller's organization as a JSON object.
     fn organization(&self) -> Vec<u8>;
 }
@@ -62,6 +66,13 @@ pub trait Store {
 pub struct IndexPosition {
     pub created_at: i64,
     pub id: String,
+}
+
+/// Records holding any of `values` in the index `index`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexCondition {
+    pub index: String,
+    pub values: Vec<String>,
 }
 
 /// One query parameter as sent.
@@ -204,16 +215,29 @@ pub fn get_record(store: &dyn Store, collection: &str, id: &str, request: &Reque
 
 /// An in-memory [`Store`] for plugins' native unit tests.
 pub mod testing {
-    use std::collections::BTreeMap;
+    use std::cell::RefCell;
+    use std::collections::{BTreeMap, HashMap};
     use std::ops::Bound;
+    use std::rc::Rc;
 
-    use crate::{Entry, IndexPosition, Store};
+    use crate::{Entry, IndexCondition, IndexPosition, Store};
 
     /// Records by collection, in id order, as the host keeps them.
     #[derive(Debug, Default)]
     pub struct MemoryStore {
         pub collections: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
         pub organization: Vec<u8>,
+        /// Index entries and parsed records already worked out, with the
+        /// collection's size then; [`MemoryStore::insert`] clears it.
+        cache: RefCell<Cache>,
+    }
+
+    type IndexEntries = Rc<Vec<(IndexPosition, Vec<u8>)>>;
+
+    #[derive(Debug, Default)]
+    struct Cache {
+        entries: HashMap<(String, String, String), (usize, IndexEntries)>,
+        records: HashMap<String, (usize, Rc<Vec<serde_json::Value>>)>,
     }
 
     impl MemoryStore {
@@ -221,6 +245,25 @@ pub mod testing {
         pub fn insert(&mut self, collection: &str, record: serde_json::Value) {
             let id = record.get("id").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
             self.collections.entry(collection.to_owned()).or_default().insert(id, record.to_string().into_bytes());
+            *self.cache.get_mut() = Cache::default();
+        }
+
+        /// The collection's records, parsed.
+        fn parsed(&self, collection: &str) -> Rc<Vec<serde_json::Value>> {
+            let size = self.collections.get(collection).map_or(0, BTreeMap::len);
+            if let Some((cached_size, records)) = self.cache.borrow().records.get(collection)
+                && *cached_size == size
+            {
+                return records.clone();
+            }
+            let records: Rc<Vec<serde_json::Value>> = Rc::new(
+                self.collections
+                    .get(collection)
+                    .map(|records| records.values().filter_map(|bytes| serde_json::from_slice(bytes).ok()).collect())
+                    .unwrap_or_default(),
+            );
+            self.cache.borrow_mut().records.insert(collection.to_owned(), (size, records.clone()));
+            records
         }
     }
 
@@ -283,12 +326,46 @@ pub mod testing {
         fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
             self.index_entries(collection, index, value).len() as u64
         }
+
+        fn count_matching(&self, collection: &str, conditions: &[IndexCondition], updated_after: Option<i64>) -> u64 {
+            let records = self.parsed(collection);
+            let holds = |record: &serde_json::Value, condition: &IndexCondition| {
+                crate::indexes::find(collection, &condition.index)
+                    .is_some_and(|index| index.values(record).iter().any(|value| condition.values.contains(value)))
+            };
+            records
+                .iter()
+                .filter(|record| conditions.iter().all(|condition| holds(record, condition)))
+                .filter(|record| {
+                    updated_after.is_none_or(|after| {
+                        record
+                            .get("updated_at")
+                            .and_then(serde_json::Value::as_str)
+                            .and_then(crate::time::Timestamp::parse)
+                            .is_some_and(|updated| updated.0 > after)
+                    })
+                })
+                .count() as u64
+        }
     }
 
     impl MemoryStore {
         /// The records holding `value` in the index, in index order, as the
         /// host keeps them.
         fn index_entries(&self, collection: &str, index: &str, value: &str) -> Vec<(IndexPosition, Vec<u8>)> {
+            let size = self.collections.get(collection).map_or(0, BTreeMap::len);
+            let key = (collection.to_owned(), index.to_owned(), value.to_owned());
+            if let Some((cached_size, entries)) = self.cache.borrow().entries.get(&key)
+                && *cached_size == size
+            {
+                return entries.to_vec();
+            }
+            let entries = Rc::new(self.work_out_index_entries(collection, index, value));
+            self.cache.borrow_mut().entries.insert(key, (size, entries.clone()));
+            entries.to_vec()
+        }
+
+        fn work_out_index_entries(&self, collection: &str, index: &str, value: &str) -> Vec<(IndexPosition, Vec<u8>)> {
             let (Some(records), Some(index)) =
                 (self.collections.get(collection), crate::indexes::find(collection, index))
             else {

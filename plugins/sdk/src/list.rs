@@ -38,7 +38,7 @@ pub const MAX_LIMIT: u32 = 100;
 const SCAN_BATCH: u32 = 1000;
 
 /// How a sort key reads a record.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SortField {
     /// An RFC 3339 timestamp at this JSON pointer.
     Timestamp(&'static str),
@@ -52,7 +52,7 @@ pub enum SortField {
 }
 
 impl SortField {
-    fn read(self, record: &Value) -> SortValue {
+    pub fn read(self, record: &Value) -> SortValue {
         match self {
             SortField::Timestamp(pointer) => record
                 .pointer(pointer)
@@ -289,9 +289,11 @@ pub fn list_records(
 /// The walk starts from the most selective indexed filter (by the index's
 /// counts), so a selective filter never reads the whole collection. In the
 /// default `created_at` order the page is read in index order and the walk
-/// stops after it; `total` then comes from the index's counts when no other
-/// filter applies, and from counting the matches otherwise. Other orders
-/// read every candidate and sort them.
+/// stops after it. In an order a sort index keeps, a large candidate set
+/// is walked in that index instead. Other orders, and small candidate
+/// sets, read every candidate and sort them. `total` comes from the
+/// index entries alone (`count_matching`) whenever indexes answer every
+/// filter, and from counting the matching records otherwise.
 pub fn list_filtered(
     store: &dyn Store,
     collection: &str,
@@ -310,15 +312,23 @@ pub fn list_filtered(
         .updated_after
         .map(|after| crate::IndexPosition { created_at: after.0, id: "ffffffff-ffff-ffff-ffff-ffffffffffff".into() });
     let small_range = best.is_some_and(|(held, _)| held <= SMALL_RANGE);
+    let conditions = index_conditions(collection, &filters);
+    if !small_range
+        && !matches!(sort_field, "/created_at" | "/updated_at")
+        && let Some(index) = crate::indexes::sort_index(collection, options.sort.field)
+    {
+        let source = match best {
+            Some((_, position)) => filter_source(&filters[position]),
+            None => Source { index: CREATED_AT, values: vec![String::new()], from: None },
+        };
+        let matches = |record: &Value| {
+            updated_after_matches(record, options.updated_after) && filters.iter().all(|filter| (filter.test)(record))
+        };
+        return walk_sort_index(store, collection, options, index, &matches, &source, conditions);
+    }
     let by_update = !small_range && (sort_field == "/updated_at" || updated_from.is_some());
     let source = match best {
-        Some((_, position)) if !by_update => {
-            let filter = filters.remove(position);
-            let (index, mut values) = filter.index.unwrap_or((CREATED_AT, vec![String::new()]));
-            values.sort();
-            values.dedup();
-            Source { index, values, from: None }
-        }
+        Some((_, position)) if !by_update => filter_source(&filters.remove(position)),
         _ if by_update => Source { index: UPDATED_AT, values: vec![String::new()], from: updated_from },
         _ => Source { index: CREATED_AT, values: vec![String::new()], from: None },
     };
@@ -331,7 +341,7 @@ pub fn list_filtered(
         _ => sort_field == "/created_at",
     };
     if in_source_order {
-        walk_in_index_order(store, collection, options, &source, &residual, exact_count)
+        walk_in_index_order(store, collection, options, &source, &residual, exact_count, conditions)
     } else {
         sort_everything(store, collection, options, &source, &residual)
     }
@@ -340,6 +350,26 @@ pub fn list_filtered(
 /// Below this many candidates an indexed filter is read whole and sorted,
 /// whatever the order asked for.
 const SMALL_RANGE: u64 = 5_000;
+
+/// The walk of one indexed filter's values, in order, each value once.
+fn filter_source(filter: &Filter<'_>) -> Source {
+    let (index, mut values) = filter.index.clone().unwrap_or((CREATED_AT, vec![String::new()]));
+    values.sort();
+    values.dedup();
+    Source { index, values, from: None }
+}
+
+/// The filters as index conditions, when an index answers every one.
+fn index_conditions(collection: &str, filters: &[Filter<'_>]) -> Option<Vec<crate::IndexCondition>> {
+    filters
+        .iter()
+        .map(|filter| {
+            let (index, values) = filter.index.as_ref()?;
+            crate::indexes::find(collection, index)?;
+            Some(crate::IndexCondition { index: (*index).to_owned(), values: values.clone() })
+        })
+        .collect()
+}
 
 /// What a list walks: the values of one index, from a position on.
 struct Source {
@@ -486,6 +516,7 @@ fn walk_in_index_order(
     source: &Source,
     matches: &dyn Fn(&Value) -> bool,
     exact_count: bool,
+    conditions: Option<Vec<crate::IndexCondition>>,
 ) -> Result<Page, PluginError> {
     let reverse = options.sort.descending;
     let after = match &options.after {
@@ -518,12 +549,11 @@ fn walk_in_index_order(
     let total = if exact_count {
         single_valued_count(store, collection, source)
             .map_or_else(|| count_all(store, collection, source, matches), Ok)?
-    } else if !more {
-        // The walk reached the end: everything before the page was seen
-        // only when it started at the beginning.
-        if options.after.is_none() { matched } else { count_all(store, collection, source, matches)? }
+    } else if !more && options.after.is_none() {
+        // The walk reached the end from the beginning: it saw every match.
+        matched
     } else {
-        count_all(store, collection, source, matches)?
+        count_matches(store, collection, options, source, matches, conditions)?
     };
     let next_cursor = match page.last() {
         Some((last, _)) if more => {
@@ -548,6 +578,92 @@ fn single_valued_count(store: &dyn Store, collection: &str, source: &Source) -> 
     let index = crate::indexes::find(collection, source.index)?;
     let single = !matches!(index.key, crate::indexes::IndexKey::EachOf(_)) || source.values.len() == 1;
     single.then(|| source.values.iter().map(|value| store.index_count(collection, source.index, value)).sum())
+}
+
+/// How many records match: from the index entries when indexes answer
+/// every filter, else by reading the source's records.
+fn count_matches(
+    store: &dyn Store,
+    collection: &str,
+    options: &ListOptions,
+    source: &Source,
+    matches: &dyn Fn(&Value) -> bool,
+    conditions: Option<Vec<crate::IndexCondition>>,
+) -> Result<u64, PluginError> {
+    match conditions {
+        Some(conditions) => {
+            Ok(store.count_matching(collection, &conditions, options.updated_after.map(|after| after.0)))
+        }
+        None => count_all(store, collection, source, matches),
+    }
+}
+
+/// A walk in a sort index: the records with the sort value in its order,
+/// then those without it in id order (nulls last both ways), each tested
+/// against every filter, until the page is full.
+fn walk_sort_index(
+    store: &dyn Store,
+    collection: &str,
+    options: &ListOptions,
+    index: crate::indexes::Index,
+    matches: &dyn Fn(&Value) -> bool,
+    source: &Source,
+    conditions: Option<Vec<crate::IndexCondition>>,
+) -> Result<Page, PluginError> {
+    use crate::indexes::{SORTED, UNSORTED, sort_position};
+    let reverse = options.sort.descending;
+    // Where a cursor resumes: in the sorted part at its value, or in the
+    // unsorted part (its value is null) at its id.
+    let (segments, resume) = match &options.after {
+        None => (vec![SORTED, UNSORTED], None),
+        Some(Position { value, id }) => match sort_position(value) {
+            Some(at) => (vec![SORTED, UNSORTED], Some(crate::IndexPosition { created_at: at, id: id.clone() })),
+            None => (vec![UNSORTED], Some(crate::IndexPosition { created_at: 0, id: id.clone() })),
+        },
+    };
+    let skip = if options.after.is_some() { 0 } else { options.offset };
+    let wanted = skip.saturating_add(u64::from(options.limit)).saturating_add(1);
+    let mut page: Vec<(Position, Vec<u8>)> = Vec::new();
+    let (mut matched, mut more) = (0u64, false);
+    'segments: for (number, segment) in segments.into_iter().enumerate() {
+        let part = Source { index: index.name, values: vec![segment.to_owned()], from: None };
+        let after = if number == 0 { resume.clone() } else { None };
+        let mut walk = MergedWalk::new(store, collection, &part, after, reverse, wanted);
+        while let Some((position, record, bytes)) = walk.next()? {
+            if !matches(&record) {
+                continue;
+            }
+            matched += 1;
+            if matched <= skip {
+                continue;
+            }
+            if page.len() < options.limit as usize {
+                page.push((Position { value: options.sort.field.read(&record), id: position.id }, bytes));
+            } else {
+                more = true;
+                break 'segments;
+            }
+        }
+    }
+    let total = if !more && options.after.is_none() {
+        matched
+    } else {
+        count_matches(store, collection, options, source, matches, conditions)?
+    };
+    let next_cursor = match page.last() {
+        Some((last, _)) if more => {
+            let state = CursorState { sort: options.sort.spelling(), after: last.clone() };
+            Some(serde_json::to_string(&state).map_err(|e| PluginError::Internal(e.to_string()))?)
+        }
+        _ => None,
+    };
+    Ok(Page {
+        data: join_json_array(page.iter().map(|(_, bytes)| bytes.as_slice())),
+        total,
+        limit: options.limit,
+        offset: if options.after.is_some() { None } else { Some(options.offset) },
+        next_cursor,
+    })
 }
 
 /// Counts the source's records that match, walking all of them.
@@ -816,6 +932,145 @@ mod tests {
         }
         fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
             self.inner.index_count(collection, index, value)
+        }
+        fn count_matching(
+            &self,
+            collection: &str,
+            conditions: &[crate::IndexCondition],
+            updated_after: Option<i64>,
+        ) -> u64 {
+            self.inner.count_matching(collection, conditions, updated_after)
+        }
+    }
+
+    /// 6,000 findings, beyond `SMALL_RANGE`: sorts the host keeps a sort
+    /// index for walk it. Some have no CVSS (nulls sort last both ways),
+    /// many share a score or a first-seen time (ties by id).
+    fn many_findings() -> MemoryStore {
+        let mut store = MemoryStore::default();
+        let at =
+            |seconds: u32| format!("2026-01-01T{:02}:{:02}:{:02}Z", seconds / 3600, (seconds / 60) % 60, seconds % 60);
+        for n in 0..6000u32 {
+            let cvss = if n % 7 == 0 { Value::Null } else { json!({"base_score": f64::from((n * 37) % 101) / 10.0}) };
+            store.insert(
+                "vulnerability-findings",
+                json!({
+                    "id": format!("0192f0b4-0000-7000-8000-{n:012}"),
+                    "severity": crate::contract::SEVERITY_RANK[(n as usize * 13) % 5],
+                    "status": if n % 3 == 0 { "resolved" } else { "open" },
+                    "cvss": cvss,
+                    "first_seen_at": at((n * 17) % 3000),
+                    "created_at": at(n),
+                    "updated_at": at((n * 7919) % 6000),
+                }),
+            );
+        }
+        store
+    }
+
+    #[test]
+    fn sort_index_walks_agree_with_sorting_every_record() {
+        let store = many_findings();
+        let mut records: Vec<Value> = Vec::new();
+        loop {
+            let after = records.last().and_then(|r: &Value| r["id"].as_str()).map(str::to_owned);
+            let batch = store.scan("vulnerability-findings", after.as_deref(), 1000, false);
+            if batch.is_empty() {
+                break;
+            }
+            records.extend(batch.iter().map(|entry| serde_json::from_slice::<Value>(&entry.value).expect("json")));
+        }
+        assert_eq!(records.len(), 6000);
+        let sorts: &[(&'static str, SortField)] = &[
+            ("created_at", SortField::Timestamp("/created_at")),
+            ("cvss", SortField::Number("/cvss/base_score")),
+            ("severity", SortField::Rank("/severity", crate::contract::SEVERITY_RANK)),
+            ("first_seen_at", SortField::Timestamp("/first_seen_at")),
+        ];
+        fn both_statuses() -> Filter<'static> {
+            Filter::by_index("vulnerability-findings", "status", owned(vec!["open", "resolved"]))
+        }
+        fn serious() -> Filter<'static> {
+            Filter::by_index("vulnerability-findings", "severity", owned(vec!["critical", "high"]))
+        }
+        fn scored() -> Filter<'static> {
+            Filter::test(|record: &Value| {
+                record.pointer("/cvss/base_score").and_then(Value::as_f64).is_some_and(|s| s >= 5.0)
+            })
+        }
+        type Filters = fn() -> Vec<Filter<'static>>;
+        let cases: [(&str, Filters, fn(&Value) -> bool); 3] = [
+            ("none", Vec::new, |_| true),
+            (
+                "statuses and a test",
+                || vec![both_statuses(), scored()],
+                |r| r.pointer("/cvss/base_score").and_then(Value::as_f64).is_some_and(|s| s >= 5.0),
+            ),
+            (
+                "statuses and severities",
+                || vec![both_statuses(), serious()],
+                |r| matches!(r["severity"].as_str(), Some("critical" | "high")),
+            ),
+        ];
+        // The first page by CVSS, descending, reads about a page, not all
+        // (a candidate set under `SMALL_RANGE` would be read whole and sorted).
+        let counting = Counting { inner: many_findings(), read: std::cell::Cell::new(0) };
+        let request = Request::with_query("/v1/vulnerability-findings", &[("sort", "-cvss")]);
+        let (_, options) = parse_list_request(&request, &[], sorts);
+        let first = list_filtered(&counting, "vulnerability-findings", &options, Vec::new()).expect("page");
+        assert_eq!(first.total, 6000);
+        assert!(counting.read.get() < 600, "read {} records for one page", counting.read.get());
+        for (key, _) in &sorts[1..] {
+            for descending in [false, true] {
+                for (name, filters, oracle) in cases {
+                    let sort = format!("{}{key}", if descending { "-" } else { "" });
+                    let what = format!("sort={sort}, filters: {name}");
+                    let parse = |query: &[(&str, &str)]| {
+                        let request = Request::with_query("/v1/vulnerability-findings", query);
+                        let (query, options) = parse_list_request(&request, &[], sorts);
+                        query.finish().expect("valid");
+                        options
+                    };
+                    let options = parse(&[("sort", &sort)]);
+                    let mut expected: Vec<&Value> = records.iter().filter(|r| oracle(r)).collect();
+                    let position = |r: &Value| Position {
+                        value: options.sort.field.read(r),
+                        id: r["id"].as_str().expect("id").to_owned(),
+                    };
+                    expected.sort_by(|a, b| options.sort.compare(&position(a), &position(b)));
+                    let expected: Vec<&str> = expected.iter().map(|r| r["id"].as_str().expect("id")).collect();
+
+                    // The first 500 by cursor; then from an offset page
+                    // 950 before the end, by cursor to the end (through the
+                    // records without a CVSS, which come last).
+                    for start in [0, expected.len().saturating_sub(950)] {
+                        let mut walked: Vec<String> = Vec::new();
+                        let mut cursor: Option<String> = None;
+                        loop {
+                            let offset = start.to_string();
+                            let mut query = vec![("sort", sort.as_str()), ("limit", "100")];
+                            match &cursor {
+                                Some(cursor) => query.push(("cursor", cursor)),
+                                None => query.push(("offset", &offset)),
+                            }
+                            let page = list_filtered(&store, "vulnerability-findings", &parse(&query), filters())
+                                .expect("page");
+                            assert_eq!(page.total, expected.len() as u64, "{what}: total");
+                            let data: Vec<Value> = serde_json::from_slice(&page.data).expect("json");
+                            walked.extend(data.iter().map(|r| r["id"].as_str().expect("id").to_owned()));
+                            match page.next_cursor {
+                                Some(next) if start > 0 || walked.len() < 500 => cursor = Some(next),
+                                _ => break,
+                            }
+                        }
+                        let end = (start + walked.len()).min(expected.len());
+                        assert_eq!(walked, expected[start..end], "{what}: walk from {start}");
+                        if start > 0 {
+                            assert_eq!(end, expected.len(), "{what}: the walk reaches the end");
+                        }
+                    }
+                }
+            }
         }
     }
 

@@ -8,7 +8,9 @@
 use std::collections::BTreeSet;
 
 use esr_plugin_sdk::contract::*;
-use esr_plugin_sdk::{Descriptor, IndexPosition, Page, PluginError, Request, ResourcePlugin, Store, get_record};
+use esr_plugin_sdk::{
+    Descriptor, IndexCondition, IndexPosition, Page, PluginError, Request, ResourcePlugin, Store, get_record,
+};
 use serde_json::{Value, json};
 
 pub struct Prober;
@@ -79,9 +81,12 @@ fn candidate_values(ids: &[String]) -> Vec<String> {
 fn probe_store(store: &dyn Store, ids: &[String]) -> Value {
     let mut seen = BTreeSet::new();
     let mut counts = serde_json::Map::new();
+    let mut matching = serde_json::Map::new();
+    let mut disagreements = Vec::new();
     let values = candidate_values(ids);
     for collection in COLLECTIONS {
         counts.insert((*collection).to_owned(), json!(store.count(collection)));
+        matching.insert((*collection).to_owned(), json!(store.count_matching(collection, &[], Some(i64::MIN))));
         for id in ids {
             if store.get(collection, id).is_some() {
                 seen.insert(id.clone());
@@ -103,7 +108,11 @@ fn probe_store(store: &dyn Store, ids: &[String]) -> Value {
         // call; `misuse` below shows that.)
         for index in esr_plugin_sdk::indexes::indexes(collection).iter().map(|index| index.name) {
             for value in &values {
-                let _ = store.index_count(collection, index, value);
+                let held = store.index_count(collection, index, value);
+                let condition = IndexCondition { index: index.to_owned(), values: vec![value.clone()] };
+                if store.count_matching(collection, &[condition], None) != held {
+                    disagreements.push(format!("{collection} {index}={value}"));
+                }
                 for reverse in [false, true] {
                     let positions = [
                         None,
@@ -121,6 +130,8 @@ fn probe_store(store: &dyn Store, ids: &[String]) -> Value {
     json!({
         "seen": seen,
         "counts": counts,
+        "matching": matching,
+        "disagreements": disagreements,
         "organization": serde_json::from_slice::<Value>(&store.organization()).unwrap_or(Value::Null),
     })
 }
