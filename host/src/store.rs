@@ -552,6 +552,16 @@ impl Database {
             sized.push((held, trees, index.as_str(), values));
         }
         sized.sort_by_key(|(held, ..)| *held);
+        // One condition on an index where a record holds at most one value
+        // (or on one value): its counts are exact.
+        if let [(held, _, index, values)] = sized.as_slice()
+            && updated_after.is_none()
+            && (values.len() == 1
+                || esr_plugin_sdk::indexes::find(collection, index)
+                    .is_some_and(|found| !matches!(found.key, esr_plugin_sdk::indexes::IndexKey::EachOf(_))))
+        {
+            return Ok(*held);
+        }
         let updated_range = |trees: &CollectionTrees, after: i64| {
             let prefix = value_prefix(organization, UPDATED_AT, "");
             let mut start = prefix.clone();

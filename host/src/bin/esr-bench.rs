@@ -288,7 +288,19 @@ fn main() -> anyhow::Result<()> {
         Case { name: "findings?severity=critical (exact total)", target: "p50 < 50 ms", samples: Vec::new() },
         Case { name: "findings page 1 (limit 50)", target: "", samples: Vec::new() },
         Case { name: "findings page 1,000 by cursor", target: "≤ 1.5× page 1", samples: Vec::new() },
+        Case { name: "findings?severity=critical&sort=-cvss", target: "", samples: Vec::new() },
+        Case { name: "findings?status=open&severity=critical", target: "", samples: Vec::new() },
+        Case { name: "findings?sort=-severity page 1", target: "", samples: Vec::new() },
+        Case { name: "findings?updatedAfter=<median> (wide)", target: "", samples: Vec::new() },
     ];
+    // A wide incremental sync: everything updated after the median record's time.
+    let (_, newest) = get("/v1/vulnerability-findings?sort=-updated_at&limit=1")?;
+    let (_, oldest) = get("/v1/vulnerability-findings?sort=updated_at&limit=1")?;
+    let instant = |page: &Value| {
+        page["data"][0]["updated_at"].as_str().and_then(esr_plugin_sdk::time::Timestamp::parse).map_or(0, |t| t.0)
+    };
+    let middle = esr_plugin_sdk::time::Timestamp(instant(&oldest) / 2 + instant(&newest) / 2).format();
+    let wide_sync = format!("/v1/vulnerability-findings?updatedAfter={middle}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(1);
     let mut critical_total = 0;
     for round in 0..args.rounds + 10 {
@@ -308,6 +320,10 @@ fn main() -> anyhow::Result<()> {
             },
             get("/v1/vulnerability-findings?limit=50")?.0,
             get(&page_1000)?.0,
+            get("/v1/vulnerability-findings?severity=critical&sort=-cvss")?.0,
+            get("/v1/vulnerability-findings?status=open&severity=critical")?.0,
+            get("/v1/vulnerability-findings?sort=-severity")?.0,
+            get(&wide_sync)?.0,
         ];
         // The first rounds warm caches and are not counted.
         if round >= 10 {
