@@ -15,7 +15,7 @@ ESR         := target/debug/esr
 VENV        := target/venv
 PYTHON_REQUIREMENTS := host/tests/python/requirements.txt
 
-.PHONY: run test plugins test-plugins host wasm-target lint fmt bench plugin-new venv openapi
+.PHONY: run test plugins test-plugins host wasm-target lint fmt bench wrk plugin-new venv openapi
 
 run: host plugins
 	$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR)
@@ -23,9 +23,11 @@ run: host plugins
 # `cargo test` builds the binary the end-to-end tests run; building it
 # separately first would compile wasmtime twice (test builds unify features
 # with the dev-dependencies).
+# The native baseline is built in, so its test runs too; serving still
+# defaults to the components.
 test: plugins test-plugins venv
 	ESR_PLUGINS_DIR=$(abspath $(PLUGINS_DIR)) ESR_TEST_PLUGINS_DIR=$(abspath $(TEST_PLUGINS_DIR)) \
-		ESR_PYTHON_VENV=$(abspath $(VENV)) $(CARGO) test --workspace
+		ESR_PYTHON_VENV=$(abspath $(VENV)) $(CARGO) test --workspace --features esr/native-baseline
 
 venv: $(VENV)/.installed
 
@@ -39,8 +41,10 @@ openapi: host plugins
 	@mkdir -p docs
 	$(ESR) plugins openapi --plugins-dir $(PLUGINS_DIR) > docs/openapi.json
 
+# With the native baseline built in (`esr serve --native-handlers`, for
+# measurements); serving defaults to the components.
 host:
-	$(CARGO) build -p esr
+	$(CARGO) build -p esr --features native-baseline
 
 # rustup adds the component target when missing; a toolchain without rustup
 # must already have it.
@@ -63,13 +67,21 @@ test-plugins: wasm-target
 	@for p in $(TEST_PLUGINS); do cp $(WASM_OUT)/esr_test_plugin_$$(echo $$p | tr - _).wasm $(TEST_PLUGINS_DIR)/$$p.wasm; done
 
 # Latencies on 10,000 endpoints / 1,000,000 findings (generated once into
-# target/bench/); the report is printed and written to target/bench/report.txt.
-bench: host plugins
+# target/bench/), throughput under wrk with the components and with the
+# native baseline, and import throughput; the report is printed and written
+# to target/bench/report.txt. wrk comes from Debian's packages.
+bench: host plugins wrk
 	target/debug/esr-bench --plugins-dir $(PLUGINS_DIR) --out target/bench
+
+wrk:
+	@command -v wrk >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then apt-get install -y -q wrk; \
+		else echo "make bench needs wrk: sudo apt-get install wrk" >&2; exit 1; fi; }
 
 lint:
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --features esr/native-baseline -- -D warnings
+	$(CARGO) check -p esr
 
 fmt:
 	$(CARGO) fmt --all

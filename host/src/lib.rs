@@ -10,6 +10,8 @@ pub mod demo;
 pub mod http;
 pub mod ingest;
 pub mod metrics;
+#[cfg(feature = "native-baseline")]
+pub mod native;
 pub mod plugins;
 pub mod seed;
 pub mod server;

@@ -191,6 +191,12 @@ struct ServeArgs {
     /// keep-alive connections included) before it is closed.
     #[arg(long, env = "ESR_HEADER_READ_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     header_read_timeout_secs: u64,
+    /// Serve every group with the plugins' logic compiled into this binary
+    /// instead of the components: a baseline for measurements only (no
+    /// isolation, deadlines or memory caps). Needs a build with
+    /// `--features native-baseline`.
+    #[arg(long)]
+    native_handlers: bool,
     /// The largest import batch the admin listener accepts, in MiB.
     #[arg(long, env = "ESR_IMPORT_MAX_MIB", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
     import_max_mib: u16,
@@ -412,6 +418,7 @@ fn main() -> ExitCode {
                 },
                 max_concurrent_requests: args.max_concurrent_requests as usize,
                 header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout_secs),
+                native_handlers: args.native_handlers,
             };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

@@ -23,7 +23,7 @@ use wasmtime::{
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::store::Database;
+use crate::store::{Database, StoreError};
 
 mod bindings {
     pub mod resource {
@@ -200,10 +200,83 @@ impl WasiView for CallState {
 
 impl types::Host for CallState {}
 
+/// A stored record's id and bytes, as the store functions hand them out.
+pub type StoreEntry = (String, Vec<u8>);
+
+/// The `store` functions on the tenant's records, shared by components
+/// (through [`wit_store::Host`]) and the native baseline. An `Err` is a
+/// malformed call: the caller's fault, never the data's.
+impl Tenant {
+    pub fn get(&self, collection: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let Ok(id) = Uuid::parse_str(id) else { return Ok(None) };
+        Ok(self.db.get(self.organization_id, collection, id)?.map(|v| v.to_vec()))
+    }
+
+    pub fn scan(
+        &self,
+        collection: &str,
+        after: Option<&str>,
+        limit: u32,
+        reverse: bool,
+    ) -> Result<Vec<StoreEntry>, StoreError> {
+        let after = match after {
+            Some(id) => Some(
+                Uuid::parse_str(id)
+                    .map_err(|_| StoreError::MalformedCall(format!("scan after {id:?}, which is not a UUID")))?,
+            ),
+            None => None,
+        };
+        let records = self.db.scan(self.organization_id, collection, after, limit as usize, reverse)?;
+        Ok(records.into_iter().map(|(id, value)| (id.to_string(), value.to_vec())).collect())
+    }
+
+    pub fn count(&self, collection: &str) -> Result<u64, StoreError> {
+        Ok(self.db.count(self.organization_id, collection)?)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn index_scan(
+        &self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<(i64, &str)>,
+        limit: u32,
+        reverse: bool,
+    ) -> Result<Vec<StoreEntry>, StoreError> {
+        let after = match after {
+            Some((position, id)) => Some((
+                position,
+                Uuid::parse_str(id)
+                    .map_err(|_| StoreError::MalformedCall(format!("index-scan after {id:?}, which is not a UUID")))?,
+            )),
+            None => None,
+        };
+        let records =
+            self.db.index_scan(self.organization_id, collection, index, value, after, limit as usize, reverse)?;
+        Ok(records.into_iter().map(|(id, value)| (id.to_string(), value.to_vec())).collect())
+    }
+
+    pub fn index_count(&self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+        Ok(self.db.index_count(self.organization_id, collection, index, value)?)
+    }
+
+    pub fn count_matching(
+        &self,
+        collection: &str,
+        conditions: &[(String, Vec<String>)],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        Ok(self.db.count_matching(self.organization_id, collection, conditions, updated_after)?)
+    }
+}
+
+/// The component's view: a call without a tenant (at load time) sees an
+/// empty store; a malformed call traps.
 impl wit_store::Host for CallState {
     fn get(&mut self, collection: String, id: String) -> wasmtime::Result<Option<Vec<u8>>> {
-        let (Some(tenant), Ok(id)) = (&self.tenant, Uuid::parse_str(&id)) else { return Ok(None) };
-        Ok(tenant.db.get(tenant.organization_id, &collection, id)?.map(|v| v.to_vec()))
+        let Some(tenant) = &self.tenant else { return Ok(None) };
+        Ok(tenant.get(&collection, &id)?)
     }
 
     fn scan(
@@ -214,23 +287,13 @@ impl wit_store::Host for CallState {
         reverse: bool,
     ) -> wasmtime::Result<Vec<wit_store::Entry>> {
         let Some(tenant) = &self.tenant else { return Ok(Vec::new()) };
-        let after = match after {
-            Some(id) => Some(
-                Uuid::parse_str(&id)
-                    .map_err(|_| wasmtime::Error::msg(format!("scan after {id:?}, which is not a UUID")))?,
-            ),
-            None => None,
-        };
-        let records = tenant.db.scan(tenant.organization_id, &collection, after, limit as usize, reverse)?;
-        Ok(records
-            .into_iter()
-            .map(|(id, value)| wit_store::Entry { id: id.to_string(), value: value.to_vec() })
-            .collect())
+        let records = tenant.scan(&collection, after.as_deref(), limit, reverse)?;
+        Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id, value }).collect())
     }
 
     fn count(&mut self, collection: String) -> wasmtime::Result<u64> {
         let Some(tenant) = &self.tenant else { return Ok(0) };
-        Ok(tenant.db.count(tenant.organization_id, &collection)?)
+        Ok(tenant.count(&collection)?)
     }
 
     fn index_scan(
@@ -243,33 +306,14 @@ impl wit_store::Host for CallState {
         reverse: bool,
     ) -> wasmtime::Result<Vec<wit_store::Entry>> {
         let Some(tenant) = &self.tenant else { return Ok(Vec::new()) };
-        let after = match after {
-            Some(position) => Some((
-                position.created_at,
-                Uuid::parse_str(&position.id).map_err(|_| {
-                    wasmtime::Error::msg(format!("index-scan after {:?}, which is not a UUID", position.id))
-                })?,
-            )),
-            None => None,
-        };
-        let records = tenant.db.index_scan(
-            tenant.organization_id,
-            &collection,
-            &index,
-            &value,
-            after,
-            limit as usize,
-            reverse,
-        )?;
-        Ok(records
-            .into_iter()
-            .map(|(id, value)| wit_store::Entry { id: id.to_string(), value: value.to_vec() })
-            .collect())
+        let after = after.as_ref().map(|position| (position.created_at, position.id.as_str()));
+        let records = tenant.index_scan(&collection, &index, &value, after, limit, reverse)?;
+        Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id, value }).collect())
     }
 
     fn index_count(&mut self, collection: String, index: String, value: String) -> wasmtime::Result<u64> {
         let Some(tenant) = &self.tenant else { return Ok(0) };
-        Ok(tenant.db.index_count(tenant.organization_id, &collection, &index, &value)?)
+        Ok(tenant.index_count(&collection, &index, &value)?)
     }
 
     fn count_matching(
@@ -281,7 +325,7 @@ impl wit_store::Host for CallState {
         let Some(tenant) = &self.tenant else { return Ok(0) };
         let conditions: Vec<(String, Vec<String>)> =
             conditions.into_iter().map(|condition| (condition.index, condition.values)).collect();
-        Ok(tenant.db.count_matching(tenant.organization_id, &collection, &conditions, updated_after)?)
+        Ok(tenant.count_matching(&collection, &conditions, updated_after)?)
     }
 
     fn organization(&mut self) -> wasmtime::Result<Vec<u8>> {
@@ -395,6 +439,8 @@ pub enum CallError {
 pub struct PluginRegistry {
     engine: PluginEngine,
     dir: PathBuf,
+    /// Serve with the native baseline instead of the components.
+    native: bool,
     current: std::sync::RwLock<Arc<PluginSet>>,
     /// Serializes reloads, so two at once cannot interleave.
     reloading: std::sync::Mutex<()>,
@@ -403,9 +449,22 @@ pub struct PluginRegistry {
 impl PluginRegistry {
     /// Loads the plugins directory; fails if it is not servable.
     pub fn load(engine: PluginEngine, dir: &Path) -> anyhow::Result<PluginRegistry> {
-        let set = PluginSet::load_dir(&engine, dir)?;
+        PluginRegistry::load_serving(engine, dir, false)
+    }
+
+    /// Loads the plugins directory; with `native`, requests are served by
+    /// the native baseline (the components still describe the API and
+    /// answer health). Fails if `native` is asked of a host built without
+    /// the `native-baseline` feature.
+    pub fn load_serving(engine: PluginEngine, dir: &Path, native: bool) -> anyhow::Result<PluginRegistry> {
+        if native && !cfg!(feature = "native-baseline") {
+            bail!("--native-handlers needs a host built with `cargo build --features native-baseline`");
+        }
+        let mut set = PluginSet::load_dir(&engine, dir)?;
+        set.native = native;
         Ok(PluginRegistry {
             engine,
+            native,
             dir: dir.to_path_buf(),
             current: std::sync::RwLock::new(Arc::new(set)),
             reloading: std::sync::Mutex::new(()),
@@ -424,7 +483,9 @@ impl PluginRegistry {
     /// component in it is valid; otherwise the current set keeps serving.
     pub fn reload(&self) -> anyhow::Result<Arc<PluginSet>> {
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let fresh = Arc::new(PluginSet::load_dir(&self.engine, &self.dir)?);
+        let mut fresh = PluginSet::load_dir(&self.engine, &self.dir)?;
+        fresh.native = self.native;
+        let fresh = Arc::new(fresh);
         match self.current.write() {
             Ok(mut current) => *current = fresh.clone(),
             Err(poisoned) => *poisoned.into_inner() = fresh.clone(),
@@ -439,6 +500,8 @@ pub struct PluginSet {
     plugins: BTreeMap<String, LoadedPlugin>,
     /// The OpenAPI document these components make, rendered once.
     openapi: std::sync::OnceLock<Vec<u8>>,
+    /// Calls go to the native baseline (`native-baseline` builds only).
+    native: bool,
 }
 
 impl PluginSet {
@@ -481,7 +544,7 @@ impl PluginSet {
                 missing.join(", ")
             );
         }
-        Ok(PluginSet { engine: engine.clone(), plugins, openapi: std::sync::OnceLock::new() })
+        Ok(PluginSet { engine: engine.clone(), plugins, openapi: std::sync::OnceLock::new(), native: false })
     }
 
     /// The API's OpenAPI document with these components' parameters and
@@ -511,6 +574,10 @@ impl PluginSet {
 
     /// One page of a group's list.
     pub fn list(&self, group: &str, tenant: Tenant, request: &Request, request_id: &str) -> Result<Page, CallError> {
+        #[cfg(feature = "native-baseline")]
+        if self.native {
+            return crate::native::list(group, &tenant, request);
+        }
         let (plugin, mut store) = self.start(group, Some(tenant), request_id)?;
         let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} is not a list"))) };
         let result = pre
@@ -528,6 +595,10 @@ impl PluginSet {
         request: &Request,
         request_id: &str,
     ) -> Result<Vec<u8>, CallError> {
+        #[cfg(feature = "native-baseline")]
+        if self.native {
+            return crate::native::get_record(group, &tenant, id, request);
+        }
         let (plugin, mut store) = self.start(group, Some(tenant), request_id)?;
         let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} has no records"))) };
         let result = pre
@@ -544,6 +615,10 @@ impl PluginSet {
         request: &Request,
         request_id: &str,
     ) -> Result<Rendered, CallError> {
+        #[cfg(feature = "native-baseline")]
+        if self.native {
+            return crate::native::render(group, &tenant, request);
+        }
         let (plugin, mut store) = self.start(group, Some(tenant), request_id)?;
         let Pre::Document(pre) = &plugin.pre else {
             return Err(CallError::Failed(format!("{group} is not a document")));

@@ -66,6 +66,8 @@ pub struct ServeOptions {
     /// How long a connection may take to send a request's headers,
     /// including while idle between requests.
     pub header_read_timeout: Duration,
+    /// Serve every group with the native baseline (measurement only).
+    pub native_handlers: bool,
 }
 
 /// Runs the server until SIGINT or SIGTERM.
@@ -85,7 +87,12 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         deadline: Duration::from_millis(options.plugin_deadline_ms),
     };
     let engine = PluginEngine::new(limits)?.with_cache(options.data_dir.join("component-cache"));
-    let plugins = Arc::new(tokio::task::block_in_place(|| PluginRegistry::load(engine, &options.plugins_dir))?);
+    let plugins = Arc::new(tokio::task::block_in_place(|| {
+        PluginRegistry::load_serving(engine, &options.plugins_dir, options.native_handlers)
+    })?);
+    if options.native_handlers {
+        tracing::warn!("serving with the native baseline: no isolation, deadlines or memory caps (measurement only)");
+    }
     log_loaded(&plugins.current());
     tokio::spawn(reload_on_hangup(plugins.clone()));
 

@@ -44,6 +44,9 @@ pub enum StoreError {
     InvalidRecord(String),
     #[error("unknown index: {0}")]
     UnknownIndex(String),
+    /// A store call a component made with an argument it cannot mean.
+    #[error("malformed store call: {0}")]
+    MalformedCall(String),
 }
 
 /// An organization (tenant).

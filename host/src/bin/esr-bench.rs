@@ -41,6 +41,10 @@ struct Args {
     /// Lines per import batch.
     #[arg(long, default_value_t = 10_000)]
     import_batch: usize,
+    /// Seconds of load per operation and mode in the throughput
+    /// comparison (wrk, 32 connections); 0 skips it.
+    #[arg(long, default_value_t = 10)]
+    load_seconds: u64,
 }
 
 /// The server under test; stopped on drop.
@@ -91,8 +95,14 @@ fn start_server(data_dir: &Path, plugins_dir: &Path) -> anyhow::Result<Server> {
 }
 
 fn start_server_with_admin(data_dir: &Path, plugins_dir: &Path) -> anyhow::Result<(Server, String)> {
+    start_server_in_mode(data_dir, plugins_dir, &[])
+}
+
+/// Starts `esr serve` with extra flags (e.g. `--native-handlers`).
+fn start_server_in_mode(data_dir: &Path, plugins_dir: &Path, extra: &[&str]) -> anyhow::Result<(Server, String)> {
     let mut child = Command::new(esr_binary()?)
         .args(["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .args(extra)
         // The benchmark measures the service, not its rate limits.
         .args(["--rate-limit-per-minute=100000000", "--rate-limit-burst=10000000"])
         .arg("--data-dir")
@@ -206,6 +216,136 @@ fn bench_import(args: &Args) -> anyhow::Result<String> {
         finding_time.as_secs_f64(),
         wall.elapsed().as_secs_f64(),
     ))
+}
+
+/// The resident memory of a process, in MiB, from `/proc`.
+fn resident_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
+/// What wrk measured for one operation.
+struct Load {
+    requests_per_second: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    /// Peak resident memory of the server while it ran.
+    peak_rss_mib: f64,
+}
+
+/// A wrk latency such as `812.00us`, `4.10ms` or `1.02s`, in milliseconds.
+fn wrk_ms(text: &str) -> Option<f64> {
+    let (number, factor) = if let Some(n) = text.strip_suffix("us") {
+        (n, 0.001)
+    } else if let Some(n) = text.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1000.0)
+    } else {
+        return None;
+    };
+    number.parse::<f64>().ok().map(|n| n * factor)
+}
+
+/// Drives `url` with wrk (2 threads, 32 connections) for `seconds`,
+/// sampling the server's memory meanwhile.
+fn wrk(url: &str, key: &str, seconds: u64, server_pid: u32) -> anyhow::Result<Load> {
+    let run = Command::new("wrk")
+        .args(["-t2", "-c32", &format!("-d{seconds}s"), "--latency"])
+        .args(["-H", &format!("Authorization: Bearer {key}"), url])
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("running wrk (Debian: apt-get install wrk)")?;
+    let mut peak = resident_mib(server_pid);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(seconds) {
+        std::thread::sleep(Duration::from_millis(200));
+        peak = peak.max(resident_mib(server_pid));
+    }
+    let output = run.wait_with_output()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if text.contains("Non-2xx") || text.contains("Socket errors") {
+        bail!("wrk saw failed requests on {url}:\n{text}");
+    }
+    let field = |prefix: &str| text.lines().find_map(|line| line.trim().strip_prefix(prefix).map(str::trim));
+    let requests_per_second = field("Requests/sec:").and_then(|n| n.parse().ok());
+    let (p50_ms, p99_ms) = (field("50%").and_then(wrk_ms), field("99%").and_then(wrk_ms));
+    match (requests_per_second, p50_ms, p99_ms) {
+        (Some(requests_per_second), Some(p50_ms), Some(p99_ms)) => {
+            Ok(Load { requests_per_second, p50_ms, p99_ms, peak_rss_mib: peak })
+        }
+        _ => bail!("cannot read wrk's report:\n{text}"),
+    }
+}
+
+/// Each operation under load (wrk, 32 connections) with the components
+/// and with the native baseline, in one run: req/s, p50, p99, the Wasm ÷
+/// native ratio, memory at rest and under load, and start times.
+fn bench_throughput(args: &Args, data_dir: &Path, key: &str, operations: &[(&str, String)]) -> anyhow::Result<String> {
+    let mut report = format!(
+        "\nthroughput: wrk -t2 -c32 -d{}s --latency per operation and mode, same data, same run\n",
+        args.load_seconds
+    );
+    // Start times: with an empty compiled-component cache, then with it.
+    let cache = data_dir.join("component-cache");
+    if cache.exists() {
+        std::fs::remove_dir_all(&cache)?;
+    }
+    let mut starts = Vec::new();
+    for _ in 0..2 {
+        let started = Instant::now();
+        let (server, _) = start_server_in_mode(data_dir, &args.plugins_dir, &[])?;
+        starts.push(started.elapsed());
+        drop(server);
+    }
+    report.push_str(&format!(
+        "start to listening: cold (compiling components) {:.0} ms, warm (cached) {:.0} ms\n\n",
+        ms(starts[0]),
+        ms(starts[1])
+    ));
+    report.push_str(&format!(
+        "{:<40} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9}\n",
+        "operation", "mode", "req/s", "p50 ms", "p99 ms", "peak MiB", "÷ native"
+    ));
+    let mut results: Vec<Vec<Load>> = Vec::new();
+    let mut at_rest = Vec::new();
+    for flags in [&[][..], &["--native-handlers"][..]] {
+        let (server, _) = start_server_in_mode(data_dir, &args.plugins_dir, flags)?;
+        std::thread::sleep(Duration::from_secs(1));
+        at_rest.push(resident_mib(server.child.id()));
+        let mut loads = Vec::new();
+        for (_, path) in operations {
+            loads.push(wrk(&format!("{}{path}", server.base), key, args.load_seconds, server.child.id())?);
+        }
+        results.push(loads);
+        drop(server);
+    }
+    for (index, (name, _)) in operations.iter().enumerate() {
+        let (wasm, native) = (&results[0][index], &results[1][index]);
+        for (mode, load) in [("wasm", wasm), ("native", native)] {
+            let ratio = if mode == "wasm" {
+                format!("{:.2}", wasm.requests_per_second / native.requests_per_second.max(f64::EPSILON))
+            } else {
+                String::new()
+            };
+            report.push_str(&format!(
+                "{:<40} {:>10} {:>9.0} {:>9.2} {:>10.2} {:>10.0} {:>9}\n",
+                name, mode, load.requests_per_second, load.p50_ms, load.p99_ms, load.peak_rss_mib, ratio
+            ));
+        }
+    }
+    let overhead = results[0][0].p50_ms - results[1][0].p50_ms;
+    report.push_str(&format!(
+        "\nresident memory at rest: wasm {:.0} MiB, native {:.0} MiB\n\
+         per-request component cost (get-by-id p50 under load, wasm − native): {:.3} ms\n",
+        at_rest[0], at_rest[1], overhead
+    ));
+    Ok(report)
 }
 
 /// One measured case: its name, its target, and its samples.
@@ -363,6 +503,17 @@ fn main() -> anyhow::Result<()> {
     }
     let ratio = ms(percentile(&cases[5].samples, 0.5)) / ms(percentile(&cases[4].samples, 0.5)).max(f64::EPSILON);
     report.push_str(&format!("\npage 1,000 / page 1 (p50 ratio, same rounds): {ratio:.2}\n"));
+    if args.load_seconds > 0 {
+        let finding = &finding_ids[0];
+        let endpoint = &endpoint_ids[0];
+        let operations = [
+            ("finding by id", format!("/v1/vulnerability-findings/{finding}")),
+            ("findings?endpointId=… first page", format!("/v1/vulnerability-findings?endpointId={endpoint}")),
+            ("findings?severity=critical (with total)", "/v1/vulnerability-findings?severity=critical".to_owned()),
+            ("findings page 1,000 by cursor", page_1000.clone()),
+        ];
+        report.push_str(&bench_throughput(&args, &data_dir, &key, &operations)?);
+    }
     if args.import_findings > 0 {
         report.push_str(&bench_import(&args)?);
     }

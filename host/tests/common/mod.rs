@@ -65,7 +65,12 @@ impl Server {
     /// Starts another server on the data directory of a stopped one (which
     /// keeps owning the directory).
     pub fn start_on(plugins_dir: &Path, data_dir: &Path) -> Server {
-        let mut server = Server::launch_in(plugins_dir, data_dir, None, &[]);
+        Server::start_on_with(plugins_dir, data_dir, &[])
+    }
+
+    /// The same, with extra flags.
+    pub fn start_on_with(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Server {
+        let mut server = Server::launch_in(plugins_dir, data_dir, None, extra);
         server.keys_from(data_dir);
         server
     }

@@ -526,26 +526,8 @@ fn walk_in_index_order(
         Some(Position { value: _, id }) => Some(crate::IndexPosition { created_at: i64::MIN, id: id.clone() }),
         None => None,
     };
-    let skip = if options.after.is_some() { 0 } else { options.offset };
-    let wanted = skip.saturating_add(u64::from(options.limit)).saturating_add(1);
-    let mut walk = MergedWalk::new(store, collection, source, after, reverse, wanted);
-    let mut page: Vec<(crate::IndexPosition, Vec<u8>)> = Vec::new();
-    let (mut matched, mut more) = (0u64, false);
-    while let Some((position, record, bytes)) = walk.next()? {
-        if !matches(&record) {
-            continue;
-        }
-        matched += 1;
-        if matched <= skip {
-            continue;
-        }
-        if page.len() < options.limit as usize {
-            page.push((position, bytes));
-        } else {
-            more = true;
-            break;
-        }
-    }
+    let walk = MergedWalk::new(store, collection, source, after, reverse, wanted(options));
+    let Collected { page, matched, more } = collect_page(vec![walk], options, matches, |position, _| position)?;
     let total = if exact_count {
         single_valued_count(store, collection, source)
             .map_or_else(|| count_all(store, collection, source, matches), Ok)?
@@ -555,16 +537,77 @@ fn walk_in_index_order(
     } else {
         count_matches(store, collection, options, source, matches, conditions)?
     };
-    let next_cursor = match page.last() {
-        Some((last, _)) if more => {
-            let after = Position { value: SortValue::Int(last.created_at), id: last.id.clone() };
+    let next = page
+        .last()
+        .filter(|_| more)
+        .map(|(last, _)| Position { value: SortValue::Int(last.created_at), id: last.id.clone() });
+    finish_page(options, page.iter().map(|(_, bytes)| bytes.as_slice()), total, next)
+}
+
+/// How many records a walk looks for: those the offset skips, a page, and
+/// one more to know whether another page follows.
+fn wanted(options: &ListOptions) -> u64 {
+    let skip = if options.after.is_some() { 0 } else { options.offset };
+    skip.saturating_add(u64::from(options.limit)).saturating_add(1)
+}
+
+/// What [`collect_page`] found.
+struct Collected<P> {
+    /// The page's records with their positions.
+    page: Vec<(P, Vec<u8>)>,
+    /// Matches seen, including those the offset skipped.
+    matched: u64,
+    /// Whether a match follows the page.
+    more: bool,
+}
+
+/// Reads the walks in turn, skipping the offset's matches, until a page
+/// and one more match are found.
+fn collect_page<P>(
+    walks: Vec<MergedWalk<'_>>,
+    options: &ListOptions,
+    matches: &dyn Fn(&Value) -> bool,
+    position: impl Fn(crate::IndexPosition, &Value) -> P,
+) -> Result<Collected<P>, PluginError> {
+    let skip = if options.after.is_some() { 0 } else { options.offset };
+    let mut collected = Collected { page: Vec::new(), matched: 0, more: false };
+    for mut walk in walks {
+        while let Some((at, record, bytes)) = walk.next()? {
+            if !matches(&record) {
+                continue;
+            }
+            collected.matched += 1;
+            if collected.matched <= skip {
+                continue;
+            }
+            if collected.page.len() < options.limit as usize {
+                collected.page.push((position(at, &record), bytes));
+            } else {
+                collected.more = true;
+                return Ok(collected);
+            }
+        }
+    }
+    Ok(collected)
+}
+
+/// The page of these records, with the cursor of the next page when one
+/// follows `next` (the page's last position).
+fn finish_page<'a>(
+    options: &ListOptions,
+    records: impl Iterator<Item = &'a [u8]>,
+    total: u64,
+    next: Option<Position>,
+) -> Result<Page, PluginError> {
+    let next_cursor = match next {
+        Some(after) => {
             let state = CursorState { sort: options.sort.spelling(), after };
             Some(serde_json::to_string(&state).map_err(|e| PluginError::Internal(e.to_string()))?)
         }
-        _ => None,
+        None => None,
     };
     Ok(Page {
-        data: join_json_array(page.iter().map(|(_, bytes)| bytes.as_slice())),
+        data: join_json_array(records),
         total,
         limit: options.limit,
         offset: if options.after.is_some() { None } else { Some(options.offset) },
@@ -621,49 +664,26 @@ fn walk_sort_index(
             None => (vec![UNSORTED], Some(crate::IndexPosition { created_at: 0, id: id.clone() })),
         },
     };
-    let skip = if options.after.is_some() { 0 } else { options.offset };
-    let wanted = skip.saturating_add(u64::from(options.limit)).saturating_add(1);
-    let mut page: Vec<(Position, Vec<u8>)> = Vec::new();
-    let (mut matched, mut more) = (0u64, false);
-    'segments: for (number, segment) in segments.into_iter().enumerate() {
-        let part = Source { index: index.name, values: vec![segment.to_owned()], from: None };
-        let after = if number == 0 { resume.clone() } else { None };
-        let mut walk = MergedWalk::new(store, collection, &part, after, reverse, wanted);
-        while let Some((position, record, bytes)) = walk.next()? {
-            if !matches(&record) {
-                continue;
-            }
-            matched += 1;
-            if matched <= skip {
-                continue;
-            }
-            if page.len() < options.limit as usize {
-                page.push((Position { value: options.sort.field.read(&record), id: position.id }, bytes));
-            } else {
-                more = true;
-                break 'segments;
-            }
-        }
-    }
+    let walks = segments
+        .into_iter()
+        .enumerate()
+        .map(|(number, segment)| {
+            let part = Source { index: index.name, values: vec![segment.to_owned()], from: None };
+            let after = if number == 0 { resume.clone() } else { None };
+            MergedWalk::new(store, collection, &part, after, reverse, wanted(options))
+        })
+        .collect();
+    let Collected { page, matched, more } = collect_page(walks, options, matches, |position, record| Position {
+        value: options.sort.field.read(record),
+        id: position.id,
+    })?;
     let total = if !more && options.after.is_none() {
         matched
     } else {
         count_matches(store, collection, options, source, matches, conditions)?
     };
-    let next_cursor = match page.last() {
-        Some((last, _)) if more => {
-            let state = CursorState { sort: options.sort.spelling(), after: last.clone() };
-            Some(serde_json::to_string(&state).map_err(|e| PluginError::Internal(e.to_string()))?)
-        }
-        _ => None,
-    };
-    Ok(Page {
-        data: join_json_array(page.iter().map(|(_, bytes)| bytes.as_slice())),
-        total,
-        limit: options.limit,
-        offset: if options.after.is_some() { None } else { Some(options.offset) },
-        next_cursor,
-    })
+    let next = page.last().filter(|_| more).map(|(last, _)| last.clone());
+    finish_page(options, page.iter().map(|(_, bytes)| bytes.as_slice()), total, next)
 }
 
 /// Counts the source's records that match, walking all of them.
@@ -707,20 +727,8 @@ fn sort_everything(
     let end = start.saturating_add(options.limit as usize).min(selected.len());
     let page = &selected[start..end];
 
-    let next_cursor = match page.last() {
-        Some((last, _)) if end < selected.len() => {
-            let state = CursorState { sort: options.sort.spelling(), after: last.clone() };
-            Some(serde_json::to_string(&state).map_err(|e| PluginError::Internal(e.to_string()))?)
-        }
-        _ => None,
-    };
-    Ok(Page {
-        data: join_json_array(page.iter().map(|(_, bytes)| bytes.as_slice())),
-        total: selected.len() as u64,
-        limit: options.limit,
-        offset: if options.after.is_some() { None } else { Some(options.offset) },
-        next_cursor,
-    })
+    let next = page.last().filter(|_| end < selected.len()).map(|(last, _)| last.clone());
+    finish_page(options, page.iter().map(|(_, bytes)| bytes.as_slice()), selected.len() as u64, next)
 }
 
 fn parse_record(id: &str, bytes: &[u8]) -> Result<Value, PluginError> {

@@ -1,0 +1,163 @@
+//! The native baseline (`--features native-baseline`, `esr serve
+//! --native-handlers`): the plugin crates' own logic compiled into the
+//! host and called directly, on the same store functions components use.
+//! It exists only to measure what running each request in a fresh
+//! component instance costs; it is never the default, and it gives up the
+//! isolation, deadlines and memory caps of components.
+
+use std::cell::RefCell;
+
+use esr_plugin_sdk::{DocumentPlugin, ResourcePlugin};
+
+use crate::plugins::{CallError, InvalidParam, Page, PluginError, Rendered, Request, Tenant};
+
+/// The SDK's `Store` on a tenant; the first malformed call is kept and
+/// fails the request, as a trap would.
+struct NativeStore<'t> {
+    tenant: &'t Tenant,
+    failure: RefCell<Option<String>>,
+}
+
+impl NativeStore<'_> {
+    fn answer<T: Default>(&self, result: Result<T, crate::store::StoreError>) -> T {
+        result.unwrap_or_else(|error| {
+            self.failure.borrow_mut().get_or_insert_with(|| error.to_string());
+            T::default()
+        })
+    }
+
+    fn finish(self) -> Result<(), CallError> {
+        match self.failure.into_inner() {
+            Some(failure) => Err(CallError::Failed(failure)),
+            None => Ok(()),
+        }
+    }
+}
+
+fn entries(records: Vec<crate::plugins::StoreEntry>) -> Vec<esr_plugin_sdk::Entry> {
+    records.into_iter().map(|(id, value)| esr_plugin_sdk::Entry { id, value }).collect()
+}
+
+impl esr_plugin_sdk::Store for NativeStore<'_> {
+    fn get(&self, collection: &str, id: &str) -> Option<Vec<u8>> {
+        self.answer(self.tenant.get(collection, id))
+    }
+
+    fn scan(&self, collection: &str, after: Option<&str>, limit: u32, reverse: bool) -> Vec<esr_plugin_sdk::Entry> {
+        entries(self.answer(self.tenant.scan(collection, after, limit, reverse)))
+    }
+
+    fn count(&self, collection: &str) -> u64 {
+        self.answer(self.tenant.count(collection))
+    }
+
+    fn index_scan(
+        &self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<&esr_plugin_sdk::IndexPosition>,
+        limit: u32,
+        reverse: bool,
+    ) -> Vec<esr_plugin_sdk::Entry> {
+        let after = after.map(|position| (position.created_at, position.id.as_str()));
+        entries(self.answer(self.tenant.index_scan(collection, index, value, after, limit, reverse)))
+    }
+
+    fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
+        self.answer(self.tenant.index_count(collection, index, value))
+    }
+
+    fn count_matching(
+        &self,
+        collection: &str,
+        conditions: &[esr_plugin_sdk::IndexCondition],
+        updated_after: Option<i64>,
+    ) -> u64 {
+        let conditions: Vec<(String, Vec<String>)> =
+            conditions.iter().map(|condition| (condition.index.clone(), condition.values.clone())).collect();
+        self.answer(self.tenant.count_matching(collection, &conditions, updated_after))
+    }
+
+    fn organization(&self) -> Vec<u8> {
+        self.tenant.organization_json.to_vec()
+    }
+}
+
+fn sdk_request(request: &Request) -> esr_plugin_sdk::Request {
+    esr_plugin_sdk::Request {
+        query: request
+            .query
+            .iter()
+            .map(|param| esr_plugin_sdk::QueryParam { name: param.name.clone(), value: param.value.clone() })
+            .collect(),
+        path: request.path.clone(),
+        base_url: request.base_url.clone(),
+    }
+}
+
+fn call_error(error: esr_plugin_sdk::PluginError) -> CallError {
+    CallError::Plugin(match error {
+        esr_plugin_sdk::PluginError::InvalidParameters(params) => PluginError::InvalidParameters(
+            params.into_iter().map(|p| InvalidParam { name: p.name, reason: p.reason }).collect(),
+        ),
+        esr_plugin_sdk::PluginError::NotFound => PluginError::NotFound,
+        esr_plugin_sdk::PluginError::Internal(message) => PluginError::Internal(message),
+    })
+}
+
+/// Runs `call` on the tenant's store with the group's native logic.
+fn with_store<T>(
+    tenant: &Tenant,
+    call: impl FnOnce(&NativeStore) -> Result<T, esr_plugin_sdk::PluginError>,
+) -> Result<T, CallError> {
+    let store = NativeStore { tenant, failure: RefCell::new(None) };
+    let answer = call(&store);
+    store.finish()?;
+    answer.map_err(call_error)
+}
+
+fn unknown(group: &str) -> esr_plugin_sdk::PluginError {
+    esr_plugin_sdk::PluginError::Internal(format!("no native logic serves {group}"))
+}
+
+/// One page of a group's list, natively.
+pub fn list(group: &str, tenant: &Tenant, request: &Request) -> Result<Page, CallError> {
+    let request = sdk_request(request);
+    let page = with_store(tenant, |store| match group {
+        "endpoints" => esr_plugin_endpoints::Endpoints::list(store, &request),
+        "remediation-targets" => esr_plugin_remediation_targets::RemediationTargets::list(store, &request),
+        "scopes" => esr_plugin_scopes::Scopes::list(store, &request),
+        "vulnerability-findings" => esr_plugin_vulnerability_findings::VulnerabilityFindings::list(store, &request),
+        other => Err(unknown(other)),
+    })?;
+    Ok(Page {
+        data: page.data,
+        total: page.total,
+        limit: page.limit,
+        offset: page.offset,
+        next_cursor: page.next_cursor,
+    })
+}
+
+/// One record of a group, natively.
+pub fn get_record(group: &str, tenant: &Tenant, id: &str, request: &Request) -> Result<Vec<u8>, CallError> {
+    let request = sdk_request(request);
+    with_store(tenant, |store| match group {
+        "endpoints" => esr_plugin_endpoints::Endpoints::get(store, id, &request),
+        "remediation-targets" => esr_plugin_remediation_targets::RemediationTargets::get(store, id, &request),
+        "scopes" => esr_plugin_scopes::Scopes::get(store, id, &request),
+        "vulnerability-findings" => esr_plugin_vulnerability_findings::VulnerabilityFindings::get(store, id, &request),
+        other => Err(unknown(other)),
+    })
+}
+
+/// A rendered document, natively.
+pub fn render(group: &str, tenant: &Tenant, request: &Request) -> Result<Rendered, CallError> {
+    let request = sdk_request(request);
+    let rendered = with_store(tenant, |store| match group {
+        crate::plugins::AGENT_GROUP => esr_plugin_agent::Agent::render(store, &request),
+        other => Err(unknown(other)),
+    })?;
+    Ok(Rendered { content_type: rendered.content_type, filename: rendered.filename, body: rendered.body })
+}
