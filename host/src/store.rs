@@ -7,11 +7,11 @@
 //! before it is acknowledged: sled's background flusher loses acknowledged
 //! writes on a crash.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use esr_plugin_sdk::indexes::{CREATED_AT, UPDATED_AT};
+use esr_plugin_sdk::indexes::{self, CREATED_AT, UPDATED_AT};
 use esr_plugin_sdk::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -202,9 +202,11 @@ impl Database {
                 };
                 let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 for (entry_key, count_key) in index_entries(organization, collection, id, &record)? {
-                    batch.insert(entry_key, &[] as &[u8]);
+                    if let Some(entry_key) = entry_key {
+                        batch.insert(entry_key, &[] as &[u8]);
+                        batched += 1;
+                    }
                     *counts.entry(count_key).or_default() += 1;
-                    batched += 1;
                 }
                 if batched >= ENTRIES_PER_BATCH {
                     trees.index.apply_batch(std::mem::take(&mut batch))?;
@@ -235,7 +237,7 @@ impl Database {
                 let id = record_id(&key)?;
                 let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 for (entry_key, count_key) in index_entries(organization, collection, id, &record)? {
-                    entries.insert(entry_key);
+                    entries.extend(entry_key);
                     *counts.entry(count_key).or_default() += 1;
                 }
             }
@@ -441,12 +443,16 @@ impl Database {
                         for (entry_key, count_key) in
                             index_entries(organization, collection, id, &old).map_err(abort)?
                         {
-                            index.remove(entry_key)?;
+                            if let Some(entry_key) = entry_key {
+                                index.remove(entry_key)?;
+                            }
                             *deltas.entry(count_key).or_default() -= 1;
                         }
                     }
                     for (entry_key, count_key) in entries {
-                        index.insert(entry_key.as_slice(), &[] as &[u8])?;
+                        if let Some(entry_key) = entry_key {
+                            index.insert(entry_key.as_slice(), &[] as &[u8])?;
+                        }
                         *deltas.entry(count_key.clone()).or_default() += 1;
                     }
                 }
@@ -543,8 +549,8 @@ impl Database {
         let mut sized = Vec::with_capacity(conditions.len());
         for (index, values) in conditions {
             let trees = self.index_trees(collection, index)?;
-            let everything = esr_plugin_sdk::indexes::find(collection, index)
-                .is_some_and(|found| found.key == esr_plugin_sdk::indexes::IndexKey::Everything);
+            let everything =
+                indexes::find(collection, index).is_some_and(|found| found.key == indexes::IndexKey::Everything);
             if everything && values.iter().any(String::is_empty) {
                 continue;
             }
@@ -559,11 +565,37 @@ impl Database {
         // (or on one value): its counts are exact.
         if let [(held, _, index, values)] = sized.as_slice()
             && updated_after.is_none()
-            && (values.len() == 1
-                || esr_plugin_sdk::indexes::find(collection, index)
-                    .is_some_and(|found| !matches!(found.key, esr_plugin_sdk::indexes::IndexKey::EachOf(_))))
+            && (values.len() == 1 || single_valued(collection, index))
         {
             return Ok(*held);
+        }
+        // Two conditions on a pair the host counts: the sum of the counts of
+        // their value combinations.
+        if let [(_, _, a, a_values), (_, _, b, b_values)] = sized.as_slice()
+            && updated_after.is_none()
+        {
+            let pairs = indexes::counted_pairs(collection);
+            let ordered = if pairs.contains(&(a, b)) {
+                Some(((*a, *a_values), (*b, *b_values)))
+            } else if pairs.contains(&(b, a)) {
+                Some(((*b, *b_values), (*a, *a_values)))
+            } else {
+                None
+            };
+            if let Some(((first, first_values), (second, second_values))) = ordered {
+                let (xs, ys): (BTreeSet<&String>, BTreeSet<&String>) =
+                    (first_values.iter().collect(), second_values.iter().collect());
+                let name = indexes::pair_name(first, second);
+                let trees = self.index_trees(collection, first)?;
+                let mut total = 0;
+                for x in &xs {
+                    for y in &ys {
+                        let key = value_prefix(organization, &name, &indexes::pair_value(x, y));
+                        total += trees.counts.get(key)?.map_or(0, |bytes| read_count(&bytes));
+                    }
+                }
+                return Ok(total);
+            }
         }
         let updated_range = |trees: &CollectionTrees, after: i64| {
             let prefix = value_prefix(organization, UPDATED_AT, "");
@@ -577,15 +609,7 @@ impl Database {
         let Some(((_, smallest, index, values), others)) = sized.split_first() else {
             return match updated_after {
                 None => self.count(organization, collection),
-                Some(after) => {
-                    let trees = self.index_trees(collection, UPDATED_AT)?;
-                    let mut count = 0;
-                    for entry in updated_range(trees, after) {
-                        entry?;
-                        count += 1;
-                    }
-                    Ok(count)
-                }
+                Some(after) => self.count_updated_after(organization, collection, after),
             };
         };
         let mut candidates: HashSet<[u8; 16]> = HashSet::new();
@@ -615,6 +639,33 @@ impl Database {
             if candidates.contains(&entry_id(&entry?.0)?) {
                 count += 1;
             }
+        }
+        Ok(count)
+    }
+
+    /// How many records were updated strictly after `after`: the updates of
+    /// the rest of its hour from the `updated_at` index, then the hourly
+    /// counts of every later hour.
+    fn count_updated_after(&self, organization: Uuid, collection: &str, after: i64) -> Result<u64, StoreError> {
+        let trees = self.index_trees(collection, UPDATED_AT)?;
+        let next_hour = indexes::next_hour_start(after);
+        let position = |nanos: i64, id_fill: u8| {
+            let mut key = value_prefix(organization, UPDATED_AT, "");
+            key.extend_from_slice(&ordered_nanos(nanos));
+            key.extend_from_slice(&[id_fill; 16]);
+            key
+        };
+        let mut count = 0;
+        let this_hour =
+            (std::ops::Bound::Excluded(position(after, 0xff)), std::ops::Bound::Excluded(position(next_hour, 0)));
+        for entry in trees.index.range(this_hour) {
+            entry?;
+            count += 1;
+        }
+        let later = value_prefix(organization, indexes::UPDATED_HOUR, &indexes::hour_value(next_hour));
+        let last = value_prefix(organization, indexes::UPDATED_HOUR, &"f".repeat(16));
+        for entry in trees.counts.range(later..=last) {
+            count += read_count(&entry?.1);
         }
         Ok(count)
     }
@@ -693,6 +744,11 @@ fn read_count(bytes: &[u8]) -> u64 {
     <[u8; 8]>::try_from(bytes).map_or(0, u64::from_be_bytes)
 }
 
+/// Whether a record holds at most one value of the index.
+fn single_valued(collection: &str, index: &str) -> bool {
+    indexes::find(collection, index).is_some_and(|found| !matches!(found.key, indexes::IndexKey::EachOf(_)))
+}
+
 /// The record id that ends an index entry's key.
 fn entry_id(key: &[u8]) -> Result<[u8; 16], StoreError> {
     key.get(key.len().saturating_sub(16)..)
@@ -716,11 +772,13 @@ fn value_prefix(organization: Uuid, index: &str, value: &str) -> Vec<u8> {
     key
 }
 
-/// One index entry of a record: its key in the index tree, and the key of
-/// the count it adds to.
-type IndexEntry = (Vec<u8>, Vec<u8>);
+/// One index entry of a record: its key in the index tree (none for the
+/// counts-only tallies: pairs and update hours), and the key of the count
+/// it adds to.
+type IndexEntry = (Option<Vec<u8>>, Vec<u8>);
 
-/// A record's index entries, one per index value.
+/// A record's index entries, one per index value, then its counts-only
+/// tallies.
 fn index_entries(
     organization: Uuid,
     collection: &str,
@@ -741,8 +799,20 @@ fn index_entries(
             let mut entry_key = count_key.clone();
             entry_key.extend_from_slice(&ordered_nanos(index.position(record)));
             entry_key.extend_from_slice(id.as_bytes());
-            entries.push((entry_key, count_key));
+            entries.push((Some(entry_key), count_key));
         }
+    }
+    for (first, second) in indexes::counted_pairs(collection) {
+        let values = |name: &str| indexes::find(collection, name).map(|index| index.values(record)).unwrap_or_default();
+        for a in values(first) {
+            for b in values(second) {
+                let key = value_prefix(organization, &indexes::pair_name(first, second), &indexes::pair_value(&a, &b));
+                entries.push((None, key));
+            }
+        }
+    }
+    if let Some(updated) = record.get("updated_at").and_then(Value::as_str).and_then(Timestamp::parse) {
+        entries.push((None, value_prefix(organization, indexes::UPDATED_HOUR, &indexes::hour_value(updated.0))));
     }
     Ok(entries)
 }
@@ -754,7 +824,9 @@ fn index_table_fingerprint() -> String {
         for index in esr_plugin_sdk::indexes::indexes(collection) {
             text.push_str(&format!(";{collection}/{}={:?}/{:?}", index.name, index.key, index.order));
         }
+        text.push_str(&format!(";{collection} pairs {:?}", indexes::counted_pairs(collection)));
     }
+    text.push_str(&format!(";{}", indexes::UPDATED_HOUR));
     crate::plugins::hex(&<sha2::Sha256 as sha2::Digest>::digest(text.as_bytes()))
 }
 
@@ -776,6 +848,73 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn counts_of_pairs_and_update_hours_follow_writes() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
+        let db = Database::open(dir.path())?;
+        let (acme, globex) = (Uuid::now_v7(), Uuid::now_v7());
+        let statuses = ["open", "resolved", "suppressed"];
+        let severities = ["critical", "high", "low"];
+        let finding = |n: usize, status: &str, updated_minute: usize| {
+            json!({
+                "id": Uuid::from_u128(0x0192_0000_0000_7000_8000_0000_0000_0000 + n as u128).to_string(),
+                "status": status,
+                "severity": severities[n % 3],
+                "kev": n % 4 == 0,
+                "created_at": "2026-01-01T00:00:00Z",
+                "updated_at": format!("2026-01-01T{:02}:{:02}:30Z", updated_minute / 60, updated_minute % 60),
+            })
+        };
+        let mut records: Vec<Value> = (0..60).map(|n| finding(n, statuses[n % 3], n * 7)).collect();
+        db.insert_records(acme, "vulnerability-findings", &records)?;
+        db.insert_records(globex, "vulnerability-findings", &records[..10])?;
+        // Re-imports move records between pairs and hours.
+        for n in (0..60).step_by(5) {
+            records[n] = finding(n, "resolved", 400 + n);
+        }
+        db.insert_records(acme, "vulnerability-findings", &records)?;
+
+        let brute = |statuses: &[&str], severities: &[&str], after: Option<&str>| {
+            records
+                .iter()
+                .filter(|r| statuses.is_empty() || statuses.contains(&r["status"].as_str().unwrap_or_default()))
+                .filter(|r| severities.is_empty() || severities.contains(&r["severity"].as_str().unwrap_or_default()))
+                .filter(|r| after.is_none_or(|after| r["updated_at"].as_str().is_some_and(|u| u > after)))
+                .count() as u64
+        };
+        let condition =
+            |index: &str, values: &[&str]| (index.to_owned(), values.iter().map(|v| (*v).to_owned()).collect());
+        for (wanted_statuses, wanted_severities) in [
+            (&["open"][..], &["critical"][..]),
+            (&["open", "suppressed", "open"], &["critical", "low"]),
+            (&["resolved"], &["high"]),
+        ] {
+            let conditions = [condition("severity", wanted_severities), condition("status", wanted_statuses)];
+            assert_eq!(
+                db.count_matching(acme, "vulnerability-findings", &conditions, None)?,
+                brute(wanted_statuses, wanted_severities, None),
+                "{wanted_statuses:?} {wanted_severities:?}"
+            );
+        }
+        for after in ["2026-01-01T00:00:00Z", "2026-01-01T02:10:30Z", "2026-01-01T02:10:31Z", "2026-01-01T06:59:59Z"] {
+            let nanos = Timestamp::parse(after).map_or(0, |t| t.0);
+            assert_eq!(
+                db.count_matching(acme, "vulnerability-findings", &[], Some(nanos))?,
+                brute(&[], &[], Some(after)),
+                "after {after}"
+            );
+            let open = [condition("status", &["open"])];
+            assert_eq!(
+                db.count_matching(acme, "vulnerability-findings", &open, Some(nanos))?,
+                brute(&["open"], &[], Some(after)),
+                "open after {after}"
+            );
+        }
+        assert_eq!(db.count_matching(globex, "vulnerability-findings", &[], Some(0))?, 10);
+        assert!(db.verify_indexes()?.is_empty(), "{:?}", db.verify_indexes()?);
+        Ok(())
+    }
 
     #[test]
     fn organizations_see_only_their_own_range() -> Result<(), StoreError> {

@@ -125,6 +125,52 @@ const TARGETS: &[Index] = &[
 
 const SCOPES: &[Index] = &[EVERYTHING, BY_UPDATE, index("status", IndexKey::Field("/status"))];
 
+/// Pairs of single-valued indexes whose value combinations the host also
+/// counts (no entries, counts only), so that an exact `total` of the
+/// dashboards' commonest pair of filters ("open and critical") is two
+/// lookups, not an intersection of hundreds of thousands of entries.
+pub fn counted_pairs(collection: &str) -> &'static [(&'static str, &'static str)] {
+    match collection {
+        "vulnerability-findings" => &[
+            ("status", "severity"),
+            ("status", "kev"),
+            ("severity", "kev"),
+            ("status", "finding_type"),
+            ("severity", "finding_type"),
+        ],
+        "remediation-targets" => &[("status", "target_type"), ("status", "package_manager")],
+        "endpoints" => &[("os_family", "has_agent")],
+        _ => &[],
+    }
+}
+
+/// The name under which the counts of a pair's value combinations live.
+pub fn pair_name(first: &str, second: &str) -> String {
+    format!("{first}+{second}")
+}
+
+/// The value a record counts under for a pair.
+pub fn pair_value(first: &str, second: &str) -> String {
+    format!("{first}\u{0}{second}")
+}
+
+/// The host also counts records by the hour of their `updated_at` (counts
+/// only), so a wide `updatedAfter` is counted from hourly totals.
+pub const UPDATED_HOUR: &str = "updated_hour";
+
+/// The `updated_hour` value of an instant: its hour since the epoch as
+/// fixed-width hex that sorts like the hour.
+pub fn hour_value(nanos: i64) -> String {
+    format!("{:016x}", (nanos.div_euclid(NANOS_PER_HOUR) as u64) ^ (1 << 63))
+}
+
+/// The first instant of the hour after the one `nanos` falls in.
+pub fn next_hour_start(nanos: i64) -> i64 {
+    (nanos.div_euclid(NANOS_PER_HOUR) + 1).saturating_mul(NANOS_PER_HOUR)
+}
+
+const NANOS_PER_HOUR: i64 = 3_600_000_000_000;
+
 /// The indexes of a collection (empty for an unknown one).
 pub fn indexes(collection: &str) -> &'static [Index] {
     match collection {

@@ -326,7 +326,12 @@ pub fn list_filtered(
         };
         return walk_sort_index(store, collection, options, index, &matches, &source, conditions);
     }
-    let by_update = !small_range && (sort_field == "/updated_at" || updated_from.is_some());
+    // Walk the `updated_at` index in its own order, or when few records
+    // changed since `updatedAfter` (incremental sync reads only those); a
+    // wide `updatedAfter` is a test on each record of the usual walk.
+    let by_update = !small_range
+        && (sort_field == "/updated_at"
+            || updated_from.as_ref().is_some_and(|from| few_updated_since(store, collection, from)));
     let source = match best {
         Some((_, position)) if !by_update => filter_source(&filters.remove(position)),
         _ if by_update => Source { index: UPDATED_AT, values: vec![String::new()], from: updated_from },
@@ -350,6 +355,26 @@ pub fn list_filtered(
 /// Below this many candidates an indexed filter is read whole and sorted,
 /// whatever the order asked for.
 const SMALL_RANGE: u64 = 5_000;
+
+/// Whether at most [`SMALL_RANGE`] records were updated after `from`
+/// (found by reading at most that many).
+fn few_updated_since(store: &dyn Store, collection: &str, from: &crate::IndexPosition) -> bool {
+    let mut after = from.clone();
+    let mut seen = 0u64;
+    let definition = crate::indexes::find(collection, UPDATED_AT);
+    while seen <= SMALL_RANGE {
+        let entries = store.index_scan(collection, UPDATED_AT, "", Some(&after), SCAN_BATCH, false);
+        let Some(last) = entries.last() else { return true };
+        let updated = serde_json::from_slice::<Value>(&last.value).ok().zip(definition).map(|(r, i)| i.position(&r));
+        let Some(updated) = updated else { return false };
+        after = crate::IndexPosition { created_at: updated, id: last.id.clone() };
+        seen += entries.len() as u64;
+        if entries.len() < SCAN_BATCH as usize {
+            return seen <= SMALL_RANGE;
+        }
+    }
+    false
+}
 
 /// The walk of one indexed filter's values, in order, each value once.
 fn filter_source(filter: &Filter<'_>) -> Source {
@@ -974,6 +999,29 @@ mod tests {
             );
         }
         store
+    }
+
+    #[test]
+    fn a_wide_updated_after_walks_the_usual_order_and_a_narrow_one_the_updates() {
+        let sorts: &[(&'static str, SortField)] =
+            &[("created_at", SortField::Timestamp("/created_at")), ("cvss", SortField::Number("/cvss/base_score"))];
+        let at =
+            |seconds: u32| format!("2026-01-01T{:02}:{:02}:{:02}Z", seconds / 3600, (seconds / 60) % 60, seconds % 60);
+        for (since, sort) in [(100, "created_at"), (100, "-cvss"), (5950, "created_at"), (5950, "-cvss")] {
+            let store = many_findings();
+            let after = at(since);
+            let request =
+                Request::with_query("/v1/vulnerability-findings", &[("updatedAfter", &after), ("sort", sort)]);
+            let (query, options) = parse_list_request(&request, &[], sorts);
+            query.finish().expect("valid");
+            let page = list_filtered(&store, "vulnerability-findings", &options, Vec::new()).expect("page");
+            // `updated_at` of record n is at((n * 7919) % 6000): a permutation.
+            let expected_total = (0..6000u32).filter(|n| (n * 7919) % 6000 > since).count() as u64;
+            assert_eq!(page.total, expected_total, "since {since}, {sort}");
+            let data: Vec<Value> = serde_json::from_slice(&page.data).expect("json");
+            assert_eq!(data.len() as u64, expected_total.min(50));
+            assert!(data.iter().all(|r| r["updated_at"].as_str().expect("text") > after.as_str()));
+        }
     }
 
     #[test]
