@@ -231,7 +231,7 @@ impl Tenant {
     }
 
     pub fn count(&self, collection: &str) -> Result<u64, StoreError> {
-        Ok(self.db.count(self.organization_id, collection)?)
+        self.db.count(self.organization_id, collection)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -258,7 +258,7 @@ impl Tenant {
     }
 
     pub fn index_count(&self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
-        Ok(self.db.index_count(self.organization_id, collection, index, value)?)
+        self.db.index_count(self.organization_id, collection, index, value)
     }
 
     pub fn count_matching(
@@ -267,7 +267,7 @@ impl Tenant {
         conditions: &[(String, Vec<String>)],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
-        Ok(self.db.count_matching(self.organization_id, collection, conditions, updated_after)?)
+        self.db.count_matching(self.organization_id, collection, conditions, updated_after)
     }
 }
 

@@ -861,7 +861,7 @@ mod tests {
                 "id": Uuid::from_u128(0x0192_0000_0000_7000_8000_0000_0000_0000 + n as u128).to_string(),
                 "status": status,
                 "severity": severities[n % 3],
-                "kev": n % 4 == 0,
+                "kev": n.is_multiple_of(4),
                 "created_at": "2026-01-01T00:00:00Z",
                 "updated_at": format!("2026-01-01T{:02}:{:02}:30Z", updated_minute / 60, updated_minute % 60),
             })

@@ -211,12 +211,9 @@ mod tests {
     const SCOPE_ARCHIVED: &str = "0192f0b4-1c2d-7e3f-8a4b-5c6d7e8f9b04";
 
     fn store_with_token(token: &str) -> MemoryStore {
-        let mut store = MemoryStore {
-            organization: json!({"organization_id": ORGANIZATION_ID, "name": "Acme", "enrollment_token": token})
-                .to_string()
-                .into_bytes(),
-            ..MemoryStore::default()
-        };
+        let mut store = MemoryStore::for_organization(
+            &json!({"organization_id": ORGANIZATION_ID, "name": "Acme", "enrollment_token": token}),
+        );
         for (id, status) in [
             (SCOPE_ACTIVE_1, "active"),
             (SCOPE_PAUSED, "paused"),
@@ -358,7 +355,7 @@ mod tests {
 
     #[test]
     fn an_unusable_organization_is_internal() {
-        let store = MemoryStore { organization: b"{}".to_vec(), ..MemoryStore::default() };
+        let store = MemoryStore::for_organization(&json!({}));
         let result = Agent::render(&store, &request(&[("platform", "linux")]));
         assert!(matches!(result, Err(PluginError::Internal(_))), "{result:?}");
     }

@@ -241,6 +241,11 @@ pub mod testing {
     }
 
     impl MemoryStore {
+        /// An empty store whose `organization()` is this JSON object.
+        pub fn for_organization(organization: &serde_json::Value) -> MemoryStore {
+            MemoryStore { organization: organization.to_string().into_bytes(), ..MemoryStore::default() }
+        }
+
         /// Adds a record under its `id` field.
         pub fn insert(&mut self, collection: &str, record: serde_json::Value) {
             let id = record.get("id").and_then(|v| v.as_str()).unwrap_or_default().to_owned();

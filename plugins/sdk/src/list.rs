@@ -1054,8 +1054,9 @@ mod tests {
                 record.pointer("/cvss/base_score").and_then(Value::as_f64).is_some_and(|s| s >= 5.0)
             })
         }
-        type Filters = fn() -> Vec<Filter<'static>>;
-        let cases: [(&str, Filters, fn(&Value) -> bool); 3] = [
+        /// A name, the filters, and the oracle's test for them.
+        type Case = (&'static str, fn() -> Vec<Filter<'static>>, fn(&Value) -> bool);
+        let cases: [Case; 3] = [
             ("none", Vec::new, |_| true),
             (
                 "statuses and a test",
