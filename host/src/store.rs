@@ -597,14 +597,19 @@ impl Database {
                 return Ok(total);
             }
         }
-        let updated_range = |trees: &CollectionTrees, after: i64| {
+        // The `updated_at` entries strictly after `after`, or the others.
+        let updated_range = |trees: &CollectionTrees, after: i64, later: bool| {
             let prefix = value_prefix(organization, UPDATED_AT, "");
-            let mut start = prefix.clone();
-            start.extend_from_slice(&ordered_nanos(after));
-            start.extend_from_slice(&[0xff; 16]);
-            let mut end = prefix;
-            end.extend_from_slice(&[0xff; 24]);
-            trees.index.range((std::ops::Bound::Excluded(start), std::ops::Bound::Included(end)))
+            let mut split = prefix.clone();
+            split.extend_from_slice(&ordered_nanos(after));
+            split.extend_from_slice(&[0xff; 16]);
+            if later {
+                let mut end = prefix;
+                end.extend_from_slice(&[0xff; 24]);
+                trees.index.range((std::ops::Bound::Excluded(split), std::ops::Bound::Included(end)))
+            } else {
+                trees.index.range((std::ops::Bound::Included(prefix), std::ops::Bound::Included(split)))
+            }
         };
         let Some(((_, smallest, index, values), others)) = sized.split_first() else {
             return match updated_after {
@@ -634,13 +639,22 @@ impl Database {
             }
         }
         let Some(after) = updated_after else { return Ok(candidates.len() as u64) };
-        let mut count = 0;
-        for entry in updated_range(smallest, after) {
+        // Read the smaller side of `after` in the `updated_at` index (its
+        // sides' sizes come from the hourly counts).
+        let updated_later = self.count_updated_after(organization, collection, after)?;
+        let everything = self.count(organization, collection)?;
+        let (range, later_side) = if updated_later <= everything - updated_later.min(everything) {
+            (updated_range(smallest, after, true), true)
+        } else {
+            (updated_range(smallest, after, false), false)
+        };
+        let mut in_range = 0;
+        for entry in range {
             if candidates.contains(&entry_id(&entry?.0)?) {
-                count += 1;
+                in_range += 1;
             }
         }
-        Ok(count)
+        Ok(if later_side { in_range } else { candidates.len() as u64 - in_range })
     }
 
     /// How many records were updated strictly after `after`: the updates of
