@@ -66,6 +66,11 @@ fn esr_binary() -> anyhow::Result<PathBuf> {
 }
 
 fn ensure_data(args: &Args, data_dir: &Path) -> anyhow::Result<String> {
+    ensure_data_of(args.endpoints, args.findings_per_endpoint, data_dir)
+}
+
+/// The data set of this size in `data_dir`, generated once; its key.
+fn ensure_data_of(endpoints: usize, findings_per_endpoint: usize, data_dir: &Path) -> anyhow::Result<String> {
     let keys_file = data_dir.join("seed-keys.json");
     if !keys_file.exists() {
         if data_dir.exists() {
@@ -73,8 +78,8 @@ fn ensure_data(args: &Args, data_dir: &Path) -> anyhow::Result<String> {
         }
         eprintln!("generating the data set in {} (once; it is kept)", data_dir.display());
         let status = Command::new(esr_binary()?)
-            .args(["seed", "--endpoints", &args.endpoints.to_string()])
-            .args(["--findings-per-endpoint", &args.findings_per_endpoint.to_string()])
+            .args(["seed", "--endpoints", &endpoints.to_string()])
+            .args(["--findings-per-endpoint", &findings_per_endpoint.to_string()])
             .arg("--data-dir")
             .arg(data_dir)
             .status()?;
@@ -348,6 +353,58 @@ fn bench_throughput(args: &Args, data_dir: &Path, key: &str, operations: &[(&str
     Ok(report)
 }
 
+/// How list latency grows with the data: the same list cases on 10,000 and
+/// 100,000 findings (100 per endpoint), beside the full data set's p50s.
+fn bench_growth(args: &Args, full: &[(&str, f64)]) -> anyhow::Result<String> {
+    const ROUNDS: usize = 50;
+    let mut columns: Vec<(usize, Vec<f64>)> = Vec::new();
+    for endpoints in [100, 1000] {
+        let data_dir = args.out.join(format!("data-{endpoints}x100"));
+        let key = ensure_data_of(endpoints, 100, &data_dir)?;
+        let server = start_server(&data_dir, &args.plugins_dir)?;
+        let client = Client::builder().timeout(Duration::from_secs(120)).build()?;
+        let get = |path: &str| -> anyhow::Result<(Duration, Value)> {
+            let started = Instant::now();
+            let response = client.get(format!("{}{path}", server.base)).bearer_auth(&key).send()?;
+            let status = response.status();
+            let body: Value = response.json()?;
+            if !status.is_success() {
+                bail!("GET {path}: {status} {body}");
+            }
+            Ok((started.elapsed(), body))
+        };
+        let (_, first) = get("/v1/vulnerability-findings?limit=1")?;
+        let endpoint = first["data"][0]["endpoint_id"].as_str().unwrap_or_default().to_owned();
+        let paths = [
+            format!("/v1/vulnerability-findings?endpointId={endpoint}"),
+            "/v1/vulnerability-findings?severity=critical".to_owned(),
+            "/v1/vulnerability-findings?severity=critical&sort=-cvss".to_owned(),
+            "/v1/vulnerability-findings?status=open&severity=critical".to_owned(),
+        ];
+        let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); paths.len()];
+        for round in 0..ROUNDS + 5 {
+            for (path, samples) in paths.iter().zip(samples.iter_mut()) {
+                let (elapsed, _) = get(path)?;
+                if round >= 5 {
+                    samples.push(elapsed);
+                }
+            }
+        }
+        columns.push((endpoints * 100, samples.iter().map(|s| ms(percentile(s, 0.5))).collect()));
+    }
+    let mut report = format!(
+        "\nlist latency by size (p50 ms; {ROUNDS} rounds each; 100 findings per endpoint)\n{:<44} {:>9} {:>9} {:>9}\n",
+        "case", "10,000", "100,000", "1,000,000"
+    );
+    for (index, (name, at_full)) in full.iter().enumerate() {
+        report.push_str(&format!(
+            "{:<44} {:>9.3} {:>9.3} {:>9.3}\n",
+            name, columns[0].1[index], columns[1].1[index], at_full
+        ));
+    }
+    Ok(report)
+}
+
 /// One measured case: its name, its target, and its samples.
 struct Case {
     name: &'static str,
@@ -503,6 +560,11 @@ fn main() -> anyhow::Result<()> {
     }
     let ratio = ms(percentile(&cases[5].samples, 0.5)) / ms(percentile(&cases[4].samples, 0.5)).max(f64::EPSILON);
     report.push_str(&format!("\npage 1,000 / page 1 (p50 ratio, same rounds): {ratio:.2}\n"));
+    let full: Vec<(&str, f64)> = [2usize, 3, 6, 7]
+        .iter()
+        .map(|&index| (cases[index].name, ms(percentile(&cases[index].samples, 0.5))))
+        .collect();
+    report.push_str(&bench_growth(&args, &full)?);
     if args.load_seconds > 0 {
         let finding = &finding_ids[0];
         let endpoint = &endpoint_ids[0];
