@@ -363,16 +363,7 @@ fn bench_growth(args: &Args, full: &[(&str, f64)]) -> anyhow::Result<String> {
         let key = ensure_data_of(endpoints, 100, &data_dir)?;
         let server = start_server(&data_dir, &args.plugins_dir)?;
         let client = Client::builder().timeout(Duration::from_secs(120)).build()?;
-        let get = |path: &str| -> anyhow::Result<(Duration, Value)> {
-            let started = Instant::now();
-            let response = client.get(format!("{}{path}", server.base)).bearer_auth(&key).send()?;
-            let status = response.status();
-            let body: Value = response.json()?;
-            if !status.is_success() {
-                bail!("GET {path}: {status} {body}");
-            }
-            Ok((started.elapsed(), body))
-        };
+        let get = |path: &str| timed_get(&client, &server.base, &key, path);
         let (_, first) = get("/v1/vulnerability-findings?limit=1")?;
         let endpoint = first["data"][0]["endpoint_id"].as_str().unwrap_or_default().to_owned();
         let paths = [
@@ -419,6 +410,20 @@ fn percentile(samples: &[Duration], fraction: f64) -> Duration {
     sorted.get(index).copied().unwrap_or_default()
 }
 
+/// `GET` with the key: how long it took (body read and parsed) and the
+/// JSON body; anything but a success is an error.
+fn timed_get(client: &Client, base: &str, key: &str, path: &str) -> anyhow::Result<(Duration, Value)> {
+    let started = Instant::now();
+    let response = client.get(format!("{base}{path}")).bearer_auth(key).send()?;
+    let status = response.status();
+    let body: Value = response.json()?;
+    let elapsed = started.elapsed();
+    if !status.is_success() {
+        bail!("GET {path}: {status} {body}");
+    }
+    Ok((elapsed, body))
+}
+
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
@@ -429,17 +434,7 @@ fn main() -> anyhow::Result<()> {
     let key = ensure_data(&args, &data_dir)?;
     let server = start_server(&data_dir, &args.plugins_dir)?;
     let client = Client::builder().timeout(Duration::from_secs(120)).build()?;
-    let get = |path: &str| -> anyhow::Result<(Duration, Value)> {
-        let started = Instant::now();
-        let response = client.get(format!("{}{path}", server.base)).bearer_auth(&key).send()?;
-        let status = response.status();
-        let body: Value = response.json()?;
-        let elapsed = started.elapsed();
-        if !status.is_success() {
-            bail!("GET {path}: {status} {body}");
-        }
-        Ok((elapsed, body))
-    };
+    let get = |path: &str| timed_get(&client, &server.base, &key, path);
 
     // What to ask for: ids from the data set itself.
     let (_, findings) = get("/v1/vulnerability-findings?limit=100")?;
