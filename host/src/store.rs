@@ -546,8 +546,15 @@ impl Database {
         if conditions.is_empty() && !self.collections.contains_key(collection) {
             return Ok(0);
         }
+        // Each value once: a repeated value must not count its records twice.
+        let conditions: Vec<(&str, Vec<String>)> = conditions
+            .iter()
+            .map(|(index, values)| {
+                (index.as_str(), values.iter().collect::<BTreeSet<_>>().into_iter().cloned().collect())
+            })
+            .collect();
         let mut sized = Vec::with_capacity(conditions.len());
-        for (index, values) in conditions {
+        for (index, values) in &conditions {
             let trees = self.index_trees(collection, index)?;
             let everything =
                 indexes::find(collection, index).is_some_and(|found| found.key == indexes::IndexKey::Everything);
@@ -558,7 +565,7 @@ impl Database {
             for value in values {
                 held += self.index_count(organization, collection, index, value)?;
             }
-            sized.push((held, trees, index.as_str(), values));
+            sized.push((held, trees, *index, values));
         }
         sized.sort_by_key(|(held, ..)| *held);
         // One condition on an index where a record holds at most one value
@@ -583,13 +590,11 @@ impl Database {
                 None
             };
             if let Some(((first, first_values), (second, second_values))) = ordered {
-                let (xs, ys): (BTreeSet<&String>, BTreeSet<&String>) =
-                    (first_values.iter().collect(), second_values.iter().collect());
                 let name = indexes::pair_name(first, second);
                 let trees = self.index_trees(collection, first)?;
                 let mut total = 0;
-                for x in &xs {
-                    for y in &ys {
+                for x in first_values.iter() {
+                    for y in second_values.iter() {
                         let key = value_prefix(organization, &name, &indexes::pair_value(x, y));
                         total += trees.counts.get(key)?.map_or(0, |bytes| read_count(&bytes));
                     }
@@ -926,6 +931,8 @@ mod tests {
             );
         }
         assert_eq!(db.count_matching(globex, "vulnerability-findings", &[], Some(0))?, 10);
+        let repeated = [condition("status", &["open", "open"])];
+        assert_eq!(db.count_matching(acme, "vulnerability-findings", &repeated, None)?, brute(&["open"], &[], None));
         assert!(db.verify_indexes()?.is_empty(), "{:?}", db.verify_indexes()?);
         Ok(())
     }
