@@ -82,7 +82,9 @@ const fn sorted_by(name: &'static str, field: SortField) -> Index {
     Index { name, key: IndexKey::SortValue, order: IndexOrder::By(field) }
 }
 
-const EVERYTHING: Index = index(CREATED_AT, IndexKey::Everything);
+/// Every record in `created_at` order (what any collection's walk falls
+/// back to).
+pub const EVERYTHING: Index = index(CREATED_AT, IndexKey::Everything);
 const BY_UPDATE: Index = Index { name: UPDATED_AT, key: IndexKey::Everything, order: IndexOrder::UpdatedAt };
 
 const ENDPOINTS: &[Index] = &[
@@ -198,13 +200,25 @@ impl Index {
     /// timestamp sorts first; one without a sort value is under
     /// [`UNSORTED`], at 0.
     pub fn position(&self, record: &Value) -> i64 {
-        let timestamp = |field: &str| {
-            record.get(field).and_then(Value::as_str).and_then(crate::time::Timestamp::parse).map_or(i64::MIN, |t| t.0)
-        };
+        self.position_of(record.pointer(self.position_pointer()))
+    }
+
+    /// Where in a record the value that orders it in this index is.
+    pub fn position_pointer(&self) -> &'static str {
         match self.order {
-            IndexOrder::CreatedAt => timestamp("created_at"),
-            IndexOrder::UpdatedAt => timestamp("updated_at"),
-            IndexOrder::By(field) => sort_position(&field.read(record)).unwrap_or(0),
+            IndexOrder::CreatedAt => "/created_at",
+            IndexOrder::UpdatedAt => "/updated_at",
+            IndexOrder::By(field) => field.pointer(),
+        }
+    }
+
+    /// The position of a record holding `value` at [`Index::position_pointer`].
+    pub fn position_of(&self, value: Option<&Value>) -> i64 {
+        match self.order {
+            IndexOrder::CreatedAt | IndexOrder::UpdatedAt => {
+                value.and_then(Value::as_str).and_then(crate::time::Timestamp::parse).map_or(i64::MIN, |t| t.0)
+            }
+            IndexOrder::By(field) => sort_position(&field.of(value)).unwrap_or(0),
         }
     }
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::indexes::{CREATED_AT, UPDATED_AT};
 use crate::query::{Param, ParamKind, Query, not_one_of};
+use crate::stored::StoredRecord;
 use crate::time::Timestamp;
 use crate::{Page, PluginError, Store};
 
@@ -53,21 +54,31 @@ pub enum SortField {
 
 impl SortField {
     pub fn read(self, record: &Value) -> SortValue {
+        self.of(record.pointer(self.pointer()))
+    }
+
+    /// Where the key is in a record.
+    pub fn pointer(self) -> &'static str {
         match self {
-            SortField::Timestamp(pointer) => record
-                .pointer(pointer)
+            SortField::Timestamp(pointer)
+            | SortField::Text(pointer)
+            | SortField::Number(pointer)
+            | SortField::Rank(pointer, _) => pointer,
+        }
+    }
+
+    /// The sort value of what a record holds at [`SortField::pointer`].
+    pub fn of(self, value: Option<&Value>) -> SortValue {
+        match self {
+            SortField::Timestamp(_) => value
                 .and_then(Value::as_str)
                 .and_then(Timestamp::parse)
                 .map_or(SortValue::Null, |t| SortValue::Int(t.0)),
-            SortField::Text(pointer) => record
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .map_or(SortValue::Null, |s| SortValue::Text(s.to_lowercase())),
-            SortField::Number(pointer) => {
-                record.pointer(pointer).and_then(Value::as_f64).map_or(SortValue::Null, SortValue::Number)
+            SortField::Text(_) => {
+                value.and_then(Value::as_str).map_or(SortValue::Null, |s| SortValue::Text(s.to_lowercase()))
             }
-            SortField::Rank(pointer, ranks) => record
-                .pointer(pointer)
+            SortField::Number(_) => value.and_then(Value::as_f64).map_or(SortValue::Null, SortValue::Number),
+            SortField::Rank(_, ranks) => value
                 .and_then(Value::as_str)
                 .and_then(|s| ranks.iter().position(|r| *r == s))
                 .map_or(SortValue::Null, |rank| SortValue::Int(rank as i64)),
@@ -321,10 +332,8 @@ pub fn list_filtered(
             Some((_, position)) => filter_source(&filters[position]),
             None => Source { index: CREATED_AT, values: vec![String::new()], from: None },
         };
-        let matches = |record: &Value| {
-            updated_after_matches(record, options.updated_after) && filters.iter().all(|filter| (filter.test)(record))
-        };
-        return walk_sort_index(store, collection, options, index, &matches, &source, conditions);
+        let residual = Residual { updated_after: options.updated_after, filters: &filters };
+        return walk_sort_index(store, collection, options, index, &residual, &source, conditions);
     }
     // Walk the `updated_at` index in its own order, or when few records
     // changed since `updatedAfter` (incremental sync reads only those); a
@@ -337,9 +346,7 @@ pub fn list_filtered(
         _ if by_update => Source { index: UPDATED_AT, values: vec![String::new()], from: updated_from },
         _ => Source { index: CREATED_AT, values: vec![String::new()], from: None },
     };
-    let residual = |record: &Value| {
-        updated_after_matches(record, options.updated_after) && filters.iter().all(|filter| (filter.test)(record))
-    };
+    let residual = Residual { updated_after: options.updated_after, filters: &filters };
     let exact_count = options.updated_after.is_none() && filters.is_empty();
     let in_source_order = match source.index {
         UPDATED_AT => sort_field == "/updated_at",
@@ -410,26 +417,54 @@ fn batch_size(wanted: u64) -> u32 {
     u32::try_from(wanted.clamp(16, u64::from(SCAN_BATCH))).unwrap_or(SCAN_BATCH)
 }
 
+/// A record met in an index walk. Its position in the index is worked out
+/// only when asked for: a walk of one index value needs it for the last
+/// record of a batch and of a page, not for the others.
+struct Walked {
+    record: StoredRecord,
+    index: crate::indexes::Index,
+    at: std::cell::Cell<Option<i64>>,
+}
+
+impl Walked {
+    fn new(record: StoredRecord, index: crate::indexes::Index) -> Walked {
+        Walked { record, index, at: std::cell::Cell::new(None) }
+    }
+
+    /// Where the record stands in the walked index's own order.
+    fn position(&self) -> Result<crate::IndexPosition, PluginError> {
+        let at = match self.at.get() {
+            Some(at) => at,
+            None => {
+                let at = self.index.position_of(self.record.at(self.index.position_pointer())?.as_ref());
+                self.at.set(Some(at));
+                at
+            }
+        };
+        Ok(crate::IndexPosition { created_at: at, id: self.record.id.clone() })
+    }
+}
+
 /// The records of one index value, fetched batch by batch.
 struct IndexStream<'s> {
     store: &'s dyn Store,
     collection: &'s str,
-    index: &'static str,
-    definition: Option<crate::indexes::Index>,
+    index: crate::indexes::Index,
     value: String,
     reverse: bool,
     after: Option<crate::IndexPosition>,
-    buffered: std::collections::VecDeque<(crate::IndexPosition, Value, Vec<u8>)>,
+    buffered: std::collections::VecDeque<Walked>,
     exhausted: bool,
     batch: u32,
 }
 
 impl IndexStream<'_> {
-    fn peek(&mut self) -> Result<Option<&crate::IndexPosition>, PluginError> {
+    /// The next record, fetching a batch when none is buffered.
+    fn front(&mut self) -> Result<Option<&Walked>, PluginError> {
         if self.buffered.is_empty() && !self.exhausted {
             let entries = self.store.index_scan(
                 self.collection,
-                self.index,
+                self.index.name,
                 &self.value,
                 self.after.as_ref(),
                 self.batch,
@@ -438,22 +473,20 @@ impl IndexStream<'_> {
             self.exhausted = entries.len() < self.batch as usize;
             // Later batches are read in full: the walk is past its first page.
             self.batch = SCAN_BATCH;
-            for entry in entries {
-                let record = parse_record(&entry.id, &entry.value)?;
-                // The position in this index's own order (`created_at` or
-                // `updated_at`), so that it resumes the walk exactly.
-                let at = self.definition.map_or_else(|| created_at_nanos(&record), |index| index.position(&record));
-                let position = crate::IndexPosition { created_at: at, id: entry.id };
-                self.after = Some(position.clone());
-                self.buffered.push_back((position, record, entry.value));
+            let index = self.index;
+            self.buffered
+                .extend(entries.into_iter().map(|entry| Walked::new(StoredRecord::new(entry.id, entry.value), index)));
+            // The next batch resumes after the last record of this one.
+            if let Some(last) = self.buffered.back() {
+                self.after = Some(last.position()?);
             }
         }
-        Ok(self.buffered.front().map(|(position, _, _)| position))
+        Ok(self.buffered.front())
     }
 }
 
-/// The records of a source in `created_at`, id order (or its reverse),
-/// each once, starting after `after`.
+/// The records of a source in its index order (or the reverse), each
+/// once, starting after `after`.
 struct MergedWalk<'s> {
     streams: Vec<IndexStream<'s>>,
     reverse: bool,
@@ -471,14 +504,16 @@ impl<'s> MergedWalk<'s> {
         reverse: bool,
         wanted: u64,
     ) -> MergedWalk<'s> {
+        // Without an index of its own the source is read in creation order.
+        let index = crate::indexes::find(collection, source.index)
+            .unwrap_or(crate::indexes::Index { name: source.index, ..crate::indexes::EVERYTHING });
         let streams = source
             .values
             .iter()
             .map(|value| IndexStream {
                 store,
                 collection,
-                index: source.index,
-                definition: crate::indexes::find(collection, source.index),
+                index,
                 value: value.clone(),
                 reverse,
                 after: if reverse { after.clone() } else { after.clone().or_else(|| source.from.clone()) },
@@ -491,17 +526,25 @@ impl<'s> MergedWalk<'s> {
         MergedWalk { streams, reverse, last_id: None, stop_at }
     }
 
-    fn next(&mut self) -> Result<Option<(crate::IndexPosition, Value, Vec<u8>)>, PluginError> {
+    fn next(&mut self) -> Result<Option<Walked>, PluginError> {
+        // One value in index order: nothing to merge or compare.
+        if let [stream] = self.streams.as_mut_slice()
+            && self.stop_at.is_none()
+        {
+            stream.front()?;
+            return Ok(stream.buffered.pop_front());
+        }
         loop {
             let mut best: Option<(usize, crate::IndexPosition)> = None;
             for (index, stream) in self.streams.iter_mut().enumerate() {
-                if let Some(position) = stream.peek()? {
+                if let Some(walked) = stream.front()? {
+                    let position = walked.position()?;
                     let better = match &best {
                         None => true,
-                        Some((_, current)) => (position < current) != self.reverse && position != current,
+                        Some((_, current)) => (&position < current) != self.reverse && &position != current,
                     };
                     if better {
-                        best = Some((index, position.clone()));
+                        best = Some((index, position));
                     }
                 }
             }
@@ -511,10 +554,10 @@ impl<'s> MergedWalk<'s> {
             }
             let Some(item) = self.streams[index].buffered.pop_front() else { return Ok(None) };
             // A record holding two of the values appears in two streams.
-            if self.last_id.as_deref() == Some(item.0.id.as_str()) {
+            if self.last_id.as_deref() == Some(item.record.id.as_str()) {
                 continue;
             }
-            self.last_id = Some(item.0.id.clone());
+            self.last_id = Some(item.record.id.clone());
             return Ok(Some(item));
         }
     }
@@ -525,7 +568,7 @@ fn walk_in_index_order(
     collection: &str,
     options: &ListOptions,
     source: &Source,
-    matches: &dyn Fn(&Value) -> bool,
+    residual: &Residual<'_, '_>,
     exact_count: bool,
     conditions: Option<Vec<crate::IndexCondition>>,
 ) -> Result<Page, PluginError> {
@@ -538,21 +581,24 @@ fn walk_in_index_order(
         None => None,
     };
     let walk = MergedWalk::new(store, collection, source, after, reverse, wanted(options));
-    let Collected { page, matched, more } = collect_page(vec![walk], options, matches, |position, _| position)?;
+    let Collected { page, matched, more } = collect_page(vec![walk], options, residual)?;
     let total = if exact_count {
         single_valued_count(store, collection, source)
-            .map_or_else(|| count_all(store, collection, source, matches), Ok)?
+            .map_or_else(|| count_all(store, collection, source, residual), Ok)?
     } else if !more && options.after.is_none() {
         // The walk reached the end from the beginning: it saw every match.
         matched
     } else {
-        count_matches(store, collection, options, source, matches, conditions)?
+        count_matches(store, collection, options, source, residual, conditions)?
     };
-    let next = page
-        .last()
-        .filter(|_| more)
-        .map(|(last, _)| Position { value: SortValue::Int(last.created_at), id: last.id.clone() });
-    finish_page(options, page.iter().map(|(_, bytes)| bytes.as_slice()), total, next)
+    let next = match page.last().filter(|_| more) {
+        Some(last) => {
+            let at = last.position()?;
+            Some(Position { value: SortValue::Int(at.created_at), id: at.id })
+        }
+        None => None,
+    };
+    finish_page(options, page.iter().map(|walked| walked.record.bytes.as_slice()), total, next)
 }
 
 /// How many records a walk looks for: those the offset skips, a page, and
@@ -563,9 +609,9 @@ fn wanted(options: &ListOptions) -> u64 {
 }
 
 /// What [`collect_page`] found.
-struct Collected<P> {
-    /// The page's records with their positions.
-    page: Vec<(P, Vec<u8>)>,
+struct Collected {
+    /// The page's records with their positions in the walked index.
+    page: Vec<Walked>,
     /// Matches seen, including those the offset skipped.
     matched: u64,
     /// Whether a match follows the page.
@@ -574,17 +620,16 @@ struct Collected<P> {
 
 /// Reads the walks in turn, skipping the offset's matches, until a page
 /// and one more match are found.
-fn collect_page<P>(
+fn collect_page(
     walks: Vec<MergedWalk<'_>>,
     options: &ListOptions,
-    matches: &dyn Fn(&Value) -> bool,
-    position: impl Fn(crate::IndexPosition, &Value) -> P,
-) -> Result<Collected<P>, PluginError> {
+    residual: &Residual<'_, '_>,
+) -> Result<Collected, PluginError> {
     let skip = if options.after.is_some() { 0 } else { options.offset };
     let mut collected = Collected { page: Vec::new(), matched: 0, more: false };
     for mut walk in walks {
-        while let Some((at, record, bytes)) = walk.next()? {
-            if !matches(&record) {
+        while let Some(walked) = walk.next()? {
+            if !residual.passes(&walked.record)? {
                 continue;
             }
             collected.matched += 1;
@@ -592,7 +637,7 @@ fn collect_page<P>(
                 continue;
             }
             if collected.page.len() < options.limit as usize {
-                collected.page.push((position(at, &record), bytes));
+                collected.page.push(walked);
             } else {
                 collected.more = true;
                 return Ok(collected);
@@ -641,14 +686,14 @@ fn count_matches(
     collection: &str,
     options: &ListOptions,
     source: &Source,
-    matches: &dyn Fn(&Value) -> bool,
+    residual: &Residual<'_, '_>,
     conditions: Option<Vec<crate::IndexCondition>>,
 ) -> Result<u64, PluginError> {
     match conditions {
         Some(conditions) => {
             Ok(store.count_matching(collection, &conditions, options.updated_after.map(|after| after.0)))
         }
-        None => count_all(store, collection, source, matches),
+        None => count_all(store, collection, source, residual),
     }
 }
 
@@ -660,7 +705,7 @@ fn walk_sort_index(
     collection: &str,
     options: &ListOptions,
     index: crate::indexes::Index,
-    matches: &dyn Fn(&Value) -> bool,
+    residual: &Residual<'_, '_>,
     source: &Source,
     conditions: Option<Vec<crate::IndexCondition>>,
 ) -> Result<Page, PluginError> {
@@ -684,17 +729,20 @@ fn walk_sort_index(
             MergedWalk::new(store, collection, &part, after, reverse, wanted(options))
         })
         .collect();
-    let Collected { page, matched, more } = collect_page(walks, options, matches, |position, record| Position {
-        value: options.sort.field.read(record),
-        id: position.id,
-    })?;
+    let Collected { page, matched, more } = collect_page(walks, options, residual)?;
     let total = if !more && options.after.is_none() {
         matched
     } else {
-        count_matches(store, collection, options, source, matches, conditions)?
+        count_matches(store, collection, options, source, residual, conditions)?
     };
-    let next = page.last().filter(|_| more).map(|(last, _)| last.clone());
-    finish_page(options, page.iter().map(|(_, bytes)| bytes.as_slice()), total, next)
+    let next = match page.last().filter(|_| more) {
+        Some(last) => Some(Position {
+            value: options.sort.field.of(last.record.at(options.sort.field.pointer())?.as_ref()),
+            id: last.record.id.clone(),
+        }),
+        None => None,
+    };
+    finish_page(options, page.iter().map(|walked| walked.record.bytes.as_slice()), total, next)
 }
 
 /// Counts the source's records that match, walking all of them.
@@ -702,12 +750,12 @@ fn count_all(
     store: &dyn Store,
     collection: &str,
     source: &Source,
-    matches: &dyn Fn(&Value) -> bool,
+    residual: &Residual<'_, '_>,
 ) -> Result<u64, PluginError> {
     let mut walk = MergedWalk::new(store, collection, source, None, false, u64::from(SCAN_BATCH));
     let mut total = 0;
-    while let Some((_, record, _)) = walk.next()? {
-        if matches(&record) {
+    while let Some(walked) = walk.next()? {
+        if residual.passes(&walked.record)? {
             total += 1;
         }
     }
@@ -720,13 +768,14 @@ fn sort_everything(
     collection: &str,
     options: &ListOptions,
     source: &Source,
-    matches: &dyn Fn(&Value) -> bool,
+    residual: &Residual<'_, '_>,
 ) -> Result<Page, PluginError> {
     let mut walk = MergedWalk::new(store, collection, source, None, false, u64::from(SCAN_BATCH));
     let mut selected: Vec<(Position, Vec<u8>)> = Vec::new();
-    while let Some((position, record, bytes)) = walk.next()? {
-        if matches(&record) {
-            selected.push((Position { value: options.sort.field.read(&record), id: position.id }, bytes));
+    while let Some(Walked { record, .. }) = walk.next()? {
+        if residual.passes(&record)? {
+            let value = options.sort.field.of(record.at(options.sort.field.pointer())?.as_ref());
+            selected.push((Position { value, id: record.id }, record.bytes));
         }
     }
     selected.sort_by(|(a, _), (b, _)| options.sort.compare(a, b));
@@ -742,22 +791,27 @@ fn sort_everything(
     finish_page(options, page.iter().map(|(_, bytes)| bytes.as_slice()), selected.len() as u64, next)
 }
 
-fn parse_record(id: &str, bytes: &[u8]) -> Result<Value, PluginError> {
-    serde_json::from_slice(bytes).map_err(|e| PluginError::Internal(format!("stored record {id} is not JSON: {e}")))
+/// What a record walked from an index must also meet: `updatedAfter`
+/// and the filters the index did not answer. The record is parsed only
+/// when a filter has to test it.
+struct Residual<'f, 'a> {
+    updated_after: Option<Timestamp>,
+    filters: &'f [Filter<'a>],
 }
 
-fn created_at_nanos(record: &Value) -> i64 {
-    record.get("created_at").and_then(Value::as_str).and_then(Timestamp::parse).map_or(i64::MIN, |t| t.0)
-}
-
-fn updated_after_matches(record: &Value, after: Option<Timestamp>) -> bool {
-    match after {
-        None => true,
-        Some(after) => record
-            .get("updated_at")
-            .and_then(Value::as_str)
-            .and_then(Timestamp::parse)
-            .is_some_and(|updated| updated > after),
+impl Residual<'_, '_> {
+    fn passes(&self, record: &StoredRecord) -> Result<bool, PluginError> {
+        if let Some(after) = self.updated_after {
+            let updated = record.at("/updated_at")?;
+            if updated.as_ref().and_then(Value::as_str).and_then(Timestamp::parse).is_none_or(|at| at <= after) {
+                return Ok(false);
+            }
+        }
+        if self.filters.is_empty() {
+            return Ok(true);
+        }
+        let value = record.value()?;
+        Ok(self.filters.iter().all(|filter| (filter.test)(value)))
     }
 }
 
