@@ -82,6 +82,7 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --features esr/native-baseline -- -D warnings
 	$(CARGO) check -p esr
+	$(CARGO) clippy --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-plugin-,$(PLUGINS)) -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all

@@ -11,13 +11,21 @@
 //! - [`component`]: the WIT glue macros that turn a [`ResourcePlugin`] or
 //!   [`DocumentPlugin`] into a component (only active on `wasm32`).
 
+#[cfg(target_arch = "wasm32")]
+mod arena;
 pub mod component;
 pub mod contract;
 pub mod indexes;
 pub mod list;
 pub mod query;
 pub mod schema;
+mod stored;
 pub mod time;
+
+/// Every component built with the SDK allocates from its instance arena.
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOCATOR: arena::InstanceAllocator = arena::InstanceAllocator;
 
 /// A stored record with its id, as the host's store returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
