@@ -8,6 +8,7 @@ pub mod admin_client;
 pub mod auth;
 pub mod demo;
 pub mod http;
+mod index_blocks;
 pub mod ingest;
 pub mod metrics;
 #[cfg(feature = "native-baseline")]

@@ -7,7 +7,7 @@
 //! before it is acknowledged: sled's background flusher loses acknowledged
 //! writes on a crash.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -17,6 +17,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sled::Transactional;
 use uuid::Uuid;
+
+use crate::index_blocks;
 
 /// The collections the public API serves, named as in its paths.
 pub const COLLECTIONS: [&str; 4] = ["endpoints", "remediation-targets", "scopes", "vulnerability-findings"];
@@ -88,14 +90,17 @@ pub struct Database {
     /// Held by whoever validates and writes a batch, so that what was
     /// validated is what gets replaced.
     writer: Arc<Mutex<()>>,
+    /// Held while a write reads the index blocks it then replaces.
+    index_writer: Arc<Mutex<()>>,
 }
 
 /// A collection's records, its index entries and the index counts.
 #[derive(Clone)]
 struct CollectionTrees {
     records: sled::Tree,
-    /// `organization ‖ index name ‖ 0 ‖ value length (u32) ‖ value ‖
-    /// created_at (u64, order-preserving) ‖ record id` → nothing.
+    /// Blocks of index entries (`crate::index_blocks`): `organization ‖
+    /// index name ‖ 0 ‖ value length (u32) ‖ value ‖ first entry` → entries,
+    /// each `position (u64, order-preserving) ‖ record id`.
     index: sled::Tree,
     /// `organization ‖ index name ‖ 0 ‖ value length ‖ value` → u64 count.
     counts: sled::Tree,
@@ -136,6 +141,7 @@ impl Database {
             meta: db.open_tree(META)?,
             collections,
             writer: Arc::default(),
+            index_writer: Arc::default(),
             db,
         };
         database.rebuild_indexes_if_stale()?;
@@ -187,13 +193,13 @@ impl Database {
 
     /// Rebuilds every index and count from the records.
     fn rebuild_indexes(&self) -> Result<(), StoreError> {
-        const ENTRIES_PER_BATCH: usize = 100_000;
+        const BLOCKS_PER_BATCH: usize = 10_000;
         for (collection, trees) in &self.collections {
             trees.index.clear()?;
             trees.counts.clear()?;
             let mut counts: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-            let mut batch = sled::Batch::default();
-            let mut batched = 0;
+            // Each value's entries, gathered whole, then written in blocks.
+            let mut entries: HashMap<Vec<u8>, Vec<index_blocks::Entry>> = HashMap::new();
             for entry in trees.records.iter() {
                 let (key, bytes) = entry?;
                 let organization = key.get(..16).and_then(|b| Uuid::from_slice(b).ok());
@@ -203,12 +209,24 @@ impl Database {
                 let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 for (entry_key, count_key) in index_entries(organization, collection, id, &record)? {
                     if let Some(entry_key) = entry_key {
-                        batch.insert(entry_key, &[] as &[u8]);
-                        batched += 1;
+                        let (prefix, entry) = index_blocks::split_entry_key(&entry_key)?;
+                        entries.entry(prefix.to_vec()).or_default().push(entry);
                     }
                     *counts.entry(count_key).or_default() += 1;
                 }
-                if batched >= ENTRIES_PER_BATCH {
+            }
+            let mut batch = sled::Batch::default();
+            let mut batched = 0;
+            for (prefix, mut held) in entries {
+                held.sort_unstable();
+                held.dedup();
+                for block in index_blocks::even_chunks(&held) {
+                    let mut key = prefix.clone();
+                    key.extend_from_slice(&block[0]);
+                    batch.insert(key, block.concat());
+                    batched += 1;
+                }
+                if batched >= BLOCKS_PER_BATCH {
                     trees.index.apply_batch(std::mem::take(&mut batch))?;
                     batched = 0;
                 }
@@ -241,9 +259,18 @@ impl Database {
                     *counts.entry(count_key).or_default() += 1;
                 }
             }
-            let stored_entries = trees.index.iter().keys().collect::<Result<std::collections::BTreeSet<_>, _>>()?;
-            let missing = entries.iter().filter(|key| !stored_entries.contains(key.as_slice())).count();
-            let extra = stored_entries.iter().filter(|key| !entries.contains(key.as_ref())).count();
+            let mut stored_entries = std::collections::BTreeSet::new();
+            for block in trees.index.iter() {
+                let (key, value) = block?;
+                let (prefix, first) = index_blocks::split_entry_key(&key)?;
+                let held = index_blocks::decode_block(&value)?;
+                if held.first() != Some(&first) || held.len() > index_blocks::BLOCK_ENTRIES {
+                    problems.push(format!("{collection}: an index block is not keyed by its first entry"));
+                }
+                stored_entries.extend(held.iter().map(|entry| [prefix, entry.as_slice()].concat()));
+            }
+            let missing = entries.iter().filter(|key| !stored_entries.contains(*key)).count();
+            let extra = stored_entries.iter().filter(|key| !entries.contains(*key)).count();
             if missing + extra > 0 {
                 problems.push(format!("{collection}: {missing} index entries missing, {extra} pointing at nothing"));
             }
@@ -410,6 +437,8 @@ impl Database {
     /// durable on return. A record with an existing id replaces it and its
     /// index entries.
     pub fn write_records(&self, organization: Uuid, batches: &[(&str, &[Value])]) -> Result<(), StoreError> {
+        // The blocks read below stay as read until the transaction commits.
+        let _index_writer = self.index_writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut trees: Vec<&sled::Tree> = Vec::new();
         let mut prepared = Vec::new();
         for (collection, records) in batches.iter().filter(|(_, records)| !records.is_empty()) {
@@ -419,50 +448,73 @@ impl Database {
                 .ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
             trees.extend([&collection_trees.records, &collection_trees.index, &collection_trees.counts]);
             let mut rows = Vec::with_capacity(records.len());
+            // Index entries present (`true`) or gone (`false`) afterwards,
+            // and how each count moves.
+            let mut entries: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
+            let mut deltas: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
+            // What each id holds before its line: stored, or written earlier
+            // in this batch.
+            let mut written: HashMap<Uuid, &Value> = HashMap::new();
             for record in records.iter() {
                 let id = record_uuid(collection, record)?;
                 let bytes = serde_json::to_vec(record).map_err(|e| StoreError::InvalidRecord(e.to_string()))?;
-                let entries = index_entries(organization, collection, id, record)?;
-                rows.push((record_key(organization, id), bytes, entries));
+                let new_entries = index_entries(organization, collection, id, record)?;
+                let stored;
+                let previous = match written.get(&id) {
+                    Some(previous) => Some(*previous),
+                    None => match collection_trees.records.get(record_key(organization, id))? {
+                        Some(old) => {
+                            stored = serde_json::from_slice::<Value>(&old)
+                                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                            Some(&stored)
+                        }
+                        None => None,
+                    },
+                };
+                if let Some(previous) = previous {
+                    for (entry_key, count_key) in index_entries(organization, collection, id, previous)? {
+                        if let Some(entry_key) = entry_key {
+                            entries.insert(entry_key, false);
+                        }
+                        *deltas.entry(count_key).or_default() -= 1;
+                    }
+                }
+                for (entry_key, count_key) in new_entries {
+                    if let Some(entry_key) = entry_key {
+                        entries.insert(entry_key, true);
+                    }
+                    *deltas.entry(count_key).or_default() += 1;
+                }
+                written.insert(id, record);
+                rows.push((record_key(organization, id), bytes));
             }
-            prepared.push((*collection, rows));
+            let blocks = index_blocks::plan(&collection_trees.index, &entries)?;
+            deltas.retain(|_, delta| *delta != 0);
+            prepared.push((rows, blocks, deltas));
         }
         if prepared.is_empty() {
             return Ok(());
         }
         let outcome = trees[..].transaction(|views| {
-            for (position, (collection, rows)) in prepared.iter().enumerate() {
+            for (position, (rows, blocks, deltas)) in prepared.iter().enumerate() {
                 let (records, index, counts) =
                     (&views[3 * position], &views[3 * position + 1], &views[3 * position + 2]);
-                let mut deltas: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
-                for (key, bytes, entries) in rows {
-                    if let Some(old) = records.insert(&key[..], bytes.as_slice())? {
-                        let old: Value =
-                            serde_json::from_slice(&old).map_err(|e| abort(StoreError::Corrupt(e.to_string())))?;
-                        let id = record_id(key).map_err(abort)?;
-                        for (entry_key, count_key) in
-                            index_entries(organization, collection, id, &old).map_err(abort)?
-                        {
-                            if let Some(entry_key) = entry_key {
-                                index.remove(entry_key)?;
-                            }
-                            *deltas.entry(count_key).or_default() -= 1;
-                        }
-                    }
-                    for (entry_key, count_key) in entries {
-                        if let Some(entry_key) = entry_key {
-                            index.insert(entry_key.as_slice(), &[] as &[u8])?;
-                        }
-                        *deltas.entry(count_key.clone()).or_default() += 1;
-                    }
+                for (key, bytes) in rows {
+                    records.insert(&key[..], bytes.as_slice())?;
                 }
-                for (key, delta) in deltas.into_iter().filter(|(_, delta)| *delta != 0) {
-                    let current = counts.get(&key)?.map_or(0, |bytes| read_count(&bytes));
-                    let updated = current.saturating_add_signed(delta);
+                for (key, value) in &blocks.write {
+                    index.insert(key.as_slice(), value.as_slice())?;
+                }
+                for key in &blocks.remove {
+                    index.remove(key.as_slice())?;
+                }
+                for (key, delta) in deltas {
+                    let current = counts.get(key)?.map_or(0, |bytes| read_count(&bytes));
+                    let updated = current.saturating_add_signed(*delta);
                     if updated == 0 {
-                        counts.remove(key)?;
+                        counts.remove(key.as_slice())?;
                     } else {
-                        counts.insert(key, &updated.to_be_bytes())?;
+                        counts.insert(key.as_slice(), &updated.to_be_bytes())?;
                     }
                 }
             }
@@ -490,27 +542,12 @@ impl Database {
     ) -> Result<Vec<StoredRecord>, StoreError> {
         let trees = self.index_trees(collection, index)?;
         let prefix = value_prefix(organization, index, value);
-        let mut end = prefix.clone();
-        end.extend_from_slice(&[0xff; 24]);
-        let range = match after {
-            None => trees.index.range(prefix.clone()..=end),
-            Some((created_at, id)) => {
-                let mut position = prefix.clone();
-                position.extend_from_slice(&ordered_nanos(created_at));
-                position.extend_from_slice(id.as_bytes());
-                if reverse {
-                    trees.index.range(prefix.clone()..position)
-                } else {
-                    trees.index.range((std::ops::Bound::Excluded(position), std::ops::Bound::Included(end)))
-                }
-            }
-        };
-        let keys: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> =
-            if reverse { Box::new(range.rev()) } else { Box::new(range) };
+        let after = after.map(|(position, id)| entry_of(position, id));
         let mut records = Vec::with_capacity(limit.min(MAX_SCAN).min(128));
-        for entry in keys.take(limit.min(MAX_SCAN)) {
-            let (key, _) = entry?;
-            let id = Uuid::from_bytes(entry_id(&key)?);
+        for entry in
+            index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), reverse)?.take(limit.min(MAX_SCAN))
+        {
+            let id = Uuid::from_bytes(entry_id(&entry?)?);
             let record = trees.records.get(record_key(organization, id))?.ok_or_else(|| {
                 StoreError::Corrupt(format!("index {index} of {collection} points at a missing record"))
             })?;
@@ -603,18 +640,19 @@ impl Database {
             }
         }
         // The `updated_at` entries strictly after `after`, or the others.
-        let updated_range = |trees: &CollectionTrees, after: i64, later: bool| {
+        let updated_range = |trees: &CollectionTrees, after: i64, later: bool| -> Result<Vec<[u8; 16]>, StoreError> {
+            let split = entry_of(after, Uuid::max());
             let prefix = value_prefix(organization, UPDATED_AT, "");
-            let mut split = prefix.clone();
-            split.extend_from_slice(&ordered_nanos(after));
-            split.extend_from_slice(&[0xff; 16]);
-            if later {
-                let mut end = prefix;
-                end.extend_from_slice(&[0xff; 24]);
-                trees.index.range((std::ops::Bound::Excluded(split), std::ops::Bound::Included(end)))
-            } else {
-                trees.index.range((std::ops::Bound::Included(prefix), std::ops::Bound::Included(split)))
+            let mut ids = Vec::new();
+            let start = if later { Some(&split) } else { None };
+            for entry in index_blocks::Entries::new(&trees.index, &prefix, start, false)? {
+                let entry = entry?;
+                if !later && entry > split {
+                    break;
+                }
+                ids.push(entry_id(&entry)?);
             }
+            Ok(ids)
         };
         let Some(((_, smallest, index, values), others)) = sized.split_first() else {
             return match updated_after {
@@ -624,15 +662,19 @@ impl Database {
         };
         let mut candidates: HashSet<[u8; 16]> = HashSet::new();
         for value in values.iter() {
-            for entry in smallest.index.scan_prefix(value_prefix(organization, index, value)) {
-                candidates.insert(entry_id(&entry?.0)?);
+            for entry in
+                index_blocks::Entries::new(&smallest.index, &value_prefix(organization, index, value), None, false)?
+            {
+                candidates.insert(entry_id(&entry?)?);
             }
         }
         for (_, trees, index, values) in others {
             let mut kept = HashSet::with_capacity(candidates.len());
             for value in values.iter() {
-                for entry in trees.index.scan_prefix(value_prefix(organization, index, value)) {
-                    let id = entry_id(&entry?.0)?;
+                for entry in
+                    index_blocks::Entries::new(&trees.index, &value_prefix(organization, index, value), None, false)?
+                {
+                    let id = entry_id(&entry?)?;
                     if candidates.contains(&id) {
                         kept.insert(id);
                     }
@@ -648,17 +690,9 @@ impl Database {
         // sides' sizes come from the hourly counts).
         let updated_later = self.count_updated_after(organization, collection, after)?;
         let everything = self.count(organization, collection)?;
-        let (range, later_side) = if updated_later <= everything - updated_later.min(everything) {
-            (updated_range(smallest, after, true), true)
-        } else {
-            (updated_range(smallest, after, false), false)
-        };
-        let mut in_range = 0;
-        for entry in range {
-            if candidates.contains(&entry_id(&entry?.0)?) {
-                in_range += 1;
-            }
-        }
+        let later_side = updated_later <= everything - updated_later.min(everything);
+        let in_range =
+            updated_range(smallest, after, later_side)?.iter().filter(|id| candidates.contains(*id)).count() as u64;
         Ok(if later_side { in_range } else { candidates.len() as u64 - in_range })
     }
 
@@ -668,17 +702,13 @@ impl Database {
     fn count_updated_after(&self, organization: Uuid, collection: &str, after: i64) -> Result<u64, StoreError> {
         let trees = self.index_trees(collection, UPDATED_AT)?;
         let next_hour = indexes::next_hour_start(after);
-        let position = |nanos: i64, id_fill: u8| {
-            let mut key = value_prefix(organization, UPDATED_AT, "");
-            key.extend_from_slice(&ordered_nanos(nanos));
-            key.extend_from_slice(&[id_fill; 16]);
-            key
-        };
         let mut count = 0;
-        let this_hour =
-            (std::ops::Bound::Excluded(position(after, 0xff)), std::ops::Bound::Excluded(position(next_hour, 0)));
-        for entry in trees.index.range(this_hour) {
-            entry?;
+        let prefix = value_prefix(organization, UPDATED_AT, "");
+        let (start, end) = (entry_of(after, Uuid::max()), entry_of(next_hour, Uuid::nil()));
+        for entry in index_blocks::Entries::new(&trees.index, &prefix, Some(&start), false)? {
+            if entry? >= end {
+                break;
+            }
             count += 1;
         }
         let later = value_prefix(organization, indexes::UPDATED_HOUR, &indexes::hour_value(next_hour));
@@ -755,10 +785,6 @@ fn record_uuid(collection: &str, record: &Value) -> Result<Uuid, StoreError> {
         .ok_or_else(|| StoreError::InvalidRecord(format!("a {collection} record has no UUID id")))
 }
 
-fn abort(error: StoreError) -> sled::transaction::ConflictableTransactionError<StoreError> {
-    sled::transaction::ConflictableTransactionError::Abort(error)
-}
-
 fn read_count(bytes: &[u8]) -> u64 {
     <[u8; 8]>::try_from(bytes).map_or(0, u64::from_be_bytes)
 }
@@ -768,11 +794,17 @@ fn single_valued(collection: &str, index: &str) -> bool {
     indexes::find(collection, index).is_some_and(|found| !matches!(found.key, indexes::IndexKey::EachOf(_)))
 }
 
-/// The record id that ends an index entry's key.
-fn entry_id(key: &[u8]) -> Result<[u8; 16], StoreError> {
-    key.get(key.len().saturating_sub(16)..)
-        .and_then(|bytes| <[u8; 16]>::try_from(bytes).ok())
-        .ok_or_else(|| StoreError::Corrupt("an index key has no record id".into()))
+/// The record id that ends an index entry.
+fn entry_id(entry: &index_blocks::Entry) -> Result<[u8; 16], StoreError> {
+    <[u8; 16]>::try_from(&entry[8..]).map_err(|_| StoreError::Corrupt("an index entry has no record id".into()))
+}
+
+/// The index entry of a record at `position`.
+fn entry_of(position: i64, id: Uuid) -> index_blocks::Entry {
+    let mut entry = [0u8; index_blocks::ENTRY_BYTES];
+    entry[..8].copy_from_slice(&ordered_nanos(position));
+    entry[8..].copy_from_slice(id.as_bytes());
+    entry
 }
 
 /// `created_at` as bytes that sort like the timestamp.
@@ -816,8 +848,7 @@ fn index_entries(
         for value in index.values(record) {
             let count_key = value_prefix(organization, index.name, &value);
             let mut entry_key = count_key.clone();
-            entry_key.extend_from_slice(&ordered_nanos(index.position(record)));
-            entry_key.extend_from_slice(id.as_bytes());
+            entry_key.extend_from_slice(&entry_of(index.position(record), id));
             entries.push((Some(entry_key), count_key));
         }
     }
@@ -838,7 +869,7 @@ fn index_entries(
 
 /// Identifies the index table the stored indexes were built from.
 fn index_table_fingerprint() -> String {
-    let mut text = String::from("v2");
+    let mut text = String::from("v3 blocks");
     for collection in COLLECTIONS {
         for index in esr_plugin_sdk::indexes::indexes(collection) {
             text.push_str(&format!(";{collection}/{}={:?}/{:?}", index.name, index.key, index.order));
@@ -1005,11 +1036,12 @@ mod tests {
         assert_eq!(db.count(acme, "scopes")?, 3);
         assert_eq!(db.verify_indexes()?, Vec::<String>::new());
 
-        // A lost index entry is found.
+        // Lost index entries are found.
         let trees = &db.collections["scopes"];
-        let (some_entry, _) = trees.index.first()?.ok_or_else(|| StoreError::Corrupt("no entries".into()))?;
-        trees.index.remove(some_entry)?;
-        assert_eq!(db.verify_indexes()?, ["scopes: 1 index entries missing, 0 pointing at nothing"]);
+        let (some_block, entries) = trees.index.first()?.ok_or_else(|| StoreError::Corrupt("no entries".into()))?;
+        trees.index.remove(some_block)?;
+        let lost = index_blocks::decode_block(&entries)?.len();
+        assert_eq!(db.verify_indexes()?, [format!("scopes: {lost} index entries missing, 0 pointing at nothing")]);
         Ok(())
     }
 
