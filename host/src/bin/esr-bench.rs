@@ -288,6 +288,96 @@ fn wrk(url: &str, key: &str, seconds: u64, server_pid: u32) -> anyhow::Result<Lo
     }
 }
 
+/// Drives `url` at a fixed `rate` (requests per second) for `seconds`
+/// over 32 keep-alive connections, and measures each request from when
+/// it was due, not when it could be sent, so a stall shows in the
+/// latencies instead of lowering the rate (wrk cannot hold a rate).
+fn paced(url: &str, key: &str, rate: f64, seconds: u64, server_pid: u32) -> anyhow::Result<Load> {
+    const CONNECTIONS: usize = 32;
+    let rest = url.strip_prefix("http://").ok_or_else(|| anyhow!("not an http URL: {url}"))?;
+    let (address, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {key}\r\n\r\n");
+    let started = Instant::now() + Duration::from_millis(100);
+    let period = Duration::from_secs_f64(1.0 / rate);
+    let total = (rate * seconds as f64) as u64;
+    let workers: Vec<_> = (0..CONNECTIONS)
+        .map(|worker| {
+            let (address, request) = (address.to_owned(), request.clone());
+            std::thread::spawn(move || -> anyhow::Result<Vec<Duration>> {
+                let mut connection = std::net::TcpStream::connect(&address)?;
+                connection.set_nodelay(true)?;
+                let mut latencies = Vec::new();
+                let mut buffer = vec![0u8; 1 << 16];
+                for number in (worker as u64..total).step_by(CONNECTIONS) {
+                    let due = started + period.mul_f64(number as f64);
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    std::io::Write::write_all(&mut connection, request.as_bytes())?;
+                    read_response(&mut connection, &mut buffer)?;
+                    latencies.push(due.elapsed());
+                }
+                Ok(latencies)
+            })
+        })
+        .collect();
+    let mut peak = resident_mib(server_pid);
+    while started.elapsed() < Duration::from_secs(seconds) {
+        std::thread::sleep(Duration::from_millis(200));
+        peak = peak.max(resident_mib(server_pid));
+    }
+    let mut latencies = Vec::new();
+    for worker in workers {
+        latencies.extend(worker.join().map_err(|_| anyhow!("a load thread panicked"))??);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    Ok(Load {
+        requests_per_second: latencies.len() as f64 / elapsed,
+        p50_ms: ms(percentile(&latencies, 0.5)),
+        p99_ms: ms(percentile(&latencies, 0.99)),
+        peak_rss_mib: peak,
+    })
+}
+
+/// Reads one HTTP/1.1 response with a `Content-Length`; anything but a
+/// `200` is an error.
+fn read_response(connection: &mut std::net::TcpStream, buffer: &mut [u8]) -> anyhow::Result<()> {
+    use std::io::Read;
+    let mut filled = 0;
+    let (header_end, length) = loop {
+        let read = connection.read(&mut buffer[filled..])?;
+        if read == 0 {
+            bail!("the server closed the connection");
+        }
+        filled += read;
+        if let Some(end) = buffer[..filled].windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
+            if !head.starts_with("http/1.1 200") {
+                bail!("the server answered {}", head.lines().next().unwrap_or_default());
+            }
+            let length = head
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .and_then(|n| n.trim().parse::<usize>().ok())
+                .ok_or_else(|| anyhow!("a response without Content-Length"))?;
+            break (end + 4, length);
+        }
+        if filled == buffer.len() {
+            bail!("response headers larger than {} bytes", buffer.len());
+        }
+    };
+    let mut remaining = (header_end + length).saturating_sub(filled);
+    let capacity = buffer.len();
+    while remaining > 0 {
+        let read = connection.read(&mut buffer[..remaining.min(capacity)])?;
+        if read == 0 {
+            bail!("the server closed the connection mid-body");
+        }
+        remaining -= read;
+    }
+    Ok(())
+}
+
 /// Each operation under load (wrk, 32 connections) with the components
 /// and with the native baseline, in one run: req/s, p50, p99, the Wasm ÷
 /// native ratio, memory at rest and under load, and start times.
@@ -318,6 +408,7 @@ fn bench_throughput(args: &Args, data_dir: &Path, key: &str, operations: &[(&str
         "operation", "mode", "req/s", "p50 ms", "p99 ms", "peak MiB", "÷ native"
     ));
     let mut results: Vec<Vec<Load>> = Vec::new();
+    let mut paced_loads = Vec::new();
     let mut at_rest = Vec::new();
     for flags in [&[][..], &["--native-handlers"][..]] {
         let (server, _) = start_server_in_mode(data_dir, &args.plugins_dir, flags)?;
@@ -327,6 +418,10 @@ fn bench_throughput(args: &Args, data_dir: &Path, key: &str, operations: &[(&str
         for (_, path) in operations {
             loads.push(wrk(&format!("{}{path}", server.base), key, args.load_seconds, server.child.id())?);
         }
+        // get-by-id (the first operation) at 80 % of the peak wrk found.
+        let (_, by_id) = &operations[0];
+        let rate = loads[0].requests_per_second * 0.8;
+        paced_loads.push(paced(&format!("{}{by_id}", server.base), key, rate, args.load_seconds, server.child.id())?);
         results.push(loads);
         drop(server);
     }
@@ -343,6 +438,16 @@ fn bench_throughput(args: &Args, data_dir: &Path, key: &str, operations: &[(&str
                 name, mode, load.requests_per_second, load.p50_ms, load.p99_ms, load.peak_rss_mib, ratio
             ));
         }
+    }
+    report.push_str(&format!(
+        "\n{} at 80 % of its peak, paced (32 connections, latency from when each request was due):\n",
+        operations[0].0
+    ));
+    for (mode, load) in ["wasm", "native"].iter().zip(&paced_loads) {
+        report.push_str(&format!(
+            "{:<40} {:>10} {:>9.0} {:>9.2} {:>10.2} {:>10.0}\n",
+            "", mode, load.requests_per_second, load.p50_ms, load.p99_ms, load.peak_rss_mib
+        ));
     }
     let overhead = results[0][0].p50_ms - results[1][0].p50_ms;
     report.push_str(&format!(
