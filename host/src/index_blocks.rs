@@ -165,8 +165,28 @@ pub fn plan(tree: &sled::Tree, changes: &BTreeMap<Vec<u8>, bool>) -> Result<Bloc
     for (prefix, entries) in by_prefix {
         // The blocks touched, by the key they have now (`None`: a new one).
         let mut touched: BTreeMap<Option<Vec<u8>>, BTreeSet<Entry>> = BTreeMap::new();
+        // The block the last lookup found and where the next one starts:
+        // entries come in order, so most fall in the block before them.
+        let mut last_found: Option<(Option<Vec<u8>>, Option<Entry>)> = None;
         for (entry, present) in entries {
-            let block = containing_block(tree, prefix, &entry)?.map(|key| key.to_vec());
+            let block = match &last_found {
+                Some((block, next)) if next.is_none_or(|next| entry < next) => block.clone(),
+                _ => {
+                    let block = containing_block(tree, prefix, &entry)?.map(|key| key.to_vec());
+                    let next = match &block {
+                        Some(key) => {
+                            match tree.range((Bound::Excluded(key.clone()), Bound::Included(prefix_end(prefix)))).next()
+                            {
+                                Some(found) => Some(split_entry_key(&found?.0)?.1),
+                                None => None,
+                            }
+                        }
+                        None => None,
+                    };
+                    last_found = Some((block.clone(), next));
+                    block
+                }
+            };
             if !touched.contains_key(&block) {
                 let held = match &block {
                     Some(key) => {
