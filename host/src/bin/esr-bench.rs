@@ -94,6 +94,22 @@ fn ensure_data_of(endpoints: usize, findings_per_endpoint: usize, data_dir: &Pat
         .ok_or_else(|| anyhow!("no key in {}", keys_file.display()))
 }
 
+/// Reads the data set's files once, so that the operating system's cache
+/// holds them and the figures do not depend on what ran before (a cold
+/// cache turns record reads into disk reads).
+fn warm_page_cache(data_dir: &Path) -> anyhow::Result<()> {
+    use std::io::Read;
+    let mut buffer = vec![0u8; 1 << 20];
+    for entry in std::fs::read_dir(data_dir)? {
+        let path = entry?.path();
+        if path.is_file() {
+            let mut file = std::fs::File::open(&path)?;
+            while file.read(&mut buffer)? > 0 {}
+        }
+    }
+    Ok(())
+}
+
 /// Starts `esr serve` on the data directory; returns it with its admin URL.
 fn start_server(data_dir: &Path, plugins_dir: &Path) -> anyhow::Result<Server> {
     Ok(start_server_with_admin(data_dir, plugins_dir)?.0)
@@ -106,16 +122,6 @@ fn start_server_with_admin(data_dir: &Path, plugins_dir: &Path) -> anyhow::Resul
 /// Starts `esr serve` with extra flags (e.g. `--native-handlers`).
 fn start_server_in_mode(data_dir: &Path, plugins_dir: &Path, extra: &[&str]) -> anyhow::Result<(Server, String)> {
     start_server_command(Command::new(esr_binary()?), data_dir, plugins_dir, extra)
-}
-
-/// Starts `esr serve` below the load generator's CPU priority (`nice`):
-/// with two cores shared, a loader that must keep a schedule would
-/// otherwise wait behind the server's threads and count its own lag as
-/// the server's latency.
-fn start_server_niced(data_dir: &Path, plugins_dir: &Path, extra: &[&str]) -> anyhow::Result<(Server, String)> {
-    let mut nice = Command::new("nice");
-    nice.args(["-n", "10"]).arg(esr_binary()?);
-    start_server_command(nice, data_dir, plugins_dir, extra)
 }
 
 fn start_server_command(
@@ -485,7 +491,7 @@ fn bench_throughput(args: &Args, data_dir: &Path, key: &str, operations: &[(&str
     let mut paced_runs: Vec<Vec<Load>> = modes.iter().map(|_| Vec::new()).collect();
     for _ in 0..ROUNDS {
         for (mode, flags) in modes.iter().enumerate() {
-            let (server, _) = start_server_niced(data_dir, &args.plugins_dir, flags)?;
+            let (server, _) = start_server_in_mode(data_dir, &args.plugins_dir, flags)?;
             std::thread::sleep(Duration::from_secs(1));
             let rate = results[mode][0].requests_per_second * 0.8;
             let url = format!("{}{}", server.base, operations[0].1);
@@ -508,8 +514,7 @@ fn bench_throughput(args: &Args, data_dir: &Path, key: &str, operations: &[(&str
         }
     }
     report.push_str(&format!(
-        "\n{} at 80 % of each mode's peak, paced (32 connections, latency from when each request was due; \
-         server at nice 10):\n",
+        "\n{} at 80 % of each mode's peak, paced (32 connections, latency from when each request was due):\n",
         operations[0].0
     ));
     for (mode, load) in ["wasm", "native"].iter().zip(&paced_loads) {
@@ -535,6 +540,7 @@ fn bench_growth(args: &Args, full: &[(&str, f64)]) -> anyhow::Result<String> {
     for endpoints in [100, 1000] {
         let data_dir = args.out.join(format!("data-{endpoints}x100"));
         let key = ensure_data_of(endpoints, 100, &data_dir)?;
+        warm_page_cache(&data_dir)?;
         let server = start_server(&data_dir, &args.plugins_dir)?;
         let client = Client::builder().timeout(Duration::from_secs(120)).build()?;
         let get = |path: &str| timed_get(&client, &server.base, &key, path);
@@ -606,6 +612,7 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let data_dir = args.out.join(format!("data-{}x{}", args.endpoints, args.findings_per_endpoint));
     let key = ensure_data(&args, &data_dir)?;
+    warm_page_cache(&data_dir)?;
     let server = start_server(&data_dir, &args.plugins_dir)?;
     let client = Client::builder().timeout(Duration::from_secs(120)).build()?;
     let get = |path: &str| timed_get(&client, &server.base, &key, path);
