@@ -78,7 +78,7 @@ wrk:
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then apt-get install -y -q wrk; \
 		else echo "make bench needs wrk: sudo apt-get install wrk" >&2; exit 1; fi; }
 
-lint:
+lint: wasm-target
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --features esr/native-baseline -- -D warnings
 	$(CARGO) check -p esr
