@@ -639,20 +639,27 @@ impl Database {
                 return Ok(total);
             }
         }
-        // The `updated_at` entries strictly after `after`, or the others.
-        let updated_range = |trees: &CollectionTrees, after: i64, later: bool| -> Result<Vec<[u8; 16]>, StoreError> {
+        // How many candidates have their `updated_at` entry strictly after
+        // `after` (`later`), or at or before it.
+        let count_updated_side = |trees: &CollectionTrees,
+                                  candidates: &HashSet<[u8; 16]>,
+                                  after: i64,
+                                  later: bool|
+         -> Result<u64, StoreError> {
             let split = entry_of(after, Uuid::max());
             let prefix = value_prefix(organization, UPDATED_AT, "");
-            let mut ids = Vec::new();
             let start = if later { Some(&split) } else { None };
+            let mut count = 0;
             for entry in index_blocks::Entries::new(&trees.index, &prefix, start, false)? {
                 let entry = entry?;
                 if !later && entry > split {
                     break;
                 }
-                ids.push(entry_id(&entry)?);
+                if candidates.contains(&entry_id(&entry)?) {
+                    count += 1;
+                }
             }
-            Ok(ids)
+            Ok(count)
         };
         let Some(((_, smallest, index, values), others)) = sized.split_first() else {
             return match updated_after {
@@ -691,8 +698,7 @@ impl Database {
         let updated_later = self.count_updated_after(organization, collection, after)?;
         let everything = self.count(organization, collection)?;
         let later_side = updated_later <= everything - updated_later.min(everything);
-        let in_range =
-            updated_range(smallest, after, later_side)?.iter().filter(|id| candidates.contains(*id)).count() as u64;
+        let in_range = count_updated_side(smallest, &candidates, after, later_side)?;
         Ok(if later_side { in_range } else { candidates.len() as u64 - in_range })
     }
 
