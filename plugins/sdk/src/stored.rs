@@ -8,6 +8,7 @@
 //! pointer and skips everything else without allocating; the whole record
 //! is parsed only when a filter has to test it.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::fmt;
 
@@ -55,11 +56,11 @@ impl StoredRecord {
 /// other member. `Value::pointer` semantics for objects; a pointer through
 /// an array finds nothing (no record field needs one).
 pub fn value_at(bytes: &[u8], pointer: &str) -> Result<Option<Value>, serde_json::Error> {
-    let segments: Vec<String> = if pointer.is_empty() {
-        Vec::new()
-    } else {
-        pointer.split('/').skip(1).map(|segment| segment.replace("~1", "/").replace("~0", "~")).collect()
+    let unescape = |segment| match segment {
+        escaped if str::contains(escaped, '~') => Cow::Owned(escaped.replace("~1", "/").replace("~0", "~")),
+        plain => Cow::Borrowed(plain),
     };
+    let segments: Vec<Cow<'_, str>> = pointer.split('/').skip(1).map(unescape).collect();
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let found = PointerSeed { segments: &segments }.deserialize(&mut deserializer)?;
     deserializer.end()?;
@@ -68,7 +69,7 @@ pub fn value_at(bytes: &[u8], pointer: &str) -> Result<Option<Value>, serde_json
 
 /// Follows the remaining pointer segments through one JSON value.
 struct PointerSeed<'p> {
-    segments: &'p [String],
+    segments: &'p [Cow<'p, str>],
 }
 
 impl<'de> DeserializeSeed<'de> for PointerSeed<'_> {
@@ -85,7 +86,7 @@ impl<'de> DeserializeSeed<'de> for PointerSeed<'_> {
 /// Looks for one member of an object; anything else holds nothing there.
 struct MemberVisitor<'p> {
     key: &'p str,
-    rest: &'p [String],
+    rest: &'p [Cow<'p, str>],
 }
 
 impl<'de> Visitor<'de> for MemberVisitor<'_> {
