@@ -121,16 +121,7 @@ fn start_server_with_admin(data_dir: &Path, plugins_dir: &Path) -> anyhow::Resul
 
 /// Starts `esr serve` with extra flags (e.g. `--native-handlers`).
 fn start_server_in_mode(data_dir: &Path, plugins_dir: &Path, extra: &[&str]) -> anyhow::Result<(Server, String)> {
-    start_server_command(Command::new(esr_binary()?), data_dir, plugins_dir, extra)
-}
-
-fn start_server_command(
-    mut command: Command,
-    data_dir: &Path,
-    plugins_dir: &Path,
-    extra: &[&str],
-) -> anyhow::Result<(Server, String)> {
-    let mut child = command
+    let mut child = Command::new(esr_binary()?)
         .args(["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
         .args(extra)
         // The benchmark measures the service, not its rate limits.
@@ -274,6 +265,35 @@ fn median_load(loads: &[Load]) -> Load {
     }
 }
 
+/// The server's peak resident memory while a load runs, sampled every
+/// 200 ms on a thread of its own.
+struct PeakMemory {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<f64>,
+}
+
+impl PeakMemory {
+    fn sample(pid: u32) -> PeakMemory {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut peak = resident_mib(pid);
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(200));
+                peak = peak.max(resident_mib(pid));
+            }
+            peak
+        });
+        PeakMemory { stop, thread }
+    }
+
+    /// The peak in MiB.
+    fn finish(self) -> anyhow::Result<f64> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().map_err(|_| anyhow!("the memory sampler panicked"))
+    }
+}
+
 /// What wrk measured for one operation.
 struct Load {
     requests_per_second: f64,
@@ -306,13 +326,9 @@ fn wrk(url: &str, key: &str, seconds: u64, server_pid: u32) -> anyhow::Result<Lo
         .stdout(Stdio::piped())
         .spawn()
         .context("running wrk (Debian: apt-get install wrk)")?;
-    let mut peak = resident_mib(server_pid);
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(seconds) {
-        std::thread::sleep(Duration::from_millis(200));
-        peak = peak.max(resident_mib(server_pid));
-    }
+    let sampler = PeakMemory::sample(server_pid);
     let output = run.wait_with_output()?;
+    let peak = sampler.finish()?;
     let text = String::from_utf8_lossy(&output.stdout);
     if text.contains("Non-2xx") || text.contains("Socket errors") {
         bail!("wrk saw failed requests on {url}:\n{text}");
@@ -342,19 +358,7 @@ fn paced(url: &str, key: &str, rate: f64, seconds: u64, server_pid: u32) -> anyh
     let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {key}\r\n\r\n");
     let total = (rate * seconds as f64) as u64;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let sampler = {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut peak = resident_mib(server_pid);
-            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(200));
-                peak = peak.max(resident_mib(server_pid));
-            }
-            peak
-        });
-        (stop, thread)
-    };
+    let sampler = PeakMemory::sample(server_pid);
     let started = Instant::now();
     let latencies = runtime.block_on(async {
         let begin = tokio::time::Instant::now() + Duration::from_millis(100);
@@ -385,8 +389,7 @@ fn paced(url: &str, key: &str, rate: f64, seconds: u64, server_pid: u32) -> anyh
         anyhow::Ok(latencies)
     })?;
     let elapsed = started.elapsed().as_secs_f64() - 0.1;
-    sampler.0.store(true, std::sync::atomic::Ordering::Relaxed);
-    let peak = sampler.1.join().map_err(|_| anyhow!("the memory sampler panicked"))?;
+    let peak = sampler.finish()?;
     Ok(Load {
         requests_per_second: latencies.len() as f64 / elapsed,
         p50_ms: ms(percentile(&latencies, 0.5)),
