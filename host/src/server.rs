@@ -12,7 +12,7 @@ use tokio::sync::Semaphore;
 
 use crate::http::admin::{self, AdminState};
 use crate::http::limits::{Quota, RateLimits};
-use crate::http::{self, AppState};
+use crate::http::{self, AppState, SharedState};
 use crate::plugins::{Limits, PluginEngine, PluginRegistry, PluginSet};
 use crate::seed::{self, DemoKeys};
 use crate::store::Database;
@@ -100,7 +100,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", options.listen))?;
     let bound = listener.local_addr()?;
-    let state = AppState {
+    let state = AppState::new(SharedState {
         cursor_key: db.secret("cursor")?,
         db: db.clone(),
         plugins,
@@ -114,7 +114,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             options.agent_config_rate_limit,
             options.address_rate_limit,
         )),
-    };
+    });
     let admin_listener = tokio::net::TcpListener::bind(options.admin_listen)
         .await
         .with_context(|| format!("cannot listen on {} (admin)", options.admin_listen))?;

@@ -79,9 +79,21 @@ pub struct ApiKeyRecord {
     pub revoked_at: Option<String>,
 }
 
-/// The database: a sled instance with the product's trees.
+/// The database: a sled instance with the product's trees. A handle:
+/// cloning it (once per request) copies one pointer.
 #[derive(Clone)]
-pub struct Database {
+pub struct Database(Arc<DatabaseTrees>);
+
+impl std::ops::Deref for Database {
+    type Target = DatabaseTrees;
+
+    fn deref(&self) -> &DatabaseTrees {
+        &self.0
+    }
+}
+
+/// What a [`Database`] handle points to.
+pub struct DatabaseTrees {
     db: sled::Db,
     organizations: sled::Tree,
     api_keys: sled::Tree,
@@ -89,9 +101,9 @@ pub struct Database {
     collections: BTreeMap<&'static str, CollectionTrees>,
     /// Held by whoever validates and writes a batch, so that what was
     /// validated is what gets replaced.
-    writer: Arc<Mutex<()>>,
+    writer: Mutex<()>,
     /// Held while a write reads the index blocks it then replaces.
-    index_writer: Arc<Mutex<()>>,
+    index_writer: Mutex<()>,
 }
 
 /// A collection's records, its index entries and the index counts.
@@ -135,15 +147,15 @@ impl Database {
                 },
             );
         }
-        let database = Database {
+        let database = Database(Arc::new(DatabaseTrees {
             organizations: db.open_tree(ORGANIZATIONS)?,
             api_keys: db.open_tree(API_KEYS)?,
             meta: db.open_tree(META)?,
             collections,
-            writer: Arc::default(),
-            index_writer: Arc::default(),
+            writer: Mutex::default(),
+            index_writer: Mutex::default(),
             db,
-        };
+        }));
         database.rebuild_indexes_if_stale()?;
         Ok(database)
     }

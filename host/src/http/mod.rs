@@ -31,9 +31,27 @@ use crate::store::Database;
 use cursor::CursorBinding;
 pub use problem::ApiError;
 
-/// Everything a request handler needs.
+/// Everything a request handler needs, behind one pointer (the router
+/// clones it for each request).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<SharedState>);
+
+impl AppState {
+    pub fn new(shared: SharedState) -> AppState {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = SharedState;
+
+    fn deref(&self) -> &SharedState {
+        &self.0
+    }
+}
+
+/// What an [`AppState`] points to.
+pub struct SharedState {
     pub db: Database,
     pub plugins: Arc<PluginRegistry>,
     /// The API's public base URL, e.g. `http://127.0.0.1:8080` (no `/v1`).
