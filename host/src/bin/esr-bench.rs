@@ -139,7 +139,22 @@ fn start_server_in_mode(data_dir: &Path, plugins_dir: &Path, extra: &[&str]) -> 
     let (base, admin) = esr::server::read_listening_addresses(&mut lines)
         .ok_or_else(|| anyhow!("esr serve exited before listening"))?;
     std::thread::spawn(move || lines.for_each(drop));
+    settle_writes(data_dir)?;
     Ok((Server { child, base }, admin))
+}
+
+/// Waits until what the server wrote while opening the store is on disk.
+/// sled overwrites every free segment of its log with zeros when it opens
+/// (690 MB for the million-finding set); left to the kernel, that
+/// write-back would run inside the first seconds of a measurement.
+fn settle_writes(data_dir: &Path) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(data_dir)? {
+        let path = entry?.path();
+        if path.is_file() {
+            std::fs::File::open(&path)?.sync_data()?;
+        }
+    }
+    Ok(())
 }
 
 /// Imports generated endpoints and then `findings` findings through the
@@ -295,6 +310,7 @@ impl PeakMemory {
 }
 
 /// What wrk measured for one operation.
+#[derive(Clone)]
 struct Load {
     requests_per_second: f64,
     p50_ms: f64,
@@ -398,6 +414,82 @@ fn paced(url: &str, key: &str, rate: f64, seconds: u64, server_pid: u32) -> anyh
     })
 }
 
+/// How long the peak measurement before a paced run lasts.
+const PEAK_SECONDS: u64 = 5;
+
+/// wrk's peak on `url`, then [`paced`] at 80 % of it.
+fn peak_then_paced(url: &str, key: &str, seconds: u64, server_pid: u32) -> anyhow::Result<(Load, Load)> {
+    let peak = wrk(url, key, PEAK_SECONDS, server_pid)?;
+    let load = paced(url, key, peak.requests_per_second * 0.8, seconds, server_pid)?;
+    Ok((peak, load))
+}
+
+/// The run with the median paced p99, with its peak.
+fn median_pair(runs: &[(Load, Load)]) -> (Load, Load) {
+    let mut order: Vec<&(Load, Load)> = runs.iter().collect();
+    order.sort_by(|a, b| a.1.p99_ms.total_cmp(&b.1.p99_ms));
+    let (peak, load) = order[order.len() / 2];
+    (peak.clone(), load.clone())
+}
+
+/// About what the host spends per get-by-id in the native mode.
+const REFERENCE_SERVICE_TIME: Duration = Duration::from_micros(50);
+
+/// An HTTP/1.1 responder on a runtime of its own (two threads, like the
+/// server's) that answers every request with the same small body after
+/// spending `service_time` of CPU: the floor the paced measurement can
+/// show on this machine with this loader.
+struct ReferenceResponder {
+    url: String,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl ReferenceResponder {
+    fn start(service_time: Duration) -> anyhow::Result<ReferenceResponder> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+        let url = format!("http://{}/reference", listener.local_addr()?);
+        let body = "{}".repeat(700);
+        let response: std::sync::Arc<[u8]> = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+        .into();
+        runtime.spawn(async move {
+            while let Ok((mut connection, _)) = listener.accept().await {
+                let response = response.clone();
+                tokio::spawn(async move {
+                    let mut buffer = vec![0u8; 1 << 14];
+                    let mut filled = 0;
+                    while let Ok(read) = connection.read(&mut buffer[filled..]).await {
+                        if read == 0 {
+                            return;
+                        }
+                        filled += read;
+                        while let Some(end) = buffer[..filled].windows(4).position(|w| w == b"\r\n\r\n") {
+                            let started = Instant::now();
+                            while started.elapsed() < service_time {
+                                std::hint::spin_loop();
+                            }
+                            if connection.write_all(&response).await.is_err() {
+                                return;
+                            }
+                            buffer.copy_within(end + 4..filled, 0);
+                            filled -= end + 4;
+                        }
+                        if filled == buffer.len() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Ok(ReferenceResponder { url, _runtime: runtime })
+    }
+}
+
 /// Reads one HTTP/1.1 response with a `Content-Length`; anything but a
 /// `200` is an error.
 async fn read_response(connection: &mut tokio::net::TcpStream, buffer: &mut [u8]) -> anyhow::Result<()> {
@@ -489,19 +581,25 @@ fn bench_throughput(args: &Args, data_dir: &Path, key: &str, operations: &[(&str
     }
     let results: Vec<Vec<Load>> =
         runs.iter().map(|mode| mode.iter().map(|loads| median_load(loads)).collect()).collect();
-    // get-by-id (the first operation) at 80 % of each mode's peak, also
-    // alternating, medians of the rounds.
-    let mut paced_runs: Vec<Vec<Load>> = modes.iter().map(|_| Vec::new()).collect();
+    // get-by-id (the first operation) paced at 80 % of the peak wrk
+    // measured just before on the same server (this machine's speed
+    // drifts by minutes), modes alternating; medians of the rounds.
+    let mut paced_runs: Vec<Vec<(Load, Load)>> = modes.iter().map(|_| Vec::new()).collect();
     for _ in 0..ROUNDS {
         for (mode, flags) in modes.iter().enumerate() {
             let (server, _) = start_server_in_mode(data_dir, &args.plugins_dir, flags)?;
-            std::thread::sleep(Duration::from_secs(1));
-            let rate = results[mode][0].requests_per_second * 0.8;
             let url = format!("{}{}", server.base, operations[0].1);
-            paced_runs[mode].push(paced(&url, key, rate, args.load_seconds, server.child.id())?);
+            paced_runs[mode].push(peak_then_paced(&url, key, args.load_seconds, server.child.id())?);
         }
     }
-    let paced_loads: Vec<Load> = paced_runs.iter().map(|runs| median_load(runs)).collect();
+    // The same measurement of a responder that does nothing but spend a
+    // fixed CPU time per request: what this machine and this loader allow.
+    let reference = ReferenceResponder::start(REFERENCE_SERVICE_TIME)?;
+    let reference_runs: Vec<(Load, Load)> = (0..ROUNDS)
+        .map(|_| peak_then_paced(&reference.url, key, args.load_seconds, std::process::id()))
+        .collect::<anyhow::Result<_>>()?;
+    let paced_loads: Vec<(Load, Load)> = paced_runs.iter().map(|runs| median_pair(runs)).collect();
+    let reference_load = median_pair(&reference_runs);
     for (index, (name, _)) in operations.iter().enumerate() {
         let (wasm, native) = (&results[0][index], &results[1][index]);
         for (mode, load) in [("wasm", wasm), ("native", native)] {
@@ -517,13 +615,27 @@ fn bench_throughput(args: &Args, data_dir: &Path, key: &str, operations: &[(&str
         }
     }
     report.push_str(&format!(
-        "\n{} at 80 % of each mode's peak, paced (32 connections, latency from when each request was due):\n",
-        operations[0].0
+        "\n{} paced at 80 % of the peak measured just before (wrk, {PEAK_SECONDS} s, same server), {} s, \
+         32 connections, latency from when each request was due:\n",
+        operations[0].0, args.load_seconds
     ));
-    for (mode, load) in ["wasm", "native"].iter().zip(&paced_loads) {
+    report.push_str(&format!(
+        "{:<40} {:>10} {:>9} {:>9} {:>9} {:>10} {:>10}\n",
+        "", "mode", "peak/s", "paced/s", "p50 ms", "p99 ms", "peak MiB"
+    ));
+    let reference_name = format!("reference: {} µs of CPU per request", REFERENCE_SERVICE_TIME.as_micros());
+    for (name, (peak, load)) in
+        ["wasm", "native", "reference"].iter().zip(paced_loads.iter().chain(std::iter::once(&reference_load)))
+    {
+        // The reference runs inside this process: its memory is not the server's.
+        let (label, memory) = if *name == "reference" {
+            (reference_name.as_str(), String::new())
+        } else {
+            ("", format!("{:.0}", load.peak_rss_mib))
+        };
         report.push_str(&format!(
-            "{:<40} {:>10} {:>9.0} {:>9.2} {:>10.2} {:>10.0}\n",
-            "", mode, load.requests_per_second, load.p50_ms, load.p99_ms, load.peak_rss_mib
+            "{:<40} {:>10} {:>9.0} {:>9.0} {:>9.2} {:>10.2} {:>10}\n",
+            label, name, peak.requests_per_second, load.requests_per_second, load.p50_ms, load.p99_ms, memory
         ));
     }
     let overhead = results[0][0].p50_ms - results[1][0].p50_ms;
