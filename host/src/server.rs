@@ -108,12 +108,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         plugin_permits: Arc::new(Semaphore::new(MAX_CONCURRENT_CALLS)),
         request_permits: Arc::new(Semaphore::new(options.max_concurrent_requests)),
         metrics: Arc::default(),
-        component_health: Arc::default(),
-        rate_limits: Arc::new(RateLimits::new(
-            options.rate_limit,
-            options.agent_config_rate_limit,
-            options.address_rate_limit,
-        )),
+        component_health: std::sync::Mutex::default(),
+        rate_limits: RateLimits::new(options.rate_limit, options.agent_config_rate_limit, options.address_rate_limit),
     });
     let admin_listener = tokio::net::TcpListener::bind(options.admin_listen)
         .await

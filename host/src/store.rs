@@ -107,7 +107,6 @@ pub struct DatabaseTrees {
 }
 
 /// A collection's records, its index entries and the index counts.
-#[derive(Clone)]
 struct CollectionTrees {
     records: sled::Tree,
     /// Blocks of index entries (`crate::index_blocks`): `organization ‖

@@ -371,7 +371,7 @@ fn paced(url: &str, key: &str, rate: f64, seconds: u64, server_pid: u32) -> anyh
     const TIMER_SLACK: Duration = Duration::from_millis(1);
     let rest = url.strip_prefix("http://").ok_or_else(|| anyhow!("not an http URL: {url}"))?;
     let (address, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {key}\r\n\r\n");
+    let request = get_request(address, path, key);
     let total = (rate * seconds as f64) as u64;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let sampler = PeakMemory::sample(server_pid);
@@ -520,6 +520,11 @@ async fn read_response(connection: &mut tokio::net::TcpStream, buffer: &mut [u8]
     Ok(())
 }
 
+/// An HTTP/1.1 `GET` of `path` with the API key, as bytes to send.
+fn get_request(host: &str, path: &str, key: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n\r\n")
+}
+
 /// Where a response's head ends and how long its body is, once `received`
 /// holds the whole head; a status other than `200` is an error.
 fn response_head(received: &[u8]) -> anyhow::Result<Option<(usize, usize)>> {
@@ -553,6 +558,8 @@ impl ApiClient {
         let host = base.strip_prefix("http://").ok_or_else(|| anyhow!("not an http URL: {base}"))?.to_owned();
         let stream = std::net::TcpStream::connect(&host)?;
         stream.set_nodelay(true)?;
+        // A server that stops answering fails the run instead of hanging it.
+        stream.set_read_timeout(Some(Duration::from_secs(120)))?;
         Ok(ApiClient { stream, host, key: key.to_owned(), buffer: Vec::new() })
     }
 
@@ -561,8 +568,7 @@ impl ApiClient {
     fn get(&mut self, path: &str) -> anyhow::Result<(Duration, Value)> {
         use std::io::{Read, Write};
         let started = Instant::now();
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\r\n", self.host, self.key);
+        let request = get_request(&self.host, path, &self.key);
         self.stream.write_all(request.as_bytes())?;
         self.buffer.clear();
         let mut chunk = [0u8; 1 << 16];

@@ -59,12 +59,12 @@ pub struct SharedState {
     pub cursor_key: [u8; 32],
     /// Bounds concurrent component calls to what the instance pool holds.
     pub plugin_permits: Arc<Semaphore>,
-    pub rate_limits: Arc<limits::RateLimits>,
+    pub rate_limits: limits::RateLimits,
     /// Requests in progress at most; beyond, a fast `503` instead of a queue.
     pub request_permits: Arc<Semaphore>,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The last components check of health: when, for which set, and its outcome.
-    pub component_health: Arc<std::sync::Mutex<Option<ComponentCheck>>>,
+    pub component_health: std::sync::Mutex<Option<ComponentCheck>>,
 }
 
 /// When the components were last checked, for which set (by address), and how they did.
