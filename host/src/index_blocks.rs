@@ -1,25 +1,40 @@
-//! Index entries kept in blocks: one sled key per run of up to
-//! [`BLOCK_ENTRIES`] entries of one index value, instead of one key per
-//! entry.
+//! Index entries kept in runs of blocks.
 //!
-//! An entry is `position (8 bytes, order-preserving) ‖ record id (16)`. A
-//! block's key is the value's prefix (see `store::value_prefix`) followed by
-//! its first entry; its value is its entries, sorted, concatenated. Blocks
-//! of one value do not overlap, so walking them in key order walks the
-//! entries in order.
+//! An entry is `position (8 bytes, order-preserving) ‖ record id (16)`.
+//! One index value (its [`value_prefix`]) holds its entries in one or more
+//! **runs**. A run is a sorted sequence of **blocks** of up to
+//! [`BLOCK_ENTRIES`] entries, each block keyed `value prefix ‖ run id (u64)
+//! ‖ its first entry`; the value's entries are the union of its runs. A
+//! **directory** key, `value prefix ‖ 0xff × 8` (after every block of the
+//! value), lists the runs, oldest first, with their entry counts.
 //!
-//! Why: sled keeps per-page bookkeeping in memory for every page and splits
+//! Why blocks: sled keeps bookkeeping in memory for every page and splits
 //! a leaf page every 16 keys, so with a key per entry (14 per finding) the
-//! index alone held ~900 MiB resident for a million findings, and an import
-//! wrote 20 keys per record. Blocks cut both by two orders of magnitude
-//! (docs/performance.md).
+//! index alone held ~900 MiB resident for a million findings.
+//!
+//! Why runs: the entries a batch adds to a sort index (findings by CVSS,
+//! severity, first or last seen) fall anywhere in its order, so adding
+//! them to one sorted sequence rewrote nearly every block of the index on
+//! every batch, and imports slowed down as the store grew. Now additions
+//! that extend the newest run past its last entry (what the `created_at`
+//! and `updated_at` orders get) are appended to it in place; any other
+//! additions become a new run of their own, and the newest two runs are
+//! merged while the newer holds more than half as many entries as the
+//! older (a binary counter), or while there are more than [`MAX_RUNS`]. An
+//! entry is then rewritten about log2(entries ÷ batch) times in all, and a
+//! read merges a handful of runs. A removal rewrites the block that holds
+//! the entry, in whichever run.
 //!
 //! Writes are planned outside sled's transaction, which cannot read ranges:
-//! the store's writer lock keeps the blocks read here unchanged until the
-//! transaction that replaces them commits.
+//! the store's index-writer lock keeps the blocks read here unchanged until
+//! the transaction that replaces them commits. A merged run keeps the older
+//! run's id, so a reader that meets a half-applied merge sees entries twice
+//! at worst, and [`Entries`] yields each entry once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
+
+use uuid::Uuid;
 
 use crate::store::StoreError;
 
@@ -28,8 +43,35 @@ use crate::store::StoreError;
 pub const BLOCK_ENTRIES: usize = 128;
 /// `position ‖ record id`.
 pub const ENTRY_BYTES: usize = 24;
+/// Runs a value may keep before the newest two are merged whatever their
+/// sizes: what a read merges at most.
+const MAX_RUNS: usize = 6;
+/// The run id bytes after the value prefix; all ones is the directory.
+const RUN_BYTES: usize = 8;
+const DIRECTORY: [u8; RUN_BYTES] = [0xff; RUN_BYTES];
 
 pub type Entry = [u8; ENTRY_BYTES];
+
+/// The key prefix of one value of one index: `organization ‖ index name ‖ 0
+/// ‖ value length (u32) ‖ value`. Also the key of its count. No value's
+/// prefix is a prefix of another's (the value carries its length).
+pub fn value_prefix(organization: Uuid, index: &str, value: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(16 + index.len() + 5 + value.len() + RUN_BYTES + ENTRY_BYTES);
+    key.extend_from_slice(organization.as_bytes());
+    key.extend_from_slice(index.as_bytes());
+    key.push(0);
+    key.extend_from_slice(&u32::try_from(value.len()).unwrap_or(u32::MAX).to_be_bytes());
+    key.extend_from_slice(value.as_bytes());
+    key
+}
+
+/// Where the value prefix of an index-tree key ends.
+fn value_prefix_len(key: &[u8]) -> Option<usize> {
+    let name_end = 16 + key.get(16..)?.iter().position(|byte| *byte == 0)?;
+    let length = u32::from_be_bytes(key.get(name_end + 1..name_end + 5)?.try_into().ok()?);
+    let end = name_end + 5 + usize::try_from(length).ok()?;
+    (end <= key.len()).then_some(end)
+}
 
 /// Splits a full entry key (`prefix ‖ entry`) into its prefix and entry.
 pub fn split_entry_key(key: &[u8]) -> Result<(&[u8], Entry), StoreError> {
@@ -51,59 +93,159 @@ pub fn decode_block(value: &[u8]) -> Result<Vec<Entry>, StoreError> {
     Ok(entries)
 }
 
-fn block_key(prefix: &[u8], first: &Entry) -> Vec<u8> {
-    let mut key = Vec::with_capacity(prefix.len() + ENTRY_BYTES);
-    key.extend_from_slice(prefix);
+/// `entries` in blocks of at most [`BLOCK_ENTRIES`], of even sizes.
+fn even_chunks(entries: &[Entry]) -> impl Iterator<Item = &[Entry]> {
+    let blocks = entries.len().div_ceil(BLOCK_ENTRIES).max(1);
+    entries.chunks(entries.len().div_ceil(blocks).max(1))
+}
+
+fn block_key(run_prefix: &[u8], first: &Entry) -> Vec<u8> {
+    let mut key = Vec::with_capacity(run_prefix.len() + ENTRY_BYTES);
+    key.extend_from_slice(run_prefix);
     key.extend_from_slice(first);
     key
 }
 
-/// The last key of any block of `prefix`.
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    block_key(prefix, &[0xff; ENTRY_BYTES])
+/// The last key any block of the run could have.
+fn run_end(run_prefix: &[u8]) -> Vec<u8> {
+    block_key(run_prefix, &[0xff; ENTRY_BYTES])
+}
+
+fn run_prefix(prefix: &[u8], run: u64) -> Vec<u8> {
+    let mut key = Vec::with_capacity(prefix.len() + RUN_BYTES + ENTRY_BYTES);
+    key.extend_from_slice(prefix);
+    key.extend_from_slice(&run.to_be_bytes());
+    key
+}
+
+fn directory_key(prefix: &[u8]) -> Vec<u8> {
+    [prefix, &DIRECTORY[..]].concat()
 }
 
 fn corrupt(what: &str) -> StoreError {
     StoreError::Corrupt(what.to_owned())
 }
 
-/// The block that holds (or would hold) `entry`: the last block starting
-/// at or before it, else the value's first block.
-fn containing_block(tree: &sled::Tree, prefix: &[u8], entry: &Entry) -> Result<Option<sled::IVec>, StoreError> {
-    if let Some(found) = tree.range(prefix.to_vec()..=block_key(prefix, entry)).next_back() {
+/// One run of a value, as its directory lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Run {
+    id: u64,
+    entries: u64,
+}
+
+fn encode_directory(runs: &[Run]) -> Vec<u8> {
+    runs.iter().flat_map(|run| [run.id.to_be_bytes(), run.entries.to_be_bytes()]).flatten().collect()
+}
+
+fn decode_directory(bytes: &[u8]) -> Result<Vec<Run>, StoreError> {
+    if !bytes.len().is_multiple_of(16) {
+        return Err(corrupt("an index directory is not a whole number of runs"));
+    }
+    let number = |bytes: &[u8]| u64::from_be_bytes(bytes.try_into().unwrap_or_default());
+    let runs: Vec<Run> =
+        bytes.chunks_exact(16).map(|run| Run { id: number(&run[..8]), entries: number(&run[8..]) }).collect();
+    if runs.windows(2).any(|pair| pair[0].id >= pair[1].id) || runs.iter().any(|run| run.id == u64::MAX) {
+        return Err(corrupt("an index directory's runs are out of order"));
+    }
+    Ok(runs)
+}
+
+fn read_directory(tree: &sled::Tree, prefix: &[u8]) -> Result<Vec<Run>, StoreError> {
+    match tree.get(directory_key(prefix))? {
+        Some(bytes) => decode_directory(&bytes),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The block of a run that holds (or would hold) `entry`: the last block
+/// starting at or before it, else the run's first block.
+fn containing_block(tree: &sled::Tree, run_prefix: &[u8], entry: &Entry) -> Result<Option<sled::IVec>, StoreError> {
+    if let Some(found) = tree.range(run_prefix.to_vec()..=block_key(run_prefix, entry)).next_back() {
         return Ok(Some(found?.0));
     }
-    match tree.range(prefix.to_vec()..=prefix_end(prefix)).next() {
+    match tree.range(run_prefix.to_vec()..=run_end(run_prefix)).next() {
         Some(found) => Ok(Some(found?.0)),
         None => Ok(None),
     }
 }
 
 /// The entries of one index value in order (or in reverse), strictly
-/// after `after` (before it, in reverse), read block by block.
+/// after `after` (before it, in reverse): its runs merged, each entry once.
 pub struct Entries {
+    runs: Vec<RunEntries>,
+    /// Each run's next entry, once the runs are started.
+    heads: Vec<Option<Entry>>,
+    started: bool,
+    reverse: bool,
+}
+
+impl Entries {
+    pub fn new(tree: &sled::Tree, prefix: &[u8], after: Option<&Entry>, reverse: bool) -> Result<Entries, StoreError> {
+        let runs = read_directory(tree, prefix)?
+            .iter()
+            .map(|run| RunEntries::new(tree, &run_prefix(prefix, run.id), after, reverse))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Entries { heads: vec![None; runs.len()], runs, started: false, reverse })
+    }
+
+    fn next_entry(&mut self) -> Result<Option<Entry>, StoreError> {
+        if let [only] = self.runs.as_mut_slice() {
+            return only.next_entry();
+        }
+        if !self.started {
+            for (head, run) in self.heads.iter_mut().zip(&mut self.runs) {
+                *head = run.next_entry()?;
+            }
+            self.started = true;
+        }
+        let next = if self.reverse { self.heads.iter().flatten().max() } else { self.heads.iter().flatten().min() };
+        let Some(next) = next.copied() else { return Ok(None) };
+        for (head, run) in self.heads.iter_mut().zip(&mut self.runs) {
+            if *head == Some(next) {
+                *head = run.next_entry()?;
+            }
+        }
+        Ok(Some(next))
+    }
+}
+
+impl Iterator for Entries {
+    type Item = Result<Entry, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_entry().transpose()
+    }
+}
+
+/// The entries of one run, read block by block.
+struct RunEntries {
     blocks: Box<dyn DoubleEndedIterator<Item = sled::Result<(sled::IVec, sled::IVec)>> + Send>,
     reverse: bool,
     after: Option<Entry>,
     current: std::vec::IntoIter<Entry>,
 }
 
-impl Entries {
-    pub fn new(tree: &sled::Tree, prefix: &[u8], after: Option<&Entry>, reverse: bool) -> Result<Entries, StoreError> {
-        let end = prefix_end(prefix);
+impl RunEntries {
+    fn new(
+        tree: &sled::Tree,
+        run_prefix: &[u8],
+        after: Option<&Entry>,
+        reverse: bool,
+    ) -> Result<RunEntries, StoreError> {
+        let end = run_end(run_prefix);
         let blocks = match (after, reverse) {
-            (None, _) => tree.range(prefix.to_vec()..=end),
+            (None, _) => tree.range(run_prefix.to_vec()..=end),
             // Forward from the block that holds `after`.
-            (Some(after), false) => match containing_block(tree, prefix, after)? {
+            (Some(after), false) => match containing_block(tree, run_prefix, after)? {
                 Some(start) => tree.range(start.to_vec()..=end),
-                None => tree.range(prefix.to_vec()..=end),
+                None => tree.range(run_prefix.to_vec()..=end),
             },
             // Backward from the last block that starts before `after`.
             (Some(after), true) => {
-                tree.range((Bound::Included(prefix.to_vec()), Bound::Excluded(block_key(prefix, after))))
+                tree.range((Bound::Included(run_prefix.to_vec()), Bound::Excluded(block_key(run_prefix, after))))
             }
         };
-        Ok(Entries { blocks: Box::new(blocks), reverse, after: after.copied(), current: Vec::new().into_iter() })
+        Ok(RunEntries { blocks: Box::new(blocks), reverse, after: after.copied(), current: Vec::new().into_iter() })
     }
 
     fn next_entry(&mut self) -> Result<Option<Entry>, StoreError> {
@@ -129,31 +271,22 @@ impl Entries {
     }
 }
 
-impl Iterator for Entries {
-    type Item = Result<Entry, StoreError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.next_entry().transpose()
-    }
-}
-
-/// What a write does to the index tree: blocks to write, then blocks to
-/// remove.
-#[derive(Debug, Default)]
-pub struct BlockChanges {
-    pub write: Vec<(Vec<u8>, Vec<u8>)>,
-    pub remove: Vec<Vec<u8>>,
-}
-
 /// One index value's prefix and its entries added (`true`) or removed.
 type ValueChanges<'k> = (&'k [u8], Vec<(Entry, bool)>);
 
-/// Works out the block writes that add (`true`) or remove (`false`) the
-/// given full entry keys, reading the blocks they fall in from `tree`.
+/// What a write does to the index tree: each key's new value, or `None`
+/// where the key goes.
+pub type BlockChanges = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// Works out the writes that add (`true`) or remove (`false`) the given
+/// full entry keys (`value prefix ‖ entry`), reading what they touch from
+/// `tree`. The changes are net: an added entry is not held yet (the store
+/// derives them from each record's previous state); removing an absent
+/// one changes nothing.
 pub fn plan(tree: &sled::Tree, changes: &BTreeMap<Vec<u8>, bool>) -> Result<BlockChanges, StoreError> {
-    let mut planned = BlockChanges::default();
-    // Keys sort by prefix first, and no prefix is a prefix of another
-    // (values carry their length), so one value's changes are adjacent.
+    let mut planned = BlockChanges::new();
+    // Keys sort by prefix first, and no prefix is a prefix of another, so
+    // one value's changes are adjacent.
     let mut by_prefix: Vec<ValueChanges<'_>> = Vec::new();
     for (key, present) in changes {
         let (prefix, entry) = split_entry_key(key)?;
@@ -162,73 +295,314 @@ pub fn plan(tree: &sled::Tree, changes: &BTreeMap<Vec<u8>, bool>) -> Result<Bloc
             _ => by_prefix.push((prefix, vec![(entry, *present)])),
         }
     }
-    for (prefix, entries) in by_prefix {
-        // The blocks touched, by the key they have now (`None`: a new one).
-        let mut touched: BTreeMap<Option<Vec<u8>>, BTreeSet<Entry>> = BTreeMap::new();
-        // The block the last lookup found and where the next one starts:
-        // entries come in order, so most fall in the block before them.
-        let mut last_found: Option<(Option<Vec<u8>>, Option<Entry>)> = None;
-        for (entry, present) in entries {
-            let block = match &last_found {
-                Some((block, next)) if next.is_none_or(|next| entry < next) => block.clone(),
-                _ => {
-                    let block = containing_block(tree, prefix, &entry)?.map(|key| key.to_vec());
-                    let next = match &block {
-                        Some(key) => {
-                            match tree.range((Bound::Excluded(key.clone()), Bound::Included(prefix_end(prefix)))).next()
-                            {
-                                Some(found) => Some(split_entry_key(&found?.0)?.1),
-                                None => None,
-                            }
-                        }
-                        None => None,
-                    };
-                    last_found = Some((block.clone(), next));
-                    block
-                }
-            };
-            if !touched.contains_key(&block) {
-                let held = match &block {
-                    Some(key) => {
-                        let value = tree.get(key)?.ok_or_else(|| corrupt("an index block vanished"))?;
-                        decode_block(&value)?.into_iter().collect()
-                    }
-                    None => BTreeSet::new(),
-                };
-                touched.insert(block.clone(), held);
-            }
-            if let Some(held) = touched.get_mut(&block) {
-                if present {
-                    held.insert(entry);
-                } else {
-                    held.remove(&entry);
-                }
-            }
-        }
-        for (old_key, held) in touched {
-            let held: Vec<Entry> = held.into_iter().collect();
-            let mut written = Vec::new();
-            for chunk in even_chunks(&held) {
-                let key = block_key(prefix, &chunk[0]);
-                written.push(key.clone());
-                planned.write.push((key, chunk.concat()));
-            }
-            if let Some(old_key) = old_key.filter(|old| !written.contains(old)) {
-                planned.remove.push(old_key);
-            }
-        }
+    for (prefix, changes) in by_prefix {
+        plan_value(tree, prefix, &changes, &mut planned)?;
     }
     Ok(planned)
 }
 
-/// `entries` in blocks of at most [`BLOCK_ENTRIES`], of even sizes.
-pub fn even_chunks(entries: &[Entry]) -> impl Iterator<Item = &[Entry]> {
-    let blocks = entries.len().div_ceil(BLOCK_ENTRIES).max(1);
-    entries.chunks(entries.len().div_ceil(blocks).max(1))
+/// A run while a write is planned.
+struct PlannedRun {
+    id: u64,
+    /// Its entries once the write is done.
+    entries: u64,
+    /// Changes to make in place (`true`: add), in entry order at the end.
+    in_place: Vec<(Entry, bool)>,
+    /// The run's every entry when it is rewritten whole (new or merged).
+    whole: Option<Vec<Entry>>,
+    /// Blocks stored now that a whole rewrite replaces.
+    replaced: Vec<Vec<u8>>,
+    /// The stored block the last lookup read: the first entry of the
+    /// block after it, and its entries.
+    last_read: Option<(Option<Entry>, Vec<Entry>)>,
+}
+
+impl PlannedRun {
+    fn stored(run: Run) -> PlannedRun {
+        PlannedRun {
+            id: run.id,
+            entries: run.entries,
+            in_place: Vec::new(),
+            whole: None,
+            replaced: Vec::new(),
+            last_read: None,
+        }
+    }
+
+    /// Whether the stored run holds `entry`. Lookups come in entry order,
+    /// so the block the last one read usually answers the next.
+    fn holds(&mut self, tree: &sled::Tree, prefix: &[u8], entry: &Entry) -> Result<bool, StoreError> {
+        if let Some(whole) = &self.whole {
+            return Ok(whole.binary_search(entry).is_ok());
+        }
+        if let Some((next, held)) = &self.last_read
+            && held.first().is_some_and(|first| first <= entry)
+            && next.is_none_or(|next| *entry < next)
+        {
+            return Ok(held.binary_search(entry).is_ok());
+        }
+        let run_prefix = run_prefix(prefix, self.id);
+        let Some(block) = containing_block(tree, &run_prefix, entry)? else { return Ok(false) };
+        let held = decode_block(&tree.get(&block)?.ok_or_else(|| corrupt("an index block vanished"))?)?;
+        let next = match tree.range((Bound::Excluded(block.to_vec()), Bound::Included(run_end(&run_prefix)))).next() {
+            Some(found) => Some(split_entry_key(&found?.0)?.1),
+            None => None,
+        };
+        let found = held.binary_search(entry).is_ok();
+        self.last_read = Some((next, held));
+        Ok(found)
+    }
+
+    /// The run's last entry as stored.
+    fn last_entry(&self, tree: &sled::Tree, prefix: &[u8]) -> Result<Option<Entry>, StoreError> {
+        let run_prefix = run_prefix(prefix, self.id);
+        match tree.range(run_prefix.clone()..=run_end(&run_prefix)).next_back() {
+            Some(found) => Ok(decode_block(&found?.1)?.last().copied()),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads the whole run into memory with its in-place changes applied.
+    fn load(&mut self, tree: &sled::Tree, prefix: &[u8]) -> Result<(), StoreError> {
+        if self.whole.is_some() {
+            return Ok(());
+        }
+        let run_prefix = run_prefix(prefix, self.id);
+        let mut held = BTreeSet::new();
+        for block in tree.range(run_prefix.clone()..=run_end(&run_prefix)) {
+            let (key, value) = block?;
+            held.extend(decode_block(&value)?);
+            self.replaced.push(key.to_vec());
+        }
+        for (entry, add) in self.in_place.drain(..) {
+            if add {
+                held.insert(entry);
+            } else {
+                held.remove(&entry);
+            }
+        }
+        self.entries = held.len() as u64;
+        self.whole = Some(held.into_iter().collect());
+        Ok(())
+    }
+
+    /// Takes `newer`'s entries into this run (which keeps its id).
+    fn absorb(&mut self, tree: &sled::Tree, prefix: &[u8], mut newer: PlannedRun) -> Result<(), StoreError> {
+        self.load(tree, prefix)?;
+        newer.load(tree, prefix)?;
+        let mut merged = self.whole.take().unwrap_or_default();
+        merged.extend(newer.whole.take().unwrap_or_default());
+        merged.sort_unstable();
+        merged.dedup();
+        self.entries = merged.len() as u64;
+        self.whole = Some(merged);
+        self.replaced.append(&mut newer.replaced);
+        Ok(())
+    }
+}
+
+/// Plans one value's changes (in entry order): removals where the entries
+/// are, additions appended to the newest run or as a run of their own,
+/// then the merges that keep the runs few.
+fn plan_value(
+    tree: &sled::Tree,
+    prefix: &[u8],
+    changes: &[(Entry, bool)],
+    planned: &mut BlockChanges,
+) -> Result<(), StoreError> {
+    let before = read_directory(tree, prefix)?;
+    let mut runs: Vec<PlannedRun> = before.iter().copied().map(PlannedRun::stored).collect();
+    let mut additions = Vec::new();
+    for (entry, add) in changes {
+        if *add {
+            additions.push(*entry);
+            continue;
+        }
+        for run in runs.iter_mut().rev() {
+            if run.holds(tree, prefix, entry)? {
+                run.in_place.push((*entry, false));
+                run.entries -= 1;
+                break;
+            }
+        }
+    }
+    if let Some(first) = additions.first() {
+        let appends = match runs.last() {
+            Some(newest) => newest.last_entry(tree, prefix)?.is_none_or(|last| *first > last),
+            None => false,
+        };
+        match runs.last_mut() {
+            Some(newest) if appends => {
+                newest.entries += additions.len() as u64;
+                newest.in_place.extend(additions.iter().map(|entry| (*entry, true)));
+            }
+            _ => {
+                let id = runs.last().map_or(0, |newest| newest.id + 1);
+                let mut run = PlannedRun::stored(Run { id, entries: additions.len() as u64 });
+                run.whole = Some(additions);
+                runs.push(run);
+            }
+        }
+    }
+    while let [.., older, newer] = runs.as_slice() {
+        if newer.entries * 2 <= older.entries && runs.len() <= MAX_RUNS {
+            break;
+        }
+        let Some(newer) = runs.pop() else { break };
+        if let Some(older) = runs.last_mut() {
+            older.absorb(tree, prefix, newer)?;
+        }
+    }
+    for run in &mut runs {
+        let run_prefix = run_prefix(prefix, run.id);
+        match &run.whole {
+            Some(entries) => {
+                for key in run.replaced.drain(..) {
+                    planned.insert(key, None);
+                }
+                if !entries.is_empty() {
+                    for chunk in even_chunks(entries) {
+                        planned.insert(block_key(&run_prefix, &chunk[0]), Some(chunk.concat()));
+                    }
+                }
+            }
+            None if run.in_place.is_empty() => {}
+            None => {
+                run.in_place.sort_unstable();
+                rewrite_in_place(tree, &run_prefix, &run.in_place, planned)?;
+            }
+        }
+    }
+    let after: Vec<Run> =
+        runs.iter().filter(|run| run.entries > 0).map(|run| Run { id: run.id, entries: run.entries }).collect();
+    if after != before {
+        let directory = (!after.is_empty()).then(|| encode_directory(&after));
+        planned.insert(directory_key(prefix), directory);
+    }
+    Ok(())
+}
+
+/// Plans the rewrite of the blocks of one stored run that the changes (in
+/// entry order) fall in.
+fn rewrite_in_place(
+    tree: &sled::Tree,
+    run_prefix: &[u8],
+    changes: &[(Entry, bool)],
+    planned: &mut BlockChanges,
+) -> Result<(), StoreError> {
+    // The blocks touched, by the key they have now (`None`: a new one).
+    let mut touched: BTreeMap<Option<Vec<u8>>, BTreeSet<Entry>> = BTreeMap::new();
+    // The block the last lookup found and where the next one starts:
+    // changes come in order, so most fall in the block before them.
+    let mut last_found: Option<(Option<Vec<u8>>, Option<Entry>)> = None;
+    for (entry, add) in changes {
+        let block = match &last_found {
+            Some((block, next)) if next.is_none_or(|next| *entry < next) => block.clone(),
+            _ => {
+                let block = containing_block(tree, run_prefix, entry)?.map(|key| key.to_vec());
+                let next = match &block {
+                    Some(key) => {
+                        match tree.range((Bound::Excluded(key.clone()), Bound::Included(run_end(run_prefix)))).next() {
+                            Some(found) => Some(split_entry_key(&found?.0)?.1),
+                            None => None,
+                        }
+                    }
+                    None => None,
+                };
+                last_found = Some((block.clone(), next));
+                block
+            }
+        };
+        if !touched.contains_key(&block) {
+            let held = match &block {
+                Some(key) => {
+                    let value = tree.get(key)?.ok_or_else(|| corrupt("an index block vanished"))?;
+                    decode_block(&value)?.into_iter().collect()
+                }
+                None => BTreeSet::new(),
+            };
+            touched.insert(block.clone(), held);
+        }
+        if let Some(held) = touched.get_mut(&block) {
+            if *add {
+                held.insert(*entry);
+            } else {
+                held.remove(entry);
+            }
+        }
+    }
+    for (old_key, held) in touched {
+        if let Some(old_key) = old_key {
+            planned.insert(old_key, None);
+        }
+        let held: Vec<Entry> = held.into_iter().collect();
+        if !held.is_empty() {
+            for chunk in even_chunks(&held) {
+                planned.insert(block_key(run_prefix, &chunk[0]), Some(chunk.concat()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The keys and values that store one value's entries (sorted, unique) as
+/// a single run, for a rebuild.
+pub fn single_run(prefix: &[u8], entries: &[Entry]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    if entries.is_empty() {
+        return Vec::new();
+    }
+    let first_run = run_prefix(prefix, 0);
+    let mut written: Vec<(Vec<u8>, Vec<u8>)> =
+        even_chunks(entries).map(|chunk| (block_key(&first_run, &chunk[0]), chunk.concat())).collect();
+    written.push((directory_key(prefix), encode_directory(&[Run { id: 0, entries: entries.len() as u64 }])));
+    written
+}
+
+/// Every entry the tree holds, as full entry keys (`value prefix ‖
+/// entry`), and what is wrong with how they are kept: blocks not keyed by
+/// their first entry or too large, an entry in two runs, runs missing from
+/// their directory or holding another number of entries than it says.
+pub fn stored_entries(tree: &sled::Tree) -> Result<(BTreeSet<Vec<u8>>, Vec<String>), StoreError> {
+    let mut entries = BTreeSet::new();
+    let mut problems = BTreeSet::new();
+    // Per value: the runs its blocks hold (with their entries), and the
+    // runs its directory lists.
+    let mut found: BTreeMap<Vec<u8>, BTreeMap<u64, u64>> = BTreeMap::new();
+    let mut listed: BTreeMap<Vec<u8>, BTreeMap<u64, u64>> = BTreeMap::new();
+    for item in tree.iter() {
+        let (key, value) = item?;
+        let at = value_prefix_len(&key).ok_or_else(|| corrupt("an index key has no value prefix"))?;
+        let (prefix, rest) = key.split_at(at);
+        if rest == DIRECTORY {
+            let runs = decode_directory(&value)?;
+            listed.insert(prefix.to_vec(), runs.iter().map(|run| (run.id, run.entries)).collect());
+            continue;
+        }
+        if rest.len() != RUN_BYTES + ENTRY_BYTES {
+            return Err(corrupt("an index key is neither a block nor a directory"));
+        }
+        let run = u64::from_be_bytes(rest[..RUN_BYTES].try_into().unwrap_or_default());
+        let held = decode_block(&value)?;
+        if held.first().map(|first| &first[..]) != Some(&rest[RUN_BYTES..]) || held.len() > BLOCK_ENTRIES {
+            problems.insert("an index block is not keyed by its first entry".to_owned());
+        }
+        *found.entry(prefix.to_vec()).or_default().entry(run).or_default() += held.len() as u64;
+        for entry in held {
+            if !entries.insert([prefix, &entry[..]].concat()) {
+                problems.insert("an index entry is held by two runs".to_owned());
+            }
+        }
+    }
+    if found != listed {
+        problems.insert("index runs disagree with their directories".to_owned());
+    }
+    Ok((entries, problems.into_iter().collect()))
 }
 
 #[cfg(test)]
 mod tests {
+    use rand::{Rng, SeedableRng};
+
     use super::*;
 
     fn entry(n: u64) -> Entry {
@@ -238,60 +612,76 @@ mod tests {
         entry
     }
 
-    fn key(prefix: &[u8], n: u64) -> Vec<u8> {
-        block_key(prefix, &entry(n))
+    fn number(entry: &Entry) -> u64 {
+        u64::from_be_bytes(entry[..8].try_into().unwrap_or_default())
     }
 
     fn apply(tree: &sled::Tree, changes: &BTreeMap<Vec<u8>, bool>) -> Result<(), StoreError> {
-        let planned = plan(tree, changes)?;
-        for (key, value) in planned.write {
-            tree.insert(key, value)?;
-        }
-        for key in planned.remove {
-            tree.remove(key)?;
+        for (key, value) in plan(tree, changes)? {
+            match value {
+                Some(value) => tree.insert(key, value)?,
+                None => tree.remove(key)?,
+            };
         }
         Ok(())
     }
 
     fn walk(tree: &sled::Tree, prefix: &[u8], after: Option<u64>, reverse: bool) -> Result<Vec<u64>, StoreError> {
         let after = after.map(entry);
-        Entries::new(tree, prefix, after.as_ref(), reverse)?
-            .map(|entry| entry.map(|e| u64::from_be_bytes(e[..8].try_into().unwrap_or_default())))
-            .collect()
+        Entries::new(tree, prefix, after.as_ref(), reverse)?.map(|entry| entry.map(|e| number(&e))).collect()
     }
 
-    /// Random adds and removes on three values agree with a sorted set
-    /// after every step, forwards, backwards and from every position.
+    fn prefixes() -> [Vec<u8>; 3] {
+        let (acme, globex) = (Uuid::from_u128(7), Uuid::from_u128(8));
+        [
+            value_prefix(acme, "by_cvss", ""),
+            value_prefix(acme, "by_cvss", "null"),
+            value_prefix(globex, "status", "open"),
+        ]
+    }
+
+    /// Random additions (appends, and anywhere in the order) and removals
+    /// on three values agree with a sorted set after every write,
+    /// forwards, backwards and from a random position; the runs stay few
+    /// and agree with their directories.
     #[test]
-    fn blocks_follow_a_sorted_set() -> Result<(), StoreError> {
-        use rand::{Rng, SeedableRng};
+    fn runs_follow_a_sorted_set() -> Result<(), StoreError> {
         let dir = tempfile::tempdir().map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
         let tree = sled::open(dir.path())?.open_tree("index")?;
-        let prefixes: [&[u8]; 3] = [b"a\0\0\0\0\x01x", b"a\0\0\0\0\x02xy", b"b\0\0\0\0\x00"];
+        let prefixes = prefixes();
         let mut expected: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); 3];
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        for step in 0..60 {
+        let mut most_runs = 0;
+        for step in 0..80 {
             let mut changes = BTreeMap::new();
-            // Appends, random inserts and removes, as imports make them.
-            for _ in 0..rng.gen_range(1..400) {
+            let size = if rng.gen_bool(0.2) { rng.gen_range(1..20) } else { rng.gen_range(100..1200) };
+            for _ in 0..size {
                 let which = rng.gen_range(0..3);
-                let n = if rng.gen_bool(0.5) {
-                    10_000 + step * 500 + rng.gen_range(0..500)
-                } else {
-                    rng.gen_range(0..20_000)
+                let add = rng.gen_bool(0.75);
+                let n = match (add, rng.gen_range(0..3)) {
+                    // A removal of something held, when there is any.
+                    (false, _) => match expected[which].iter().nth(rng.gen_range(0..expected[which].len().max(1))) {
+                        Some(held) => *held,
+                        None => rng.gen_range(0..50_000),
+                    },
+                    // Appends past everything so far.
+                    (true, 0) => 100_000 + step * 1_000 + rng.gen_range(0..1_000),
+                    (true, _) => rng.gen_range(0..50_000),
                 };
-                let add = rng.gen_bool(0.7);
-                changes.insert(key(prefixes[which], n), add);
+                // Changes are net, as the store makes them: an addition is
+                // of an entry not held yet.
+                if add && expected[which].contains(&n) {
+                    continue;
+                }
+                changes.insert([prefixes[which].as_slice(), &entry(n)].concat(), add);
             }
             for (key, add) in &changes {
-                let which = prefixes.iter().position(|p| key.starts_with(p) && key.len() == p.len() + ENTRY_BYTES);
-                let n = u64::from_be_bytes(key[key.len() - 24..key.len() - 16].try_into().unwrap_or_default());
-                if let Some(which) = which {
-                    if *add {
-                        expected[which].insert(n);
-                    } else {
-                        expected[which].remove(&n);
-                    }
+                let (prefix, entry) = split_entry_key(key)?;
+                let which = prefixes.iter().position(|p| p == prefix).unwrap_or_default();
+                if *add {
+                    expected[which].insert(number(&entry));
+                } else {
+                    expected[which].remove(&number(&entry));
                 }
             }
             apply(&tree, &changes)?;
@@ -301,27 +691,62 @@ mod tests {
                 let mut backwards = all.clone();
                 backwards.reverse();
                 assert_eq!(walk(&tree, prefix, None, true)?, backwards);
-                let pivot = rng.gen_range(0..20_000);
+                let pivot = rng.gen_range(0..200_000);
                 let after: Vec<u64> = all.iter().copied().filter(|n| *n > pivot).collect();
                 assert_eq!(walk(&tree, prefix, Some(pivot), false)?, after);
                 let before: Vec<u64> = backwards.iter().copied().filter(|n| *n < pivot).collect();
                 assert_eq!(walk(&tree, prefix, Some(pivot), true)?, before);
+                let runs = read_directory(&tree, prefix)?;
+                assert!(runs.len() <= MAX_RUNS, "{} runs", runs.len());
+                most_runs = most_runs.max(runs.len());
+                assert_eq!(runs.iter().map(|run| run.entries).sum::<u64>(), all.len() as u64);
             }
+            let (stored, problems) = stored_entries(&tree)?;
+            assert!(problems.is_empty(), "step {step}: {problems:?}");
+            assert_eq!(stored.len(), expected.iter().map(BTreeSet::len).sum::<usize>());
         }
-        for entry in tree.iter() {
-            let (key, value) = entry?;
-            let held = decode_block(&value)?;
-            assert!(held.len() <= BLOCK_ENTRIES);
-            assert_eq!(split_entry_key(&key)?.1, held[0], "a block's key is its first entry");
+        assert!(most_runs >= 3, "the walk never met several runs ({most_runs})");
+        Ok(())
+    }
+
+    /// Additions out of order make new runs, merged as a binary counter:
+    /// each entry is rewritten a few times, not once per write.
+    #[test]
+    fn scattered_additions_rewrite_little() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
+        let tree = sled::open(dir.path())?.open_tree("index")?;
+        let prefix = &prefixes()[0];
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let (batches, per_batch) = (64, 1_000);
+        let mut written_entries = 0;
+        let mut numbers: Vec<u64> = (0..(batches * per_batch) as u64).collect();
+        rand::seq::SliceRandom::shuffle(numbers.as_mut_slice(), &mut rng);
+        for batch in numbers.chunks(per_batch) {
+            let changes: BTreeMap<Vec<u8>, bool> =
+                batch.iter().map(|n| ([prefix.as_slice(), &entry(*n)].concat(), true)).collect();
+            let planned = plan(&tree, &changes)?;
+            written_entries += planned.values().flatten().map(|value| value.len() / ENTRY_BYTES).sum::<usize>();
+            apply(&tree, &changes)?;
         }
+        let total = batches * per_batch;
+        assert_eq!(walk(&tree, prefix, None, false)?.len(), total);
+        // One sorted sequence would have rewritten about half the index per
+        // batch (~32 entries written per entry); a binary counter of 64
+        // batches about log2(64) + 1.
+        assert!(written_entries <= total * 8, "{written_entries} entries written for {total}");
         Ok(())
     }
 
     #[test]
-    fn broken_blocks_are_reported() {
+    fn broken_blocks_and_directories_are_reported() {
         assert!(decode_block(&[]).is_err());
         assert!(decode_block(&[0; 25]).is_err());
         assert!(decode_block(&[entry(2), entry(1)].concat()).is_err());
         assert!(split_entry_key(&[0; 3]).is_err());
+        assert!(decode_directory(&[0; 15]).is_err());
+        let out_of_order = encode_directory(&[Run { id: 2, entries: 1 }, Run { id: 1, entries: 1 }]);
+        assert!(decode_directory(&out_of_order).is_err());
+        assert_eq!(value_prefix_len(&[prefixes()[2].as_slice(), &[1; 32]].concat()), Some(prefixes()[2].len()));
+        assert_eq!(value_prefix_len(&[9; 20]), None);
     }
 }

@@ -68,14 +68,20 @@ pub enum ImportError {
 /// Validates a batch and, when every line is valid, writes it durably.
 pub fn import(db: &Database, organization: Uuid, collection: &str, body: &[u8]) -> Result<ImportSummary, ImportError> {
     let fields = schema(collection).ok_or_else(|| ImportError::UnknownCollection(collection.to_owned()))?;
+    let lines: Vec<(usize, &[u8])> = body
+        .split(|byte| *byte == b'\n')
+        .enumerate()
+        .filter(|(_, raw)| !raw.iter().all(u8::is_ascii_whitespace))
+        .map(|(index, raw)| (index + 1, raw))
+        .collect();
+    // What each line says on its own needs no store: checked on every core,
+    // before the writer lock.
+    let checked = check_lines(&lines, collection, fields);
     // One writer at a time: validation reads what the write then replaces.
     let _writer = db.exclusive_writer();
     let mut batch = Batch::new(db, organization, collection);
-    for (index, raw) in body.split(|byte| *byte == b'\n').enumerate() {
-        if raw.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        batch.line(index + 1, raw, fields)?;
+    for line in checked {
+        batch.line(line)?;
     }
     if batch.errors.total > 0 {
         return Err(ImportError::Invalid { lines: batch.errors.lines, total: batch.errors.total });
@@ -83,6 +89,84 @@ pub fn import(db: &Database, organization: Uuid, collection: &str, body: &[u8]) 
     let now = service_now();
     let summary = batch.commit(now)?;
     Ok(summary)
+}
+
+/// Checks each line on its own (shape, types, formats, the fields its
+/// state needs), spread over the machine's cores; in line order.
+fn check_lines(lines: &[(usize, &[u8])], collection: &str, fields: &'static [Field]) -> Vec<CheckedLine> {
+    crate::parallel::map_in_order(lines, |(line, raw)| check_line(*line, raw, collection, fields))
+}
+
+/// One line as far as it can be checked without the store.
+enum CheckedLine {
+    /// Not a JSON object, too long, or with an unusable id: nothing more
+    /// is checked.
+    Refused(Errors),
+    Parsed(ParsedLine),
+}
+
+struct ParsedLine {
+    line: usize,
+    /// `None`: the line has no id, and the service assigns one.
+    id: Option<Uuid>,
+    /// The client-owned content, normalized.
+    content: Map<String, Value>,
+    /// The records it names, to look up in the store.
+    references: Vec<Reference>,
+    /// Problems of its shape and types.
+    shape_errors: Errors,
+    /// Fields its state needs and it lacks.
+    state_errors: Errors,
+}
+
+fn check_line(line: usize, raw: &[u8], collection: &str, fields: &'static [Field]) -> CheckedLine {
+    let mut errors = Errors::default();
+    if raw.len() > MAX_LINE_BYTES {
+        errors.add(line, "", format!("the line is {} bytes; at most {MAX_LINE_BYTES} are accepted", raw.len()));
+        return CheckedLine::Refused(errors);
+    }
+    let object = match serde_json::from_slice::<Value>(raw) {
+        Ok(Value::Object(object)) => object,
+        Ok(_) => {
+            errors.add(line, "", "a line must be one JSON object");
+            return CheckedLine::Refused(errors);
+        }
+        Err(error) => {
+            errors.add(line, "", format!("not valid JSON: {error}"));
+            return CheckedLine::Refused(errors);
+        }
+    };
+    let id = match object.get("id") {
+        None | Some(Value::Null) => None,
+        Some(value) => match canonical_uuid(value) {
+            Some(id) => Some(id),
+            None => {
+                errors.add(line, "id", "not a UUID (lowercase, hyphenated)");
+                return CheckedLine::Refused(errors);
+            }
+        },
+    };
+    let mut references = Vec::new();
+    let content = check_object(fields, &object, "", line, &mut errors, &mut references);
+    let state_errors = check_state_fields(collection, line, &content);
+    CheckedLine::Parsed(ParsedLine { line, id, content, references, shape_errors: errors, state_errors })
+}
+
+/// Fields a state needs: a suppressed finding says why, a resolved one when.
+fn check_state_fields(collection: &str, line: usize, content: &Map<String, Value>) -> Errors {
+    let mut errors = Errors::default();
+    let status = content.get("status").and_then(Value::as_str);
+    let needs = match (collection, status) {
+        ("vulnerability-findings", Some("suppressed")) => Some("suppression"),
+        ("vulnerability-findings", Some("resolved")) => Some("resolved_at"),
+        ("remediation-targets", Some("remediated")) => Some("remediated_at"),
+        _ => None,
+    };
+    if let Some(field) = needs.filter(|field| content.get(*field).is_none_or(Value::is_null)) {
+        let status = status.unwrap_or_default();
+        errors.add(line, field, format!("required when status is {status}"));
+    }
+    errors
 }
 
 /// The service's clock for `created_at`/`updated_at`: microseconds, and
@@ -113,6 +197,13 @@ impl Errors {
         if self.lines.len() < MAX_REPORTED {
             self.lines.push(LineError { line, field: field.to_owned(), reason: reason.into() });
         }
+    }
+
+    /// Adds what another collection of errors holds, after these.
+    fn append(&mut self, other: Errors) {
+        self.total += other.total;
+        let room = MAX_REPORTED.saturating_sub(self.lines.len());
+        self.lines.extend(other.lines.into_iter().take(room));
     }
 }
 
@@ -155,39 +246,20 @@ impl<'a> Batch<'a> {
         }
     }
 
-    fn line(&mut self, line: usize, raw: &[u8], fields: &'static [Field]) -> Result<(), StoreError> {
-        if raw.len() > MAX_LINE_BYTES {
-            self.errors.add(
-                line,
-                "",
-                format!("the line is {} bytes; at most {MAX_LINE_BYTES} are accepted", raw.len()),
-            );
-            return Ok(());
-        }
-        let object = match serde_json::from_slice::<Value>(raw) {
-            Ok(Value::Object(object)) => object,
-            Ok(_) => {
-                self.errors.add(line, "", "a line must be one JSON object");
+    /// Checks a line against the store (its references, its state
+    /// transition) and keeps it when it has no problem at all.
+    fn line(&mut self, checked: CheckedLine) -> Result<(), StoreError> {
+        let parsed = match checked {
+            CheckedLine::Refused(errors) => {
+                self.errors.append(errors);
                 return Ok(());
             }
-            Err(error) => {
-                self.errors.add(line, "", format!("not valid JSON: {error}"));
-                return Ok(());
-            }
+            CheckedLine::Parsed(parsed) => parsed,
         };
+        let ParsedLine { line, id, content, references, shape_errors, state_errors } = parsed;
+        let id = id.unwrap_or_else(Uuid::now_v7);
         let errors_before = self.errors.total;
-        let id = match object.get("id") {
-            None | Some(Value::Null) => Uuid::now_v7(),
-            Some(value) => match canonical_uuid(value) {
-                Some(id) => id,
-                None => {
-                    self.errors.add(line, "id", "not a UUID (lowercase, hyphenated)");
-                    return Ok(());
-                }
-            },
-        };
-        let mut references = Vec::new();
-        let content = check_object(fields, &object, "", line, &mut self.errors, &mut references);
+        self.errors.append(shape_errors);
         for reference in references {
             let Some(record) = self.referenced_record(reference.collection, reference.id)? else {
                 self.errors.add(
@@ -207,7 +279,7 @@ impl<'a> Batch<'a> {
         {
             self.errors.add(line, "status", format!("a {from} record cannot become {to}"));
         }
-        self.check_state_fields(line, &content);
+        self.errors.append(state_errors);
         if self.errors.total == errors_before {
             self.current_status.insert(id, status.map(str::to_owned));
             self.lines.push((id, content));
@@ -216,15 +288,18 @@ impl<'a> Batch<'a> {
     }
 
     /// The status of the record `id` before this line: stored, or from an
-    /// earlier line. Reading the stored record also keeps it for the commit.
+    /// earlier line. The stored record is kept for the commit.
     fn current_status(&mut self, id: Uuid) -> Result<Option<String>, StoreError> {
         if let Some(known) = self.current_status.get(&id) {
             return Ok(known.clone());
         }
-        let stored = self.stored(self.collection, id)?;
-        let status = stored.as_ref().and_then(|record| record.get("status")?.as_str().map(str::to_owned));
+        if !self.stored_before.contains_key(&id) {
+            let stored = self.stored(self.collection, id)?;
+            self.stored_before.insert(id, stored);
+        }
+        let stored = self.stored_before.get(&id).and_then(Option::as_ref);
+        let status = stored.and_then(|record| record.get("status")?.as_str().map(str::to_owned));
         self.current_status.insert(id, status.clone());
-        self.stored_before.insert(id, stored);
         Ok(status)
     }
 
@@ -241,21 +316,6 @@ impl<'a> Batch<'a> {
         match self.db.get(self.organization, collection, id)? {
             Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
             None => Ok(None),
-        }
-    }
-
-    /// Fields a state needs: a suppressed finding says why, a resolved one when.
-    fn check_state_fields(&mut self, line: usize, content: &Map<String, Value>) {
-        let status = content.get("status").and_then(Value::as_str);
-        let needs = match (self.collection, status) {
-            ("vulnerability-findings", Some("suppressed")) => Some("suppression"),
-            ("vulnerability-findings", Some("resolved")) => Some("resolved_at"),
-            ("remediation-targets", Some("remediated")) => Some("remediated_at"),
-            _ => None,
-        };
-        if let Some(field) = needs.filter(|field| content.get(*field).is_none_or(Value::is_null)) {
-            let status = status.unwrap_or_default();
-            self.errors.add(line, field, format!("required when status is {status}"));
         }
     }
 

@@ -13,6 +13,7 @@ pub mod ingest;
 pub mod metrics;
 #[cfg(feature = "native-baseline")]
 pub mod native;
+mod parallel;
 pub mod plugins;
 pub mod seed;
 pub mod server;
