@@ -45,6 +45,9 @@ struct Args {
     /// comparison (wrk, 32 connections); 0 skips it.
     #[arg(long, default_value_t = 10)]
     load_seconds: u64,
+    /// Only the import case (with sled's own ceiling), no read cases.
+    #[arg(long)]
+    import_only: bool,
 }
 
 /// The server under test; stopped on drop.
@@ -235,11 +238,15 @@ fn bench_import(args: &Args) -> anyhow::Result<String> {
     drop(server);
     // Gigabytes at a million findings, and made afresh by every run.
     std::fs::remove_dir_all(&data_dir).with_context(|| format!("removing {}", data_dir.display()))?;
+    let organization: uuid::Uuid = organization.parse()?;
+    let (ceiling_count, ceiling_time) = store_ceiling(args, organization, spec, finding_count)?;
     let rate = |count: usize, time: Duration| count as f64 / time.as_secs_f64().max(1e-9);
     Ok(format!(
         "\nimport (validated, durable, through the admin listener; batches of {} lines):\n\
          {:<44} {:>9.0} records/s  ({} in {:.1} s of requests)\n\
          {:<44} {:>9.0} records/s  ({} in {:.1} s of requests)  target ≥ 50,000/s\n\
+         {:<44} {:>9.0} records/s  ({} in {:.1} s)\n\
+         import ÷ sled alone: {:.2}\n\
          wall time with generation: {:.1} s\n",
         args.import_batch,
         "endpoints",
@@ -250,8 +257,62 @@ fn bench_import(args: &Args) -> anyhow::Result<String> {
         rate(finding_count, finding_time),
         finding_count,
         finding_time.as_secs_f64(),
+        "sled alone: the same findings' bytes, no index",
+        rate(ceiling_count, ceiling_time),
+        ceiling_count,
+        ceiling_time.as_secs_f64(),
+        rate(finding_count, finding_time) / rate(ceiling_count, ceiling_time).max(1e-9),
         wall.elapsed().as_secs_f64(),
     ))
+}
+
+/// What sled alone takes to write the same findings: the generator's
+/// lines again, each with the two timestamps the service adds, under the
+/// keys the store uses, into a fresh sled opened as the store opens it, in
+/// the same batches, each flushed. No parsing, validation, index or HTTP:
+/// the ceiling of any import into this store. Returns the records written
+/// and the time the writes and flushes took.
+fn store_ceiling(
+    args: &Args,
+    organization: uuid::Uuid,
+    spec: esr::demo::DemoSpec,
+    findings: usize,
+) -> anyhow::Result<(usize, Duration)> {
+    let data_dir = args.out.join("import-ceiling");
+    if data_dir.exists() {
+        std::fs::remove_dir_all(&data_dir)?;
+    }
+    let db = esr::store::sled_config(&data_dir).open()?;
+    let tree = db.open_tree("records/vulnerability-findings")?;
+    let mut generator = esr::demo::Generator::new(11, spec, esr::demo::DEMO_ANCHOR_UNIX, "bench");
+    let (mut written, mut time) = (0, Duration::ZERO);
+    let mut pending: Vec<Value> = Vec::new();
+    while written < findings {
+        while pending.len() < args.import_batch {
+            let Some(generated) = generator.next_endpoint() else { break };
+            pending.extend(generated.findings);
+        }
+        let take = pending.len().min(args.import_batch).min(findings - written);
+        if take == 0 {
+            break;
+        }
+        let mut batch = sled::Batch::default();
+        for mut finding in pending.drain(..take) {
+            let id: uuid::Uuid = finding["id"].as_str().unwrap_or_default().parse()?;
+            finding["remediation_target_id"] = Value::Null;
+            finding["created_at"] = Value::from("2026-11-23T12:00:00.000000Z");
+            finding["updated_at"] = Value::from("2026-11-23T12:00:00.000000Z");
+            batch.insert(&esr::store::record_key(organization, id)[..], serde_json::to_vec(&finding)?);
+        }
+        let started = Instant::now();
+        tree.apply_batch(batch)?;
+        db.flush()?;
+        time += started.elapsed();
+        written += take;
+    }
+    drop((tree, db));
+    std::fs::remove_dir_all(&data_dir).with_context(|| format!("removing {}", data_dir.display()))?;
+    Ok((written, time))
 }
 
 /// The resident memory of a process, in MiB, from `/proc`.
@@ -775,6 +836,13 @@ fn ms(duration: Duration) -> f64 {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.import_only {
+        let report = bench_import(&args)?;
+        print!("{report}");
+        std::fs::create_dir_all(&args.out)?;
+        std::fs::write(args.out.join("import-report.txt"), &report)?;
+        return Ok(());
+    }
     let data_dir = args.out.join(format!("data-{}x{}", args.endpoints, args.findings_per_endpoint));
     let key = ensure_data(&args, &data_dir)?;
     warm_page_cache(&data_dir)?;
