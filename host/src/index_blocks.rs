@@ -5,8 +5,10 @@
 //! **runs**. A run is a sorted sequence of **blocks** of up to
 //! [`BLOCK_ENTRIES`] entries, each block keyed `value prefix ‖ run id (u64)
 //! ‖ its first entry`; the value's entries are the union of its runs. A
-//! **directory** key, `value prefix ‖ 0xff × 8` (after every block of the
-//! value), lists the runs, oldest first, with their entry counts.
+//! value with several runs has a **directory** key, `value prefix ‖ 0xff ×
+//! 8` (after every block of the value), listing them, oldest first, with
+//! their entry counts; most values have one run and no directory, so that
+//! they cost no key beyond their blocks.
 //!
 //! Why blocks: sled keeps bookkeeping in memory for every page and splits
 //! a leaf page every 16 keys, so with a key per entry (14 per finding) the
@@ -150,11 +152,33 @@ fn decode_directory(bytes: &[u8]) -> Result<Vec<Run>, StoreError> {
     Ok(runs)
 }
 
-fn read_directory(tree: &sled::Tree, prefix: &[u8]) -> Result<Vec<Run>, StoreError> {
-    match tree.get(directory_key(prefix))? {
-        Some(bytes) => decode_directory(&bytes),
-        None => Ok(Vec::new()),
+/// A value's runs, oldest first: its directory's, or else the one run its
+/// blocks hold, whose size is not kept (`None`). One lookup: the last key
+/// of the value is its directory when it has one.
+fn read_runs(tree: &sled::Tree, prefix: &[u8]) -> Result<Vec<(u64, Option<u64>)>, StoreError> {
+    let Some(last) = tree.range(prefix.to_vec()..=directory_key(prefix)).next_back() else { return Ok(Vec::new()) };
+    let (key, value) = last?;
+    match &key[prefix.len()..] {
+        rest if rest == DIRECTORY => {
+            Ok(decode_directory(&value)?.iter().map(|run| (run.id, Some(run.entries))).collect())
+        }
+        rest if rest.len() == RUN_BYTES + ENTRY_BYTES => Ok(vec![(run_id(rest), None)]),
+        _ => Err(corrupt("an index key is neither a block nor a directory")),
     }
+}
+
+/// The run id at the start of a key's part after the value prefix.
+fn run_id(rest: &[u8]) -> u64 {
+    u64::from_be_bytes(rest.get(..RUN_BYTES).and_then(|id| id.try_into().ok()).unwrap_or_default())
+}
+
+/// How many entries a stored run holds: read block by block.
+fn count_run(tree: &sled::Tree, run_prefix: &[u8]) -> Result<u64, StoreError> {
+    let mut entries = 0;
+    for block in tree.range(run_prefix.to_vec()..=run_end(run_prefix)) {
+        entries += (block?.1.len() / ENTRY_BYTES) as u64;
+    }
+    Ok(entries)
 }
 
 /// The block of a run that holds (or would hold) `entry`: the last block
@@ -165,6 +189,15 @@ fn containing_block(tree: &sled::Tree, run_prefix: &[u8], entry: &Entry) -> Resu
     }
     match tree.range(run_prefix.to_vec()..=run_end(run_prefix)).next() {
         Some(found) => Ok(Some(found?.0)),
+        None => Ok(None),
+    }
+}
+
+/// The first entry of the block after `block` in its run, if any: where
+/// the entries `block` holds (or would take) end.
+fn next_block_start(tree: &sled::Tree, run_prefix: &[u8], block: &[u8]) -> Result<Option<Entry>, StoreError> {
+    match tree.range((Bound::Excluded(block.to_vec()), Bound::Included(run_end(run_prefix)))).next() {
+        Some(found) => Ok(Some(split_entry_key(&found?.0)?.1)),
         None => Ok(None),
     }
 }
@@ -181,9 +214,9 @@ pub struct Entries {
 
 impl Entries {
     pub fn new(tree: &sled::Tree, prefix: &[u8], after: Option<&Entry>, reverse: bool) -> Result<Entries, StoreError> {
-        let runs = read_directory(tree, prefix)?
+        let runs = read_runs(tree, prefix)?
             .iter()
-            .map(|run| RunEntries::new(tree, &run_prefix(prefix, run.id), after, reverse))
+            .map(|(id, _)| RunEntries::new(tree, &run_prefix(prefix, *id), after, reverse))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Entries { heads: vec![None; runs.len()], runs, started: false, reverse })
     }
@@ -304,8 +337,8 @@ pub fn plan(tree: &sled::Tree, changes: &BTreeMap<Vec<u8>, bool>) -> Result<Bloc
 /// A run while a write is planned.
 struct PlannedRun {
     id: u64,
-    /// Its entries once the write is done.
-    entries: u64,
+    /// The entries it holds in the store, when known.
+    stored_entries: Option<u64>,
     /// Changes to make in place (`true`: add), in entry order at the end.
     in_place: Vec<(Entry, bool)>,
     /// The run's every entry when it is rewritten whole (new or merged).
@@ -318,15 +351,28 @@ struct PlannedRun {
 }
 
 impl PlannedRun {
-    fn stored(run: Run) -> PlannedRun {
-        PlannedRun {
-            id: run.id,
-            entries: run.entries,
-            in_place: Vec::new(),
-            whole: None,
-            replaced: Vec::new(),
-            last_read: None,
+    fn stored(id: u64, stored_entries: Option<u64>) -> PlannedRun {
+        PlannedRun { id, stored_entries, in_place: Vec::new(), whole: None, replaced: Vec::new(), last_read: None }
+    }
+
+    /// How many entries it holds once the write is done. The size of a
+    /// value's only run is counted from its blocks when first needed: when
+    /// the value gets a second run.
+    fn entries(&mut self, tree: &sled::Tree, prefix: &[u8]) -> Result<u64, StoreError> {
+        if let Some(whole) = &self.whole {
+            return Ok(whole.len() as u64);
         }
+        let stored = match self.stored_entries {
+            Some(stored) => stored,
+            None => {
+                let counted = count_run(tree, &run_prefix(prefix, self.id))?;
+                self.stored_entries = Some(counted);
+                counted
+            }
+        };
+        let added = self.in_place.iter().filter(|(_, add)| *add).count() as u64;
+        let removed = self.in_place.len() as u64 - added;
+        Ok((stored + added).saturating_sub(removed))
     }
 
     /// Whether the stored run holds `entry`. Lookups come in entry order,
@@ -344,10 +390,7 @@ impl PlannedRun {
         let run_prefix = run_prefix(prefix, self.id);
         let Some(block) = containing_block(tree, &run_prefix, entry)? else { return Ok(false) };
         let held = decode_block(&tree.get(&block)?.ok_or_else(|| corrupt("an index block vanished"))?)?;
-        let next = match tree.range((Bound::Excluded(block.to_vec()), Bound::Included(run_end(&run_prefix)))).next() {
-            Some(found) => Some(split_entry_key(&found?.0)?.1),
-            None => None,
-        };
+        let next = next_block_start(tree, &run_prefix, &block)?;
         let found = held.binary_search(entry).is_ok();
         self.last_read = Some((next, held));
         Ok(found)
@@ -381,7 +424,6 @@ impl PlannedRun {
                 held.remove(&entry);
             }
         }
-        self.entries = held.len() as u64;
         self.whole = Some(held.into_iter().collect());
         Ok(())
     }
@@ -394,7 +436,6 @@ impl PlannedRun {
         merged.extend(newer.whole.take().unwrap_or_default());
         merged.sort_unstable();
         merged.dedup();
-        self.entries = merged.len() as u64;
         self.whole = Some(merged);
         self.replaced.append(&mut newer.replaced);
         Ok(())
@@ -410,8 +451,8 @@ fn plan_value(
     changes: &[(Entry, bool)],
     planned: &mut BlockChanges,
 ) -> Result<(), StoreError> {
-    let before = read_directory(tree, prefix)?;
-    let mut runs: Vec<PlannedRun> = before.iter().copied().map(PlannedRun::stored).collect();
+    let before = read_runs(tree, prefix)?;
+    let mut runs: Vec<PlannedRun> = before.iter().map(|(id, entries)| PlannedRun::stored(*id, *entries)).collect();
     let mut additions = Vec::new();
     for (entry, add) in changes {
         if *add {
@@ -421,7 +462,6 @@ fn plan_value(
         for run in runs.iter_mut().rev() {
             if run.holds(tree, prefix, entry)? {
                 run.in_place.push((*entry, false));
-                run.entries -= 1;
                 break;
             }
         }
@@ -432,25 +472,35 @@ fn plan_value(
             None => false,
         };
         match runs.last_mut() {
-            Some(newest) if appends => {
-                newest.entries += additions.len() as u64;
-                newest.in_place.extend(additions.iter().map(|entry| (*entry, true)));
-            }
+            Some(newest) if appends => newest.in_place.extend(additions.iter().map(|entry| (*entry, true))),
             _ => {
                 let id = runs.last().map_or(0, |newest| newest.id + 1);
-                let mut run = PlannedRun::stored(Run { id, entries: additions.len() as u64 });
+                let mut run = PlannedRun::stored(id, Some(0));
                 run.whole = Some(additions);
                 runs.push(run);
             }
         }
     }
-    while let [.., older, newer] = runs.as_slice() {
-        if newer.entries * 2 <= older.entries && runs.len() <= MAX_RUNS {
+    while runs.len() >= 2 {
+        let count = runs.len();
+        let newer = runs[count - 1].entries(tree, prefix)?;
+        let older = runs[count - 2].entries(tree, prefix)?;
+        if newer * 2 <= older && count <= MAX_RUNS {
             break;
         }
         let Some(newer) = runs.pop() else { break };
         if let Some(older) = runs.last_mut() {
             older.absorb(tree, prefix, newer)?;
+        }
+    }
+    // Sizes are known for every run once there are several.
+    let mut after = Vec::with_capacity(runs.len());
+    if runs.len() >= 2 {
+        for run in &mut runs {
+            let entries = run.entries(tree, prefix)?;
+            if entries > 0 {
+                after.push(Run { id: run.id, entries });
+            }
         }
     }
     for run in &mut runs {
@@ -473,11 +523,18 @@ fn plan_value(
             }
         }
     }
-    let after: Vec<Run> =
-        runs.iter().filter(|run| run.entries > 0).map(|run| Run { id: run.id, entries: run.entries }).collect();
-    if after != before {
-        let directory = (!after.is_empty()).then(|| encode_directory(&after));
-        planned.insert(directory_key(prefix), directory);
+    let had_directory = before.len() >= 2;
+    if after.len() >= 2 {
+        let unchanged = had_directory
+            && before
+                .iter()
+                .map(|(id, entries)| Run { id: *id, entries: entries.unwrap_or_default() })
+                .eq(after.iter().copied());
+        if !unchanged {
+            planned.insert(directory_key(prefix), Some(encode_directory(&after)));
+        }
+    } else if had_directory {
+        planned.insert(directory_key(prefix), None);
     }
     Ok(())
 }
@@ -501,12 +558,7 @@ fn rewrite_in_place(
             _ => {
                 let block = containing_block(tree, run_prefix, entry)?.map(|key| key.to_vec());
                 let next = match &block {
-                    Some(key) => {
-                        match tree.range((Bound::Excluded(key.clone()), Bound::Included(run_end(run_prefix)))).next() {
-                            Some(found) => Some(split_entry_key(&found?.0)?.1),
-                            None => None,
-                        }
-                    }
+                    Some(key) => next_block_start(tree, run_prefix, key)?,
                     None => None,
                 };
                 last_found = Some((block.clone(), next));
@@ -552,10 +604,7 @@ pub fn single_run(prefix: &[u8], entries: &[Entry]) -> Vec<(Vec<u8>, Vec<u8>)> {
         return Vec::new();
     }
     let first_run = run_prefix(prefix, 0);
-    let mut written: Vec<(Vec<u8>, Vec<u8>)> =
-        even_chunks(entries).map(|chunk| (block_key(&first_run, &chunk[0]), chunk.concat())).collect();
-    written.push((directory_key(prefix), encode_directory(&[Run { id: 0, entries: entries.len() as u64 }])));
-    written
+    even_chunks(entries).map(|chunk| (block_key(&first_run, &chunk[0]), chunk.concat())).collect()
 }
 
 /// Every entry the tree holds, as full entry keys (`value prefix ‖
@@ -581,7 +630,7 @@ pub fn stored_entries(tree: &sled::Tree) -> Result<(BTreeSet<Vec<u8>>, Vec<Strin
         if rest.len() != RUN_BYTES + ENTRY_BYTES {
             return Err(corrupt("an index key is neither a block nor a directory"));
         }
-        let run = u64::from_be_bytes(rest[..RUN_BYTES].try_into().unwrap_or_default());
+        let run = run_id(rest);
         let held = decode_block(&value)?;
         if held.first().map(|first| &first[..]) != Some(&rest[RUN_BYTES..]) || held.len() > BLOCK_ENTRIES {
             problems.insert("an index block is not keyed by its first entry".to_owned());
@@ -593,8 +642,18 @@ pub fn stored_entries(tree: &sled::Tree) -> Result<(BTreeSet<Vec<u8>>, Vec<Strin
             }
         }
     }
-    if found != listed {
-        problems.insert("index runs disagree with their directories".to_owned());
+    // A value with one run has no directory; one with several lists them.
+    for (prefix, runs) in &found {
+        let agrees = match listed.get(prefix) {
+            Some(listed) => listed == runs && listed.len() >= 2,
+            None => runs.len() == 1,
+        };
+        if !agrees {
+            problems.insert("index runs disagree with their directories".to_owned());
+        }
+    }
+    if listed.keys().any(|prefix| !found.contains_key(prefix)) {
+        problems.insert("an index directory lists runs that hold nothing".to_owned());
     }
     Ok((entries, problems.into_iter().collect()))
 }
@@ -696,10 +755,15 @@ mod tests {
                 assert_eq!(walk(&tree, prefix, Some(pivot), false)?, after);
                 let before: Vec<u64> = backwards.iter().copied().filter(|n| *n < pivot).collect();
                 assert_eq!(walk(&tree, prefix, Some(pivot), true)?, before);
-                let runs = read_directory(&tree, prefix)?;
+                let runs = read_runs(&tree, prefix)?;
                 assert!(runs.len() <= MAX_RUNS, "{} runs", runs.len());
                 most_runs = most_runs.max(runs.len());
-                assert_eq!(runs.iter().map(|run| run.entries).sum::<u64>(), all.len() as u64);
+                if runs.len() >= 2 {
+                    assert_eq!(
+                        runs.iter().map(|(_, entries)| entries.unwrap_or_default()).sum::<u64>(),
+                        all.len() as u64
+                    );
+                }
             }
             let (stored, problems) = stored_entries(&tree)?;
             assert!(problems.is_empty(), "step {step}: {problems:?}");

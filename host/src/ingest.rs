@@ -65,23 +65,29 @@ pub enum ImportError {
     Store(#[from] StoreError),
 }
 
+/// Lines checked on their own at a time: what a batch's checks hold in
+/// memory beyond its valid records, whatever the batch holds.
+const CHECK_CHUNK_LINES: usize = 8192;
+
 /// Validates a batch and, when every line is valid, writes it durably.
 pub fn import(db: &Database, organization: Uuid, collection: &str, body: &[u8]) -> Result<ImportSummary, ImportError> {
     let fields = schema(collection).ok_or_else(|| ImportError::UnknownCollection(collection.to_owned()))?;
-    let lines: Vec<(usize, &[u8])> = body
-        .split(|byte| *byte == b'\n')
-        .enumerate()
-        .filter(|(_, raw)| !raw.iter().all(u8::is_ascii_whitespace))
-        .map(|(index, raw)| (index + 1, raw))
-        .collect();
-    // What each line says on its own needs no store: checked on every core,
-    // before the writer lock.
-    let checked = check_lines(&lines, collection, fields);
     // One writer at a time: validation reads what the write then replaces.
     let _writer = db.exclusive_writer();
     let mut batch = Batch::new(db, organization, collection);
-    for line in checked {
-        batch.line(line)?;
+    let mut lines = body
+        .split(|byte| *byte == b'\n')
+        .enumerate()
+        .filter(|(_, raw)| !raw.iter().all(u8::is_ascii_whitespace))
+        .map(|(index, raw)| (index + 1, raw));
+    loop {
+        let chunk: Vec<(usize, &[u8])> = lines.by_ref().take(CHECK_CHUNK_LINES).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        for line in check_lines(&chunk, collection, fields) {
+            batch.line(line)?;
+        }
     }
     if batch.errors.total > 0 {
         return Err(ImportError::Invalid { lines: batch.errors.lines, total: batch.errors.total });
