@@ -152,24 +152,32 @@ fn decode_directory(bytes: &[u8]) -> Result<Vec<Run>, StoreError> {
     Ok(runs)
 }
 
+/// What an index-tree key names after its value prefix.
+enum KeyKind<'k> {
+    Directory,
+    Block { run: u64, first: &'k [u8] },
+}
+
+fn key_kind(rest: &[u8]) -> Result<KeyKind<'_>, StoreError> {
+    if rest == DIRECTORY {
+        return Ok(KeyKind::Directory);
+    }
+    match rest.split_first_chunk::<RUN_BYTES>() {
+        Some((run, first)) if first.len() == ENTRY_BYTES => Ok(KeyKind::Block { run: u64::from_be_bytes(*run), first }),
+        _ => Err(corrupt("an index key is neither a block nor a directory")),
+    }
+}
+
 /// A value's runs, oldest first: its directory's, or else the one run its
 /// blocks hold, whose size is not kept (`None`). One lookup: the last key
 /// of the value is its directory when it has one.
 fn read_runs(tree: &sled::Tree, prefix: &[u8]) -> Result<Vec<(u64, Option<u64>)>, StoreError> {
     let Some(last) = tree.range(prefix.to_vec()..=directory_key(prefix)).next_back() else { return Ok(Vec::new()) };
     let (key, value) = last?;
-    match &key[prefix.len()..] {
-        rest if rest == DIRECTORY => {
-            Ok(decode_directory(&value)?.iter().map(|run| (run.id, Some(run.entries))).collect())
-        }
-        rest if rest.len() == RUN_BYTES + ENTRY_BYTES => Ok(vec![(run_id(rest), None)]),
-        _ => Err(corrupt("an index key is neither a block nor a directory")),
+    match key_kind(&key[prefix.len()..])? {
+        KeyKind::Directory => Ok(decode_directory(&value)?.iter().map(|run| (run.id, Some(run.entries))).collect()),
+        KeyKind::Block { run, .. } => Ok(vec![(run, None)]),
     }
-}
-
-/// The run id at the start of a key's part after the value prefix.
-fn run_id(rest: &[u8]) -> u64 {
-    u64::from_be_bytes(rest.get(..RUN_BYTES).and_then(|id| id.try_into().ok()).unwrap_or_default())
 }
 
 /// How many entries a stored run holds: read block by block.
@@ -622,17 +630,16 @@ pub fn stored_entries(tree: &sled::Tree) -> Result<(BTreeSet<Vec<u8>>, Vec<Strin
         let (key, value) = item?;
         let at = value_prefix_len(&key).ok_or_else(|| corrupt("an index key has no value prefix"))?;
         let (prefix, rest) = key.split_at(at);
-        if rest == DIRECTORY {
-            let runs = decode_directory(&value)?;
-            listed.insert(prefix.to_vec(), runs.iter().map(|run| (run.id, run.entries)).collect());
-            continue;
-        }
-        if rest.len() != RUN_BYTES + ENTRY_BYTES {
-            return Err(corrupt("an index key is neither a block nor a directory"));
-        }
-        let run = run_id(rest);
+        let (run, first) = match key_kind(rest)? {
+            KeyKind::Directory => {
+                let runs = decode_directory(&value)?;
+                listed.insert(prefix.to_vec(), runs.iter().map(|run| (run.id, run.entries)).collect());
+                continue;
+            }
+            KeyKind::Block { run, first } => (run, first),
+        };
         let held = decode_block(&value)?;
-        if held.first().map(|first| &first[..]) != Some(&rest[RUN_BYTES..]) || held.len() > BLOCK_ENTRIES {
+        if held.first().map(|entry| &entry[..]) != Some(first) || held.len() > BLOCK_ENTRIES {
             problems.insert("an index block is not keyed by its first entry".to_owned());
         }
         *found.entry(prefix.to_vec()).or_default().entry(run).or_default() += held.len() as u64;
