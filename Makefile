@@ -65,6 +65,9 @@ test-plugins: wasm-target
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-test-plugin-,$(TEST_PLUGINS))
 	@mkdir -p $(TEST_PLUGINS_DIR)
 	@for p in $(TEST_PLUGINS); do cp $(WASM_OUT)/esr_test_plugin_$$(echo $$p | tr - _).wasm $(TEST_PLUGINS_DIR)/$$p.wasm; done
+# The prober again, declaring every collection and the organization.
+	$(CARGO) build --profile plugin --target $(WASM_TARGET) -p esr-test-plugin-prober --features all-reads
+	@cp $(WASM_OUT)/esr_test_plugin_prober.wasm $(TEST_PLUGINS_DIR)/prober-all-reads.wasm
 
 # Latencies on 10,000 endpoints / 1,000,000 findings (generated once into
 # target/bench/), throughput under wrk with the components and with the

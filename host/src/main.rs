@@ -252,6 +252,7 @@ fn check_plugin(file: &std::path::Path) -> anyhow::Result<()> {
     println!("  version      {}", info.version);
     println!("  wit package  esr:plugin@{}", info.wit_version);
     println!("  sha256       {}", info.sha256);
+    println!("  reads        {}", info.reads.names().join(", "));
     if !info.sort_keys.is_empty() {
         println!("  sort keys    {}", info.sort_keys.join(", "));
     }

@@ -1,12 +1,12 @@
 //! The plugin runtime: loading, validating and calling components.
 //!
 //! Every component in the plugins directory is compiled once, checked
-//! (world, WIT package version, the group its `describe()` claims, no two
-//! claiming one group) and pre-instantiated. Each call then gets a fresh
-//! `Store` and instance from the pooling allocator, with the caller's
-//! organization bound into the store, an epoch deadline and a memory cap,
-//! so no state survives a request and a misbehaving guest fails only its
-//! own request.
+//! (world, WIT package version, the group its `describe()` claims and what
+//! its store may read, no two claiming one group) and pre-instantiated.
+//! Each call then gets a fresh `Store` and instance from the pooling
+//! allocator, with the caller's organization and the component's reads
+//! bound into the store, an epoch deadline and a memory cap, so no state
+//! survives a request and a misbehaving guest fails only its own request.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,6 +24,9 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::store::{Database, StoreError};
+
+mod reads;
+pub use reads::{READABLE, Reads};
 
 mod bindings {
     pub mod resource {
@@ -57,10 +60,10 @@ pub use types::{Descriptor, Error as PluginError, InvalidParam, QueryParam, Requ
 
 /// The WIT package components are built against.
 pub const WIT_PACKAGE: &str = "esr:plugin";
-/// The package versions this host loads: `0.2.x` (for `0.y`, a minor
+/// The package versions this host loads: `0.3.x` (for `0.y`, a minor
 /// version is a breaking one under semver).
-pub const ACCEPTED_VERSIONS: &str = "0.2.x";
-const ACCEPTED_MAJOR_MINOR: (u64, u64) = (0, 2);
+pub const ACCEPTED_VERSIONS: &str = "0.3.x";
+const ACCEPTED_MAJOR_MINOR: (u64, u64) = (0, 3);
 
 /// The resource groups served by the `handler` world, as the API names them.
 pub const RESOURCE_GROUPS: [&str; 4] = crate::store::COLLECTIONS;
@@ -198,6 +201,8 @@ struct CallState {
     /// `None` while validating at load time: the store is then empty.
     tenant: Option<Tenant>,
     group: String,
+    /// What the component's descriptor declares its store may read.
+    reads: Reads,
     request_id: String,
     /// The guest's stderr: a panic reaches the host only as a trap plus
     /// the message the guest wrote here.
@@ -211,6 +216,19 @@ impl WasiView for CallState {
 }
 
 impl types::Host for CallState {}
+
+impl CallState {
+    /// Fails the call unless the component declared `name` in its `reads`.
+    fn may_read(&self, name: &str, function: &str) -> wasmtime::Result<()> {
+        if self.reads.allows(name) {
+            return Ok(());
+        }
+        Err(wasmtime::format_err!(
+            "the {} component read `{name}` with store.{function}, which its descriptor does not declare in `reads`",
+            self.group
+        ))
+    }
+}
 
 /// A stored record's id and bytes, as the store functions hand them out.
 pub type StoreEntry = (String, Vec<u8>);
@@ -284,9 +302,11 @@ impl Tenant {
 }
 
 /// The component's view: a call without a tenant (at load time) sees an
-/// empty store; a malformed call traps.
+/// empty store; a malformed call, or one reading what the component did not
+/// declare, traps.
 impl wit_store::Host for CallState {
     fn get(&mut self, collection: String, id: String) -> wasmtime::Result<Option<Vec<u8>>> {
+        self.may_read(&collection, "get")?;
         let Some(tenant) = &self.tenant else { return Ok(None) };
         Ok(tenant.get(&collection, &id)?)
     }
@@ -298,12 +318,14 @@ impl wit_store::Host for CallState {
         limit: u32,
         reverse: bool,
     ) -> wasmtime::Result<Vec<wit_store::Entry>> {
+        self.may_read(&collection, "scan")?;
         let Some(tenant) = &self.tenant else { return Ok(Vec::new()) };
         let records = tenant.scan(&collection, after.as_deref(), limit, reverse)?;
         Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id, value }).collect())
     }
 
     fn count(&mut self, collection: String) -> wasmtime::Result<u64> {
+        self.may_read(&collection, "count")?;
         let Some(tenant) = &self.tenant else { return Ok(0) };
         Ok(tenant.count(&collection)?)
     }
@@ -317,6 +339,7 @@ impl wit_store::Host for CallState {
         limit: u32,
         reverse: bool,
     ) -> wasmtime::Result<Vec<wit_store::Entry>> {
+        self.may_read(&collection, "index-scan")?;
         let Some(tenant) = &self.tenant else { return Ok(Vec::new()) };
         let after = after.as_ref().map(|position| (position.created_at, position.id.as_str()));
         let records = tenant.index_scan(&collection, &index, &value, after, limit, reverse)?;
@@ -324,6 +347,7 @@ impl wit_store::Host for CallState {
     }
 
     fn index_count(&mut self, collection: String, index: String, value: String) -> wasmtime::Result<u64> {
+        self.may_read(&collection, "index-count")?;
         let Some(tenant) = &self.tenant else { return Ok(0) };
         Ok(tenant.index_count(&collection, &index, &value)?)
     }
@@ -334,6 +358,7 @@ impl wit_store::Host for CallState {
         conditions: Vec<wit_store::IndexCondition>,
         updated_after: Option<i64>,
     ) -> wasmtime::Result<u64> {
+        self.may_read(&collection, "count-matching")?;
         let Some(tenant) = &self.tenant else { return Ok(0) };
         let conditions: Vec<(String, Vec<String>)> =
             conditions.into_iter().map(|condition| (condition.index, condition.values)).collect();
@@ -341,6 +366,7 @@ impl wit_store::Host for CallState {
     }
 
     fn organization(&mut self) -> wasmtime::Result<Vec<u8>> {
+        self.may_read(reads::ORGANIZATION, "organization")?;
         Ok(self.tenant.as_ref().map(|t| t.organization_json.to_vec()).unwrap_or_else(|| b"{}".to_vec()))
     }
 }
@@ -372,6 +398,8 @@ pub struct PluginInfo {
     pub sort_keys: Vec<String>,
     /// The JSON Schema of a record (or of the JSON document) it answers.
     pub response_schema: serde_json::Value,
+    /// What its store may read.
+    pub reads: Reads,
     pub loaded_at: String,
 }
 
@@ -581,7 +609,10 @@ impl PluginSet {
     /// Whether each component still instantiates and answers its smoke
     /// call (with an empty store: nothing is read), by group.
     pub fn check_usable(&self) -> Vec<(String, Result<(), String>)> {
-        self.plugins.iter().map(|(group, plugin)| (group.clone(), smoke_call(&self.engine, &plugin.pre))).collect()
+        self.plugins
+            .iter()
+            .map(|(group, plugin)| (group.clone(), smoke_call(&self.engine, &plugin.pre, plugin.info.reads)))
+            .collect()
     }
 
     /// One page of a group's list.
@@ -648,7 +679,9 @@ impl PluginSet {
         request_id: &str,
     ) -> Result<(&LoadedPlugin, Store<CallState>), CallError> {
         let plugin = self.plugins.get(group).ok_or_else(|| CallError::Failed(format!("no plugin serves {group}")))?;
-        Ok((plugin, new_store(&self.engine, group, tenant, request_id)))
+        let mut store = new_store(&self.engine, group, tenant, request_id);
+        store.data_mut().reads = plugin.info.reads;
+        Ok((plugin, store))
     }
 }
 
@@ -661,6 +694,7 @@ fn new_store(engine: &PluginEngine, group: &str, tenant: Option<Tenant>, request
         limits: StoreLimitsBuilder::new().memory_size(engine.limits.memory_bytes).trap_on_grow_failure(true).build(),
         tenant,
         group: group.to_owned(),
+        reads: Reads::NONE,
         request_id: request_id.to_owned(),
         stderr,
     };
@@ -729,7 +763,6 @@ impl LoadedPlugin {
 
         let descriptor =
             describe(engine, &pre).map_err(|error| anyhow!("{}: describe() failed: {error}", file.display()))?;
-        smoke_call(engine, &pre).map_err(|error| anyhow!("{}: fails its smoke call: {error}", file.display()))?;
         let expected: &[&str] = match pre {
             Pre::Resource(_) => &RESOURCE_GROUPS,
             Pre::Document(_) => &[AGENT_GROUP],
@@ -747,6 +780,15 @@ impl LoadedPlugin {
         }
         let (parameters, response_schema) =
             descriptor_documents(&descriptor).map_err(|error| anyhow!("{}: {error}", file.display()))?;
+        let reads = Reads::from_names(descriptor.reads.iter().map(String::as_str)).map_err(|name| {
+            anyhow!(
+                "{}: describe() declares it reads {name:?}, which is none of {}",
+                file.display(),
+                READABLE.join(", ")
+            )
+        })?;
+        smoke_call(engine, &pre, reads)
+            .map_err(|error| anyhow!("{}: fails its smoke call: {error}", file.display()))?;
         Ok(LoadedPlugin {
             info: PluginInfo {
                 group: descriptor.group,
@@ -757,6 +799,7 @@ impl LoadedPlugin {
                 parameters,
                 sort_keys: descriptor.sort_keys,
                 response_schema,
+                reads,
                 loaded_at: crate::demo::format_timestamp(crate::auth::unix_now()),
             },
             pre,
@@ -777,11 +820,13 @@ fn describe(engine: &PluginEngine, pre: &Pre) -> Result<Descriptor, String> {
     result.map_err(|error| format!("{error:#}"))
 }
 
-/// A smoke call with an empty store: `get` of an id that cannot exist, or
-/// `render` without parameters. Any typed answer passes; a trap, an
-/// overrun or a malformed record fails the component before it serves.
-fn smoke_call(engine: &PluginEngine, pre: &Pre) -> Result<(), String> {
+/// A smoke call with an empty store, reading only `reads`: `get` of an id
+/// that cannot exist, or `render` without parameters. Any typed answer
+/// passes; a trap, an overrun or a malformed record fails the component
+/// before it serves.
+fn smoke_call(engine: &PluginEngine, pre: &Pre, reads: Reads) -> Result<(), String> {
     let mut store = new_store(engine, "loading", None, "load");
+    store.data_mut().reads = reads;
     let request = Request { query: Vec::new(), path: "/v1/smoke".into(), base_url: "http://localhost".into() };
     let outcome = match pre {
         Pre::Resource(pre) => pre
@@ -830,8 +875,14 @@ fn exported_interface(engine: &PluginEngine, component: &Component) -> Result<(S
             Ok((interface.to_owned(), version.to_owned()))
         }
         _ => Err(format!(
-            "is built against {WIT_PACKAGE}@{}, but this host loads {WIT_PACKAGE}@{ACCEPTED_VERSIONS}; rebuild it against the WIT in this release",
-            if version.is_empty() { "an unversioned package" } else { version }
+            "is built against {WIT_PACKAGE}@{}, but this host loads {WIT_PACKAGE}@{ACCEPTED_VERSIONS}; rebuild it against the WIT in this release{}",
+            if version.is_empty() { "an unversioned package" } else { version },
+            // 0.3.0 added the descriptor's `reads`.
+            if version.starts_with("0.2.") || version.starts_with("0.1.") {
+                " and declare what its store reads in the descriptor's `reads` (wit/README.md, 0.3.0)"
+            } else {
+                ""
+            }
         )),
     }
 }

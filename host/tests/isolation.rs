@@ -13,8 +13,11 @@ use serde_json::Value;
 
 const COLLECTIONS: [&str; 4] = ["endpoints", "remediation-targets", "scopes", "vulnerability-findings"];
 
+/// Record ids by collection.
+type IdsByCollection = Vec<(&'static str, BTreeSet<String>)>;
+
 /// Every id of every collection of one demo organization, by collection.
-fn all_ids(server: &Server, organization: usize) -> Vec<(&'static str, BTreeSet<String>)> {
+fn all_ids(server: &Server, organization: usize) -> IdsByCollection {
     COLLECTIONS
         .iter()
         .map(|collection| {
@@ -28,21 +31,39 @@ fn all_ids(server: &Server, organization: usize) -> Vec<(&'static str, BTreeSet<
         .collect()
 }
 
-#[test]
-fn a_hostile_component_finds_only_its_callers_records_and_no_way_out() {
-    // The organizations' ids, read with the stock components.
+/// The demo organizations' ids, read with the stock components, then a
+/// server on the same data with `prober` (a file of the test components)
+/// as the endpoints component.
+fn serve_with_prober(prober: &str) -> (Server, IdsByCollection, IdsByCollection) {
     let mut stock = Server::start(&plugins_dir());
     let acme = all_ids(&stock, 0);
     let globex = all_ids(&stock, 1);
+    stock.stop();
+    let source = test_plugins_dir().join(prober);
+    let dir = plugins_dir_with(&["endpoints.wasm"], &[(prober, &source)]);
+    let server = Server::start_on(dir.path(), stock.data_dir());
+    (server, acme, globex)
+}
+
+/// A call that fails cleanly: `500` problem+json revealing nothing of the
+/// given texts.
+fn assert_fails_cleanly(response: reqwest::blocking::Response, secrets: &[&str], what: &str) {
+    assert_eq!(response.status(), 500, "{what}");
+    assert_eq!(response.headers()["content-type"], "application/problem+json", "{what}");
+    let body = response.text().unwrap();
+    for secret in secrets {
+        assert!(!body.contains(secret), "{what}: {body}");
+    }
+}
+
+#[test]
+fn a_hostile_component_finds_only_its_callers_records_and_no_way_out() {
+    // The prober declaring every collection and the organization in its
+    // descriptor's `reads`.
+    let (server, acme, globex) = serve_with_prober("prober-all-reads.wasm");
     let acme_all: BTreeSet<String> = acme.iter().flat_map(|(_, ids)| ids.iter().cloned()).collect();
     let globex_all: BTreeSet<String> = globex.iter().flat_map(|(_, ids)| ids.iter().cloned()).collect();
     assert!(acme_all.is_disjoint(&globex_all));
-    stock.stop();
-
-    // The same data served with the prober as the endpoints component.
-    let source = test_plugins_dir().join("prober.wasm");
-    let dir = plugins_dir_with(&["endpoints.wasm"], &[("prober.wasm", &source)]);
-    let server = Server::start_on(dir.path(), stock.data_dir());
     let bait: Vec<&str> = globex.iter().flat_map(|(_, ids)| ids.iter().take(20)).map(String::as_str).collect();
     let admin_port = server.admin_base.rsplit(':').next().unwrap().to_owned();
     let response = server.get(&format!("/v1/endpoints?ids={}&port={admin_port}", bait.join(",")));
@@ -50,8 +71,7 @@ fn a_hostile_component_finds_only_its_callers_records_and_no_way_out() {
     let page: Value = response.json().unwrap();
     let report = &page["data"][0];
 
-    // The store: only Acme's records, every one of them reachable, and
-    // nothing under the host's other trees.
+    // The store: only Acme's records, every one of them reachable.
     let seen: BTreeSet<String> =
         report["store"]["seen"].as_array().unwrap().iter().map(|id| id.as_str().unwrap().to_owned()).collect();
     assert!(seen.is_disjoint(&globex_all), "another organization's records: {:?}", seen.intersection(&globex_all));
@@ -62,12 +82,15 @@ fn a_hostile_component_finds_only_its_callers_records_and_no_way_out() {
         assert_eq!(counts[*collection], ids.len(), "{collection}");
         assert_eq!(matching[*collection], ids.len(), "{collection}: count-matching");
     }
-    for other in ["organizations", "api-keys", "meta", "records/endpoints", "../endpoints", ""] {
-        assert_eq!(counts[other], 0, "{other:?}");
-        assert_eq!(matching[other], 0, "{other:?}: count-matching");
-    }
     assert_eq!(report["store"]["disagreements"], serde_json::json!([]), "count-matching agrees with index-count");
     assert_eq!(report["store"]["organization"]["organization_id"], server.organization_ids[0].as_str());
+
+    // Nothing under the host's other trees: no name reaches them, whatever
+    // a component declares.
+    for other in ["organizations", "api-keys", "meta", "records/endpoints", "../endpoints", ""] {
+        let response = server.get(&format!("/v1/endpoints?probe={other}"));
+        assert_fails_cleanly(response, &[], &format!("{other:?}"));
+    }
 
     // The sandbox: no files, environment, arguments, network or processes.
     let ambient = &report["ambient"];
@@ -79,13 +102,47 @@ fn a_hostile_component_finds_only_its_callers_records_and_no_way_out() {
 
     // A malformed store call fails the call, cleanly, and reveals nothing.
     let misuse = server.get(&format!("/v1/endpoints?misuse=1&ids={}", bait.join(",")));
-    assert_eq!(misuse.status(), 500);
-    assert_eq!(misuse.headers()["content-type"], "application/problem+json");
-    let body = misuse.text().unwrap();
-    assert!(!body.contains("organization") && !body.contains(bait[0]), "{body}");
+    assert_fails_cleanly(misuse, &["organization", bait[0]], "misuse");
 
     // And the server carries on.
     assert_eq!(server.client.get(server.url("/v1/health")).send().unwrap().status(), 200);
+}
+
+/// The store functions that take a collection.
+const STORE_FUNCTIONS: [&str; 6] = ["get", "scan", "count", "index-scan", "index-count", "count-matching"];
+
+#[test]
+fn a_component_reads_only_the_collections_it_declares() {
+    // The prober declaring only `endpoints`, the group it serves.
+    let (server, acme, _) = serve_with_prober("prober.wasm");
+    let acme_endpoints = &acme.iter().find(|(collection, _)| *collection == "endpoints").unwrap().1;
+    let token = server.json("/v1/agent/config?platform=linux")["enrollment_token"].as_str().unwrap().to_owned();
+
+    // Its own collection, through every store function.
+    let page: Value = server.json("/v1/endpoints?probe=endpoints");
+    let seen: BTreeSet<String> =
+        page["data"][0]["store"]["seen"].as_array().unwrap().iter().map(|id| id.as_str().unwrap().to_owned()).collect();
+    assert_eq!(&seen, acme_endpoints);
+    assert_eq!(page["data"][0]["store"]["counts"]["endpoints"], acme_endpoints.len());
+
+    // Any other collection, through any store function, fails the call.
+    let undeclared = ["remediation-targets", "scopes", "vulnerability-findings"];
+    for collection in undeclared {
+        for function in STORE_FUNCTIONS {
+            let response = server.get(&format!("/v1/endpoints?probe={collection}&via={function}"));
+            assert_fails_cleanly(response, &[], &format!("store.{function} on {collection}"));
+            let logged = format!("read `{collection}` with store.{function}");
+            server.wait_for_log(30, |log| log.contains(&logged) && log.contains("reads"));
+        }
+    }
+    // So does the organization, which carries the enrollment token.
+    let response = server.get("/v1/endpoints?probe=organization");
+    assert_fails_cleanly(response, &[&token, &server.organization_ids[0]], "store.organization");
+    server.wait_for_log(30, |log| log.contains("read `organization` with store.organization"));
+
+    // The failures were the calls' own: the component still serves.
+    let page: Value = server.json("/v1/endpoints?probe=endpoints&via=count");
+    assert_eq!(page["data"][0]["answers"][0], acme_endpoints.len());
 }
 
 /// The singular resource name in a collection's `404` detail.

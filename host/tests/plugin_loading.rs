@@ -67,17 +67,24 @@ fn a_malformed_file_is_named() {
 /// A copy of a built component with every occurrence of `from` replaced by
 /// `to` (same length, so the binary stays well-formed).
 fn patched_component(name: &str, from: &[u8], to: &[u8]) -> tempfile::NamedTempFile {
-    assert_eq!(from.len(), to.len());
+    patched_component_all(name, &[(from, to)])
+}
+
+/// The same, for several replacements.
+fn patched_component_all(name: &str, replacements: &[(&[u8], &[u8])]) -> tempfile::NamedTempFile {
     let mut bytes = std::fs::read(plugins_dir().join(name)).unwrap();
-    let mut replaced = 0;
-    let mut index = 0;
-    while let Some(position) = bytes[index..].windows(from.len()).position(|w| w == from) {
-        let at = index + position;
-        bytes[at..at + from.len()].copy_from_slice(to);
-        index = at + from.len();
-        replaced += 1;
+    for (from, to) in replacements {
+        assert_eq!(from.len(), to.len());
+        let mut replaced = 0;
+        let mut index = 0;
+        while let Some(position) = bytes[index..].windows(from.len()).position(|w| w == *from) {
+            let at = index + position;
+            bytes[at..at + from.len()].copy_from_slice(to);
+            index = at + from.len();
+            replaced += 1;
+        }
+        assert!(replaced > 0, "{} is in {name}", String::from_utf8_lossy(from));
     }
-    assert!(replaced > 0, "{} is in {name}", String::from_utf8_lossy(from));
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), &bytes).unwrap();
     file
@@ -85,7 +92,7 @@ fn patched_component(name: &str, from: &[u8], to: &[u8]) -> tempfile::NamedTempF
 
 #[test]
 fn a_component_of_another_world_is_refused() {
-    let other = patched_component("scopes.wasm", b"esr:plugin/handler@0.2.0", b"acme:other/handler@0.1.1");
+    let other = patched_component("scopes.wasm", b"esr:plugin/handler@0.3.0", b"acme:other/handler@0.1.1");
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", other.path())]);
     let (success, stderr) = run_to_exit(dir.path());
     assert!(!success);
@@ -94,11 +101,43 @@ fn a_component_of_another_world_is_refused() {
 
 #[test]
 fn a_component_built_against_another_wit_version_is_refused() {
-    let newer = patched_component("scopes.wasm", b"esr:plugin/handler@0.2.0", b"esr:plugin/handler@9.1.0");
+    let newer = patched_component("scopes.wasm", b"esr:plugin/handler@0.3.0", b"esr:plugin/handler@9.1.0");
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", newer.path())]);
     let (success, stderr) = run_to_exit(dir.path());
     assert!(!success);
-    assert!(stderr.contains("scopes.wasm") && stderr.contains("9.1.0") && stderr.contains("0.2.x"), "{stderr}");
+    assert!(stderr.contains("scopes.wasm") && stderr.contains("9.1.0") && stderr.contains("0.3.x"), "{stderr}");
+}
+
+#[test]
+fn a_component_built_against_wit_0_2_is_refused_with_what_to_do() {
+    // Before 0.3.0 a descriptor declared no `reads`, and every component
+    // could read every collection.
+    let older = patched_component_all(
+        "scopes.wasm",
+        &[
+            (b"esr:plugin/handler@0.3.0", b"esr:plugin/handler@0.2.0"),
+            (b"esr:plugin/store@0.3.0", b"esr:plugin/store@0.2.0"),
+            (b"esr:plugin/types@0.3.0", b"esr:plugin/types@0.2.0"),
+        ],
+    );
+    let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", older.path())]);
+    let (success, stderr) = run_to_exit(dir.path());
+    assert!(!success);
+    assert!(stderr.contains("scopes.wasm") && stderr.contains("esr:plugin@0.2.0"), "{stderr}");
+    assert!(stderr.contains("esr:plugin@0.3.x") && stderr.contains("`reads`"), "says what to do: {stderr}");
+}
+
+#[test]
+fn a_component_declaring_an_unknown_read_is_refused() {
+    // The agent declares `scopes` and `organization`; this copy declares
+    // (and scans) `tokens` instead of `scopes`.
+    let agent = std::fs::read(plugins_dir().join("agent.wasm")).unwrap();
+    assert_eq!(agent.windows(6).filter(|w| *w == b"scopes").count(), 1, "one `scopes` to replace");
+    let unknown = patched_component("agent.wasm", b"scopes", b"tokens");
+    let dir = plugins_dir_with(&["agent.wasm"], &[("agent.wasm", unknown.path())]);
+    let (success, stderr) = run_to_exit(dir.path());
+    assert!(!success);
+    assert!(stderr.contains("agent.wasm") && stderr.contains(r#"reads "tokens""#), "{stderr}");
 }
 
 #[test]
@@ -111,8 +150,9 @@ fn plugins_check_describes_a_good_component_and_names_a_bad_one() {
     let stdout = String::from_utf8_lossy(&good.stdout);
     assert!(good.status.success(), "{stdout}");
     assert!(stdout.contains("group        vulnerability-findings") && stdout.contains("severity"), "{stdout}");
+    assert!(stdout.contains("reads        vulnerability-findings\n"), "its own collection only: {stdout}");
 
-    let other = patched_component("scopes.wasm", b"esr:plugin/handler@0.2.0", b"esr:plugin/handler@2.0.0");
+    let other = patched_component("scopes.wasm", b"esr:plugin/handler@0.3.0", b"esr:plugin/handler@2.0.0");
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
         .args(["plugins", "check"])
         .arg(other.path())

@@ -386,6 +386,7 @@ fn describe(info: &PluginInfo) -> Value {
         "file": info.file.display().to_string(),
         "content_hash": format!("sha256:{}", info.sha256),
         "wit_version": info.wit_version,
+        "reads": info.reads.names(),
         "loaded_at": info.loaded_at,
     })
 }

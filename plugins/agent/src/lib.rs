@@ -8,7 +8,7 @@
 
 use esr_plugin_sdk::list::text_at;
 use esr_plugin_sdk::query::{Param, ParamKind, Query};
-use esr_plugin_sdk::{Descriptor, DocumentPlugin, PluginError, Rendered, Request, Store};
+use esr_plugin_sdk::{Descriptor, DocumentPlugin, ORGANIZATION, PluginError, Rendered, Request, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -82,7 +82,9 @@ fn config_schema() -> Value {
 
 impl DocumentPlugin for Agent {
     fn describe() -> Descriptor {
-        Descriptor::new(GROUP, env!("CARGO_PKG_VERSION"), PARAMETERS, &[]).with_response_schema(&config_schema())
+        Descriptor::new(GROUP, env!("CARGO_PKG_VERSION"), PARAMETERS, &[])
+            .with_response_schema(&config_schema())
+            .with_reads(&[SCOPES_COLLECTION, ORGANIZATION])
     }
 
     fn render(store: &dyn Store, request: &Request) -> Result<Rendered, PluginError> {
@@ -378,5 +380,6 @@ mod tests {
         assert!(descriptor.sort_keys.is_empty());
         let names: Vec<&str> = descriptor.parameters.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["platform", "format"]);
+        assert_eq!(descriptor.reads, ["scopes", "organization"], "exactly what render reads");
     }
 }

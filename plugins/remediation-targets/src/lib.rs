@@ -227,6 +227,7 @@ mod tests {
         let descriptor = RemediationTargets::describe();
         assert_eq!(descriptor.group, "remediation-targets");
         assert_eq!(descriptor.sort_keys, ["created_at", "updated_at", "due_at"]);
+        assert_eq!(descriptor.reads, ["remediation-targets"], "its own collection only");
         for filter in ["endpointId", "scopeId", "findingId", "status", "targetType", "packageManager", "dueBefore"] {
             assert!(descriptor.parameters.iter().any(|p| p.name == filter), "{filter}");
         }

@@ -133,6 +133,7 @@ mod tests {
         assert_eq!(descriptor.group, "scopes");
         assert_eq!(descriptor.sort_keys, ["created_at", "updated_at", "name"]);
         assert!(descriptor.parameters.iter().any(|p| p.name == "q"));
+        assert_eq!(descriptor.reads, ["scopes"], "its own collection only");
     }
 
     #[test]

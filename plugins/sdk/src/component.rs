@@ -102,6 +102,7 @@ macro_rules! __esr_wit_conversions {
                     .collect(),
                 sort_keys: descriptor.sort_keys,
                 response_schema: descriptor.response_schema,
+                reads: descriptor.reads,
             }
         }
     };

@@ -164,11 +164,18 @@ pub struct Descriptor {
     pub sort_keys: Vec<String>,
     /// The JSON Schema of a record (or of the JSON document), as JSON text.
     pub response_schema: String,
+    /// The collections its store may read, and [`ORGANIZATION`] for
+    /// [`Store::organization`]; any other read fails the call.
+    pub reads: Vec<String>,
 }
+
+/// The name a descriptor's `reads` gives [`Store::organization`].
+pub const ORGANIZATION: &str = "organization";
 
 impl Descriptor {
     /// A descriptor from static tables; its response schema says nothing
-    /// (`{}`) until [`Descriptor::with_response_schema`].
+    /// (`{}`) until [`Descriptor::with_response_schema`], and it reads
+    /// nothing until [`Descriptor::with_reads`].
     pub fn new(group: &str, version: &str, parameters: &[query::Param], sort_keys: &[&str]) -> Descriptor {
         Descriptor {
             group: group.to_owned(),
@@ -184,7 +191,15 @@ impl Descriptor {
                 .collect(),
             sort_keys: sort_keys.iter().map(|key| (*key).to_owned()).collect(),
             response_schema: "{}".to_owned(),
+            reads: Vec::new(),
         }
+    }
+
+    /// The same descriptor, reading these collections (or [`ORGANIZATION`])
+    /// as well.
+    pub fn with_reads(mut self, reads: &[&str]) -> Descriptor {
+        self.reads.extend(reads.iter().map(|read| (*read).to_owned()));
+        self
     }
 
     /// The same descriptor, answering records (or documents) of this schema.

@@ -210,8 +210,8 @@ impl ListOptions {
 }
 
 /// A list group's descriptor: the common list parameters followed by the
-/// group's own `filters`, its sort keys, and the JSON Schema of its
-/// records from the collection's field table.
+/// group's own `filters`, its sort keys, the JSON Schema of its records
+/// from the collection's field table, and its own collection to read.
 pub fn list_descriptor(
     group: &str,
     version: &str,
@@ -220,7 +220,7 @@ pub fn list_descriptor(
 ) -> crate::Descriptor {
     let parameters: Vec<Param> = LIST_PARAMETERS.iter().chain(filters).copied().collect();
     let keys: Vec<&str> = sort_keys.iter().map(|(key, _)| *key).collect();
-    let mut descriptor = crate::Descriptor::new(group, version, &parameters, &keys);
+    let mut descriptor = crate::Descriptor::new(group, version, &parameters, &keys).with_reads(&[group]);
     let sort_values: Vec<String> = keys.iter().flat_map(|key| [(*key).to_owned(), format!("-{key}")]).collect();
     for parameter in descriptor.parameters.iter_mut().filter(|p| p.name == "sort") {
         let default = keys.first().copied().unwrap_or("created_at");

@@ -25,6 +25,8 @@ pub struct Plugin;
 
 impl ResourcePlugin for Plugin {
     fn describe() -> Descriptor {
+        // Its store reads only COLLECTION; another collection the logic
+        // needs goes in `.with_reads(&[…])`, or every read of it fails.
         list_descriptor(COLLECTION, env!("CARGO_PKG_VERSION"), FILTERS, SORTS)
     }
 

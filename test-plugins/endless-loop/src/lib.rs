@@ -9,6 +9,7 @@ pub struct EndlessLoop;
 impl ResourcePlugin for EndlessLoop {
     fn describe() -> Descriptor {
         Descriptor::new("endpoints", concat!(env!("CARGO_PKG_VERSION"), "+endless-loop"), &[], &[])
+            .with_reads(&["endpoints"])
     }
 
     fn list(_: &dyn Store, _: &Request) -> Result<Page, PluginError> {

@@ -9,6 +9,7 @@ pub struct MemoryHog;
 impl ResourcePlugin for MemoryHog {
     fn describe() -> Descriptor {
         Descriptor::new("endpoints", concat!(env!("CARGO_PKG_VERSION"), "+memory-hog"), &[], &[])
+            .with_reads(&["endpoints"])
     }
 
     fn list(_: &dyn Store, _: &Request) -> Result<Page, PluginError> {

@@ -11,7 +11,7 @@ pub const PANIC_MESSAGE: &str = "the panics test component panicked on purpose";
 
 impl ResourcePlugin for Panics {
     fn describe() -> Descriptor {
-        Descriptor::new("endpoints", concat!(env!("CARGO_PKG_VERSION"), "+panics"), &[], &[])
+        Descriptor::new("endpoints", concat!(env!("CARGO_PKG_VERSION"), "+panics"), &[], &[]).with_reads(&["endpoints"])
     }
 
     fn list(_: &dyn Store, request: &Request) -> Result<Page, PluginError> {

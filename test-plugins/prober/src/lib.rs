@@ -4,30 +4,32 @@
 //! every argument it can think of, including ids it was told belong to
 //! another organization, then reports what it got. The host must give it
 //! nothing but the caller's own records, and the request must still answer.
+//!
+//! `probe` (comma-separated) names what to read: collections, or
+//! `organization` for `store.organization()`; by default every collection
+//! and the organization. `via` calls one store function once on each
+//! instead of everything.
 
 use std::collections::BTreeSet;
 
 use esr_plugin_sdk::contract::*;
 use esr_plugin_sdk::{
-    Descriptor, IndexCondition, IndexPosition, Page, PluginError, Request, ResourcePlugin, Store, get_record,
+    Descriptor, IndexCondition, IndexPosition, ORGANIZATION, Page, PluginError, Request, ResourcePlugin, Store,
+    get_record,
 };
 use serde_json::{Value, json};
 
 pub struct Prober;
 
-const COLLECTIONS: &[&str] = &[
-    "endpoints",
-    "remediation-targets",
-    "scopes",
-    "vulnerability-findings",
-    // Names of the host's other trees and path tricks.
-    "organizations",
-    "api-keys",
-    "meta",
-    "records/endpoints",
-    "../endpoints",
-    "",
-];
+/// What a request probes unless it says otherwise.
+const DEFAULT_PROBES: &[&str] =
+    &["endpoints", "remediation-targets", "scopes", "vulnerability-findings", "organization"];
+/// What its descriptor declares it reads: the endpoints it serves, or
+/// (feature `all-reads`, built as `prober-all-reads.wasm`) everything.
+#[cfg(not(feature = "all-reads"))]
+const DECLARED_READS: &[&str] = &["endpoints"];
+#[cfg(feature = "all-reads")]
+const DECLARED_READS: &[&str] = DEFAULT_PROBES;
 
 fn outcome<T: std::fmt::Debug, E: std::fmt::Display>(result: Result<T, E>) -> Value {
     match result {
@@ -77,14 +79,14 @@ fn candidate_values(ids: &[String]) -> Vec<String> {
     values
 }
 
-/// Every record the store hands out, by any call.
-fn probe_store(store: &dyn Store, ids: &[String]) -> Value {
+/// Every record the store hands out, by any call, from these collections.
+fn probe_store(store: &dyn Store, ids: &[String], collections: &[&str]) -> Value {
     let mut seen = BTreeSet::new();
     let mut counts = serde_json::Map::new();
     let mut matching = serde_json::Map::new();
     let mut disagreements = Vec::new();
     let values = candidate_values(ids);
-    for collection in COLLECTIONS {
+    for collection in collections {
         counts.insert((*collection).to_owned(), json!(store.count(collection)));
         matching.insert((*collection).to_owned(), json!(store.count_matching(collection, &[], Some(i64::MIN))));
         for id in ids {
@@ -127,18 +129,30 @@ fn probe_store(store: &dyn Store, ids: &[String]) -> Value {
             }
         }
     }
-    json!({
-        "seen": seen,
-        "counts": counts,
-        "matching": matching,
-        "disagreements": disagreements,
-        "organization": serde_json::from_slice::<Value>(&store.organization()).unwrap_or(Value::Null),
-    })
+    json!({"seen": seen, "counts": counts, "matching": matching, "disagreements": disagreements})
+}
+
+fn organization(store: &dyn Store) -> Value {
+    serde_json::from_slice::<Value>(&store.organization()).unwrap_or(Value::Null)
+}
+
+/// One call of the store function `function` on `collection`, and its answer.
+fn call_once(store: &dyn Store, function: &str, collection: &str) -> Value {
+    let nil = "00000000-0000-0000-0000-000000000000";
+    match function {
+        "get" => json!(store.get(collection, nil).is_some()),
+        "scan" => json!(store.scan(collection, None, 1000, false).len()),
+        "count" => json!(store.count(collection)),
+        "index-scan" => json!(store.index_scan(collection, "created_at", "", None, 1000, false).len()),
+        "index-count" => json!(store.index_count(collection, "created_at", "")),
+        "count-matching" => json!(store.count_matching(collection, &[], None)),
+        other => json!(format!("no store function {other}")),
+    }
 }
 
 impl ResourcePlugin for Prober {
     fn describe() -> Descriptor {
-        Descriptor::new("endpoints", concat!(env!("CARGO_PKG_VERSION"), "+prober"), &[], &[])
+        Descriptor::new("endpoints", concat!(env!("CARGO_PKG_VERSION"), "+prober"), &[], &[]).with_reads(DECLARED_READS)
     }
 
     fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
@@ -148,7 +162,25 @@ impl ResourcePlugin for Prober {
         }
         let ids: Vec<String> =
             param(request, "ids").map(|ids| ids.split(',').map(str::to_owned).collect()).unwrap_or_default();
-        let report = json!([{"ambient": ambient(request), "store": probe_store(store, &ids)}]);
+        let probes: Vec<&str> =
+            param(request, "probe").map(|probes| probes.split(',').collect()).unwrap_or(DEFAULT_PROBES.to_vec());
+        let collections: Vec<&str> = probes.iter().copied().filter(|probe| *probe != ORGANIZATION).collect();
+        let report = if let Some(function) = param(request, "via") {
+            let answers: Vec<Value> = probes
+                .iter()
+                .map(|probe| match *probe {
+                    ORGANIZATION => organization(store),
+                    collection => call_once(store, function, collection),
+                })
+                .collect();
+            json!([{"via": function, "answers": answers}])
+        } else {
+            let mut report = json!({"ambient": ambient(request), "store": probe_store(store, &ids, &collections)});
+            if probes.contains(&ORGANIZATION) {
+                report["store"]["organization"] = organization(store);
+            }
+            json!([report])
+        };
         Ok(Page { data: report.to_string().into_bytes(), total: 1, limit: 1, offset: Some(0), next_cursor: None })
     }
 
