@@ -163,7 +163,8 @@ struct ServeArgs {
     /// Memory cap of one component call, in MiB.
     #[arg(long, env = "ESR_PLUGIN_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u16).range(2..=1024))]
     plugin_memory_mib: u16,
-    /// CPU time limit of one component call, in milliseconds.
+    /// Time limit of one component call, in milliseconds: guest code and
+    /// its waits in WASI (a sleep, a clock poll) alike.
     #[arg(long, env = "ESR_PLUGIN_DEADLINE_MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     plugin_deadline_ms: u64,
     /// Requests per minute per API key (sustained).

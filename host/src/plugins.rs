@@ -4,24 +4,27 @@
 //! (world, WIT package version, the group its `describe()` claims, no two
 //! claiming one group) and pre-instantiated. Each call then gets a fresh
 //! `Store` and instance from the pooling allocator, with the caller's
-//! organization bound into the store, an epoch deadline and a memory cap,
-//! so no state survives a request and a misbehaving guest fails only its
-//! own request.
+//! organization bound into the store, an epoch deadline (which also ends
+//! any wait in WASI) and a memory cap, so no state survives a request and
+//! a misbehaving guest fails only its own request.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
-use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder,
 };
+use wasmtime_wasi::p2::bindings::sync::io::poll as wasi_poll;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_io::bindings::wasi::io::poll as async_wasi_poll;
+use wasmtime_wasi_io::poll::DynPollable;
 
 use crate::store::{Database, StoreError};
 
@@ -72,7 +75,7 @@ pub const AGENT_GROUP: &str = "agent";
 pub struct Limits {
     /// Guest linear memory, in bytes.
     pub memory_bytes: usize,
-    /// Guest CPU time per call.
+    /// Time per call: guest code, and its waits in WASI.
     pub deadline: Duration,
 }
 
@@ -202,6 +205,49 @@ struct CallState {
     /// The guest's stderr: a panic reaches the host only as a trap plus
     /// the message the guest wrote here.
     stderr: MemoryOutputPipe,
+    /// When the call's time is up: the epoch deadline interrupts guest
+    /// code, and a wait in WASI ends here too.
+    deadline: Instant,
+}
+
+/// A call that reached its deadline while its guest waited in WASI.
+#[derive(Debug, thiserror::Error)]
+#[error("the call reached its deadline while the component waited")]
+struct DeadlineReached;
+
+/// Runs a WASI wait, ending it at `deadline`. The stock synchronous WASI
+/// blocks the calling thread without limit (a guest's `sleep` or clock
+/// poll), and epoch interruption only fires in guest code.
+fn until_deadline<T>(
+    deadline: Instant,
+    wait: impl std::future::Future<Output = wasmtime::Result<T>>,
+) -> wasmtime::Result<T> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    wasmtime_wasi::runtime::in_tokio(tokio::time::timeout(remaining, wait)).unwrap_or(Err(DeadlineReached.into()))
+}
+
+/// `wasi:io/poll` with every wait bounded by the call's deadline; it
+/// shadows the stock one. Every other WASI call that could block is on a
+/// stream the host makes always ready (closed stdin, discarded stdout,
+/// stderr into memory) or on a socket, which a call cannot create.
+impl wasi_poll::Host for CallState {
+    fn poll(&mut self, pollables: Vec<Resource<DynPollable>>) -> wasmtime::Result<Vec<u32>> {
+        until_deadline(self.deadline, async_wasi_poll::Host::poll(&mut self.table, pollables))
+    }
+}
+
+impl wasi_poll::HostPollable for CallState {
+    fn ready(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<bool> {
+        wasi_poll::HostPollable::ready(&mut self.table, pollable)
+    }
+
+    fn block(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+        until_deadline(self.deadline, async_wasi_poll::HostPollable::block(&mut self.table, pollable))
+    }
+
+    fn drop(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+        wasi_poll::HostPollable::drop(&mut self.table, pollable)
+    }
 }
 
 impl WasiView for CallState {
@@ -654,7 +700,8 @@ impl PluginSet {
 
 fn new_store(engine: &PluginEngine, group: &str, tenant: Option<Tenant>, request_id: &str) -> Store<CallState> {
     let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-    let wasi = WasiCtx::builder().stderr(stderr.clone()).build();
+    // No sockets: nothing a call could wait on beyond the clocks.
+    let wasi = WasiCtx::builder().stderr(stderr.clone()).allow_tcp(false).allow_udp(false).build();
     let state = CallState {
         wasi,
         table: ResourceTable::new(),
@@ -663,6 +710,7 @@ fn new_store(engine: &PluginEngine, group: &str, tenant: Option<Tenant>, request
         group: group.to_owned(),
         request_id: request_id.to_owned(),
         stderr,
+        deadline: Instant::now() + engine.limits.deadline,
     };
     let mut store = Store::new(&engine.engine, state);
     store.limiter(|state| &mut state.limits);
@@ -677,7 +725,9 @@ fn finish<T>(store: &Store<CallState>, result: wasmtime::Result<Result<T, Plugin
         Ok(Err(error)) => Err(CallError::Plugin(error)),
         Err(error) => {
             let state = store.data();
-            if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
+            if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt)
+                || error.downcast_ref::<DeadlineReached>().is_some()
+            {
                 tracing::warn!(plugin = %state.group, request_id = %state.request_id, "plugin overran its deadline");
                 return Err(CallError::Timeout);
             }
@@ -704,6 +754,11 @@ impl LoadedPlugin {
 
         let mut linker: Linker<CallState> = Linker::new(&engine.engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| anyhow!("linking WASI: {e:#}"))?;
+        // The same `wasi:io/poll`, with its waits ended at the call's deadline.
+        linker.allow_shadowing(true);
+        wasi_poll::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
+            .map_err(|e| anyhow!("linking WASI poll: {e:#}"))?;
+        linker.allow_shadowing(false);
         let pre = match interface.as_str() {
             "handler" => {
                 ResourcePlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)

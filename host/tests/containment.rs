@@ -1,6 +1,6 @@
-//! A misbehaving component fails only its own request: an endless loop
-//! meets the deadline, a memory hog meets the cap, a panic is logged; the
-//! next request, the other groups and health carry on.
+//! A misbehaving component fails only its own request: an endless loop or
+//! a wait in WASI meets the deadline, a memory hog meets the cap, a panic
+//! is logged; the next request and the other groups carry on.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -81,4 +81,22 @@ fn a_panic_is_a_500_with_its_message_in_the_log() {
     let log = server.log();
     assert!(log.contains("panicked on purpose"), "the guest's panic message is logged: {log}");
     assert!(log.contains(problem["request_id"].as_str().unwrap()), "tagged with the request id");
+}
+
+#[test]
+fn a_component_blocked_in_a_wasi_wait_meets_the_deadline() {
+    let (server, _dir) = serve_endpoints_with("sleeper.wasm", &["--plugin-deadline-ms", "500"]);
+    // The guest waits a minute each way: std's sleep, a poll loop on a
+    // clock, and `pollable.block`.
+    for wait in ["sleep", "poll", "block"] {
+        let started = Instant::now();
+        let response = server.get(&format!("/v1/endpoints?wait={wait}"));
+        let elapsed = started.elapsed();
+        assert_eq!(response.status(), 503, "wait={wait}");
+        assert!(response.headers().contains_key("retry-after"), "wait={wait}");
+        // A 0.5 s deadline against a 60 s wait: a generous margin for a
+        // loaded machine, far below the wait.
+        assert!(elapsed < Duration::from_secs(5), "wait={wait} answered after {elapsed:?}");
+    }
+    assert_contained(&server, &[503]);
 }
