@@ -1,11 +1,13 @@
 //! A misbehaving component fails only its own request: an endless loop or
 //! a wait in WASI meets the deadline, a memory hog meets the cap, a panic
-//! is logged; the next request and the other groups carry on.
+//! is logged; the next request, the other groups and other organizations
+//! carry on.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Server, plugins_dir_with, test_plugins_dir};
@@ -99,4 +101,39 @@ fn a_component_blocked_in_a_wasi_wait_meets_the_deadline() {
         assert!(elapsed < Duration::from_secs(5), "wait={wait} answered after {elapsed:?}");
     }
     assert_contained(&server, &[503]);
+}
+
+#[test]
+fn sleeping_components_leave_other_organizations_fast() {
+    let (server, _dir) = serve_endpoints_with("sleeper.wasm", &["--plugin-deadline-ms", "1000"]);
+    let sleepers = 64;
+    let answered = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let slowest = std::thread::scope(|scope| {
+        for _ in 0..sleepers {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let status = server.get_as(0, "/v1/endpoints").status();
+                    assert_eq!(status, 503, "a sleeping call ends in 503");
+                    answered.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        // Globex reads its scopes until Acme has had twice as many answers
+        // as it has clients: the sleeping calls were in flight throughout.
+        let mut slowest = Duration::ZERO;
+        let bound = Instant::now() + Duration::from_secs(60);
+        while answered.load(Ordering::Relaxed) < 2 * sleepers && Instant::now() < bound {
+            let started = Instant::now();
+            let response = server.get_as(1, "/v1/scopes?limit=10");
+            slowest = slowest.max(started.elapsed());
+            assert_eq!(response.status(), 200, "Globex is served while Acme's calls sleep");
+        }
+        stop.store(true, Ordering::Relaxed);
+        slowest
+    });
+    assert!(answered.into_inner() >= 2 * sleepers, "the sleeping calls never ended");
+    // Not a benchmark: a list of scopes takes milliseconds; a request that
+    // queued behind sleeping calls would take a deadline or more.
+    assert!(slowest < Duration::from_millis(750), "Globex's slowest request took {slowest:?}");
 }
