@@ -1,7 +1,7 @@
 //! A misbehaving component fails only its own request: an endless loop or
 //! a wait in WASI meets the deadline, a memory hog meets the cap, a panic
-//! is logged; the next request, the other groups and other organizations
-//! carry on.
+//! is logged, a log flood is bounded and escaped; the next request, the
+//! other groups and other organizations carry on.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -136,4 +136,33 @@ fn sleeping_components_leave_other_organizations_fast() {
     // Not a benchmark: a list of scopes takes milliseconds; a request that
     // queued behind sleeping calls would take a deadline or more.
     assert!(slowest < Duration::from_millis(750), "Globex's slowest request took {slowest:?}");
+}
+
+#[test]
+fn component_log_messages_are_bounded_and_escaped() {
+    let (server, _dir) = serve_endpoints_with("log-flood.wasm", &[]);
+    let response = server.get("/v1/endpoints");
+    assert_eq!(response.status(), 200);
+    let request_id = response.headers()["x-request-id"].to_str().unwrap().to_owned();
+    server.wait_for_log(30, |log| log.contains("messages dropped"));
+    let log = server.log();
+    let lines: Vec<&str> = log.lines().filter(|line| line.contains(&request_id)).collect();
+    // At most 100 messages per call, then one line saying how many were dropped.
+    assert!(lines.len() <= 101, "{} lines of the call's log", lines.len());
+    assert!(lines.iter().any(|line| line.contains("401 messages dropped")), "the drop is counted: {lines:?}");
+    // 4 KiB per message, plus the marker and the line's own fields.
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 5 * 1024, "a log line of {longest} bytes");
+    assert!(lines.iter().any(|line| line.contains("[truncated")), "truncation is marked");
+    // The forged line stays inside the component's own line, escaped.
+    for line in log.lines().filter(|line| line.contains("FORGED-LINE")) {
+        assert!(line.contains(r"innocent\nFORGED-LINE"), "the newline is escaped: {line:?}");
+        assert!(line.contains(&request_id), "on the component's line: {line:?}");
+    }
+    assert!(log.contains(r"innocent\nFORGED-LINE"), "the forging message is logged, escaped");
+    for raw in ['\u{202e}', '\u{7f}', '\u{85}'] {
+        assert!(!log.contains(raw), "{raw:?} reaches the log unescaped");
+    }
+    assert!(!log.contains("\u{1b}[31mred"), "an ANSI escape reaches the log unescaped");
+    assert!(log.contains(r"\u{202e}rtl"), "the bidi override is written as an escape");
 }

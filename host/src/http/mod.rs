@@ -475,6 +475,7 @@ async fn call_plugin<T: Send + 'static>(
         }
         CallError::Plugin(PluginError::NotFound) => ApiError::not_found("no such record"),
         CallError::Plugin(PluginError::Internal(message)) => {
+            let message = plugins::loggable_guest_text(&message, plugins::LOG_MESSAGE_BYTES);
             tracing::error!(%message, "plugin reported an internal error");
             ApiError::internal()
         }
