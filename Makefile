@@ -9,7 +9,7 @@ TEST_PLUGINS_DIR ?= target/test-plugins
 # One crate per group in plugins/<group>, package esr-plugin-<group>.
 PLUGINS      := endpoints remediation-targets scopes vulnerability-findings agent
 # Alternative and deliberately broken components the tests load.
-TEST_PLUGINS := endpoints-redacted endless-loop memory-hog panics prober
+TEST_PLUGINS := endpoints-redacted endless-loop memory-hog panics prober sleeper log-flood
 ESR         := target/debug/esr
 # The Python tools the OpenAPI tests run (validator, schemathesis, client generator).
 VENV        := target/venv

@@ -163,9 +163,18 @@ struct ServeArgs {
     /// Memory cap of one component call, in MiB.
     #[arg(long, env = "ESR_PLUGIN_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u16).range(2..=1024))]
     plugin_memory_mib: u16,
-    /// CPU time limit of one component call, in milliseconds.
+    /// Time limit of one component call, in milliseconds: guest code and
+    /// its waits in WASI (a sleep, a clock poll) alike.
     #[arg(long, env = "ESR_PLUGIN_DEADLINE_MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     plugin_deadline_ms: u64,
+    /// Component calls one organization may run at once, of the 64 the
+    /// server runs (default: twice the cores, at least 4, at most 32).
+    #[arg(long, env = "ESR_PLUGIN_SLOTS_PER_ORGANIZATION", value_parser = clap::value_parser!(u16).range(1..=64))]
+    plugin_slots_per_organization: Option<u16>,
+    /// Milliseconds a request may wait for a component call slot (its
+    /// organization's, then the server's) before it is answered 503.
+    #[arg(long, env = "ESR_PLUGIN_SLOT_WAIT_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    plugin_slot_wait_ms: u64,
     /// Requests per minute per API key (sustained).
     #[arg(long, env = "ESR_RATE_LIMIT_PER_MINUTE", default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..))]
     rate_limit_per_minute: u32,
@@ -407,6 +416,8 @@ fn main() -> ExitCode {
                 public_url: args.public_url.map(|url| url.trim_end_matches('/').to_owned()),
                 plugin_memory_mib: usize::from(args.plugin_memory_mib),
                 plugin_deadline_ms: args.plugin_deadline_ms,
+                plugin_slots_per_organization: args.plugin_slots_per_organization.map(usize::from),
+                plugin_slot_wait: std::time::Duration::from_millis(args.plugin_slot_wait_ms),
                 import_max_bytes: usize::from(args.import_max_mib) << 20,
                 rate_limit: Quota { per_minute: args.rate_limit_per_minute, burst: args.rate_limit_burst },
                 agent_config_rate_limit: Quota {

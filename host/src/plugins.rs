@@ -5,23 +5,27 @@
 //! its store may read, no two claiming one group) and pre-instantiated.
 //! Each call then gets a fresh `Store` and instance from the pooling
 //! allocator, with the caller's organization and the component's reads
-//! bound into the store, an epoch deadline and a memory cap, so no state
+//! bound into the store, an epoch deadline (which also ends any wait in
+//! WASI), a memory cap and bounded logging, so no state
 //! survives a request and a misbehaving guest fails only its own request.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
-use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder,
 };
+use wasmtime_wasi::p2::bindings::sync::io::poll as wasi_poll;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_io::bindings::wasi::io::poll as async_wasi_poll;
+use wasmtime_wasi_io::poll::DynPollable;
 
 use crate::store::{Database, StoreError};
 
@@ -75,7 +79,7 @@ pub const AGENT_GROUP: &str = "agent";
 pub struct Limits {
     /// Guest linear memory, in bytes.
     pub memory_bytes: usize,
-    /// Guest CPU time per call.
+    /// Time per call: guest code, and its waits in WASI.
     pub deadline: Duration,
 }
 
@@ -91,6 +95,10 @@ const KEEP_RESIDENT_BYTES: usize = 16 << 20;
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// Captured guest stderr per call (a panic message is what matters).
 const STDERR_CAPACITY: usize = 16 * 1024;
+/// `log` messages kept per call; the rest are counted in one line.
+const LOG_MESSAGES_PER_CALL: u32 = 100;
+/// Bytes of one `log` message kept (escaped); the rest is cut and marked.
+pub const LOG_MESSAGE_BYTES: usize = 4 * 1024;
 
 /// The compiled-code engine, shared by every loaded component.
 #[derive(Clone)]
@@ -207,6 +215,93 @@ struct CallState {
     /// The guest's stderr: a panic reaches the host only as a trap plus
     /// the message the guest wrote here.
     stderr: MemoryOutputPipe,
+    /// When the call's time is up: the epoch deadline interrupts guest
+    /// code, and a wait in WASI ends here too.
+    deadline: Instant,
+    /// `log` messages written and dropped so far in this call.
+    log_written: u32,
+    log_dropped: u32,
+}
+
+impl Drop for CallState {
+    fn drop(&mut self) {
+        if self.log_dropped > 0 {
+            tracing::warn!(
+                plugin = %self.group, request_id = %self.request_id,
+                "{} messages dropped (at most {LOG_MESSAGES_PER_CALL} are logged per call)", self.log_dropped
+            );
+        }
+    }
+}
+
+/// A call that reached its deadline while its guest waited in WASI.
+#[derive(Debug, thiserror::Error)]
+#[error("the call reached its deadline while the component waited")]
+struct DeadlineReached;
+
+/// Runs a WASI wait, ending it at `deadline`. The stock synchronous WASI
+/// blocks the calling thread without limit (a guest's `sleep` or clock
+/// poll), and epoch interruption only fires in guest code.
+fn until_deadline<T>(
+    deadline: Instant,
+    wait: impl std::future::Future<Output = wasmtime::Result<T>>,
+) -> wasmtime::Result<T> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    wasmtime_wasi::runtime::in_tokio(tokio::time::timeout(remaining, wait)).unwrap_or(Err(DeadlineReached.into()))
+}
+
+/// `wasi:io/poll` with every wait bounded by the call's deadline; it
+/// shadows the stock one. Every other WASI call that could block is on a
+/// stream the host makes always ready (closed stdin, discarded stdout,
+/// stderr into memory) or on a socket, which a call cannot create.
+impl wasi_poll::Host for CallState {
+    fn poll(&mut self, pollables: Vec<Resource<DynPollable>>) -> wasmtime::Result<Vec<u32>> {
+        until_deadline(self.deadline, async_wasi_poll::Host::poll(&mut self.table, pollables))
+    }
+}
+
+impl wasi_poll::HostPollable for CallState {
+    fn ready(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<bool> {
+        wasi_poll::HostPollable::ready(&mut self.table, pollable)
+    }
+
+    fn block(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+        until_deadline(self.deadline, async_wasi_poll::HostPollable::block(&mut self.table, pollable))
+    }
+
+    fn drop(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+        wasi_poll::HostPollable::drop(&mut self.table, pollable)
+    }
+}
+
+/// Text a component wrote, fit for one log line: at most `max_bytes`
+/// (cut at a character boundary and marked), with control characters
+/// escaped (`\n` as `\\n`, others as `\u{..}`) so that it cannot start a
+/// line of its own, move the cursor or reorder what a terminal shows.
+pub fn loggable_guest_text(text: &str, max_bytes: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max_bytes) + 32);
+    for c in text.chars() {
+        let before = out.len();
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() || is_layout_control(c) => out.extend(c.escape_unicode()),
+            c => out.push(c),
+        }
+        if out.len() > max_bytes {
+            out.truncate(before);
+            out.push_str(&format!("… [truncated, {} bytes in all]", text.len()));
+            break;
+        }
+    }
+    out
+}
+
+/// Characters that are not C0 or C1 controls but change how a line shows:
+/// bidirectional overrides, embeddings and isolates, and line separators.
+fn is_layout_control(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
 }
 
 impl WasiView for CallState {
@@ -373,6 +468,12 @@ impl wit_store::Host for CallState {
 
 impl log::Host for CallState {
     fn write(&mut self, level: log::Level, message: String) -> wasmtime::Result<()> {
+        if self.log_written >= LOG_MESSAGES_PER_CALL {
+            self.log_dropped = self.log_dropped.saturating_add(1);
+            return Ok(());
+        }
+        self.log_written += 1;
+        let message = loggable_guest_text(&message, LOG_MESSAGE_BYTES);
         let (group, request_id) = (&self.group, &self.request_id);
         match level {
             log::Level::Debug => tracing::debug!(plugin = %group, request_id = %request_id, "{message}"),
@@ -687,7 +788,8 @@ impl PluginSet {
 
 fn new_store(engine: &PluginEngine, group: &str, tenant: Option<Tenant>, request_id: &str) -> Store<CallState> {
     let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-    let wasi = WasiCtx::builder().stderr(stderr.clone()).build();
+    // No sockets: nothing a call could wait on beyond the clocks.
+    let wasi = WasiCtx::builder().stderr(stderr.clone()).allow_tcp(false).allow_udp(false).build();
     let state = CallState {
         wasi,
         table: ResourceTable::new(),
@@ -697,6 +799,9 @@ fn new_store(engine: &PluginEngine, group: &str, tenant: Option<Tenant>, request
         reads: Reads::NONE,
         request_id: request_id.to_owned(),
         stderr,
+        deadline: Instant::now() + engine.limits.deadline,
+        log_written: 0,
+        log_dropped: 0,
     };
     let mut store = Store::new(&engine.engine, state);
     store.limiter(|state| &mut state.limits);
@@ -711,11 +816,14 @@ fn finish<T>(store: &Store<CallState>, result: wasmtime::Result<Result<T, Plugin
         Ok(Err(error)) => Err(CallError::Plugin(error)),
         Err(error) => {
             let state = store.data();
-            if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
+            if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt)
+                || error.downcast_ref::<DeadlineReached>().is_some()
+            {
                 tracing::warn!(plugin = %state.group, request_id = %state.request_id, "plugin overran its deadline");
                 return Err(CallError::Timeout);
             }
-            let guest_stderr = String::from_utf8_lossy(&state.stderr.contents()).trim().to_owned();
+            let guest_stderr =
+                loggable_guest_text(String::from_utf8_lossy(&state.stderr.contents()).trim(), STDERR_CAPACITY);
             tracing::error!(
                 plugin = %state.group, request_id = %state.request_id, error = %format!("{error:#}"), %guest_stderr,
                 "plugin call failed"
@@ -738,6 +846,11 @@ impl LoadedPlugin {
 
         let mut linker: Linker<CallState> = Linker::new(&engine.engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| anyhow!("linking WASI: {e:#}"))?;
+        // The same `wasi:io/poll`, with its waits ended at the call's deadline.
+        linker.allow_shadowing(true);
+        wasi_poll::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
+            .map_err(|e| anyhow!("linking WASI poll: {e:#}"))?;
+        linker.allow_shadowing(false);
         let pre = match interface.as_str() {
             "handler" => {
                 ResourcePlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
@@ -906,4 +1019,24 @@ fn write_private_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::R
 /// Lowercase hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loggable_guest_text;
+
+    #[test]
+    fn guest_text_cannot_start_a_line_or_steer_a_terminal() {
+        let forged = "a\nb\r\tc\u{1b}[31m\u{7f}\u{85}\u{202e}d\u{2028}é";
+        assert_eq!(loggable_guest_text(forged, 1024), r"a\nb\r\tc\u{1b}[31m\u{7f}\u{85}\u{202e}d\u{2028}é");
+    }
+
+    #[test]
+    fn guest_text_is_cut_at_a_character_boundary_and_marked() {
+        let long = "é".repeat(3000);
+        let kept = loggable_guest_text(&long, 4096);
+        assert!(kept.starts_with(&"é".repeat(2048)));
+        assert!(kept.ends_with("… [truncated, 6000 bytes in all]"), "{kept}");
+        assert_eq!(loggable_guest_text("short", 4096), "short");
+    }
 }

@@ -12,6 +12,7 @@ use tokio::sync::Semaphore;
 
 use crate::http::admin::{self, AdminState};
 use crate::http::limits::{Quota, RateLimits};
+use crate::http::slots::CallSlots;
 use crate::http::{self, AppState, SharedState};
 use crate::plugins::{Limits, PluginEngine, PluginRegistry, PluginSet};
 use crate::seed::{self, DemoKeys};
@@ -53,6 +54,11 @@ pub struct ServeOptions {
     pub public_url: Option<String>,
     pub plugin_memory_mib: usize,
     pub plugin_deadline_ms: u64,
+    /// Component calls one organization may run at once (default:
+    /// [`CallSlots::default_per_organization`]).
+    pub plugin_slots_per_organization: Option<usize>,
+    /// How long a request may wait for a component call slot before `503`.
+    pub plugin_slot_wait: Duration,
     /// The largest import batch accepted, in bytes.
     pub import_max_bytes: usize,
     /// Requests per API key.
@@ -105,7 +111,11 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         db: db.clone(),
         plugins,
         public_url: options.public_url.clone().unwrap_or_else(|| format!("http://{bound}")),
-        plugin_permits: Arc::new(Semaphore::new(MAX_CONCURRENT_CALLS)),
+        plugin_slots: CallSlots::new(
+            MAX_CONCURRENT_CALLS,
+            options.plugin_slots_per_organization.unwrap_or_else(CallSlots::default_per_organization),
+            options.plugin_slot_wait,
+        ),
         request_permits: Arc::new(Semaphore::new(options.max_concurrent_requests)),
         metrics: Arc::default(),
         component_health: std::sync::Mutex::default(),

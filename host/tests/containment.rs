@@ -1,11 +1,13 @@
-//! A misbehaving component fails only its own request: an endless loop
-//! meets the deadline, a memory hog meets the cap, a panic is logged; the
-//! next request, the other groups and health carry on.
+//! A misbehaving component fails only its own request: an endless loop or
+//! a wait in WASI meets the deadline, a memory hog meets the cap, a panic
+//! is logged, a log flood is bounded and escaped; the next request, the
+//! other groups and other organizations carry on.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Server, plugins_dir_with, test_plugins_dir};
@@ -81,4 +83,86 @@ fn a_panic_is_a_500_with_its_message_in_the_log() {
     let log = server.log();
     assert!(log.contains("panicked on purpose"), "the guest's panic message is logged: {log}");
     assert!(log.contains(problem["request_id"].as_str().unwrap()), "tagged with the request id");
+}
+
+#[test]
+fn a_component_blocked_in_a_wasi_wait_meets_the_deadline() {
+    let (server, _dir) = serve_endpoints_with("sleeper.wasm", &["--plugin-deadline-ms", "500"]);
+    // The guest waits a minute each way: std's sleep, a poll loop on a
+    // clock, and `pollable.block`.
+    for wait in ["sleep", "poll", "block"] {
+        let started = Instant::now();
+        let response = server.get(&format!("/v1/endpoints?wait={wait}"));
+        let elapsed = started.elapsed();
+        assert_eq!(response.status(), 503, "wait={wait}");
+        assert!(response.headers().contains_key("retry-after"), "wait={wait}");
+        // A 0.5 s deadline against a 60 s wait: a generous margin for a
+        // loaded machine, far below the wait.
+        assert!(elapsed < Duration::from_secs(5), "wait={wait} answered after {elapsed:?}");
+    }
+    assert_contained(&server, &[503]);
+}
+
+#[test]
+fn sleeping_components_leave_other_organizations_fast() {
+    let (server, _dir) = serve_endpoints_with("sleeper.wasm", &["--plugin-deadline-ms", "1000"]);
+    let sleepers = 64;
+    let answered = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let slowest = std::thread::scope(|scope| {
+        for _ in 0..sleepers {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let status = server.get_as(0, "/v1/endpoints").status();
+                    assert_eq!(status, 503, "a sleeping call ends in 503");
+                    answered.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        // Globex reads its scopes until Acme has had twice as many answers
+        // as it has clients: the sleeping calls were in flight throughout.
+        let mut slowest = Duration::ZERO;
+        let bound = Instant::now() + Duration::from_secs(60);
+        while answered.load(Ordering::Relaxed) < 2 * sleepers && Instant::now() < bound {
+            let started = Instant::now();
+            let response = server.get_as(1, "/v1/scopes?limit=10");
+            slowest = slowest.max(started.elapsed());
+            assert_eq!(response.status(), 200, "Globex is served while Acme's calls sleep");
+        }
+        stop.store(true, Ordering::Relaxed);
+        slowest
+    });
+    assert!(answered.into_inner() >= 2 * sleepers, "the sleeping calls never ended");
+    // Not a benchmark: a list of scopes takes milliseconds; a request that
+    // queued behind sleeping calls would take a deadline or more.
+    assert!(slowest < Duration::from_millis(750), "Globex's slowest request took {slowest:?}");
+}
+
+#[test]
+fn component_log_messages_are_bounded_and_escaped() {
+    let (server, _dir) = serve_endpoints_with("log-flood.wasm", &[]);
+    let response = server.get("/v1/endpoints");
+    assert_eq!(response.status(), 200);
+    let request_id = response.headers()["x-request-id"].to_str().unwrap().to_owned();
+    server.wait_for_log(30, |log| log.contains("messages dropped"));
+    let log = server.log();
+    let lines: Vec<&str> = log.lines().filter(|line| line.contains(&request_id)).collect();
+    // At most 100 messages per call, then one line saying how many were dropped.
+    assert!(lines.len() <= 101, "{} lines of the call's log", lines.len());
+    assert!(lines.iter().any(|line| line.contains("401 messages dropped")), "the drop is counted: {lines:?}");
+    // 4 KiB per message, plus the marker and the line's own fields.
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 5 * 1024, "a log line of {longest} bytes");
+    assert!(lines.iter().any(|line| line.contains("[truncated")), "truncation is marked");
+    // The forged line stays inside the component's own line, escaped.
+    for line in log.lines().filter(|line| line.contains("FORGED-LINE")) {
+        assert!(line.contains(r"innocent\nFORGED-LINE"), "the newline is escaped: {line:?}");
+        assert!(line.contains(&request_id), "on the component's line: {line:?}");
+    }
+    assert!(log.contains(r"innocent\nFORGED-LINE"), "the forging message is logged, escaped");
+    for raw in ['\u{202e}', '\u{7f}', '\u{85}'] {
+        assert!(!log.contains(raw), "{raw:?} reaches the log unescaped");
+    }
+    assert!(!log.contains("\u{1b}[31mred"), "an ANSI escape reaches the log unescaped");
+    assert!(log.contains(r"\u{202e}rtl"), "the bidi override is written as an escape");
 }

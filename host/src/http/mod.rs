@@ -10,6 +10,7 @@ pub mod cursor;
 pub mod limits;
 pub mod openapi;
 pub mod problem;
+pub mod slots;
 
 use std::sync::Arc;
 
@@ -57,8 +58,9 @@ pub struct SharedState {
     /// The API's public base URL, e.g. `http://127.0.0.1:8080` (no `/v1`).
     pub public_url: String,
     pub cursor_key: [u8; 32],
-    /// Bounds concurrent component calls to what the instance pool holds.
-    pub plugin_permits: Arc<Semaphore>,
+    /// Bounds concurrent component calls to what the instance pool holds,
+    /// and each organization's share of them.
+    pub plugin_slots: slots::CallSlots,
     pub rate_limits: limits::RateLimits,
     /// Requests in progress at most; beyond, a fast `503` instead of a queue.
     pub request_permits: Arc<Semaphore>,
@@ -446,18 +448,15 @@ fn plugin_request(path: &str, base_url: &str, query: &[(String, String)]) -> plu
     }
 }
 
-/// Runs a component call off the async threads, bounded by the pool.
+/// Runs a component call off the async threads, in one of the calling
+/// organization's slots.
 async fn call_plugin<T: Send + 'static>(
     state: &AppState,
     group: &'static str,
+    organization: Uuid,
     call: impl FnOnce(&PluginSet) -> Result<T, CallError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let _permit = state
-        .plugin_permits
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|_| ApiError::unavailable("the service is shutting down"))?;
+    let _slot = state.plugin_slots.acquire(organization).await?;
     let plugins = state.plugins.current();
     let started = std::time::Instant::now();
     let outcome = tokio::task::spawn_blocking(move || call(&plugins)).await.map_err(|error| {
@@ -476,6 +475,7 @@ async fn call_plugin<T: Send + 'static>(
         }
         CallError::Plugin(PluginError::NotFound) => ApiError::not_found("no such record"),
         CallError::Plugin(PluginError::Internal(message)) => {
+            let message = plugins::loggable_guest_text(&message, plugins::LOG_MESSAGE_BYTES);
             tracing::error!(%message, "plugin reported an internal error");
             ApiError::internal()
         }
@@ -513,7 +513,7 @@ async fn list(
     }
     let path = format!("/v1/{}", group.collection);
     let request = plugin_request(&path, &state.public_url, &query);
-    let page = call_plugin(&state, group.collection, move |plugins| {
+    let page = call_plugin(&state, group.collection, principal.organization_id, move |plugins| {
         plugins.list(group.collection, tenant, &request, &request_id)
     })
     .await?;
@@ -566,7 +566,7 @@ async fn item(
     let path = format!("/v1/{}/{id}", group.collection);
     let request = plugin_request(&path, &state.public_url, &query_pairs(raw.as_deref()));
     let id_text = id.to_string();
-    let record = call_plugin(&state, group.collection, move |plugins| {
+    let record = call_plugin(&state, group.collection, principal.organization_id, move |plugins| {
         plugins.get_record(group.collection, tenant, &id_text, &request, &request_id)
     })
     .await
@@ -635,7 +635,7 @@ async fn agent_config(
     let principal = authorize(&caller, auth::SCOPE_AGENT_CONFIG)?;
     let tenant = tenant(&state, &principal)?;
     let request = plugin_request("/v1/agent/config", &state.public_url, &query_pairs(raw.as_deref()));
-    let rendered = call_plugin(&state, plugins::AGENT_GROUP, move |plugins| {
+    let rendered = call_plugin(&state, plugins::AGENT_GROUP, principal.organization_id, move |plugins| {
         plugins.render(plugins::AGENT_GROUP, tenant, &request, &request_id)
     })
     .await?;
