@@ -394,6 +394,9 @@ fn check(data_dir: &Path) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Everything esr writes (the data directory: sled's files, the cursor
+    // key, enrollment tokens, the admin token) is for its owner alone.
+    rustix::process::umask(rustix::fs::Mode::RWXG | rustix::fs::Mode::RWXO);
     let result = match cli.command {
         Command::Serve(args) => {
             init_logging(args.log_format);

@@ -72,6 +72,7 @@ pub struct ServeOptions {
 
 /// Runs the server until SIGINT or SIGTERM.
 pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
+    crate::store::check_data_dir_private(&options.data_dir)?;
     let db = Database::open(&options.data_dir)?;
     if options.demo {
         let seeded = tokio::task::block_in_place(|| seed::seed_demo_if_empty(&db, &options.data_dir))
