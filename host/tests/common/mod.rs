@@ -289,7 +289,10 @@ pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
         ]
     };
     // `ESR_LOG=…` among the extras sets the log filter instead of being a flag.
-    let log_filter = extra.iter().find_map(|item| item.strip_prefix("ESR_LOG=")).unwrap_or("warn,esr::server=info");
+    let log_filter = extra
+        .iter()
+        .find_map(|item| item.strip_prefix("ESR_LOG="))
+        .unwrap_or("warn,esr::server=info,esr::connections=info");
     Command::new(env!("CARGO_BIN_EXE_esr"))
         .args(["serve", "--demo", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
         .arg("--data-dir")
