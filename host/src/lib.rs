@@ -6,6 +6,7 @@
 
 pub mod admin_client;
 pub mod auth;
+pub mod connections;
 pub mod demo;
 pub mod http;
 mod index_blocks;

@@ -145,6 +145,10 @@ struct ServeArgs {
     /// Address of the admin listener (keep it on loopback).
     #[arg(long, env = "ESR_ADMIN_LISTEN", default_value = "127.0.0.1:8081")]
     admin_listen: SocketAddr,
+    /// Let --admin-listen be an address other than loopback (the admin
+    /// listener creates organizations and keys and imports data).
+    #[arg(long, env = "ESR_ADMIN_ALLOW_REMOTE", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    admin_allow_remote: bool,
     /// Where the database lives.
     #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
     data_dir: PathBuf,
@@ -196,10 +200,22 @@ struct ServeArgs {
     /// Requests in progress at once; more are answered 503 at once.
     #[arg(long, env = "ESR_MAX_CONCURRENT_REQUESTS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     max_concurrent_requests: u32,
-    /// Seconds a connection may take to send a request's headers (idle
-    /// keep-alive connections included) before it is closed.
+    /// Seconds a connection may take to send a request's headers, counted
+    /// from when the server starts waiting for them, before it is closed.
     #[arg(long, env = "ESR_HEADER_READ_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     header_read_timeout_secs: u64,
+    /// Seconds a keep-alive connection may stay open with no request in
+    /// progress and nothing received before it is closed.
+    #[arg(long, env = "ESR_IDLE_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    idle_timeout_secs: u64,
+    /// Connections open at once on the public listener; more are closed at
+    /// accept (default: half of what the open-file limit leaves, at most 10,000).
+    #[arg(long, env = "ESR_MAX_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: Option<u32>,
+    /// Connections open at once from one client address (an IPv6 /64);
+    /// more are closed at accept. Raise it behind a proxy or a large NAT.
+    #[arg(long, env = "ESR_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections_per_address: u32,
     /// Serve every group with the plugins' logic compiled into this binary
     /// instead of the components: a baseline for measurements only (no
     /// isolation, deadlines or memory caps). Needs a build with
@@ -404,12 +420,16 @@ fn check(data_dir: &Path) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Everything esr writes (the data directory: sled's files, the cursor
+    // key, enrollment tokens, the admin token) is for its owner alone.
+    rustix::process::umask(rustix::fs::Mode::RWXG | rustix::fs::Mode::RWXO);
     let result = match cli.command {
         Command::Serve(args) => {
             init_logging(args.log_format);
             let options = ServeOptions {
                 listen: args.listen,
                 admin_listen: args.admin_listen,
+                admin_allow_remote: args.admin_allow_remote,
                 data_dir: args.data_dir,
                 plugins_dir: args.plugins_dir,
                 demo: args.demo,
@@ -429,7 +449,10 @@ fn main() -> ExitCode {
                     burst: args.address_rate_limit_burst,
                 },
                 max_concurrent_requests: args.max_concurrent_requests as usize,
+                max_connections: args.max_connections.map(|max| max as usize),
+                max_connections_per_address: args.max_connections_per_address as usize,
                 header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout_secs),
+                idle_timeout: std::time::Duration::from_secs(args.idle_timeout_secs),
                 native_handlers: args.native_handlers,
             };
             tokio::runtime::Builder::new_multi_thread()

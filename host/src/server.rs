@@ -1,6 +1,5 @@
 //! `esr serve`: opens the store, loads the components and serves the API.
 
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,6 +9,7 @@ use anyhow::Context;
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
+use crate::connections::{self, ConnectionSettings, serve_connections};
 use crate::http::admin::{self, AdminState};
 use crate::http::limits::{Quota, RateLimits};
 use crate::http::slots::CallSlots;
@@ -69,15 +69,37 @@ pub struct ServeOptions {
     pub address_rate_limit: Quota,
     /// Requests in progress at once; more are shed with `503`.
     pub max_concurrent_requests: usize,
-    /// How long a connection may take to send a request's headers,
-    /// including while idle between requests.
+    /// Connections the public listener holds at once; by default half of
+    /// what the open-file limit leaves.
+    pub max_connections: Option<usize>,
+    /// Connections the public listener holds at once from one client address.
+    pub max_connections_per_address: usize,
+    /// How long a connection may take to send a request's headers, counted
+    /// from when the server starts waiting for them.
     pub header_read_timeout: Duration,
+    /// How long a connection may stay open with no request in progress.
+    pub idle_timeout: Duration,
+    /// Let the admin listener bind an address other than loopback.
+    pub admin_allow_remote: bool,
     /// Serve every group with the native baseline (measurement only).
     pub native_handlers: bool,
 }
 
+/// Connections the admin listener holds at once (operators and scripts).
+const ADMIN_MAX_CONNECTIONS: usize = 32;
+
 /// Runs the server until SIGINT or SIGTERM.
 pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
+    if !options.admin_listen.ip().is_loopback() && !options.admin_allow_remote {
+        anyhow::bail!(
+            "the admin listener would listen on {}, which is not a loopback address: it creates organizations and \
+             keys and imports data, so keep it on 127.0.0.1 or ::1, or pass --admin-allow-remote \
+             (ESR_ADMIN_ALLOW_REMOTE=true) to expose it on purpose",
+            options.admin_listen
+        );
+    }
+    let connections = public_connection_settings(&options)?;
+    crate::store::check_data_dir_private(&options.data_dir)?;
     let db = Database::open(&options.data_dir)?;
     if options.demo {
         let seeded = tokio::task::block_in_place(|| seed::seed_demo_if_empty(&db, &options.data_dir))
@@ -137,14 +159,21 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     tracing::info!(address = %bound, admin = %admin_bound, "listening");
 
     let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
-    let admin = tokio::spawn(
-        axum::serve(admin_listener, admin::router(admin_state))
-            .with_graceful_shutdown(async {
-                let _ = admin_stopped.await;
-            })
-            .into_future(),
-    );
-    serve_public(listener, http::router(state), options.header_read_timeout, shutdown_signal()).await;
+    let admin_connections = ConnectionSettings {
+        max_connections: ADMIN_MAX_CONNECTIONS,
+        max_connections_per_address: ADMIN_MAX_CONNECTIONS,
+        ..connections
+    };
+    let admin = tokio::spawn(serve_connections(
+        "admin",
+        admin_listener,
+        admin::router(admin_state),
+        admin_connections,
+        async {
+            let _ = admin_stopped.await;
+        },
+    ));
+    serve_connections("public", listener, http::router(state), connections, shutdown_signal()).await;
     let _ = stop_admin.send(());
     let _ = admin.await;
     db.flush()?;
@@ -152,62 +181,24 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How long requests in flight at shutdown may take to finish.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// Serves the public API until `shutdown`: each connection must send a
-/// request's headers within `header_read_timeout` (idle keep-alive
-/// connections too) or is closed, so slow and idle clients cannot hold
-/// connections open; each request sees its client address. At shutdown the
-/// listener closes, and requests in flight get [`SHUTDOWN_GRACE`] to finish.
-async fn serve_public(
-    listener: tokio::net::TcpListener,
-    app: axum::Router,
-    header_read_timeout: Duration,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
-    use hyper_util::rt::{TokioIo, TokioTimer};
-    use tower::ServiceExt;
-
-    // HTTP/1 only: the version-sniffing auto builder waits for a first
-    // byte without any timeout.
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of file descriptors and the like: back off, keep serving.
-                    tracing::warn!(%error, "accepting a connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let app = app.clone();
-        let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
-            request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
-            app.clone().oneshot(request.map(axum::body::Body::new))
-        });
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "connection ended");
-            }
-        });
-    }
-    drop(listener);
-    tracing::info!("shutting down: no new connections; letting requests in flight finish");
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await.is_err() {
-        tracing::warn!(
-            grace_seconds = SHUTDOWN_GRACE.as_secs(),
-            "requests still in flight at the end of the grace period"
-        );
-    }
+/// The public listener's connection handling; its cap, with the admin
+/// listener's, kept within what the open-file limit allows.
+fn public_connection_settings(options: &ServeOptions) -> anyhow::Result<ConnectionSettings> {
+    let budget = connections::connection_budget().saturating_sub(ADMIN_MAX_CONNECTIONS as u64);
+    let max_connections = match options.max_connections {
+        None => connections::default_max_connections(budget),
+        Some(wanted) if wanted as u64 > budget => anyhow::bail!(
+            "--max-connections {wanted} is more than this process can hold open: its open-file limit leaves room for \
+             {budget} connections; raise the limit (ulimit -n, or LimitNOFILE= under systemd) or lower --max-connections"
+        ),
+        Some(wanted) => wanted as u64,
+    };
+    Ok(ConnectionSettings {
+        max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+        max_connections_per_address: options.max_connections_per_address,
+        header_read_timeout: options.header_read_timeout,
+        idle_timeout: options.idle_timeout,
+    })
 }
 
 fn log_loaded(plugins: &PluginSet) {

@@ -38,6 +38,10 @@ pub enum StoreError {
         "the data directory {0} is in use by another esr process; stop it first, or talk to it through its admin listener"
     )]
     Locked(String),
+    #[error(
+        "the data directory {0} can be read by other users (mode {1:o}), and it holds the cursor-sealing key and every organization's enrollment token; make it private with `chmod -R go-rwx {0}`"
+    )]
+    NotPrivate(String, u32),
     #[error("storage: {0}")]
     Sled(#[from] sled::Error),
     #[error("stored data is corrupt: {0}")]
@@ -121,9 +125,16 @@ struct CollectionTrees {
 pub type StoredRecord = (Uuid, sled::IVec);
 
 impl Database {
-    /// Opens (or creates) the database in `dir`.
+    /// Opens (or creates, owner-only) the database in `dir`.
     pub fn open(dir: &Path) -> Result<Database, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|error| StoreError::Sled(sled::Error::Io(error)))?;
+        if !dir.exists() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|error| StoreError::Sled(sled::Error::Io(error)))?;
+        }
         let db = sled_config(dir).open().map_err(|error| match error {
             // sled reports the lock as an `Other` error wrapping `WouldBlock`.
             sled::Error::Io(ref io)
@@ -815,6 +826,23 @@ fn prepare_record(
         None => None,
     };
     Ok(PreparedRecord { id, bytes, entries, stored_entries })
+}
+
+/// Refuses an existing data directory that grants other users any access
+/// (the server's check before it opens one). A new directory is created
+/// owner-only, and the files inside get the process's file-creation mask
+/// (`esr` sets 0o077).
+pub fn check_data_dir_private(dir: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = match std::fs::metadata(dir) {
+        Ok(metadata) => metadata.permissions().mode() & 0o777,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(StoreError::Sled(sled::Error::Io(error))),
+    };
+    if mode & 0o077 != 0 {
+        return Err(StoreError::NotPrivate(dir.display().to_string(), mode));
+    }
+    Ok(())
 }
 
 /// How the store opens sled in `dir` (the benchmark opens it the same way

@@ -59,7 +59,7 @@ impl Server {
 
     /// Starts `esr serve --demo` with extra flags.
     pub fn start_with(plugins_dir: &Path, extra: &[&str]) -> Server {
-        Server::launch(plugins_dir, tempfile::tempdir().unwrap(), extra)
+        Server::launch(plugins_dir, private_tempdir(), extra)
     }
 
     /// Starts another server on the data directory of a stopped one (which
@@ -91,7 +91,7 @@ impl Server {
     /// that `esr seed` generated with this many endpoints and findings per
     /// endpoint (its key from `seed-keys.json`).
     pub fn start_seeded(plugins_dir: &Path, endpoints: u32, findings_per_endpoint: u32) -> Server {
-        let data_dir = tempfile::tempdir().unwrap();
+        let data_dir = private_tempdir();
         let seeded = Command::new(env!("CARGO_BIN_EXE_esr"))
             .args(["seed", "--endpoints", &endpoints.to_string()])
             .args(["--findings-per-endpoint", &findings_per_endpoint.to_string(), "--data-dir"])
@@ -266,6 +266,13 @@ pub fn imported_ids(response: Response) -> Vec<String> {
     summary["ids"].as_array().unwrap().iter().map(|id| id.as_str().unwrap().to_owned()).collect()
 }
 
+/// A new temporary directory only its owner can enter, as the server
+/// requires of its data directory.
+pub fn private_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new().permissions(std::fs::Permissions::from_mode(0o700)).tempdir().unwrap()
+}
+
 /// Starts the binary; the caller reads its output.
 pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
     // Tests send many requests quickly; only the rate-limit tests set limits.
@@ -282,7 +289,10 @@ pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
         ]
     };
     // `ESR_LOG=…` among the extras sets the log filter instead of being a flag.
-    let log_filter = extra.iter().find_map(|item| item.strip_prefix("ESR_LOG=")).unwrap_or("warn,esr::server=info");
+    let log_filter = extra
+        .iter()
+        .find_map(|item| item.strip_prefix("ESR_LOG="))
+        .unwrap_or("warn,esr::server=info,esr::connections=info");
     Command::new(env!("CARGO_BIN_EXE_esr"))
         .args(["serve", "--demo", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
         .arg("--data-dir")
@@ -300,7 +310,7 @@ pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
 
 /// Runs the binary to its exit and returns (success, stderr).
 pub fn run_to_exit(plugins_dir: &Path) -> (bool, String) {
-    let data_dir = tempfile::tempdir().unwrap();
+    let data_dir = private_tempdir();
     let output = spawn(plugins_dir, data_dir.path(), &[]).wait_with_output().unwrap();
     (output.status.success(), String::from_utf8_lossy(&output.stderr).into_owned())
 }
