@@ -286,17 +286,16 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
             return ApiError::internal().into_response();
         }
     };
-    let now = std::time::Instant::now();
     let limits = &state.rate_limits;
     let decision = match &caller {
-        Ok(principal) if request.uri().path() == "/v1/agent/config" => limits.agent_config.check(principal.key_id, now),
-        Ok(principal) => limits.per_key.check(principal.key_id, now),
+        Ok(principal) if request.uri().path() == "/v1/agent/config" => limits.agent_config.check(principal.key_id),
+        Ok(principal) => limits.per_key.check(principal.key_id),
         Err(_) => {
             let address = request
                 .extensions()
                 .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
                 .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
-            limits.per_address.check(address, now)
+            limits.per_address.check(limits::address_key(address))
         }
     };
     let organization = caller.as_ref().ok().map(|principal| principal.organization_id);

@@ -34,6 +34,16 @@ fn built_dir(variable: &str, default: &str, how: &str) -> PathBuf {
     dir
 }
 
+/// Polls `condition` until it holds, or panics naming `what` after `bound`.
+/// Tests wait on what they need, not for a time they guess is enough.
+pub fn wait_until(bound: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + bound;
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "waited {bound:?} for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A running server with the demo data set.
 pub struct Server {
     child: Child,
