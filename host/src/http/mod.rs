@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{RawQuery, Request, State};
+use axum::extract::{MatchedPath, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -70,9 +70,20 @@ pub struct SharedState {
 /// When the components were last checked, for which set (by address), and how they did.
 pub type ComponentCheck = (std::time::Instant, usize, Vec<(String, Result<(), String>)>);
 
-/// The route template a request matched (`/v1/{collection}`), for logs and metrics.
-#[derive(Debug, Clone)]
-struct RouteTemplate(String);
+/// The route template of a request no route matched, in logs and metrics.
+const UNMATCHED: &str = "unmatched";
+
+/// The route template a request matched (`/v1/{collection}`; a shared
+/// string, cheap to keep). Middleware added with `Router::layer` runs after
+/// routing, so every request, whatever its outcome, knows its template.
+fn matched_route(request: &Request) -> Option<MatchedPath> {
+    request.extensions().get::<MatchedPath>().cloned()
+}
+
+/// A matched route's template, or [`UNMATCHED`].
+fn route_template(route: Option<&MatchedPath>) -> &str {
+    route.map_or(UNMATCHED, MatchedPath::as_str)
+}
 
 /// The organization a request was served for, for the request's log line.
 #[derive(Debug, Clone, Copy)]
@@ -145,7 +156,6 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/agent/config", any(agent_config))
         .route("/v1/{collection}", any(list))
         .route("/v1/{collection}/{id}", any(item))
-        .route_layer(middleware::from_fn(record_route))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), rate_limit))
         .layer(middleware::from_fn_with_state(state.clone(), request_limits))
@@ -178,20 +188,12 @@ async fn component_health(state: &AppState, plugins: Arc<PluginSet>) -> Vec<(Str
     outcome
 }
 
-/// Notes the matched route template on the response.
-async fn record_route(matched: axum::extract::MatchedPath, request: Request, next: Next) -> Response {
-    let template = RouteTemplate(matched.as_str().to_owned());
-    let mut response = next.run(request).await;
-    response.extensions_mut().insert(template);
-    response
-}
-
 /// Counts every public request by route template and status, with its latency.
 async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
+    let route = matched_route(&request);
     let response = next.run(request).await;
-    let route = response.extensions().get::<RouteTemplate>().map_or("unmatched", |route| route.0.as_str());
-    state.metrics.request(route, response.status().as_u16(), started.elapsed());
+    state.metrics.request(route_template(route.as_ref()), response.status().as_u16(), started.elapsed());
     response
 }
 
@@ -334,12 +336,16 @@ pub(crate) async fn request_id(mut request: Request, next: Next) -> Response {
         .map_or_else(|| Uuid::new_v4().to_string(), str::to_owned);
     let instance = request.uri().path().to_owned();
     let method = request.method().clone();
+    let route = matched_route(&request);
     request.extensions_mut().insert(RequestId(id.clone()));
     let started = std::time::Instant::now();
     let mut response = next.run(request).await;
     if let Some(problem) = response.extensions_mut().remove::<ApiError>() {
         let added_on_the_way = std::mem::take(response.headers_mut());
+        // What the layers noted (the organization served) outlives the placeholder.
+        let noted_on_the_way = std::mem::take(response.extensions_mut());
         response = problem.render(&id, &instance);
+        response.extensions_mut().extend(noted_on_the_way);
         let headers = response.headers_mut();
         for (name, value) in &added_on_the_way {
             if !headers.contains_key(name) {
@@ -347,11 +353,10 @@ pub(crate) async fn request_id(mut request: Request, next: Next) -> Response {
             }
         }
     }
-    let route = response.extensions().get::<RouteTemplate>().map_or("-".to_owned(), |route| route.0.clone());
     let organization =
         response.extensions().get::<ServedOrganization>().map_or("-".to_owned(), |served| served.0.to_string());
     tracing::info!(
-        request_id = %id, method = %method, route = %route, path = %instance, status = response.status().as_u16(),
+        request_id = %id, method = %method, route = route_template(route.as_ref()), path = %instance, status = response.status().as_u16(),
         micros = started.elapsed().as_micros() as u64, organization_id = %organization, "request"
     );
     if let Ok(value) = HeaderValue::from_str(&id) {
