@@ -24,7 +24,9 @@ fn every_request_is_logged_once_as_json_and_counted() {
     assert_eq!(anonymous.status(), 401);
     let metrics = server.admin(Method::GET, "/metrics").send().unwrap();
     assert_eq!(metrics.status(), 200);
-    assert!(metrics.headers()["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
+    assert!(
+        metrics.headers()["content-type"].to_str().unwrap().starts_with("application/openmetrics-text; version=1.0.0")
+    );
     let text = metrics.text().unwrap();
     for expected in [
         "esr_http_requests_total{route=\"/v1/{collection}\",status=\"200\"} 1",
@@ -33,7 +35,9 @@ fn every_request_is_logged_once_as_json_and_counted() {
         "esr_http_request_duration_seconds_count{route=\"/v1/{collection}\"} 2",
         "esr_component_call_duration_seconds_count{group=\"endpoints\"} 1",
         "esr_shed_requests_total 0",
+        "esr_rate_limited_total{policy=\"per-key\"} 0",
         "esr_store_size_bytes ",
+        "# EOF",
     ] {
         assert!(text.contains(expected), "{expected} missing from\n{text}");
     }

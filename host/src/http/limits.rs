@@ -211,6 +211,9 @@ pub fn address_key(address: IpAddr) -> IpAddr {
     }
 }
 
+/// The policies' names, as responses and metrics give them.
+pub const POLICIES: [&str; 3] = ["per-key", "agent-config", "per-address"];
+
 /// The server's limiters.
 pub struct RateLimits {
     pub per_key: Limiter<Uuid>,
@@ -222,9 +225,9 @@ pub struct RateLimits {
 impl RateLimits {
     pub fn new(per_key: Quota, agent_config: Quota, per_address: Quota) -> RateLimits {
         RateLimits {
-            per_key: Limiter::new("per-key", per_key),
-            agent_config: Limiter::new("agent-config", agent_config),
-            per_address: Limiter::new("per-address", per_address),
+            per_key: Limiter::new(POLICIES[0], per_key),
+            agent_config: Limiter::new(POLICIES[1], agent_config),
+            per_address: Limiter::new(POLICIES[2], per_address),
         }
     }
 }

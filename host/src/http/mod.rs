@@ -70,6 +70,16 @@ pub struct SharedState {
 /// When the components were last checked, for which set (by address), and how they did.
 pub type ComponentCheck = (std::time::Instant, usize, Vec<(String, Result<(), String>)>);
 
+/// The public API's route templates, as the router and the metrics name them.
+mod routes {
+    pub const HEALTH: &str = "/v1/health";
+    pub const OPENAPI: &str = "/v1/openapi.json";
+    pub const AGENT_CONFIG: &str = "/v1/agent/config";
+    pub const LIST: &str = "/v1/{collection}";
+    pub const ITEM: &str = "/v1/{collection}/{id}";
+    pub const ALL: [&str; 5] = [HEALTH, OPENAPI, AGENT_CONFIG, LIST, ITEM];
+}
+
 /// The route template of a request no route matched, in logs and metrics.
 const UNMATCHED: &str = "unmatched";
 
@@ -83,6 +93,12 @@ fn matched_route(request: &Request) -> Option<MatchedPath> {
 /// A matched route's template, or [`UNMATCHED`].
 fn route_template(route: Option<&MatchedPath>) -> &str {
     route.map_or(UNMATCHED, MatchedPath::as_str)
+}
+
+/// The same as one of [`routes::ALL`], so a metric's label costs no allocation.
+fn public_route_template(route: Option<&MatchedPath>) -> &'static str {
+    let template = route_template(route);
+    routes::ALL.into_iter().find(|known| *known == template).unwrap_or(UNMATCHED)
 }
 
 /// The organization a request was served for, for the request's log line.
@@ -151,11 +167,11 @@ pub struct RequestId(pub String);
 /// The API's router.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/v1/health", any(health))
-        .route("/v1/openapi.json", any(openapi_document))
-        .route("/v1/agent/config", any(agent_config))
-        .route("/v1/{collection}", any(list))
-        .route("/v1/{collection}/{id}", any(item))
+        .route(routes::HEALTH, any(health))
+        .route(routes::OPENAPI, any(openapi_document))
+        .route(routes::AGENT_CONFIG, any(agent_config))
+        .route(routes::LIST, any(list))
+        .route(routes::ITEM, any(item))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), rate_limit))
         .layer(middleware::from_fn_with_state(state.clone(), request_limits))
@@ -193,7 +209,7 @@ async fn observe(State(state): State<AppState>, request: Request, next: Next) ->
     let started = std::time::Instant::now();
     let route = matched_route(&request);
     let response = next.run(request).await;
-    state.metrics.request(route_template(route.as_ref()), response.status().as_u16(), started.elapsed());
+    state.metrics.request(public_route_template(route.as_ref()), response.status().as_u16(), started.elapsed());
     response
 }
 
@@ -272,7 +288,7 @@ fn accepts_what_the_api_answers(headers: &HeaderMap) -> bool {
 /// valid key, to its address's. Health is exempt. The limit's fields go on
 /// every response; over the limit is `429` with `Retry-After`.
 async fn rate_limit(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    if request.uri().path() == "/v1/health" {
+    if request.uri().path() == routes::HEALTH {
         return next.run(request).await;
     }
     let header = request.headers().get(header::AUTHORIZATION).map(|value| value.to_str().ok());
@@ -290,7 +306,7 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
     };
     let limits = &state.rate_limits;
     let decision = match &caller {
-        Ok(principal) if request.uri().path() == "/v1/agent/config" => limits.agent_config.check(principal.key_id),
+        Ok(principal) if request.uri().path() == routes::AGENT_CONFIG => limits.agent_config.check(principal.key_id),
         Ok(principal) => limits.per_key.check(principal.key_id),
         Err(_) => {
             let address = request
