@@ -76,8 +76,9 @@ impl<K: Hash + Eq + Clone> StateStore for BoundedStore<K> {
     where
         F: Fn(Option<Nanos>) -> Result<(T, Nanos), E>,
     {
+        // A known caller (the common case) is found without counting every shard.
         let slot =
-            if self.buckets.len() < self.bound || self.buckets.contains_key(slot) { slot } else { &Slot::Overflow };
+            if self.buckets.contains_key(slot) || self.buckets.len() < self.bound { slot } else { &Slot::Overflow };
         self.buckets.measure_and_replace(slot, f)
     }
 }
