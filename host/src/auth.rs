@@ -190,12 +190,16 @@ mod tests {
         let organization = Uuid::now_v7();
         let created = create_key(&db, organization, "test", &[SCOPE_SCOPES], None)?;
         db.flush()?;
-        let stored = std::fs::read_dir(dir.path())
-            .map_err(|e| StoreError::Sled(sled::Error::Io(e)))?
+        // Every file the store wrote, however deep (sled keeps large values under `blobs/`).
+        let files: Vec<Vec<u8>> = walkdir::WalkDir::new(dir.path())
+            .into_iter()
             .filter_map(Result::ok)
+            .filter(|entry| entry.file_type().is_file())
             .filter_map(|entry| std::fs::read(entry.path()).ok())
-            .any(|bytes| bytes.windows(created.api_key.len()).any(|w| w == created.api_key.as_bytes()));
-        assert!(!stored, "the plain key must never reach the disk");
+            .collect();
+        let on_disk = |needle: &[u8]| files.iter().any(|bytes| bytes.windows(needle.len()).any(|w| w == needle));
+        assert!(on_disk(&hash_key(&created.api_key)), "the search reads what the store wrote: the key's hash is there");
+        assert!(!on_disk(created.api_key.as_bytes()), "the plain key must never reach the disk");
 
         let principal = authenticate(&db, Some(&format!("Bearer {}", created.api_key)))?;
         assert_eq!(principal.map(|p| p.organization_id), Ok(organization));

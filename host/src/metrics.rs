@@ -1,147 +1,146 @@
-//! Prometheus metrics, served in the text format on the admin listener's
-//! `GET /metrics`: requests by route and status with latency histograms,
-//! component calls by group with their latency and failures, rate-limited
-//! and shed requests, and the store's size.
+//! Prometheus metrics (`prometheus-client`), served in the OpenMetrics text
+//! format on the admin listener's `GET /metrics`: requests by route and
+//! status with latency histograms, component calls by group with their
+//! latency and failures, rate-limited and shed requests, and the store's
+//! size. Recording takes no lock shared by every request: a series is
+//! found under its family's read lock and counted atomically (a histogram
+//! locks only itself). A family with no series yet is left out.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
 /// Latency buckets, in seconds.
 const BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
 
-#[derive(Default, Clone)]
-struct Histogram {
-    /// Observations at or below each bucket's bound.
-    counts: [u64; BUCKETS.len()],
-    count: u64,
-    sum: f64,
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    route: &'static str,
+    status: u16,
 }
 
-impl Histogram {
-    fn observe(&mut self, seconds: f64) {
-        for (bound, count) in BUCKETS.iter().zip(self.counts.iter_mut()) {
-            if seconds <= *bound {
-                *count += 1;
-            }
-        }
-        self.count += 1;
-        self.sum += seconds;
-    }
-
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        for (bound, count) in BUCKETS.iter().zip(self.counts) {
-            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {count}");
-        }
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
-        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
-    }
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: &'static str,
 }
 
-#[derive(Default)]
-struct State {
-    /// (route template, status) → count.
-    requests: BTreeMap<(String, u16), u64>,
-    /// route template → latency.
-    request_latency: BTreeMap<String, Histogram>,
-    /// group → latency of component calls.
-    call_latency: BTreeMap<String, Histogram>,
-    /// (group, kind) → failed calls (`timeout`, `trap`).
-    call_failures: BTreeMap<(String, &'static str), u64>,
-    /// policy → requests refused with 429.
-    rate_limited: BTreeMap<&'static str, u64>,
-    shed: u64,
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabels {
+    group: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    group: &'static str,
+    /// `timeout` or `trap`.
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyLabels {
+    policy: &'static str,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(BUCKETS)
 }
 
 /// The server's metrics.
-#[derive(Default)]
 pub struct Metrics {
-    state: Mutex<State>,
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    request_latency: Histograms<RouteLabels>,
+    call_latency: Histograms<GroupLabels>,
+    call_failures: Family<FailureLabels, Counter>,
+    rate_limited: Family<PolicyLabels, Counter>,
+    shed: Counter,
+    store_bytes: Gauge<u64, AtomicU64>,
 }
 
-/// Escapes a label value.
-fn label(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+impl Default for Metrics {
+    fn default() -> Metrics {
+        let metrics = Metrics {
+            registry: Registry::default(),
+            requests: Family::default(),
+            request_latency: Family::new_with_constructor(latency_histogram),
+            call_latency: Family::new_with_constructor(latency_histogram),
+            call_failures: Family::default(),
+            rate_limited: Family::default(),
+            shed: Counter::default(),
+            store_bytes: Gauge::default(),
+        };
+        let mut registry = Registry::default();
+        // Counters are registered without `_total`: the encoder appends it.
+        registry.register(
+            "esr_http_requests",
+            "Requests answered, by route template and status",
+            metrics.requests.clone(),
+        );
+        registry.register(
+            "esr_http_request_duration_seconds",
+            "Time to answer, by route template",
+            metrics.request_latency.clone(),
+        );
+        registry.register(
+            "esr_component_call_duration_seconds",
+            "Component calls, by group",
+            metrics.call_latency.clone(),
+        );
+        registry.register(
+            "esr_component_call_failures",
+            "Component calls that trapped or overran their deadline",
+            metrics.call_failures.clone(),
+        );
+        registry.register("esr_rate_limited", "Requests refused with 429, by policy", metrics.rate_limited.clone());
+        registry.register("esr_shed_requests", "Requests shed with 503 at the concurrency limit", metrics.shed.clone());
+        registry.register("esr_store_size_bytes", "The store's size on disk", metrics.store_bytes.clone());
+        // Every policy's count is there from the start, at 0.
+        for policy in crate::http::limits::POLICIES {
+            drop(metrics.rate_limited.get_or_create(&PolicyLabels { policy }));
+        }
+        Metrics { registry, ..metrics }
+    }
 }
 
 impl Metrics {
-    fn with<T>(&self, change: impl FnOnce(&mut State) -> T) -> T {
-        change(&mut self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    /// One answered request; `route` is its template (or `unmatched`).
+    pub fn request(&self, route: &'static str, status: u16, elapsed: Duration) {
+        self.requests.get_or_create(&RequestLabels { route, status }).inc();
+        self.request_latency.get_or_create(&RouteLabels { route }).observe(elapsed.as_secs_f64());
     }
 
-    pub fn request(&self, route: &str, status: u16, elapsed: Duration) {
-        self.with(|state| {
-            *state.requests.entry((route.to_owned(), status)).or_default() += 1;
-            state.request_latency.entry(route.to_owned()).or_default().observe(elapsed.as_secs_f64());
-        });
-    }
-
-    pub fn component_call(&self, group: &str, elapsed: Duration, failure: Option<&'static str>) {
-        self.with(|state| {
-            state.call_latency.entry(group.to_owned()).or_default().observe(elapsed.as_secs_f64());
-            if let Some(kind) = failure {
-                *state.call_failures.entry((group.to_owned(), kind)).or_default() += 1;
-            }
-        });
+    pub fn component_call(&self, group: &'static str, elapsed: Duration, failure: Option<&'static str>) {
+        self.call_latency.get_or_create(&GroupLabels { group }).observe(elapsed.as_secs_f64());
+        if let Some(kind) = failure {
+            self.call_failures.get_or_create(&FailureLabels { group, kind }).inc();
+        }
     }
 
     pub fn rate_limited(&self, policy: &'static str) {
-        self.with(|state| *state.rate_limited.entry(policy).or_default() += 1);
+        self.rate_limited.get_or_create(&PolicyLabels { policy }).inc();
     }
 
     pub fn shed(&self) {
-        self.with(|state| state.shed += 1);
+        self.shed.inc();
     }
 
-    /// The text exposition format; `store_bytes` is the store's size on disk.
+    /// The OpenMetrics text ([`CONTENT_TYPE`]); `store_bytes` is the store's size on disk.
     pub fn render(&self, store_bytes: u64) -> String {
+        self.store_bytes.set(store_bytes);
         let mut out = String::new();
-        self.with(|state| {
-            out.push_str("# HELP esr_http_requests_total Requests answered, by route template and status.\n");
-            out.push_str("# TYPE esr_http_requests_total counter\n");
-            for ((route, status), count) in &state.requests {
-                let _ =
-                    writeln!(out, "esr_http_requests_total{{route=\"{}\",status=\"{status}\"}} {count}", label(route));
-            }
-            out.push_str("# HELP esr_http_request_duration_seconds Time to answer, by route template.\n");
-            out.push_str("# TYPE esr_http_request_duration_seconds histogram\n");
-            for (route, histogram) in &state.request_latency {
-                histogram.render(&mut out, "esr_http_request_duration_seconds", &format!("route=\"{}\"", label(route)));
-            }
-            out.push_str("# HELP esr_component_call_duration_seconds Component calls, by group.\n");
-            out.push_str("# TYPE esr_component_call_duration_seconds histogram\n");
-            for (group, histogram) in &state.call_latency {
-                histogram.render(
-                    &mut out,
-                    "esr_component_call_duration_seconds",
-                    &format!("group=\"{}\"", label(group)),
-                );
-            }
-            out.push_str(
-                "# HELP esr_component_call_failures_total Component calls that trapped or overran their deadline.\n",
-            );
-            out.push_str("# TYPE esr_component_call_failures_total counter\n");
-            for ((group, kind), count) in &state.call_failures {
-                let _ = writeln!(
-                    out,
-                    "esr_component_call_failures_total{{group=\"{}\",kind=\"{kind}\"}} {count}",
-                    label(group)
-                );
-            }
-            out.push_str("# HELP esr_rate_limited_total Requests refused with 429, by policy.\n");
-            out.push_str("# TYPE esr_rate_limited_total counter\n");
-            for (policy, count) in &state.rate_limited {
-                let _ = writeln!(out, "esr_rate_limited_total{{policy=\"{policy}\"}} {count}");
-            }
-            out.push_str("# HELP esr_shed_requests_total Requests shed with 503 at the concurrency limit.\n");
-            out.push_str("# TYPE esr_shed_requests_total counter\n");
-            let _ = writeln!(out, "esr_shed_requests_total {}", state.shed);
-        });
-        out.push_str("# HELP esr_store_size_bytes The store's size on disk.\n");
-        out.push_str("# TYPE esr_store_size_bytes gauge\n");
-        let _ = writeln!(out, "esr_store_size_bytes {store_bytes}");
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
 }
@@ -156,12 +155,23 @@ mod tests {
         metrics.request("/v1/{collection}", 200, Duration::from_millis(3));
         metrics.request("/v1/{collection}", 200, Duration::from_millis(30));
         metrics.component_call("en\"d", Duration::from_millis(1), Some("trap"));
+        metrics.shed();
         let text = metrics.render(42);
-        assert!(text.contains("esr_http_requests_total{route=\"/v1/{collection}\",status=\"200\"} 2"));
-        assert!(text.contains("esr_http_request_duration_seconds_bucket{route=\"/v1/{collection}\",le=\"0.005\"} 1"));
-        assert!(text.contains("esr_http_request_duration_seconds_bucket{route=\"/v1/{collection}\",le=\"0.05\"} 2"));
-        assert!(text.contains("esr_http_request_duration_seconds_bucket{route=\"/v1/{collection}\",le=\"+Inf\"} 2"));
-        assert!(text.contains("esr_component_call_failures_total{group=\"en\\\"d\",kind=\"trap\"} 1"));
-        assert!(text.contains("esr_store_size_bytes 42"));
+        for expected in [
+            "# TYPE esr_http_requests counter",
+            "esr_http_requests_total{route=\"/v1/{collection}\",status=\"200\"} 2",
+            "# TYPE esr_http_request_duration_seconds histogram",
+            "esr_http_request_duration_seconds_bucket{le=\"0.005\",route=\"/v1/{collection}\"} 1",
+            "esr_http_request_duration_seconds_bucket{le=\"0.05\",route=\"/v1/{collection}\"} 2",
+            "esr_http_request_duration_seconds_bucket{le=\"+Inf\",route=\"/v1/{collection}\"} 2",
+            "esr_http_request_duration_seconds_count{route=\"/v1/{collection}\"} 2",
+            "esr_component_call_failures_total{group=\"en\\\"d\",kind=\"trap\"} 1",
+            "esr_shed_requests_total 1",
+            "esr_rate_limited_total{policy=\"per-address\"} 0",
+            "esr_store_size_bytes 42",
+            "# EOF",
+        ] {
+            assert!(text.contains(expected), "{expected} missing from\n{text}");
+        }
     }
 }

@@ -46,17 +46,17 @@ fn wait_for_exit(server: &mut Server) -> std::process::ExitStatus {
 
 #[test]
 fn a_request_in_flight_at_shutdown_gets_its_answer() {
-    // The endpoints component loops until its 1.5 s deadline: a request that is still running at SIGTERM.
+    // The endpoints component loops until its 3 s deadline: a request that is still running at SIGTERM.
     let source = test_plugins_dir().join("endless-loop.wasm");
     let dir = plugins_dir_with(&["endpoints.wasm"], &[("endless-loop.wasm", &source)]);
-    let mut server = Server::start_with(dir.path(), &["--plugin-deadline-ms=1500"]);
-    let (url, key) = (server.url("/v1/endpoints"), server.keys[0].clone());
-    let in_flight = std::thread::spawn(move || reqwest::blocking::Client::new().get(url).bearer_auth(key).send());
-    std::thread::sleep(Duration::from_millis(400));
+    let mut server = Server::start_with(dir.path(), &["--plugin-deadline-ms=3000", "--max-concurrent-requests=1"]);
+    // In flight for sure: it holds the only permit.
+    let (in_flight, _) = server.hold_the_only_permit("/v1/endpoints");
     server.signal("TERM");
     let answer = in_flight.join().unwrap().expect("an answer, not a dropped connection");
-    assert_eq!(answer.status(), 503, "the looping call met its deadline and was answered");
-    assert_eq!(answer.headers()["content-type"], "application/problem+json");
+    assert_eq!(answer.status, 503, "the looping call met its deadline and was answered");
+    assert!(!answer.is_shed(), "{}", answer.body);
+    assert_eq!(answer.content_type, "application/problem+json");
     let status = wait_for_exit(&mut server);
     assert!(status.success(), "exit status {status}");
     let log = server.log();

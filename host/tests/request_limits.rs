@@ -43,24 +43,14 @@ fn load_beyond_the_concurrency_limit_is_shed_at_once() {
     let source = test_plugins_dir().join("endless-loop.wasm");
     let dir = plugins_dir_with(&["endpoints.wasm"], &[("endless-loop.wasm", &source)]);
     let server = Server::start_with(dir.path(), &["--max-concurrent-requests=1", "--plugin-deadline-ms=3000"]);
-    let (url, key) = (server.url("/v1/endpoints"), server.keys[0].clone());
-    let slow = std::thread::spawn(move || {
-        let started = Instant::now();
-        let status = reqwest::blocking::Client::new().get(url).bearer_auth(key).send().unwrap().status();
-        (status, started.elapsed())
-    });
-    // Nothing else is sent until the slow request surely holds the permit.
-    std::thread::sleep(Duration::from_millis(700));
-    let started = Instant::now();
-    let shed = server.get("/v1/scopes");
-    assert_eq!(shed.status(), 503);
-    assert!(started.elapsed() < Duration::from_secs(1), "shed at once, not queued: {:?}", started.elapsed());
-    assert_eq!(shed.headers()["retry-after"], "1");
-    let problem: Value = shed.json().unwrap();
-    assert!(problem["detail"].as_str().unwrap().contains("at capacity"), "{problem}");
-    let (status, held) = slow.join().unwrap();
-    assert_eq!(status, 503, "the looping component meets its deadline");
-    assert!(held > Duration::from_secs(2), "the slow request held the permit for {held:?}");
+    let (slow, shed) = server.hold_the_only_permit("/v1/endpoints");
+    assert!(shed.took < Duration::from_secs(1), "shed at once, not queued: {:?}", shed.took);
+    assert_eq!(shed.retry_after.as_deref(), Some("1"));
+    assert_eq!(shed.content_type, "application/problem+json");
+    let slow = slow.join().unwrap().unwrap();
+    assert_eq!(slow.status, 503, "the looping component meets its deadline");
+    assert!(!slow.is_shed(), "{}", slow.body);
+    assert!(slow.took > Duration::from_secs(2), "the slow request held the permit for {:?}", slow.took);
     assert_eq!(server.get("/v1/scopes").status(), 200, "served again once the permit is free");
 }
 

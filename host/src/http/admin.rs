@@ -371,12 +371,12 @@ async fn import(
     }
 }
 
-/// `GET /metrics`: Prometheus text format.
+/// `GET /metrics`: the OpenMetrics text format (Prometheus scrapes it).
 async fn metrics(State(state): State<AdminState>) -> Result<Response, ApiError> {
     let db = state.db.clone();
     let store_bytes = blocking(move || db.size_on_disk().map_err(storage_failure)).await?;
     let body = state.metrics.render(store_bytes);
-    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response())
+    Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response())
 }
 
 fn describe(info: &PluginInfo) -> Value {

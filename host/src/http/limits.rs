@@ -4,13 +4,19 @@
 //! and `RateLimit` fields and the `X-RateLimit-*` ones; `429` adds
 //! `Retry-After`.
 
-use std::collections::HashMap;
 use std::hash::Hash;
-use std::net::IpAddr;
-use std::sync::Mutex;
-use std::time::Instant;
+use std::net::{IpAddr, Ipv6Addr};
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use governor::RateLimiter;
+use governor::clock::{Clock, DefaultClock, Reference};
+use governor::middleware::StateInformationMiddleware;
+use governor::nanos::Nanos;
+use governor::state::StateStore;
+use governor::state::keyed::{DashMapStateStore, ShrinkableKeyedStateStore};
 use uuid::Uuid;
 
 /// The longest request target (path and query) served; longer is `414`.
@@ -25,21 +31,90 @@ pub struct Quota {
     pub burst: u32,
 }
 
-/// The most callers one limiter tracks; beyond it, callers whose bucket
-/// has refilled (and so carry no state worth keeping) are forgotten first.
-const MAX_TRACKED: usize = 100_000;
-
-/// One policy's buckets, by caller.
-pub struct Limiter<K> {
-    name: &'static str,
-    quota: Quota,
-    buckets: Mutex<HashMap<K, Bucket>>,
+impl Quota {
+    fn governor(self) -> governor::Quota {
+        let period = Duration::from_secs(60) / self.per_minute.max(1);
+        let burst = NonZeroU32::new(self.burst).unwrap_or(NonZeroU32::MIN);
+        governor::Quota::with_period(period)
+            .unwrap_or_else(|| governor::Quota::per_second(NonZeroU32::MAX))
+            .allow_burst(burst)
+    }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    tokens: f64,
-    updated: Instant,
+/// The most callers one limiter tracks. Beyond it, callers whose bucket is
+/// full again (no state worth keeping) are forgotten; if every tracked
+/// caller is still active, new callers share one overflow bucket: no
+/// caller's state is ever reset to make room.
+pub const MAX_TRACKED: usize = 100_000;
+
+/// Full buckets are forgotten at least this often, so memory follows the
+/// callers that are active.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+/// At most one sweep a second when the limiter is full: a sweep walks
+/// every bucket, and a flood of new callers must not make every request pay it.
+const SWEEP_WHEN_FULL_EVERY: Duration = Duration::from_secs(1);
+
+/// Whose bucket a request is charged to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Slot<K> {
+    Caller(K),
+    /// Shared by callers first seen while the limiter is full of active ones.
+    Overflow,
+}
+
+/// A bucket per caller, at most [`MAX_TRACKED`] of them: an unknown caller
+/// arriving when the map is full is charged to [`Slot::Overflow`].
+struct BoundedStore<K: Hash + Eq + Clone> {
+    buckets: DashMapStateStore<Slot<K>>,
+    bound: usize,
+}
+
+impl<K: Hash + Eq + Clone> StateStore for BoundedStore<K> {
+    type Key = Slot<K>;
+
+    fn measure_and_replace<T, F, E>(&self, slot: &Slot<K>, f: F) -> Result<T, E>
+    where
+        F: Fn(Option<Nanos>) -> Result<(T, Nanos), E>,
+    {
+        // A known caller (the common case) is found without counting every shard.
+        let slot =
+            if self.buckets.contains_key(slot) || self.buckets.len() < self.bound { slot } else { &Slot::Overflow };
+        self.buckets.measure_and_replace(slot, f)
+    }
+}
+
+impl<K: Hash + Eq + Clone> ShrinkableKeyedStateStore<Slot<K>> for BoundedStore<K> {
+    fn retain_recent(&self, drop_below: Nanos) {
+        ShrinkableKeyedStateStore::retain_recent(&self.buckets, drop_below);
+    }
+
+    fn shrink_to_fit(&self) {
+        self.buckets.shrink_to_fit();
+    }
+
+    fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+}
+
+/// One policy's buckets, by caller (GCRA, as `governor` keeps them).
+pub struct Limiter<K: Hash + Eq + Clone, C: Clock = DefaultClock> {
+    name: &'static str,
+    quota: Quota,
+    /// What one request costs: a bucket gains one request per `period`.
+    period: Duration,
+    burst: u32,
+    /// The most buckets kept (see [`BoundedStore`]).
+    bound: usize,
+    buckets: RateLimiter<Slot<K>, BoundedStore<K>, C, StateInformationMiddleware>,
+    /// When the limiter was made, for [`Self::last_sweep`].
+    start: C::Instant,
+    /// Nanoseconds from `start` to the last sweep of full buckets.
+    last_sweep: AtomicU64,
 }
 
 /// The outcome of one request against a policy.
@@ -50,72 +125,110 @@ pub struct Decision {
     pub quota: Quota,
     /// Whole requests left now.
     pub remaining: u32,
-    /// Seconds until the bucket is full again.
+    /// Seconds until the bucket is full again (rounded up to a whole request's refill).
     pub reset_seconds: u64,
     /// Seconds until one request is allowed again (when refused).
     pub retry_after_seconds: u64,
 }
 
-impl<K: Hash + Eq + Copy> Limiter<K> {
+impl<K: Hash + Eq + Clone> Limiter<K> {
     pub fn new(name: &'static str, quota: Quota) -> Limiter<K> {
-        Limiter { name, quota, buckets: Mutex::new(HashMap::new()) }
-    }
-
-    fn refill_per_second(&self) -> f64 {
-        f64::from(self.quota.per_minute.max(1)) / 60.0
-    }
-
-    /// Takes one token from the caller's bucket, if there is one.
-    pub fn check(&self, caller: K, now: Instant) -> Decision {
-        let capacity = f64::from(self.quota.burst.max(1));
-        let rate = self.refill_per_second();
-        let mut buckets = self.buckets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if buckets.len() >= MAX_TRACKED && !buckets.contains_key(&caller) {
-            buckets.retain(|_, bucket| {
-                bucket.tokens + now.saturating_duration_since(bucket.updated).as_secs_f64() * rate < capacity
-            });
-            if buckets.len() >= MAX_TRACKED {
-                // Still full of busy callers: start over rather than grow.
-                buckets.clear();
-            }
-        }
-        let bucket = buckets.entry(caller).or_insert(Bucket { tokens: capacity, updated: now });
-        let elapsed = now.saturating_duration_since(bucket.updated).as_secs_f64();
-        bucket.tokens = (bucket.tokens + elapsed * rate).min(capacity);
-        bucket.updated = now;
-        let allowed = bucket.tokens >= 1.0;
-        if allowed {
-            bucket.tokens -= 1.0;
-        }
-        Decision {
-            allowed,
-            policy: self.name,
-            quota: self.quota,
-            remaining: bucket.tokens.floor() as u32,
-            reset_seconds: ((capacity - bucket.tokens) / rate).ceil() as u64,
-            retry_after_seconds: if allowed { 0 } else { ((1.0 - bucket.tokens) / rate).ceil().max(1.0) as u64 },
-        }
-    }
-
-    /// How many callers are tracked now.
-    pub fn tracked(&self) -> usize {
-        self.buckets.lock().map_or(0, |buckets| buckets.len())
+        Limiter::with_clock(name, quota, DefaultClock::default(), MAX_TRACKED)
     }
 }
+
+impl<K: Hash + Eq + Clone, C: Clock> Limiter<K, C> {
+    /// A limiter on the given clock that tracks at most `bound` callers.
+    fn with_clock(name: &'static str, quota: Quota, clock: C, bound: usize) -> Limiter<K, C> {
+        let start = clock.now();
+        let store = BoundedStore { buckets: DashMapStateStore::default(), bound };
+        let governed = quota.governor();
+        let buckets = RateLimiter::<_, _, _, StateInformationMiddleware>::new(governed, store, clock);
+        let (period, burst) = (governed.replenish_interval(), governed.burst_size().get());
+        Limiter { name, quota, period, burst, bound, buckets, start, last_sweep: AtomicU64::new(0) }
+    }
+
+    /// Takes one request from the caller's bucket, if it has one left.
+    pub fn check(&self, caller: K) -> Decision {
+        self.sweep_if_due();
+        let (period, burst) = (self.period, self.burst);
+        let seconds = |duration: Duration| duration.as_secs() + u64::from(duration.subsec_nanos() > 0);
+        match self.buckets.check_key(&Slot::Caller(caller)) {
+            Ok(state) => {
+                let remaining = state.remaining_burst_capacity();
+                Decision {
+                    allowed: true,
+                    policy: self.name,
+                    quota: self.quota,
+                    remaining,
+                    reset_seconds: seconds(period * (burst - remaining)),
+                    retry_after_seconds: 0,
+                }
+            }
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(self.buckets.clock().now());
+                Decision {
+                    allowed: false,
+                    policy: self.name,
+                    quota: self.quota,
+                    remaining: 0,
+                    // The bucket is full once the next request's wait and the rest of the burst have passed.
+                    reset_seconds: seconds(wait + period * (burst - 1)),
+                    retry_after_seconds: seconds(wait).max(1),
+                }
+            }
+        }
+    }
+
+    /// Forgets callers whose bucket is full (a new bucket would be the
+    /// same): every [`SWEEP_EVERY`], or every [`SWEEP_WHEN_FULL_EVERY`]
+    /// while the limiter is full. One caller sweeps; the others go on.
+    fn sweep_if_due(&self) {
+        let now = u64::from(self.buckets.clock().now().duration_since(self.start));
+        let last = self.last_sweep.load(Ordering::Relaxed);
+        let since = Duration::from_nanos(now.saturating_sub(last));
+        let due = since >= SWEEP_EVERY || (since >= SWEEP_WHEN_FULL_EVERY && self.buckets.len() >= self.bound);
+        if due && self.last_sweep.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            self.buckets.retain_recent();
+            self.buckets.shrink_to_fit();
+        }
+    }
+
+    /// How many buckets are kept now (callers, and the overflow bucket if in use).
+    pub fn tracked(&self) -> usize {
+        self.buckets.len()
+    }
+}
+
+/// The key an address is limited by: an IPv6 client by its /64 (one host
+/// commonly holds a whole /64), an IPv4-mapped IPv6 address as IPv4.
+pub fn address_key(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & !u128::from(u64::MAX))),
+        },
+    }
+}
+
+/// The policies' names, as responses and metrics give them.
+pub const POLICIES: [&str; 3] = ["per-key", "agent-config", "per-address"];
 
 /// The server's limiters.
 pub struct RateLimits {
     pub per_key: Limiter<Uuid>,
     pub agent_config: Limiter<Uuid>,
+    /// By [`address_key`].
     pub per_address: Limiter<IpAddr>,
 }
 
 impl RateLimits {
     pub fn new(per_key: Quota, agent_config: Quota, per_address: Quota) -> RateLimits {
         RateLimits {
-            per_key: Limiter::new("per-key", per_key),
-            agent_config: Limiter::new("agent-config", agent_config),
-            per_address: Limiter::new("per-address", per_address),
+            per_key: Limiter::new(POLICIES[0], per_key),
+            agent_config: Limiter::new(POLICIES[1], agent_config),
+            per_address: Limiter::new(POLICIES[2], per_address),
         }
     }
 }
@@ -141,32 +254,81 @@ impl Decision {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use governor::clock::FakeRelativeClock;
 
     use super::*;
 
-    #[test]
-    fn a_bucket_allows_its_burst_then_refills_at_its_rate() {
-        let limiter = Limiter::new("per-key", Quota { per_minute: 60, burst: 3 });
-        let (caller, other, start) = (Uuid::now_v7(), Uuid::now_v7(), Instant::now());
-        let decisions: Vec<Decision> = (0..4).map(|_| limiter.check(caller, start)).collect();
-        assert_eq!(decisions.iter().map(|d| d.allowed).collect::<Vec<_>>(), [true, true, true, false]);
-        assert_eq!(decisions[0].remaining, 2);
-        assert_eq!(decisions[3].retry_after_seconds, 1);
-        assert_eq!(decisions[3].reset_seconds, 3);
-        assert!(limiter.check(other, start).allowed, "one caller's burst never throttles another");
-        assert!(!limiter.check(caller, start + Duration::from_millis(500)).allowed);
-        assert!(limiter.check(caller, start + Duration::from_millis(1100)).allowed, "one token a second");
+    fn limiter<K: Hash + Eq + Clone>(quota: Quota, bound: usize) -> (Limiter<K, FakeRelativeClock>, FakeRelativeClock) {
+        let clock = FakeRelativeClock::default();
+        (Limiter::with_clock("per-key", quota, clock.clone(), bound), clock)
     }
 
     #[test]
-    fn memory_stays_bounded_as_callers_come_and_go() {
-        let limiter = Limiter::new("per-key", Quota { per_minute: 600, burst: 10 });
-        let start = Instant::now();
-        for n in 0..(MAX_TRACKED * 2 + 10) {
-            // Each caller comes once; a minute later its bucket is full again.
-            limiter.check(Uuid::from_u128(n as u128), start + Duration::from_secs(60 * (n / MAX_TRACKED) as u64));
+    fn a_bucket_allows_its_burst_then_refills_at_its_rate() {
+        let (limiter, clock) = limiter(Quota { per_minute: 60, burst: 3 }, MAX_TRACKED);
+        let (caller, other) = (Uuid::now_v7(), Uuid::now_v7());
+        let decisions: Vec<Decision> = (0..4).map(|_| limiter.check(caller)).collect();
+        assert_eq!(decisions.iter().map(|d| d.allowed).collect::<Vec<_>>(), [true, true, true, false]);
+        assert_eq!(decisions.iter().map(|d| d.remaining).collect::<Vec<_>>(), [2, 1, 0, 0]);
+        assert_eq!(decisions[0].reset_seconds, 1);
+        assert_eq!(decisions[2].reset_seconds, 3);
+        assert_eq!(decisions[3].retry_after_seconds, 1);
+        assert_eq!(decisions[3].reset_seconds, 3);
+        assert!(limiter.check(other).allowed, "one caller's burst never throttles another");
+        clock.advance(Duration::from_millis(500));
+        let refused = limiter.check(caller);
+        assert!(!refused.allowed);
+        assert_eq!((refused.retry_after_seconds, refused.reset_seconds), (1, 3), "0.5 s and 2.5 s, rounded up");
+        clock.advance(Duration::from_millis(500));
+        assert!(limiter.check(caller).allowed, "one request a second");
+        assert!(!limiter.check(caller).allowed);
+    }
+
+    #[test]
+    fn a_flood_of_new_callers_never_resets_a_throttled_one_and_memory_stays_bounded() {
+        // One request a minute: nothing the flood does refills a bucket by itself.
+        let (limiter, clock) = limiter(Quota { per_minute: 1, burst: 2 }, MAX_TRACKED);
+        let throttled = IpAddr::from([203, 0, 113, 7]);
+        assert!(limiter.check(throttled).allowed && limiter.check(throttled).allowed);
+        assert!(!limiter.check(throttled).allowed);
+
+        let flood = 200_000u32;
+        let mut refused_late_arrivals = 0;
+        for n in 0..flood {
+            // The flood lasts 2 s of the limiter's clock, so the limiter sweeps during it.
+            if n % 10_000 == 0 {
+                clock.advance(Duration::from_millis(100));
+            }
+            let decision = limiter.check(IpAddr::from(n.to_be_bytes()));
+            if !decision.allowed {
+                refused_late_arrivals += 1;
+            }
+            assert!(limiter.tracked() <= MAX_TRACKED + 1, "{} buckets after {n} callers", limiter.tracked());
         }
-        assert!(limiter.tracked() <= MAX_TRACKED, "{}", limiter.tracked());
+        assert!(!limiter.check(throttled).allowed, "the flood reset a throttled caller");
+        assert!(limiter.tracked() <= MAX_TRACKED + 1, "{}", limiter.tracked());
+        // The throttled caller and the first MAX_TRACKED - 1 of the flood have
+        // their own buckets; the rest share one bucket of two requests.
+        assert_eq!(refused_late_arrivals, flood as usize - (MAX_TRACKED - 1) - 2);
+
+        // Once their buckets are full again, the flood's callers are forgotten.
+        clock.advance(Duration::from_secs(121));
+        assert!(limiter.check(throttled).allowed, "refilled after two minutes");
+        assert!(limiter.tracked() <= 2, "{} buckets kept after the flood", limiter.tracked());
+    }
+
+    #[test]
+    fn ipv6_clients_are_limited_by_their_64_and_mapped_ipv4_as_ipv4() {
+        let key = |text: &str| address_key(text.parse().unwrap_or(IpAddr::from([0, 0, 0, 0])));
+        assert_eq!(key("2001:db8:1:2:aaaa::1"), key("2001:db8:1:2:bbbb:cccc:dddd:eeee"));
+        assert_eq!(key("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::".parse::<IpAddr>().unwrap_or(key("::")));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("::ffff:192.0.2.1"), key("192.0.2.1"));
+        assert_ne!(key("192.0.2.1"), key("192.0.2.2"), "IPv4 clients each have their own bucket");
+
+        let (limiter, _clock) = limiter(Quota { per_minute: 60, burst: 1 }, MAX_TRACKED);
+        assert!(limiter.check(key("2001:db8::1")).allowed);
+        assert!(!limiter.check(key("2001:db8::ffff:2")).allowed, "another address of the same /64");
+        assert!(limiter.check(key("2001:db8:0:1::1")).allowed, "the next /64");
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{RawQuery, Request, State};
+use axum::extract::{MatchedPath, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -72,9 +72,36 @@ pub struct SharedState {
 /// When the components were last checked, for which set (by address), and how they did.
 pub type ComponentCheck = (std::time::Instant, usize, Vec<(String, Result<(), String>)>);
 
-/// The route template a request matched (`/v1/{collection}`), for logs and metrics.
-#[derive(Debug, Clone)]
-struct RouteTemplate(String);
+/// The public API's route templates, as the router and the metrics name them.
+mod routes {
+    pub const HEALTH: &str = "/v1/health";
+    pub const OPENAPI: &str = "/v1/openapi.json";
+    pub const AGENT_CONFIG: &str = "/v1/agent/config";
+    pub const LIST: &str = "/v1/{collection}";
+    pub const ITEM: &str = "/v1/{collection}/{id}";
+    pub const ALL: [&str; 5] = [HEALTH, OPENAPI, AGENT_CONFIG, LIST, ITEM];
+}
+
+/// The route template of a request no route matched, in logs and metrics.
+const UNMATCHED: &str = "unmatched";
+
+/// The route template a request matched (`/v1/{collection}`; a shared
+/// string, cheap to keep). Middleware added with `Router::layer` runs after
+/// routing, so every request, whatever its outcome, knows its template.
+fn matched_route(request: &Request) -> Option<MatchedPath> {
+    request.extensions().get::<MatchedPath>().cloned()
+}
+
+/// A matched route's template, or [`UNMATCHED`].
+fn route_template(route: Option<&MatchedPath>) -> &str {
+    route.map_or(UNMATCHED, MatchedPath::as_str)
+}
+
+/// The same as one of [`routes::ALL`], so a metric's label costs no allocation.
+fn public_route_template(route: Option<&MatchedPath>) -> &'static str {
+    let template = route_template(route);
+    routes::ALL.into_iter().find(|known| *known == template).unwrap_or(UNMATCHED)
+}
 
 /// The organization a request was served for, for the request's log line.
 #[derive(Debug, Clone, Copy)]
@@ -142,12 +169,11 @@ pub struct RequestId(pub String);
 /// The API's router.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/v1/health", any(health))
-        .route("/v1/openapi.json", any(openapi_document))
-        .route("/v1/agent/config", any(agent_config))
-        .route("/v1/{collection}", any(list))
-        .route("/v1/{collection}/{id}", any(item))
-        .route_layer(middleware::from_fn(record_route))
+        .route(routes::HEALTH, any(health))
+        .route(routes::OPENAPI, any(openapi_document))
+        .route(routes::AGENT_CONFIG, any(agent_config))
+        .route(routes::LIST, any(list))
+        .route(routes::ITEM, any(item))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), rate_limit))
         .layer(middleware::from_fn_with_state(state.clone(), request_limits))
@@ -180,20 +206,12 @@ async fn component_health(state: &AppState, plugins: Arc<PluginSet>) -> Vec<(Str
     outcome
 }
 
-/// Notes the matched route template on the response.
-async fn record_route(matched: axum::extract::MatchedPath, request: Request, next: Next) -> Response {
-    let template = RouteTemplate(matched.as_str().to_owned());
-    let mut response = next.run(request).await;
-    response.extensions_mut().insert(template);
-    response
-}
-
 /// Counts every public request by route template and status, with its latency.
 async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
+    let route = matched_route(&request);
     let response = next.run(request).await;
-    let route = response.extensions().get::<RouteTemplate>().map_or("unmatched", |route| route.0.as_str());
-    state.metrics.request(route, response.status().as_u16(), started.elapsed());
+    state.metrics.request(public_route_template(route.as_ref()), response.status().as_u16(), started.elapsed());
     response
 }
 
@@ -272,7 +290,7 @@ fn accepts_what_the_api_answers(headers: &HeaderMap) -> bool {
 /// valid key, to its address's. Health is exempt. The limit's fields go on
 /// every response; over the limit is `429` with `Retry-After`.
 async fn rate_limit(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    if request.uri().path() == "/v1/health" {
+    if request.uri().path() == routes::HEALTH {
         return next.run(request).await;
     }
     let header = request.headers().get(header::AUTHORIZATION).map(|value| value.to_str().ok());
@@ -288,17 +306,16 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
             return ApiError::internal().into_response();
         }
     };
-    let now = std::time::Instant::now();
     let limits = &state.rate_limits;
     let decision = match &caller {
-        Ok(principal) if request.uri().path() == "/v1/agent/config" => limits.agent_config.check(principal.key_id, now),
-        Ok(principal) => limits.per_key.check(principal.key_id, now),
+        Ok(principal) if request.uri().path() == routes::AGENT_CONFIG => limits.agent_config.check(principal.key_id),
+        Ok(principal) => limits.per_key.check(principal.key_id),
         Err(_) => {
             let address = request
                 .extensions()
                 .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
                 .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
-            limits.per_address.check(address, now)
+            limits.per_address.check(limits::address_key(address))
         }
     };
     let organization = caller.as_ref().ok().map(|principal| principal.organization_id);
@@ -337,12 +354,16 @@ pub(crate) async fn request_id(mut request: Request, next: Next) -> Response {
         .map_or_else(|| Uuid::new_v4().to_string(), str::to_owned);
     let instance = request.uri().path().to_owned();
     let method = request.method().clone();
+    let route = matched_route(&request);
     request.extensions_mut().insert(RequestId(id.clone()));
     let started = std::time::Instant::now();
     let mut response = next.run(request).await;
     if let Some(problem) = response.extensions_mut().remove::<ApiError>() {
         let added_on_the_way = std::mem::take(response.headers_mut());
+        // What the layers noted (the organization served) outlives the placeholder.
+        let noted_on_the_way = std::mem::take(response.extensions_mut());
         response = problem.render(&id, &instance);
+        response.extensions_mut().extend(noted_on_the_way);
         let headers = response.headers_mut();
         for (name, value) in &added_on_the_way {
             if !headers.contains_key(name) {
@@ -350,11 +371,10 @@ pub(crate) async fn request_id(mut request: Request, next: Next) -> Response {
             }
         }
     }
-    let route = response.extensions().get::<RouteTemplate>().map_or("-".to_owned(), |route| route.0.clone());
     let organization =
         response.extensions().get::<ServedOrganization>().map_or("-".to_owned(), |served| served.0.to_string());
     tracing::info!(
-        request_id = %id, method = %method, route = %route, path = %instance, status = response.status().as_u16(),
+        request_id = %id, method = %method, route = route_template(route.as_ref()), path = %instance, status = response.status().as_u16(),
         micros = started.elapsed().as_micros() as u64, organization_id = %organization, "request"
     );
     if let Ok(value) = HeaderValue::from_str(&id) {

@@ -34,6 +34,42 @@ fn built_dir(variable: &str, default: &str, how: &str) -> PathBuf {
     dir
 }
 
+/// Polls `condition` until it holds, or panics naming `what` after `bound`.
+/// Tests wait on what they need, not for a time they guess is enough.
+pub fn wait_until(bound: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + bound;
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "waited {bound:?} for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A response read in full, with how long it took.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub content_type: String,
+    pub retry_after: Option<String>,
+    pub body: String,
+    pub took: Duration,
+}
+
+impl Answer {
+    fn read(response: reqwest::Result<Response>, started: std::time::Instant) -> reqwest::Result<Answer> {
+        let response = response?;
+        let header = |name: &str| response.headers().get(name).map(|v| v.to_str().unwrap().to_owned());
+        let (status, content_type, retry_after) =
+            (response.status().as_u16(), header("content-type").unwrap_or_default(), header("retry-after"));
+        let body = response.text()?;
+        Ok(Answer { status, content_type, retry_after, body, took: started.elapsed() })
+    }
+
+    /// Refused at once because every request permit was taken.
+    pub fn is_shed(&self) -> bool {
+        self.status == 503 && self.body.contains("at capacity")
+    }
+}
+
 /// A running server with the demo data set.
 pub struct Server {
     child: Child,
@@ -129,7 +165,7 @@ impl Server {
         let stderr = child.stderr.take().unwrap();
         let sink = log.clone();
         // Drain the log so the server never blocks on a full pipe.
-        std::thread::spawn(move || {
+        let drain = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 let mut log = sink.lock().unwrap();
                 log.push_str(&line);
@@ -140,7 +176,8 @@ impl Server {
         let mut lines = BufReader::new(stdout).lines();
         let Some((base, admin_base)) = esr::server::read_listening_addresses(&mut lines) else {
             let _ = child.wait();
-            std::thread::sleep(Duration::from_millis(100));
+            // The pipe is closed: the drain ends once it has copied everything.
+            let _ = drain.join();
             panic!("esr exited before listening: {}", log.lock().unwrap());
         };
         // Keep draining stdout so the server never blocks on a full pipe.
@@ -182,6 +219,35 @@ impl Server {
             assert!(std::time::Instant::now() < deadline, "log never matched: {}", self.log());
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// On a server started with `--max-concurrent-requests=1`: sends `GET
+    /// path` as Acme Corp from another thread (again if it is itself shed)
+    /// and returns once that request holds the only permit, that is once a
+    /// probe (`GET /v1/scopes`) is shed; with the shed probe's answer.
+    pub fn hold_the_only_permit(&self, path: &str) -> (std::thread::JoinHandle<reqwest::Result<Answer>>, Answer) {
+        let (url, key) = (self.url(path), self.keys[0].clone());
+        let holder = std::thread::spawn(move || {
+            let client = Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+            loop {
+                let started = std::time::Instant::now();
+                let answer = Answer::read(client.get(&url).bearer_auth(&key).send(), started)?;
+                if !answer.is_shed() {
+                    return Ok(answer);
+                }
+            }
+        });
+        let mut shed = None;
+        wait_until(Duration::from_secs(30), "a request to hold the only permit", || {
+            let started = std::time::Instant::now();
+            let probe =
+                Answer::read(self.client.get(self.url("/v1/scopes")).bearer_auth(&self.keys[0]).send(), started)
+                    .unwrap();
+            let held = probe.is_shed();
+            shed = Some(probe);
+            held
+        });
+        (holder, shed.unwrap())
     }
 
     /// The admin token the server generated in its data directory.
