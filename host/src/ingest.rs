@@ -61,6 +61,8 @@ pub enum ImportError {
         /// How many lines were invalid in all.
         total: usize,
     },
+    #[error("{lines} lines; a batch may hold at most {max}")]
+    TooManyLines { lines: usize, max: usize },
     #[error("unknown collection {0}")]
     UnknownCollection(String),
     #[error(transparent)]
@@ -71,17 +73,36 @@ pub enum ImportError {
 /// memory beyond its valid records, whatever the batch holds.
 const CHECK_CHUNK_LINES: usize = 8192;
 
-/// Validates a batch and, when every line is valid, writes it durably.
-pub fn import(db: &Database, organization: Uuid, collection: &str, body: &[u8]) -> Result<ImportSummary, ImportError> {
+/// The lines a batch may hold unless `esr serve --import-max-lines` says
+/// otherwise: a batch's memory grows with its lines (each is a record
+/// with its empty fields filled, and one write of sled's) as much as with
+/// its bytes, so a batch of many tiny lines is bounded by this.
+pub const DEFAULT_MAX_LINES: u32 = 10_000;
+
+/// Validates a batch of at most `max_lines` lines and, when every line is
+/// valid, writes it durably.
+pub fn import(
+    db: &Database,
+    organization: Uuid,
+    collection: &str,
+    body: &[u8],
+    max_lines: usize,
+) -> Result<ImportSummary, ImportError> {
     let fields = schema(collection).ok_or_else(|| ImportError::UnknownCollection(collection.to_owned()))?;
+    let lines = || {
+        body.split(|byte| *byte == b'\n')
+            .enumerate()
+            .filter(|(_, raw)| !raw.iter().all(u8::is_ascii_whitespace))
+            .map(|(index, raw)| (index + 1, raw))
+    };
+    let count = lines().count();
+    if count > max_lines {
+        return Err(ImportError::TooManyLines { lines: count, max: max_lines });
+    }
     // One writer at a time: validation reads what the write then replaces.
     let _writer = db.exclusive_writer();
     let mut batch = Batch::new(db, organization, collection);
-    let mut lines = body
-        .split(|byte| *byte == b'\n')
-        .enumerate()
-        .filter(|(_, raw)| !raw.iter().all(u8::is_ascii_whitespace))
-        .map(|(index, raw)| (index + 1, raw));
+    let mut lines = lines();
     loop {
         let chunk: Vec<(usize, &[u8])> = lines.by_ref().take(CHECK_CHUNK_LINES).collect();
         if chunk.is_empty() {
@@ -833,6 +854,25 @@ fn cve_id(text: &str) -> Option<String> {
     valid.then_some(upper)
 }
 
+/// Gives the memory a batch freed back to the system. sled frees the
+/// pages a write replaced through crossbeam-epoch's global collector,
+/// which otherwise frees a few dozen per 128 later store operations (an
+/// idle server would keep them); glibc keeps freed memory in its arenas
+/// unless asked to return it.
+pub fn release_freed_memory() {
+    // Each pass frees up to 8 × 64 of them once two epochs have passed.
+    const FREED_COLLECTIONS: usize = 1024;
+    for _ in 0..FREED_COLLECTIONS {
+        crossbeam_epoch::pin().flush();
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of the allocator's arenas.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -844,6 +884,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("temporary directory");
         let db = Database::open(dir.path()).expect("database");
         (dir, db)
+    }
+
+    /// A batch with no line cap (the demo set's collections are re-imported whole).
+    fn import(db: &Database, organization: Uuid, collection: &str, body: &[u8]) -> Result<ImportSummary, ImportError> {
+        super::import(db, organization, collection, body, usize::MAX)
     }
 
     fn ndjson(lines: &[Value]) -> Vec<u8> {

@@ -490,3 +490,55 @@ fn hostile_text_is_refused_naming_the_line_and_field() {
     assert_eq!(refused["invalid_lines"][0]["field"], "description");
     assert!(refused["invalid_lines"][0]["reason"].as_str().unwrap().contains("U+2066"), "{refused}");
 }
+
+/// A figure of `/proc/<pid>/status` in bytes (`VmRSS`, `VmHWM`).
+fn memory_figure(pid: u32, name: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|line| line.starts_with(&format!("{name}:"))).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+#[test]
+fn an_import_at_the_size_limit_takes_bounded_memory_and_gives_it_back() {
+    const BATCH: usize = 8 << 20;
+    let server = Server::start_with(&plugins_dir(), &["--import-max-mib", "8"]);
+    let (organization, _) = organization_with_key(&server, "Tyrell", &["scopes:read"]);
+    let pid = server.pid();
+    let baseline = memory_figure(pid, "VmRSS");
+    // Peaks from here on: VmHWM restarts at the current resident size.
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let peak_allowed = baseline + 32 * BATCH as u64;
+    let scope = |n: usize, description: &str| {
+        json!({"name": format!("scope {n}"), "status": "active", "description": description}).to_string() + "\n"
+    };
+
+    // 8 MiB of the smallest lines: far more lines than a batch may hold, refused at once.
+    let mut tiny = String::new();
+    while tiny.len() + 64 < BATCH {
+        tiny.push_str(&json!({"name": format!("s{}", tiny.len()), "status": "active"}).to_string());
+        tiny.push('\n');
+    }
+    let refused = import(&server, &organization, "scopes", tiny);
+    assert_eq!(refused.status(), 413);
+    let problem: Value = refused.json().unwrap();
+    assert!(problem["detail"].as_str().unwrap().contains("at most 10000 lines"), "{problem}");
+    let peak = memory_figure(pid, "VmHWM");
+    assert!(peak <= peak_allowed, "peak {peak} bytes over a baseline of {baseline} for an 8 MiB batch");
+
+    // 8 MiB in as many lines as a batch may hold: accepted, within a small multiple of its size.
+    let padding = "x".repeat(BATCH / 10_000 - scope(9_999, "").len());
+    let body: String = (0..10_000).map(|n| scope(n, &padding)).collect();
+    assert!(body.len() <= BATCH, "{}", body.len());
+    let accepted = import(&server, &organization, "scopes", body);
+    assert_eq!(accepted.status(), 200);
+    let peak = memory_figure(pid, "VmHWM");
+    assert!(peak <= peak_allowed, "peak {peak} bytes over a baseline of {baseline} for an 8 MiB batch");
+
+    // And the memory goes back once the batch is written (what stays is the store's cache of it).
+    let settled = baseline + 8 * BATCH as u64;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while memory_figure(pid, "VmRSS") > settled {
+        assert!(std::time::Instant::now() < deadline, "{} bytes resident after the batch", memory_figure(pid, "VmRSS"));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
