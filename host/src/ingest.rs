@@ -10,6 +10,7 @@
 //! `unchanged` and writes nothing, and every finding that changes moves
 //! its endpoint's counts in the same atomic write.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -17,6 +18,7 @@ use esr_plugin_sdk::contract::{SEVERITIES, transition_allowed};
 use esr_plugin_sdk::schema::{Field, Kind, Owner, schema};
 use esr_plugin_sdk::time::Timestamp;
 use serde::Serialize;
+use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -59,6 +61,8 @@ pub enum ImportError {
         /// How many lines were invalid in all.
         total: usize,
     },
+    #[error("{lines} lines; a batch may hold at most {max}")]
+    TooManyLines { lines: usize, max: usize },
     #[error("unknown collection {0}")]
     UnknownCollection(String),
     #[error(transparent)]
@@ -69,17 +73,36 @@ pub enum ImportError {
 /// memory beyond its valid records, whatever the batch holds.
 const CHECK_CHUNK_LINES: usize = 8192;
 
-/// Validates a batch and, when every line is valid, writes it durably.
-pub fn import(db: &Database, organization: Uuid, collection: &str, body: &[u8]) -> Result<ImportSummary, ImportError> {
+/// The lines a batch may hold unless `esr serve --import-max-lines` says
+/// otherwise: a batch's memory grows with its lines (each is a record
+/// with its empty fields filled, and one write of sled's) as much as with
+/// its bytes, so a batch of many tiny lines is bounded by this.
+pub const DEFAULT_MAX_LINES: u32 = 10_000;
+
+/// Validates a batch of at most `max_lines` lines and, when every line is
+/// valid, writes it durably.
+pub fn import(
+    db: &Database,
+    organization: Uuid,
+    collection: &str,
+    body: &[u8],
+    max_lines: usize,
+) -> Result<ImportSummary, ImportError> {
     let fields = schema(collection).ok_or_else(|| ImportError::UnknownCollection(collection.to_owned()))?;
+    let lines = || {
+        body.split(|byte| *byte == b'\n')
+            .enumerate()
+            .filter(|(_, raw)| !raw.iter().all(u8::is_ascii_whitespace))
+            .map(|(index, raw)| (index + 1, raw))
+    };
+    let count = lines().count();
+    if count > max_lines {
+        return Err(ImportError::TooManyLines { lines: count, max: max_lines });
+    }
     // One writer at a time: validation reads what the write then replaces.
     let _writer = db.exclusive_writer();
     let mut batch = Batch::new(db, organization, collection);
-    let mut lines = body
-        .split(|byte| *byte == b'\n')
-        .enumerate()
-        .filter(|(_, raw)| !raw.iter().all(u8::is_ascii_whitespace))
-        .map(|(index, raw)| (index + 1, raw));
+    let mut lines = lines();
     loop {
         let chunk: Vec<(usize, &[u8])> = lines.by_ref().take(CHECK_CHUNK_LINES).collect();
         if chunk.is_empty() {
@@ -131,13 +154,17 @@ fn check_line(line: usize, raw: &[u8], collection: &str, fields: &'static [Field
         errors.add(line, "", format!("the line is {} bytes; at most {MAX_LINE_BYTES} are accepted", raw.len()));
         return CheckedLine::Refused(errors);
     }
-    let object = match serde_json::from_slice::<Value>(raw) {
+    let object = match parse_json(raw) {
         Ok(Value::Object(object)) => object,
         Ok(_) => {
             errors.add(line, "", "a line must be one JSON object");
             return CheckedLine::Refused(errors);
         }
-        Err(error) => {
+        Err(JsonError::DuplicateKey(path)) => {
+            errors.add(line, &path, "a key may appear only once in an object");
+            return CheckedLine::Refused(errors);
+        }
+        Err(JsonError::Syntax(error)) => {
             errors.add(line, "", format!("not valid JSON: {error}"));
             return CheckedLine::Refused(errors);
         }
@@ -156,6 +183,128 @@ fn check_line(line: usize, raw: &[u8], collection: &str, fields: &'static [Field
     let content = check_object(fields, &object, "", line, &mut errors, &mut references);
     let state_errors = check_state_fields(collection, line, &content);
     CheckedLine::Parsed(ParsedLine { line, id, content, references, shape_errors: errors, state_errors })
+}
+
+enum JsonError {
+    Syntax(serde_json::Error),
+    /// The dotted path of a key an object repeats.
+    DuplicateKey(String),
+}
+
+/// Parses JSON as `serde_json::from_slice` does, but refuses an object
+/// that repeats a key (serde_json keeps the last silently), at any depth.
+fn parse_json(raw: &[u8]) -> Result<Value, JsonError> {
+    let duplicate = RefCell::new(None);
+    let mut deserializer = serde_json::Deserializer::from_slice(raw);
+    let parsed = UniqueKeys { duplicate: &duplicate }.deserialize(&mut deserializer).and_then(|value| {
+        deserializer.end()?;
+        Ok(value)
+    });
+    match (parsed, duplicate.into_inner()) {
+        (Ok(value), _) => Ok(value),
+        (Err(_), Some(segments)) => Err(JsonError::DuplicateKey(dotted_path(segments))),
+        (Err(error), None) => Err(JsonError::Syntax(error)),
+    }
+}
+
+/// A path's segments, innermost first, as a dotted path (`a.b[2].c`).
+fn dotted_path(segments: Vec<PathSegment>) -> String {
+    segments.into_iter().rev().fold(String::new(), |path, segment| match segment {
+        PathSegment::Key(key) => join(&path, &key),
+        PathSegment::Index(index) => format!("{path}[{index}]"),
+    })
+}
+
+enum PathSegment {
+    Key(String),
+    Index(usize),
+}
+
+/// Builds a `Value`, and on a repeated key fails with the key's path in
+/// `duplicate` (innermost segment first: each level adds its own as the
+/// error passes through, so a line without duplicates builds no path).
+#[derive(Clone, Copy)]
+struct UniqueKeys<'a> {
+    duplicate: &'a RefCell<Option<Vec<PathSegment>>>,
+}
+
+impl UniqueKeys<'_> {
+    fn within<E>(self, segment: impl FnOnce() -> PathSegment, error: E) -> E {
+        if let Some(segments) = self.duplicate.borrow_mut().as_mut() {
+            segments.push(segment());
+        }
+        error
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for UniqueKeys<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for UniqueKeys<'_> {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_owned()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Value, A::Error> {
+        let mut array = Vec::new();
+        loop {
+            match items.next_element_seed(self) {
+                Ok(Some(item)) => array.push(item),
+                Ok(None) => return Ok(Value::Array(array)),
+                Err(error) => return Err(self.within(|| PathSegment::Index(array.len()), error)),
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = members.next_key::<String>()? {
+            if object.contains_key(&key) {
+                *self.duplicate.borrow_mut() = Some(vec![PathSegment::Key(key)]);
+                return Err(A::Error::custom("a repeated key"));
+            }
+            match members.next_value_seed(self) {
+                Ok(value) => object.insert(key, value),
+                Err(error) => return Err(self.within(|| PathSegment::Key(key), error)),
+            };
+        }
+        Ok(Value::Object(object))
+    }
 }
 
 /// Fields a state needs: a suppressed finding says why, a resolved one when.
@@ -536,12 +685,25 @@ fn check_value(
     references: &mut Vec<Reference>,
 ) -> Option<Value> {
     let checked: Result<Value, String> = match kind {
-        Kind::Text { max } => match value.as_str() {
+        Kind::Text { max, multiline } => match value.as_str() {
             Some(text) if text.trim().is_empty() => Err("must not be empty".into()),
             Some(text) if text.chars().count() > max => Err(format!("longer than {max} characters")),
-            Some(text) if text.contains('\0') => Err("contains a NUL character".into()),
-            Some(text) => Ok(json!(text)),
+            Some(text) => match forbidden_character(text, multiline) {
+                Some(reason) => Err(reason),
+                None => Ok(json!(text)),
+            },
             None => Err("must be a string".into()),
+        },
+        Kind::Hostname => match value.as_str() {
+            Some(text) if text.trim().is_empty() => Err("must not be empty".into()),
+            Some(text) if is_hostname(text) => Ok(json!(text)),
+            _ => Err("not a host name (RFC 1123: labels of letters, digits and inner hyphens, \
+                      1 to 63 characters each, separated by dots, 253 in all)"
+                .into()),
+        },
+        Kind::Email => match value.as_str() {
+            Some(text) if is_email(text) => Ok(json!(text)),
+            _ => Err("not an e-mail address (local@example.com)".into()),
         },
         Kind::Token => match value.as_str() {
             Some(text)
@@ -619,6 +781,56 @@ fn check_value(
     checked.map_err(|reason| errors.add(line, path, reason)).ok()
 }
 
+/// Why text may not hold one of its characters: control characters (C0,
+/// DEL, C1; line feeds, carriage returns and tabs only in multi-line text,
+/// so ANSI escapes are refused with their ESC) and bidirectional formatting
+/// characters, which make text display other than it reads.
+fn forbidden_character(text: &str, multiline: bool) -> Option<String> {
+    let character = text.chars().find(|c| match c {
+        '\n' | '\r' | '\t' => !multiline,
+        c => c.is_control() || is_bidi_control(*c),
+    })?;
+    let code = u32::from(character);
+    Some(if character.is_control() && ['\n', '\r', '\t'].contains(&character) {
+        format!("contains the control character U+{code:04X}; line breaks and tabs only in multi-line text")
+    } else if character.is_control() {
+        format!("contains the control character U+{code:04X}")
+    } else {
+        format!("contains the bidirectional formatting character U+{code:04X}")
+    })
+}
+
+/// Marks and embeddings, overrides and isolates that reorder displayed text.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A host name as RFC 1123 allows (no trailing dot: a name, not a query).
+fn is_hostname(text: &str) -> bool {
+    text.len() <= 253
+        && text.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+/// An e-mail address as mail systems take it: a dot-atom local part of at
+/// most 64 characters (RFC 5322 atext, no quoted strings), `@`, and a host
+/// name with at least two labels; 254 characters in all (RFC 5321).
+fn is_email(text: &str) -> bool {
+    const ATEXT: &[u8] = b"!#$%&'*+-/=?^_`{|}~";
+    let Some((local, domain)) = text.split_once('@') else { return false };
+    text.len() <= 254
+        && (1..=64).contains(&local.len())
+        && local
+            .split('.')
+            .all(|atom| !atom.is_empty() && atom.bytes().all(|b| b.is_ascii_alphanumeric() || ATEXT.contains(&b)))
+        && domain.contains('.')
+        && is_hostname(domain)
+}
+
 /// A MAC address in lowercase, colon-separated.
 fn mac_address(text: &str) -> Option<String> {
     let separator = *text.as_bytes().get(2)?;
@@ -642,6 +854,25 @@ fn cve_id(text: &str) -> Option<String> {
     valid.then_some(upper)
 }
 
+/// Gives the memory a batch freed back to the system. sled frees the
+/// pages a write replaced through crossbeam-epoch's global collector,
+/// which otherwise frees a few dozen per 128 later store operations (an
+/// idle server would keep them); glibc keeps freed memory in its arenas
+/// unless asked to return it.
+pub fn release_freed_memory() {
+    // Each pass frees up to 8 × 64 of them once two epochs have passed.
+    const FREED_COLLECTIONS: usize = 1024;
+    for _ in 0..FREED_COLLECTIONS {
+        crossbeam_epoch::pin().flush();
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of the allocator's arenas.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -653,6 +884,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("temporary directory");
         let db = Database::open(dir.path()).expect("database");
         (dir, db)
+    }
+
+    /// A batch with no line cap (the demo set's collections are re-imported whole).
+    fn import(db: &Database, organization: Uuid, collection: &str, body: &[u8]) -> Result<ImportSummary, ImportError> {
+        super::import(db, organization, collection, body, usize::MAX)
     }
 
     fn ndjson(lines: &[Value]) -> Vec<u8> {

@@ -225,6 +225,11 @@ struct ServeArgs {
     /// The largest import batch the admin listener accepts, in MiB.
     #[arg(long, env = "ESR_IMPORT_MAX_MIB", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
     import_max_mib: u16,
+    /// The most lines an import batch may hold; more is `413`. What a
+    /// batch holds in memory while it is checked and written grows with
+    /// its lines as much as with its bytes.
+    #[arg(long, env = "ESR_IMPORT_MAX_LINES", default_value_t = esr::ingest::DEFAULT_MAX_LINES, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    import_max_lines: u32,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -443,6 +448,7 @@ fn main() -> ExitCode {
                 plugin_slots_per_organization: args.plugin_slots_per_organization.map(usize::from),
                 plugin_slot_wait: std::time::Duration::from_millis(args.plugin_slot_wait_ms),
                 import_max_bytes: usize::from(args.import_max_mib) << 20,
+                import_max_lines: args.import_max_lines as usize,
                 rate_limit: Quota { per_minute: args.rate_limit_per_minute, burst: args.rate_limit_burst },
                 agent_config_rate_limit: Quota {
                     per_minute: args.agent_config_rate_limit_per_minute,

@@ -61,6 +61,8 @@ pub struct ServeOptions {
     pub plugin_slot_wait: Duration,
     /// The largest import batch accepted, in bytes.
     pub import_max_bytes: usize,
+    /// The most lines an import batch may hold.
+    pub import_max_lines: usize,
     /// Requests per API key.
     pub rate_limit: Quota,
     /// Requests per API key to `/v1/agent/config`.
@@ -151,6 +153,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         plugins: state.plugins.clone(),
         db: db.clone(),
         import_max_bytes: options.import_max_bytes,
+        import_max_lines: options.import_max_lines,
         metrics: state.metrics.clone(),
         token_hash: Sha256::digest(admin::admin_token(&options.data_dir)?.as_bytes()).into(),
     };

@@ -439,3 +439,133 @@ fn the_command_line_says_when_no_server_is_running() {
         );
     }
 }
+
+#[test]
+fn hostile_text_is_refused_naming_the_line_and_field() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = organization_with_key(&server, "Cyberdyne", &["endpoints:read", "scopes:read"]);
+    let with = |pointer: &str, value: Value| {
+        let mut line = endpoint("web-1");
+        line["owner"] = json!({"name": "IT", "email": null});
+        line["agent_version"] = Value::Null;
+        line["operating_system"]["vendor"] = Value::Null;
+        line["operating_system"]["architecture"] = Value::Null;
+        *line.pointer_mut(pointer).unwrap() = value;
+        line.to_string()
+    };
+    let os = r#""operating_system": {"name": "Debian 12", "family": "linux"}"#;
+    let lines = [
+        // 1-3: a repeated key, at the top, nested, and inside an array (the last would silently win).
+        format!(r#"{{"hostname": "web-1", "hostname": "web-2", {os}}}"#),
+        r#"{"hostname": "web-1", "operating_system": {"name": "Debian 12", "family": "linux", "family": "other"}}"#
+            .to_owned(),
+        format!(r#"{{"hostname": "web-1", {os}, "extra": [{{"a": 1}}, {{"a": 1, "a": 2}}]}}"#),
+        // 4-8: control characters (C0, C1, an ANSI escape, a line feed in one-line text) and a bidi override.
+        with("/operating_system/name", json!("Debian\u{7} 12")),
+        with("/agent_version", json!("1.2\u{9b}31m")),
+        with("/tags", json!(["\u{1b}[31mred"])),
+        with("/operating_system/vendor", json!("Debian\nProject")),
+        with("/operating_system/architecture", json!("x86\u{202e}46")),
+        // 9-11: host names and e-mail addresses that are not.
+        with("/hostname", json!("web 1<script>alert(1)</script>")),
+        with("/hostname", json!("-web-.example")),
+        with("/owner/email", json!("not-an-email")),
+    ];
+    let refused = import(&server, &organization, "endpoints", lines.join("\n"));
+    assert_eq!(refused.status(), 422);
+    let problem: Value = refused.json().unwrap();
+    let listed: Vec<(u64, String, String)> = problem["invalid_lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (e["line"].as_u64().unwrap(), e["field"].as_str().unwrap().into(), e["reason"].as_str().unwrap().into())
+        })
+        .collect();
+    let expected = [
+        (1, "hostname", "a key may appear only once"),
+        (2, "operating_system.family", "a key may appear only once"),
+        (3, "extra[1].a", "a key may appear only once"),
+        (4, "operating_system.name", "control character U+0007"),
+        (5, "agent_version", "control character U+009B"),
+        (6, "tags[0]", "control character U+001B"),
+        (7, "operating_system.vendor", "control character U+000A; line breaks and tabs only in multi-line text"),
+        (8, "operating_system.architecture", "bidirectional formatting character U+202E"),
+        (9, "hostname", "not a host name (RFC 1123"),
+        (10, "hostname", "not a host name (RFC 1123"),
+        (11, "owner.email", "not an e-mail address"),
+    ];
+    for (line, field, reason) in expected {
+        assert!(
+            listed.iter().any(|(l, f, r)| *l == line && f == field && r.contains(reason)),
+            "line {line} {field} {reason}: {listed:?}"
+        );
+    }
+    assert_eq!(get(&server, &key, "/v1/endpoints").json::<Value>().unwrap()["total"], 0, "nothing written");
+
+    // Names and addresses that are well formed go in; multi-line free text keeps its line breaks and tabs.
+    let good = [
+        with("/owner/email", json!("jane.o'neil+it@mail.acme.example")),
+        with("/hostname", json!("WEB-01.eu-west.acme.example")),
+    ];
+    assert_eq!(import(&server, &organization, "endpoints", good.join("\n")).status(), 200);
+    let scope = |description: &str| json!({"name": "Servers", "status": "active", "description": description});
+    let accepted = import(&server, &organization, "scopes", ndjson(&[scope("Servers:\n\t- web\r\n\t- db")]));
+    assert_eq!(accepted.status(), 200);
+    let refused: Value =
+        import(&server, &organization, "scopes", ndjson(&[scope("Servers \u{2066}hidden\u{2069}")])).json().unwrap();
+    assert_eq!(refused["invalid_lines"][0]["field"], "description");
+    assert!(refused["invalid_lines"][0]["reason"].as_str().unwrap().contains("U+2066"), "{refused}");
+}
+
+/// A figure of `/proc/<pid>/status` in bytes (`VmRSS`, `VmHWM`).
+fn memory_figure(pid: u32, name: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|line| line.starts_with(&format!("{name}:"))).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+#[test]
+fn an_import_at_the_size_limit_takes_bounded_memory_and_gives_it_back() {
+    const BATCH: usize = 8 << 20;
+    let server = Server::start_with(&plugins_dir(), &["--import-max-mib", "8"]);
+    let (organization, _) = organization_with_key(&server, "Tyrell", &["scopes:read"]);
+    let pid = server.pid();
+    let baseline = memory_figure(pid, "VmRSS");
+    // Peaks from here on: VmHWM restarts at the current resident size.
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let peak_allowed = baseline + 32 * BATCH as u64;
+    let scope = |n: usize, description: &str| {
+        json!({"name": format!("scope {n}"), "status": "active", "description": description}).to_string() + "\n"
+    };
+
+    // 8 MiB of the smallest lines: far more lines than a batch may hold, refused at once.
+    let mut tiny = String::new();
+    while tiny.len() + 64 < BATCH {
+        tiny.push_str(&json!({"name": format!("s{}", tiny.len()), "status": "active"}).to_string());
+        tiny.push('\n');
+    }
+    let refused = import(&server, &organization, "scopes", tiny);
+    assert_eq!(refused.status(), 413);
+    let problem: Value = refused.json().unwrap();
+    assert!(problem["detail"].as_str().unwrap().contains("at most 10000 lines"), "{problem}");
+    let peak = memory_figure(pid, "VmHWM");
+    assert!(peak <= peak_allowed, "peak {peak} bytes over a baseline of {baseline} for an 8 MiB batch");
+
+    // 8 MiB in as many lines as a batch may hold: accepted, within a small multiple of its size.
+    let padding = "x".repeat(BATCH / 10_000 - scope(9_999, "").len());
+    let body: String = (0..10_000).map(|n| scope(n, &padding)).collect();
+    assert!(body.len() <= BATCH, "{}", body.len());
+    let accepted = import(&server, &organization, "scopes", body);
+    assert_eq!(accepted.status(), 200);
+    let peak = memory_figure(pid, "VmHWM");
+    assert!(peak <= peak_allowed, "peak {peak} bytes over a baseline of {baseline} for an 8 MiB batch");
+
+    // And the memory goes back once the batch is written (what stays is the store's cache of it).
+    let settled = baseline + 8 * BATCH as u64;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while memory_figure(pid, "VmRSS") > settled {
+        assert!(std::time::Instant::now() < deadline, "{} bytes resident after the batch", memory_figure(pid, "VmRSS"));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

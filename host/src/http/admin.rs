@@ -36,6 +36,8 @@ pub struct AdminState {
     pub token_hash: [u8; 32],
     /// The largest import body accepted, in bytes.
     pub import_max_bytes: usize,
+    /// The most lines an import batch may hold.
+    pub import_max_lines: usize,
     pub metrics: Arc<crate::metrics::Metrics>,
 }
 
@@ -337,11 +339,14 @@ async fn import(
         return Err(too_large());
     }
     let body = axum::body::to_bytes(body, limit).await.map_err(|_| too_large())?;
-    let (db, name) = (state.db.clone(), collection.clone());
+    let (db, name, max_lines) = (state.db.clone(), collection.clone(), state.import_max_lines);
     let started = std::time::Instant::now();
     let outcome = blocking(move || {
         organization_exists(&db, organization_id)?;
-        Ok(ingest::import(&db, organization_id, &name, &body))
+        let outcome = ingest::import(&db, organization_id, &name, &body, max_lines);
+        drop(body);
+        ingest::release_freed_memory();
+        Ok(outcome)
     })
     .await?;
     match outcome {
@@ -366,6 +371,12 @@ async fn import(
             .with_member("invalid_lines", json!(lines))
             .with_member("invalid_line_count", json!(total)))
         }
+        Err(ImportError::TooManyLines { lines, max }) => Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload-too-large",
+            "Payload too large",
+            format!("a batch may hold at most {max} lines; this one holds {lines}: split it into smaller batches"),
+        )),
         Err(ImportError::UnknownCollection(name)) => Err(ApiError::not_found(format!("no collection {name}"))),
         Err(ImportError::Store(error)) => Err(storage_failure(error)),
     }

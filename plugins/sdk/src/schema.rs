@@ -11,10 +11,18 @@ use crate::contract::*;
 /// What a field holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Kind {
-    /// A string of 1 to `max` characters.
+    /// A string of 1 to `max` characters, without control characters
+    /// (C0, DEL, C1) or bidirectional formatting characters; `multiline`
+    /// free text may also hold line feeds, carriage returns and tabs.
     Text {
         max: usize,
+        multiline: bool,
     },
+    /// A host name as RFC 1123 allows: dot-separated labels of letters,
+    /// digits and inner hyphens, 1 to 63 characters each, 253 in all.
+    Hostname,
+    /// An e-mail address: a dot-atom local part, `@`, a host name with a dot.
+    Email,
     /// A lowercase name token (`[a-z0-9._-]`, 1 to 64 characters).
     Token,
     /// One of these strings.
@@ -86,8 +94,14 @@ const fn service(name: &'static str, kind: Kind) -> Field {
     Field { name, kind, required: false, nullable: false, owner: Owner::Service }
 }
 
-const SHORT: Kind = Kind::Text { max: 256 };
-const LONG: Kind = Kind::Text { max: 8192 };
+/// One line of text of at most `max` characters.
+const fn text(max: usize) -> Kind {
+    Kind::Text { max, multiline: false }
+}
+
+const SHORT: Kind = text(256);
+/// Free text that may run over several lines (descriptions, notes).
+const LONG: Kind = Kind::Text { max: 8192, multiline: true };
 const SHORT_LIST: Kind = Kind::Array(&SHORT);
 
 /// The identity and bookkeeping fields every record has.
@@ -99,7 +113,7 @@ const SEVERITY_COUNT: Kind = Kind::Integer { min: 0, max: i64::MAX };
 
 pub const ENDPOINT: &[Field] = &[
     ID,
-    required("hostname", Kind::Text { max: 253 }),
+    required("hostname", Kind::Hostname),
     nullable("ip", Kind::IpAddress),
     nullable("mac_address", Kind::MacAddress),
     required(
@@ -117,7 +131,7 @@ pub const ENDPOINT: &[Field] = &[
     CREATED_AT,
     UPDATED_AT,
     optional("tags", SHORT_LIST),
-    nullable("owner", Kind::Object(&[nullable("name", SHORT), nullable("email", SHORT)])),
+    nullable("owner", Kind::Object(&[nullable("name", SHORT), nullable("email", Kind::Email)])),
     nullable("last_seen_at", Kind::Timestamp),
     service(
         "open_findings",
@@ -183,7 +197,7 @@ pub const FINDING: &[Field] = &[
     ID,
     required("endpoint_id", Kind::Reference("endpoints")),
     required("finding_type", Kind::Enum(FINDING_TYPES)),
-    required("title", Kind::Text { max: 1024 }),
+    required("title", text(1024)),
     nullable("description", LONG),
     required("severity", Kind::Enum(SEVERITIES)),
     required("status", Kind::Enum(FINDING_STATUSES)),
@@ -212,7 +226,7 @@ pub const FINDING: &[Field] = &[
             required("product", SHORT),
             nullable("version", SHORT),
             nullable("cpe", SHORT),
-            nullable("purl", Kind::Text { max: 1024 }),
+            nullable("purl", text(1024)),
         ]),
     ),
     nullable("fixed_version", SHORT),
@@ -246,7 +260,7 @@ pub const TARGET: &[Field] = &[
         ]),
     ),
     nullable("installed_version", SHORT),
-    nullable("install_path", Kind::Text { max: 4096 }),
+    nullable("install_path", text(4096)),
     nullable("package_manager", Kind::Enum(PACKAGE_MANAGERS)),
     required("discovery_method", Kind::Enum(DISCOVERY_METHODS)),
     required("status", Kind::Enum(TARGET_STATUSES)),
@@ -307,7 +321,9 @@ pub fn json_schema(fields: &[Field]) -> serde_json::Value {
 fn kind_schema(kind: Kind) -> serde_json::Value {
     use serde_json::json;
     match kind {
-        Kind::Text { max } => json!({"type": "string", "maxLength": max}),
+        Kind::Text { max, .. } => json!({"type": "string", "maxLength": max}),
+        Kind::Hostname => json!({"type": "string", "maxLength": 253}),
+        Kind::Email => json!({"type": "string", "maxLength": 256}),
         Kind::Token | Kind::IpAddress => json!({"type": "string"}),
         Kind::Enum(values) => json!({"type": "string", "enum": values}),
         Kind::Uuid | Kind::Reference(_) => json!({"type": "string", "format": "uuid"}),
