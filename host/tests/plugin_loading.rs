@@ -85,7 +85,7 @@ fn patched_component(name: &str, from: &[u8], to: &[u8]) -> tempfile::NamedTempF
 
 #[test]
 fn a_component_of_another_world_is_refused() {
-    let other = patched_component("scopes.wasm", b"esr:plugin/handler@0.2.0", b"acme:other/handler@0.1.1");
+    let other = patched_component("scopes.wasm", b"esr:plugin/handler@0.3.0", b"acme:other/handler@0.1.1");
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", other.path())]);
     let (success, stderr) = run_to_exit(dir.path());
     assert!(!success);
@@ -94,11 +94,11 @@ fn a_component_of_another_world_is_refused() {
 
 #[test]
 fn a_component_built_against_another_wit_version_is_refused() {
-    let newer = patched_component("scopes.wasm", b"esr:plugin/handler@0.2.0", b"esr:plugin/handler@9.1.0");
+    let newer = patched_component("scopes.wasm", b"esr:plugin/handler@0.3.0", b"esr:plugin/handler@9.1.0");
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", newer.path())]);
     let (success, stderr) = run_to_exit(dir.path());
     assert!(!success);
-    assert!(stderr.contains("scopes.wasm") && stderr.contains("9.1.0") && stderr.contains("0.2.x"), "{stderr}");
+    assert!(stderr.contains("scopes.wasm") && stderr.contains("9.1.0") && stderr.contains("0.3.x"), "{stderr}");
 }
 
 #[test]
@@ -112,7 +112,7 @@ fn plugins_check_describes_a_good_component_and_names_a_bad_one() {
     assert!(good.status.success(), "{stdout}");
     assert!(stdout.contains("group        vulnerability-findings") && stdout.contains("severity"), "{stdout}");
 
-    let other = patched_component("scopes.wasm", b"esr:plugin/handler@0.2.0", b"esr:plugin/handler@2.0.0");
+    let other = patched_component("scopes.wasm", b"esr:plugin/handler@0.3.0", b"esr:plugin/handler@2.0.0");
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
         .args(["plugins", "check"])
         .arg(other.path())
