@@ -151,6 +151,7 @@ fn start_server_in_mode(data_dir: &Path, plugins_dir: &Path, extra: &[&str]) -> 
         .args(extra)
         // The benchmark measures the service, not its rate limits.
         .args(["--rate-limit-per-minute=100000000", "--rate-limit-burst=10000000"])
+        .args(["--agent-config-rate-limit-per-minute=100000000", "--agent-config-rate-limit-burst=10000000"])
         .arg("--data-dir")
         .arg(data_dir)
         .arg("--plugins-dir")

@@ -432,7 +432,14 @@ pub fn list_filtered(
     let updated_from =
         options.updated_after.map(|after| crate::IndexPosition { created_at: after.0, id: LAST_ID.into() });
     let small_range = best.is_some_and(|(held, _)| held <= SMALL_RANGE);
-    let counted = counted_by_indexes(collection, &filters);
+    let mut counted = counted_by_indexes(collection, &filters);
+    // A range alone was counted to choose the walk: that is the total.
+    if let (Some(counted), Some((held, _)), [only]) = (counted.as_mut(), best, filters.as_slice())
+        && only.range.is_some()
+        && options.updated_after.is_none()
+    {
+        counted.known = Some(held);
+    }
     let budget = Budget::new(&filters);
     // A small range: read it whole and sort it.
     if let Some((_, position)) = best
@@ -578,10 +585,12 @@ fn range_source(range: &Range) -> Source {
 struct Counted {
     conditions: Vec<crate::IndexCondition>,
     range: Option<crate::IndexRange>,
+    /// The count, when already known (a range alone, counted to choose the walk).
+    known: Option<u64>,
 }
 
 fn counted_by_indexes(collection: &str, filters: &[Filter<'_>]) -> Option<Counted> {
-    let mut counted = Counted { conditions: Vec::new(), range: None };
+    let mut counted = Counted { conditions: Vec::new(), range: None, known: None };
     for filter in filters {
         match (&filter.index, &filter.range) {
             (Some((index, values)), _) => {
@@ -991,10 +1000,13 @@ fn count_matches(
 ) -> Result<u64, PluginError> {
     let updated_after = options.updated_after.map(|after| after.0);
     match counted {
-        Some(Counted { conditions, range: Some(range) }) => {
+        Some(Counted { known: Some(total), .. }) => Ok(total),
+        Some(Counted { conditions, range: Some(range), .. }) => {
             Ok(store.count_in_range(collection, &range, &conditions, updated_after))
         }
-        Some(Counted { conditions, range: None }) => Ok(store.count_matching(collection, &conditions, updated_after)),
+        Some(Counted { conditions, range: None, .. }) => {
+            Ok(store.count_matching(collection, &conditions, updated_after))
+        }
         None => count_all(store, collection, source, residual, budget),
     }
 }
