@@ -32,6 +32,10 @@ enum Command {
         endpoints: u32,
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=10_000))]
         findings_per_endpoint: u32,
+        /// Scopes to add beyond the organization's own (its scopes again,
+        /// per team), for measuring scope lists and the agent configuration.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+        scopes: u32,
     },
     /// Work with components.
     #[command(subcommand)]
@@ -252,11 +256,16 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-fn seed(data_dir: &std::path::Path, endpoints: usize, findings_per_endpoint: usize) -> anyhow::Result<()> {
+fn seed(
+    data_dir: &std::path::Path,
+    endpoints: usize,
+    findings_per_endpoint: usize,
+    team_scopes: usize,
+) -> anyhow::Result<()> {
     let db = esr::store::Database::open(data_dir)?;
     let started = std::time::Instant::now();
     let spec = esr::demo::DemoSpec { endpoints, findings_per_endpoint };
-    let keys = esr::seed::seed_generated(&db, data_dir, spec, |done| {
+    let keys = esr::seed::seed_generated(&db, data_dir, spec, team_scopes, |done| {
         if done % 1000 == 0 || done == endpoints {
             eprint!("\rseeded {done}/{endpoints} endpoints");
         }
@@ -471,8 +480,8 @@ fn main() -> ExitCode {
                 .map_err(anyhow::Error::from)
                 .and_then(|runtime| runtime.block_on(serve(options)))
         }
-        Command::Seed { data_dir, endpoints, findings_per_endpoint } => {
-            seed(&data_dir, endpoints as usize, findings_per_endpoint as usize)
+        Command::Seed { data_dir, endpoints, findings_per_endpoint, scopes } => {
+            seed(&data_dir, endpoints as usize, findings_per_endpoint as usize, scopes as usize)
         }
         Command::Plugins(PluginsCommand::Check { file }) => check_plugin(&file),
         Command::Plugins(PluginsCommand::Reload(admin)) => reload_plugins(&admin),

@@ -64,6 +64,20 @@ impl esr_plugin_sdk::Store for NativeStore<'_> {
         entries(self.answer(self.tenant.index_scan(collection, index, value, after, limit, reverse)))
     }
 
+    fn index_positions(
+        &self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<&esr_plugin_sdk::IndexPosition>,
+        limit: u32,
+        reverse: bool,
+    ) -> Vec<esr_plugin_sdk::IndexPosition> {
+        let after = after.map(|position| (position.created_at, position.id.as_str()));
+        let positions = self.answer(self.tenant.index_positions(collection, index, value, after, limit, reverse));
+        positions.into_iter().map(|(created_at, id)| esr_plugin_sdk::IndexPosition { created_at, id }).collect()
+    }
+
     fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
         self.answer(self.tenant.index_count(collection, index, value))
     }
@@ -77,6 +91,28 @@ impl esr_plugin_sdk::Store for NativeStore<'_> {
         let conditions: Vec<(String, Vec<String>)> =
             conditions.iter().map(|condition| (condition.index.clone(), condition.values.clone())).collect();
         self.answer(self.tenant.count_matching(collection, &conditions, updated_after))
+    }
+
+    fn count_in_range(
+        &self,
+        collection: &str,
+        range: &esr_plugin_sdk::IndexRange,
+        conditions: &[esr_plugin_sdk::IndexCondition],
+        updated_after: Option<i64>,
+    ) -> u64 {
+        let conditions: Vec<(String, Vec<String>)> =
+            conditions.iter().map(|condition| (condition.index.clone(), condition.values.clone())).collect();
+        fn bound(position: &Option<esr_plugin_sdk::IndexPosition>) -> Option<(i64, &str)> {
+            position.as_ref().map(|position| (position.created_at, position.id.as_str()))
+        }
+        self.answer(self.tenant.count_in_range(
+            collection,
+            &range.index,
+            bound(&range.after),
+            bound(&range.before),
+            &conditions,
+            updated_after,
+        ))
     }
 
     fn organization(&self) -> Vec<u8> {

@@ -382,6 +382,31 @@ impl Tenant {
         Ok(records.into_iter().map(|(id, value)| (id.to_string(), value.to_vec())).collect())
     }
 
+    /// `store.index-positions`: positions and ids, no records.
+    #[allow(clippy::too_many_arguments)]
+    pub fn index_positions(
+        &self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<(i64, &str)>,
+        limit: u32,
+        reverse: bool,
+    ) -> Result<Vec<(i64, String)>, StoreError> {
+        let after = match after {
+            Some((position, id)) => Some((
+                position,
+                Uuid::parse_str(id).map_err(|_| {
+                    StoreError::MalformedCall(format!("index-positions after {id:?}, which is not a UUID"))
+                })?,
+            )),
+            None => None,
+        };
+        let positions =
+            self.db.index_positions(self.organization_id, collection, index, value, after, limit as usize, reverse)?;
+        Ok(positions.into_iter().map(|(position, id)| (position, id.to_string())).collect())
+    }
+
     pub fn index_count(&self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
         self.db.index_count(self.organization_id, collection, index, value)
     }
@@ -393,6 +418,33 @@ impl Tenant {
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
         self.db.count_matching(self.organization_id, collection, conditions, updated_after)
+    }
+
+    /// `store.count-in-range`: `after` and `before` are positions with ids.
+    pub fn count_in_range(
+        &self,
+        collection: &str,
+        index: &str,
+        after: Option<(i64, &str)>,
+        before: Option<(i64, &str)>,
+        conditions: &[(String, Vec<String>)],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        let position = |bound: Option<(i64, &str)>| match bound {
+            Some((at, id)) => Uuid::parse_str(id)
+                .map(|id| Some((at, id)))
+                .map_err(|_| StoreError::MalformedCall(format!("count-in-range bound at {id:?}, which is not a UUID"))),
+            None => Ok(None),
+        };
+        self.db.count_in_range(
+            self.organization_id,
+            collection,
+            index,
+            position(after)?,
+            position(before)?,
+            conditions,
+            updated_after,
+        )
     }
 }
 
@@ -441,6 +493,21 @@ impl wit_store::Host for CallState {
         Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id, value }).collect())
     }
 
+    fn index_positions(
+        &mut self,
+        collection: String,
+        index: String,
+        value: String,
+        after: Option<wit_store::IndexPosition>,
+        limit: u32,
+        reverse: bool,
+    ) -> wasmtime::Result<Vec<wit_store::IndexPosition>> {
+        let Some(tenant) = &self.tenant else { return Ok(Vec::new()) };
+        let after = after.as_ref().map(|position| (position.created_at, position.id.as_str()));
+        let positions = tenant.index_positions(&collection, &index, &value, after, limit, reverse)?;
+        Ok(positions.into_iter().map(|(created_at, id)| wit_store::IndexPosition { created_at, id }).collect())
+    }
+
     fn index_count(&mut self, collection: String, index: String, value: String) -> wasmtime::Result<u64> {
         self.may_read(&collection, "index-count")?;
         let Some(tenant) = &self.tenant else { return Ok(0) };
@@ -458,6 +525,29 @@ impl wit_store::Host for CallState {
         let conditions: Vec<(String, Vec<String>)> =
             conditions.into_iter().map(|condition| (condition.index, condition.values)).collect();
         Ok(tenant.count_matching(&collection, &conditions, updated_after)?)
+    }
+
+    fn count_in_range(
+        &mut self,
+        collection: String,
+        range: wit_store::IndexRange,
+        conditions: Vec<wit_store::IndexCondition>,
+        updated_after: Option<i64>,
+    ) -> wasmtime::Result<u64> {
+        let Some(tenant) = &self.tenant else { return Ok(0) };
+        let conditions: Vec<(String, Vec<String>)> =
+            conditions.into_iter().map(|condition| (condition.index, condition.values)).collect();
+        fn bound(position: &Option<wit_store::IndexPosition>) -> Option<(i64, &str)> {
+            position.as_ref().map(|position| (position.created_at, position.id.as_str()))
+        }
+        Ok(tenant.count_in_range(
+            &collection,
+            &range.index,
+            bound(&range.after),
+            bound(&range.before),
+            &conditions,
+            updated_after,
+        )?)
     }
 
     fn organization(&mut self) -> wasmtime::Result<Vec<u8>> {

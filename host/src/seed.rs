@@ -61,13 +61,17 @@ pub fn seed_demo_if_empty(db: &Database, data_dir: &Path) -> anyhow::Result<Opti
 pub const SEED_KEYS_FILE: &str = "seed-keys.json";
 /// How many endpoints' records go into one durable write.
 const ENDPOINTS_PER_WRITE: usize = 50;
+/// How many extra scopes go into one durable write.
+const SCOPES_PER_WRITE: usize = 5_000;
 
-/// Adds a generated organization of the given size (for benchmarks) and
-/// writes its key to `<data-dir>/seed-keys.json`, in the demo-keys format.
+/// Adds a generated organization of the given size (for benchmarks), with
+/// `team_scopes` scopes beyond its own, and writes its key to
+/// `<data-dir>/seed-keys.json`, in the demo-keys format.
 pub fn seed_generated(
     db: &Database,
     data_dir: &Path,
     spec: DemoSpec,
+    team_scopes: usize,
     mut progress: impl FnMut(usize),
 ) -> anyhow::Result<DemoKeys> {
     let name = format!("Seeded {}x{}", spec.endpoints, spec.findings_per_endpoint);
@@ -75,6 +79,10 @@ pub fn seed_generated(
     let organization_id = organization.organization_id;
     let mut generator = Generator::new(7, spec, DEMO_ANCHOR_UNIX, "seed");
     db.bulk_insert_records(organization_id, "scopes", &generator.scopes())?;
+    let scopes = generator.team_scopes(team_scopes);
+    for batch in scopes.chunks(SCOPES_PER_WRITE) {
+        db.bulk_insert_records(organization_id, "scopes", batch)?;
+    }
     let mut done = 0;
     loop {
         let (mut endpoints, mut findings, mut targets) = (Vec::new(), Vec::new(), Vec::new());

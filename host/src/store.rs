@@ -574,6 +574,32 @@ impl Database {
         Ok(records)
     }
 
+    /// The positions of [`Database::index_scan`]'s records (position, id),
+    /// read from the index alone.
+    #[allow(clippy::too_many_arguments)]
+    pub fn index_positions(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<(i64, Uuid)>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(i64, Uuid)>, StoreError> {
+        let trees = self.index_trees(collection, index)?;
+        let prefix = value_prefix(organization, index, value);
+        let after = after.map(|(position, id)| entry_of(position, id));
+        let mut positions = Vec::with_capacity(limit.min(MAX_SCAN));
+        for entry in
+            index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), reverse)?.take(limit.min(MAX_SCAN))
+        {
+            let entry = entry?;
+            positions.push((entry_position(&entry), Uuid::from_bytes(entry_id(&entry)?)));
+        }
+        Ok(positions)
+    }
+
     /// How many records hold `value` in the index.
     pub fn index_count(
         &self,
@@ -718,6 +744,148 @@ impl Database {
         let later_side = updated_later <= everything - updated_later.min(everything);
         let in_range = count_updated_side(smallest, &candidates, after, later_side)?;
         Ok(if later_side { in_range } else { candidates.len() as u64 - in_range })
+    }
+
+    /// How many of the organization's records hold the sort value of the
+    /// sort index `index` at a position strictly between `after` and
+    /// `before` (an absent end is open), meet every condition and, when
+    /// given, were updated strictly after `updated_after`. Reads index keys
+    /// only. A range alone walks the smaller side of it: its entries and
+    /// the entries outside it are counted in turns until one side ends.
+    #[allow(clippy::too_many_arguments)]
+    pub fn count_in_range(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        index: &str,
+        after: Option<(i64, Uuid)>,
+        before: Option<(i64, Uuid)>,
+        conditions: &[(String, Vec<String>)],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        let trees = self.index_trees(collection, index)?;
+        if indexes::find(collection, index).is_none_or(|found| found.key != indexes::IndexKey::SortValue) {
+            return Err(StoreError::MalformedCall(format!("{index} of {collection} is not a sort index")));
+        }
+        let prefix = value_prefix(organization, index, indexes::SORTED);
+        let after = after.map(|(position, id)| entry_of(position, id));
+        let before = before.map(|(position, id)| entry_of(position, id));
+        let mut inside = index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), false)?
+            .take_while(move |entry| entry.as_ref().map_or(true, |entry| before.is_none_or(|before| *entry < before)));
+        if conditions.is_empty() && updated_after.is_none() {
+            let held = self.index_count(organization, collection, index, indexes::SORTED)?;
+            let below = index_blocks::Entries::new(&trees.index, &prefix, None, false)?.take_while(move |entry| {
+                entry.as_ref().map_or(true, |entry| after.is_some_and(|after| *entry <= after))
+            });
+            let above = index_blocks::Entries::new(&trees.index, &prefix, None, true)?.take_while(move |entry| {
+                entry.as_ref().map_or(true, |entry| before.is_some_and(|before| *entry >= before))
+            });
+            let mut outside = below.chain(above);
+            let (mut counted_inside, mut counted_outside) = (0u64, 0u64);
+            loop {
+                match inside.next() {
+                    None => return Ok(counted_inside),
+                    Some(entry) => {
+                        entry?;
+                        counted_inside += 1;
+                    }
+                }
+                match outside.next() {
+                    None => return Ok(held.saturating_sub(counted_outside)),
+                    Some(entry) => {
+                        entry?;
+                        counted_outside += 1;
+                    }
+                }
+            }
+        }
+        let candidates = match self.intersect_conditions(organization, collection, conditions)? {
+            Some(candidates) => candidates,
+            None => return Ok(0),
+        };
+        let mut kept = HashSet::new();
+        for entry in inside {
+            let entry = entry?;
+            let id = entry_id(&entry)?;
+            if candidates.as_ref().is_none_or(|candidates| candidates.contains(&id)) {
+                kept.insert(id);
+            }
+        }
+        match updated_after {
+            None => Ok(kept.len() as u64),
+            Some(after) => self.count_candidates_updated_after(organization, collection, &kept, after),
+        }
+    }
+
+    /// The ids of the records meeting every condition, smallest condition
+    /// first; `Some(None)` when there is no condition (every record), `None`
+    /// when nothing can match.
+    #[allow(clippy::type_complexity)]
+    fn intersect_conditions(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        conditions: &[(String, Vec<String>)],
+    ) -> Result<Option<Option<HashSet<[u8; 16]>>>, StoreError> {
+        let mut sized = Vec::with_capacity(conditions.len());
+        for (index, values) in conditions {
+            let trees = self.index_trees(collection, index)?;
+            let values: BTreeSet<&String> = values.iter().collect();
+            let mut held = 0;
+            for value in &values {
+                held += self.index_count(organization, collection, index, value)?;
+            }
+            sized.push((held, trees, index.as_str(), values));
+        }
+        sized.sort_by_key(|(held, ..)| *held);
+        let mut candidates: Option<HashSet<[u8; 16]>> = None;
+        for (_, trees, index, values) in sized {
+            let mut kept = HashSet::new();
+            for value in values {
+                for entry in
+                    index_blocks::Entries::new(&trees.index, &value_prefix(organization, index, value), None, false)?
+                {
+                    let id = entry_id(&entry?)?;
+                    if candidates.as_ref().is_none_or(|candidates| candidates.contains(&id)) {
+                        kept.insert(id);
+                    }
+                }
+            }
+            if kept.is_empty() {
+                return Ok(None);
+            }
+            candidates = Some(kept);
+        }
+        Ok(Some(candidates))
+    }
+
+    /// How many of `candidates` were updated strictly after `after`: the
+    /// smaller side of `after` in the `updated_at` index is read (the
+    /// sides' sizes come from the hourly counts).
+    fn count_candidates_updated_after(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        candidates: &HashSet<[u8; 16]>,
+        after: i64,
+    ) -> Result<u64, StoreError> {
+        let trees = self.index_trees(collection, UPDATED_AT)?;
+        let updated_later = self.count_updated_after(organization, collection, after)?;
+        let everything = self.count(organization, collection)?;
+        let later = updated_later <= everything - updated_later.min(everything);
+        let split = entry_of(after, Uuid::max());
+        let prefix = value_prefix(organization, UPDATED_AT, "");
+        let mut count = 0;
+        for entry in index_blocks::Entries::new(&trees.index, &prefix, later.then_some(&split), false)? {
+            let entry = entry?;
+            if !later && entry > split {
+                break;
+            }
+            if candidates.contains(&entry_id(&entry)?) {
+                count += 1;
+            }
+        }
+        Ok(if later { count } else { candidates.len() as u64 - count })
     }
 
     /// How many records were updated strictly after `after`: the updates of
@@ -880,6 +1048,13 @@ fn entry_of(position: i64, id: Uuid) -> index_blocks::Entry {
     entry[..8].copy_from_slice(&ordered_nanos(position));
     entry[8..].copy_from_slice(id.as_bytes());
     entry
+}
+
+/// The position an index entry begins with.
+fn entry_position(entry: &index_blocks::Entry) -> i64 {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&entry[..8]);
+    (u64::from_be_bytes(bytes) ^ (1 << 63)) as i64
 }
 
 /// `created_at` as bytes that sort like the timestamp.

@@ -395,3 +395,196 @@ fn scatter_sort_values(server: &Server, batches: usize, per_batch: usize) {
         assert_eq!(status, 200, "re-import refused: {}", response.text().unwrap());
     }
 }
+
+/// Imports `records` into the first organization's `collection`, in
+/// batches, each answered `200`.
+fn import(server: &Server, collection: &str, records: &[Value]) {
+    let organization = &server.organization_ids[0];
+    for batch in records.chunks(2000) {
+        let body: String = batch.iter().map(|record| format!("{record}\n")).collect();
+        let response = server
+            .admin(reqwest::Method::POST, &format!("/admin/v1/organizations/{organization}/import/{collection}"))
+            .header("content-type", "application/x-ndjson")
+            .body(body)
+            .send()
+            .unwrap();
+        let status = response.status();
+        assert_eq!(status, 200, "import refused: {}", response.text().unwrap());
+    }
+}
+
+/// `count` new scopes: the organization's own again, named per team, with
+/// names that share long prefixes (`Team 0001: …`), and some that differ
+/// only in case, past the tenth character, or in characters outside
+/// ASCII.
+fn team_scopes(templates: &[Value], count: usize) -> Vec<Value> {
+    const ODD_NAMES: [&str; 8] = [
+        "Team 0001: critical cves on laptops",
+        "TEAM 0001: Critical CVEs on laptops",
+        "Team 0001: Critical CVEs on laptopsX",
+        "Équipe 0001: laptops",
+        "équipe 0001: laptops",
+        "Team 0001",
+        "Team 0001:",
+        "team 0001: zzz ünïcode",
+    ];
+    (0..count)
+        .map(|number| {
+            let mut scope = templates[number % templates.len()].clone();
+            let object = scope.as_object_mut().unwrap();
+            for field in ["id", "created_at", "updated_at"] {
+                object.remove(field);
+            }
+            let name = templates[number % templates.len()]["name"].as_str().unwrap();
+            scope["name"] = match number % 50 {
+                0..8 => ODD_NAMES[number % 50].to_owned(),
+                _ => format!("Team {:04}: {name}", number / templates.len() % 40),
+            }
+            .into();
+            scope
+        })
+        .collect()
+}
+
+/// Host names with long shared prefixes, differing in case, after the
+/// tenth character, or outside ASCII, for a share of the endpoints.
+fn rename_endpoints(endpoints: &mut [Value]) {
+    let names = [
+        "seed-mbp-aaaaaaaaaaaaaaaa-001",
+        "SEED-MBP-AAAAAAAAAAAAAAAA-002",
+        "seed-mbp-aaaaaaaaaaaaaaaa-001x",
+        "seed-mbp-a",
+        "seed-mbp-",
+        "seed_mbp-a",
+        "séed-mbp-a",
+        "seed-mbp-aaaaaaaaaaaaaaaa",
+        "Seed-Mbp-Aaaaaaaaaaaaaaaa-003",
+        "z",
+    ];
+    for (number, endpoint) in endpoints.iter_mut().enumerate() {
+        endpoint["hostname"] = names[number % names.len()].into();
+    }
+}
+
+/// More endpoints and scopes than a list reads whole and sorts: `sort=hostname`
+/// and `sort=name`, both ways, walk the text sort indexes, ties on their
+/// prefixes resolved by the whole text. Every cursor walk and offset page,
+/// with and without a filter, agrees with the oracle.
+#[test]
+fn text_sorts_walk_their_sort_indexes_and_agree_with_the_oracle() {
+    let server = Server::start_seeded(&plugins_dir(), 6000, 0);
+    let mut endpoints = server.all(0, "endpoints");
+    endpoints.truncate(400);
+    rename_endpoints(&mut endpoints);
+    import(&server, "endpoints", &endpoints);
+    let scopes = server.all(0, "scopes");
+    import(&server, "scopes", &team_scopes(&scopes, 6000));
+
+    let mut rng = StdRng::seed_from_u64(20_261_125);
+    for (collection, key, filter) in
+        [("endpoints", "hostname", ("osFamily", "/operating_system/family")), ("scopes", "name", ("status", "/status"))]
+    {
+        let everything = server.all(0, collection);
+        assert!(everything.len() >= 6000, "{collection}: {}", everything.len());
+        for descending in [false, true] {
+            for filtered in [false, true] {
+                let wanted = text(pick(&everything, &mut rng), filter.1).unwrap().to_owned();
+                let mut expected: Vec<Value> = everything
+                    .iter()
+                    .filter(|r| !filtered || text(r, filter.1) == Some(wanted.as_str()))
+                    .cloned()
+                    .collect();
+                expected.sort_by(|a, b| compare(a, b, Key::Text(leak(format!("/{key}"))), descending));
+                let sort = format!("{}{key}", if descending { "-" } else { "" });
+                let mut base = format!("/v1/{collection}?sort={sort}&limit=100");
+                if filtered {
+                    base.push_str(&format!("&{}={wanted}", filter.0));
+                }
+                let mut walked: Vec<Value> = Vec::new();
+                let mut path = base.clone();
+                loop {
+                    let page = server.json_as(0, &path);
+                    assert_eq!(page["total"].as_u64(), Some(expected.len() as u64), "{base}: total");
+                    walked.extend(page["data"].as_array().unwrap().iter().cloned());
+                    assert!(walked.len() <= expected.len(), "{base}: more records than match");
+                    match page["next_cursor"].as_str() {
+                        Some(cursor) => path = format!("{base}&cursor={cursor}"),
+                        None => break,
+                    }
+                }
+                assert_eq!(ids(&walked), ids(&expected), "{base}: cursor walk");
+                for _ in 0..5 {
+                    let offset = rng.gen_range(0..=expected.len());
+                    let page = server.json_as(0, &format!("{base}&offset={offset}"));
+                    let end = (offset + 100).min(expected.len());
+                    assert_eq!(ids(page["data"].as_array().unwrap()), ids(&expected[offset..end]), "{base} @{offset}");
+                }
+            }
+        }
+    }
+}
+
+fn leak(text: String) -> &'static str {
+    Box::leak(text.into_boxed_str())
+}
+
+/// An organization of 20,000 endpoints (60,000 findings) and 20,000 more
+/// scopes, served with a guest memory cap of 16 MiB: the lists that read
+/// every record into the component (text sorts), or read every record to
+/// count (`minCvss`), and the agent configuration answer `200`, with the
+/// same records and totals as the indexes say; a combination too broad to
+/// count answers `400` naming what to narrow.
+#[test]
+fn a_large_organization_is_listed_within_a_small_memory_cap() {
+    let server = Server::start_seeded_with(&plugins_dir(), 20_000, 3, &["--plugin-memory-mib", "16"]);
+    let scopes = server.all(0, "scopes");
+    import(&server, "scopes", &team_scopes(&scopes, 20_000));
+    let ok = |path: &str| {
+        let response = server.get_as(0, path);
+        let status = response.status();
+        let body: Value = response.json().unwrap();
+        assert_eq!(status, 200, "{path}: {body}");
+        body
+    };
+
+    for path in ["/v1/endpoints?sort=hostname", "/v1/endpoints?sort=-hostname&offset=5000"] {
+        assert_eq!(ok(path)["total"], 20_000, "{path}");
+    }
+    let by_name = ok("/v1/scopes?sort=name&limit=100");
+    assert_eq!(by_name["total"].as_u64(), Some(scopes.len() as u64 + 20_000));
+    let names: Vec<String> =
+        by_name["data"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().to_lowercase()).collect();
+    assert!(names.windows(2).all(|pair| pair[0] <= pair[1]), "{names:?}");
+
+    let active = ok("/v1/scopes?status=active&limit=1")["total"].as_u64().unwrap();
+    let config = ok("/v1/agent/config?platform=linux");
+    assert_eq!(config["active_scope_ids"].as_array().unwrap().len() as u64, active);
+
+    // Every finding of CVSS 9.5 or more, by cursor: as many as `total` says.
+    let base = "/v1/vulnerability-findings?minCvss=9.5&limit=100";
+    let first = ok(base);
+    let total = first["total"].as_u64().unwrap();
+    let (mut page, mut walked) = (first, 0);
+    loop {
+        let data = page["data"].as_array().unwrap();
+        assert!(data.iter().all(|f| f["cvss"]["base_score"].as_f64().is_some_and(|s| s >= 9.5)));
+        walked += data.len() as u64;
+        match page["next_cursor"].as_str() {
+            Some(cursor) => page = ok(&format!("{base}&cursor={cursor}")),
+            None => break,
+        }
+    }
+    assert!(total > 0 && walked == total, "walked {walked} of {total}");
+
+    // Two ranges over nearly every finding: too many records to count.
+    let response = server.get_as(0, "/v1/vulnerability-findings?minCvss=0&firstSeenAfter=2000-01-01T00:00:00Z");
+    assert_eq!(response.status(), 400);
+    let problem: Value = response.json().unwrap();
+    let reason = problem["invalid_params"][0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        matches!(problem["invalid_params"][0]["name"].as_str(), Some("minCvss" | "firstSeenAfter"))
+            && reason.contains("too broad")
+            && reason.contains("narrow"),
+        "{problem}"
+    );
+}

@@ -48,6 +48,17 @@ struct Args {
     /// Only the import case (with sled's own ceiling), no read cases.
     #[arg(long)]
     import_only: bool,
+    /// Endpoints (no findings) of the data set for the text sorts and the
+    /// agent configuration.
+    #[arg(long, default_value_t = 100_000)]
+    wide_endpoints: usize,
+    /// Scopes of that data set.
+    #[arg(long, default_value_t = 100_000)]
+    wide_scopes: usize,
+    /// Only the range filters on the findings (with totals), the text
+    /// sorts on the endpoints and scopes, and the agent configuration.
+    #[arg(long)]
+    wide_lists_only: bool,
 }
 
 /// The server under test; stopped on drop.
@@ -74,6 +85,16 @@ fn ensure_data(args: &Args, data_dir: &Path) -> anyhow::Result<String> {
 
 /// The data set of this size in `data_dir`, generated once; its key.
 fn ensure_data_of(endpoints: usize, findings_per_endpoint: usize, data_dir: &Path) -> anyhow::Result<String> {
+    ensure_data_with_scopes(endpoints, findings_per_endpoint, 0, data_dir)
+}
+
+/// The same, with `scopes` scopes beyond the organization's own.
+fn ensure_data_with_scopes(
+    endpoints: usize,
+    findings_per_endpoint: usize,
+    scopes: usize,
+    data_dir: &Path,
+) -> anyhow::Result<String> {
     let keys_file = data_dir.join("seed-keys.json");
     if !keys_file.exists() {
         if data_dir.exists() {
@@ -83,6 +104,7 @@ fn ensure_data_of(endpoints: usize, findings_per_endpoint: usize, data_dir: &Pat
         let status = Command::new(esr_binary()?)
             .args(["seed", "--endpoints", &endpoints.to_string()])
             .args(["--findings-per-endpoint", &findings_per_endpoint.to_string()])
+            .args(["--scopes", &scopes.to_string()])
             .arg("--data-dir")
             .arg(data_dir)
             .status()?;
@@ -129,6 +151,7 @@ fn start_server_in_mode(data_dir: &Path, plugins_dir: &Path, extra: &[&str]) -> 
         .args(extra)
         // The benchmark measures the service, not its rate limits.
         .args(["--rate-limit-per-minute=100000000", "--rate-limit-burst=10000000"])
+        .args(["--agent-config-rate-limit-per-minute=100000000", "--agent-config-rate-limit-burst=10000000"])
         .arg("--data-dir")
         .arg(data_dir)
         .arg("--plugins-dir")
@@ -816,6 +839,90 @@ fn bench_growth(args: &Args, full: &[(&str, f64)]) -> anyhow::Result<String> {
     Ok(report)
 }
 
+/// Lists that once read every record of a large collection: range filters
+/// with their totals on the findings of the main data set, text sorts on
+/// `wide_endpoints` endpoints and `wide_scopes` scopes, and the agent
+/// configuration (its active scopes) on the latter. Each must answer `200`.
+fn bench_wide_lists(args: &Args, data_dir: &Path, key: &str) -> anyhow::Result<String> {
+    const TARGET: &str = "p50 < 50 ms";
+    let server = start_server(data_dir, &args.plugins_dir)?;
+    let mut client = ApiClient::connect(&server.base, key)?;
+    // A recent instant: the first-seen time of the 1,000th most recently seen finding.
+    let (_, recent) = client.get("/v1/vulnerability-findings?sort=-first_seen_at&offset=1000&limit=1")?;
+    let recent = recent["data"][0]["first_seen_at"].as_str().unwrap_or("2026-01-01T00:00:00Z").to_owned();
+    let finding_paths = [
+        "/v1/vulnerability-findings?minCvss=9.5".to_owned(),
+        format!("/v1/vulnerability-findings?firstSeenAfter={recent}"),
+    ];
+    let mut cases: Vec<(String, Vec<Duration>, u64)> = Vec::new();
+    measure_paths(&mut client, &finding_paths, args.rounds, &mut cases)?;
+    drop(server);
+
+    let wide_dir = args.out.join(format!("data-{}x0-{}-scopes", args.wide_endpoints, args.wide_scopes));
+    let wide_key = ensure_data_with_scopes(args.wide_endpoints, 0, args.wide_scopes, &wide_dir)?;
+    warm_page_cache(&wide_dir)?;
+    let server = start_server(&wide_dir, &args.plugins_dir)?;
+    let mut client = ApiClient::connect(&server.base, &wide_key)?;
+    let wide_paths = [
+        "/v1/endpoints?sort=hostname".to_owned(),
+        "/v1/endpoints?sort=-hostname".to_owned(),
+        "/v1/scopes?sort=name".to_owned(),
+        "/v1/agent/config?platform=linux".to_owned(),
+    ];
+    measure_paths(&mut client, &wide_paths, args.rounds, &mut cases)?;
+    drop(server);
+
+    let mut report = format!(
+        "
+wide lists ({} findings; {} endpoints and {} more scopes; {} rounds, cases interleaved)
+         {:<56} {:>9} {:>9} {:>9}  target
+",
+        args.endpoints * args.findings_per_endpoint,
+        args.wide_endpoints,
+        args.wide_scopes,
+        args.rounds,
+        "case",
+        "total",
+        "p50 ms",
+        "p90 ms"
+    );
+    for (path, samples, total) in &cases {
+        report.push_str(&format!(
+            "{:<56} {:>9} {:>9.3} {:>9.3}  {TARGET}\n",
+            path,
+            total,
+            ms(percentile(samples, 0.5)),
+            ms(percentile(samples, 0.9)),
+        ));
+    }
+    Ok(report)
+}
+
+/// Measures each path `rounds` times (after 5 unmeasured), interleaved;
+/// appends each with its samples and its `total` (or the agent
+/// configuration's active scopes).
+fn measure_paths(
+    client: &mut ApiClient,
+    paths: &[String],
+    rounds: usize,
+    cases: &mut Vec<(String, Vec<Duration>, u64)>,
+) -> anyhow::Result<()> {
+    let first = cases.len();
+    cases.extend(paths.iter().map(|path| (path.clone(), Vec::new(), 0)));
+    for round in 0..rounds + 5 {
+        for (offset, path) in paths.iter().enumerate() {
+            let (elapsed, body) = client.get(path)?;
+            let case = &mut cases[first + offset];
+            let size = body["active_scope_ids"].as_array().map(|ids| ids.len() as u64);
+            case.2 = body["total"].as_u64().or(size).unwrap_or_default();
+            if round >= 5 {
+                case.1.push(elapsed);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// One measured case: its name, its target, and its samples.
 struct Case {
     name: &'static str,
@@ -846,6 +953,13 @@ fn main() -> anyhow::Result<()> {
     let data_dir = args.out.join(format!("data-{}x{}", args.endpoints, args.findings_per_endpoint));
     let key = ensure_data(&args, &data_dir)?;
     warm_page_cache(&data_dir)?;
+    if args.wide_lists_only {
+        let report = bench_wide_lists(&args, &data_dir, &key)?;
+        print!("{report}");
+        std::fs::create_dir_all(&args.out)?;
+        std::fs::write(args.out.join("wide-lists-report.txt"), &report)?;
+        return Ok(());
+    }
     let server = start_server(&data_dir, &args.plugins_dir)?;
     let mut client = ApiClient::connect(&server.base, &key)?;
     let mut get = |path: &str| client.get(path);
@@ -972,6 +1086,7 @@ fn main() -> anyhow::Result<()> {
         .map(|&index| (cases[index].name, ms(percentile(&cases[index].samples, 0.5))))
         .collect();
     report.push_str(&bench_growth(&args, &full)?);
+    report.push_str(&bench_wide_lists(&args, &data_dir, &key)?);
     if args.load_seconds > 0 {
         let finding = &finding_ids[0];
         let endpoint = &endpoint_ids[0];

@@ -209,6 +209,29 @@ impl Generator {
         self.scopes.iter().map(|scope| scope.record.clone()).collect()
     }
 
+    /// `count` more scopes for a large organization (benchmarks): the
+    /// organization's scopes again, per team, as `Team NNNN: <name>`, with
+    /// new ids, created over the same period. They target no endpoint's
+    /// remediation (only `scopes()` do).
+    pub fn team_scopes(&mut self, count: usize) -> Vec<Value> {
+        let mut scopes = Vec::with_capacity(count);
+        for number in 0..count {
+            let Some(scope) = self.scopes.get(number % self.scopes.len().max(1)) else { break };
+            let team = number / self.scopes.len().max(1);
+            let created_at = scope.created_at + i64::try_from(team).unwrap_or(0);
+            let mut record = scope.record.clone();
+            record["name"] = format!("Team {team:04}: {}", scope.template.name).into();
+            record["id"] = self.new_id(created_at).into();
+            record["created_at"] = format_timestamp(created_at).into();
+            let updated_at = record["updated_at"].as_str().and_then(Timestamp::parse).map(|t| t.0 / 1_000_000_000);
+            if let Some(updated_at) = updated_at {
+                record["updated_at"] = format_timestamp(updated_at + i64::try_from(team).unwrap_or(0)).into();
+            }
+            scopes.push(record);
+        }
+        scopes
+    }
+
     /// The next endpoint with its findings and targets, or `None` after
     /// `spec.endpoints` endpoints.
     pub fn next_endpoint(&mut self) -> Option<EndpointBatch> {

@@ -127,6 +127,11 @@ impl Server {
     /// that `esr seed` generated with this many endpoints and findings per
     /// endpoint (its key from `seed-keys.json`).
     pub fn start_seeded(plugins_dir: &Path, endpoints: u32, findings_per_endpoint: u32) -> Server {
+        Server::start_seeded_with(plugins_dir, endpoints, findings_per_endpoint, &[])
+    }
+
+    /// The same, serving with `extra` flags.
+    pub fn start_seeded_with(plugins_dir: &Path, endpoints: u32, findings_per_endpoint: u32, extra: &[&str]) -> Server {
         let data_dir = private_tempdir();
         let seeded = Command::new(env!("CARGO_BIN_EXE_esr"))
             .args(["seed", "--endpoints", &endpoints.to_string()])
@@ -136,7 +141,7 @@ impl Server {
             .unwrap();
         assert!(seeded.status.success(), "esr seed: {}", String::from_utf8_lossy(&seeded.stderr));
         let path = data_dir.path().to_path_buf();
-        let mut server = Server::launch_in(plugins_dir, &path, Some(data_dir), &[]);
+        let mut server = Server::launch_in(plugins_dir, &path, Some(data_dir), extra);
         server.read_keys(&path.join("seed-keys.json"));
         server
     }

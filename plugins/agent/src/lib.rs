@@ -6,9 +6,8 @@
 //! `api_base_url`, `enrollment_token`, `checkin_interval_seconds`,
 //! `platform`, `log_level` and `active_scope_ids`.
 
-use esr_plugin_sdk::list::text_at;
 use esr_plugin_sdk::query::{Param, ParamKind, Query};
-use esr_plugin_sdk::{Descriptor, DocumentPlugin, ORGANIZATION, PluginError, Rendered, Request, Store};
+use esr_plugin_sdk::{Descriptor, DocumentPlugin, IndexPosition, ORGANIZATION, PluginError, Rendered, Request, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -134,21 +133,17 @@ impl DocumentPlugin for Agent {
     }
 }
 
-/// The ids of the organization's active scopes, in creation order.
+/// The ids of the organization's active scopes, in creation order: the
+/// positions of the `status` index's `active` value, batch by batch, with
+/// no record read (memory is the ids, not the scopes).
 fn active_scope_ids(store: &dyn Store) -> Result<Vec<String>, PluginError> {
     let mut ids = Vec::new();
-    let mut after: Option<String> = None;
+    let mut after: Option<IndexPosition> = None;
     loop {
-        let batch = store.scan(SCOPES_COLLECTION, after.as_deref(), SCAN_BATCH, false);
+        let batch = store.index_positions(SCOPES_COLLECTION, "status", "active", after.as_ref(), SCAN_BATCH, false);
         let done = batch.len() < SCAN_BATCH as usize;
-        for entry in batch {
-            let scope: Value = serde_json::from_slice(&entry.value)
-                .map_err(|e| PluginError::Internal(format!("stored scope {} is not JSON: {e}", entry.id)))?;
-            if text_at(&scope, "/status") == Some("active") {
-                ids.push(entry.id.clone());
-            }
-            after = Some(entry.id);
-        }
+        after = batch.last().cloned();
+        ids.extend(batch.into_iter().map(|position| position.id));
         if done {
             return Ok(ids);
         }

@@ -57,12 +57,19 @@ impl ResourcePlugin for Endpoints {
             }
         }
         if let Some(prefix) = hostname_prefix {
-            filters.push(Filter::test(move |endpoint: &Value| {
-                endpoint
-                    .get("hostname")
-                    .and_then(Value::as_str)
-                    .is_some_and(|h| h.to_lowercase().starts_with(prefix.as_str()))
-            }));
+            let test_prefix = prefix.clone();
+            filters.push(Filter::text_prefix(
+                COLLECTION,
+                "hostname",
+                "by_hostname",
+                &prefix,
+                move |endpoint: &Value| {
+                    endpoint
+                        .get("hostname")
+                        .and_then(Value::as_str)
+                        .is_some_and(|h| h.to_lowercase().starts_with(test_prefix.as_str()))
+                },
+            ));
         }
         list_filtered(store, COLLECTION, &options, filters)
     }

@@ -6,11 +6,9 @@
 //! `due_at`.
 
 use esr_plugin_sdk::contract::{PACKAGE_MANAGERS, TARGET_STATUSES as STATUSES, TARGET_TYPES};
-use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request, text_at};
+use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request};
 use esr_plugin_sdk::query::{Param, ParamKind};
-use esr_plugin_sdk::time::Timestamp;
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
-use serde_json::Value;
 
 const COLLECTION: &str = "remediation-targets";
 
@@ -69,9 +67,7 @@ impl ResourcePlugin for RemediationTargets {
             }
         }
         if let Some(before) = due_before {
-            filters.push(Filter::test(move |target: &Value| {
-                text_at(target, "/due_at").and_then(Timestamp::parse).is_some_and(|due| due < before)
-            }));
+            filters.push(Filter::in_range(COLLECTION, "dueBefore", "by_due_at", None, Some(before.0)));
         }
         list_filtered(store, COLLECTION, &options, filters)
     }
@@ -86,7 +82,7 @@ esr_plugin_sdk::export_resource_plugin!(crate::RemediationTargets);
 #[cfg(test)]
 mod tests {
     use esr_plugin_sdk::testing::MemoryStore;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 

@@ -48,9 +48,12 @@ impl ResourcePlugin for Scopes {
             filters.push(Filter::by_index(COLLECTION, "status", owned(statuses)));
         }
         if let Some(needle) = name_contains {
-            filters.push(Filter::test(move |scope: &Value| {
-                text_at(scope, "/name").is_some_and(|name| name.to_lowercase().contains(needle.as_str()))
-            }));
+            filters.push(
+                Filter::test(move |scope: &Value| {
+                    text_at(scope, "/name").is_some_and(|name| name.to_lowercase().contains(needle.as_str()))
+                })
+                .named("q"),
+            );
         }
         list_filtered(store, COLLECTION, &options, filters)
     }

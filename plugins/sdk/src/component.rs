@@ -47,6 +47,24 @@ macro_rules! __esr_wit_conversions {
                     .map(|e| $crate::Entry { id: e.id, value: e.value })
                     .collect()
             }
+            fn index_positions(
+                &self,
+                collection: &str,
+                index: &str,
+                value: &str,
+                after: Option<&$crate::IndexPosition>,
+                limit: u32,
+                reverse: bool,
+            ) -> Vec<$crate::IndexPosition> {
+                let after = after.map(|position| esr::plugin::store::IndexPosition {
+                    created_at: position.created_at,
+                    id: position.id.clone(),
+                });
+                esr::plugin::store::index_positions(collection, index, value, after.as_ref(), limit, reverse)
+                    .into_iter()
+                    .map(|p| $crate::IndexPosition { created_at: p.created_at, id: p.id })
+                    .collect()
+            }
             fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
                 esr::plugin::store::index_count(collection, index, value)
             }
@@ -61,6 +79,27 @@ macro_rules! __esr_wit_conversions {
                     .map(|c| esr::plugin::store::IndexCondition { index: c.index.clone(), values: c.values.clone() })
                     .collect();
                 esr::plugin::store::count_matching(collection, &conditions, updated_after)
+            }
+            fn count_in_range(
+                &self,
+                collection: &str,
+                range: &$crate::IndexRange,
+                conditions: &[$crate::IndexCondition],
+                updated_after: Option<i64>,
+            ) -> u64 {
+                let position = |p: &Option<$crate::IndexPosition>| {
+                    p.as_ref().map(|p| esr::plugin::store::IndexPosition { created_at: p.created_at, id: p.id.clone() })
+                };
+                let range = esr::plugin::store::IndexRange {
+                    index: range.index.clone(),
+                    after: position(&range.after),
+                    before: position(&range.before),
+                };
+                let conditions: Vec<esr::plugin::store::IndexCondition> = conditions
+                    .iter()
+                    .map(|c| esr::plugin::store::IndexCondition { index: c.index.clone(), values: c.values.clone() })
+                    .collect();
+                esr::plugin::store::count_in_range(collection, &range, &conditions, updated_after)
             }
             fn organization(&self) -> Vec<u8> {
                 esr::plugin::store::organization()

@@ -38,11 +38,11 @@ pub enum IndexKey {
 pub enum IndexOrder {
     CreatedAt,
     UpdatedAt,
-    /// A sort key's value (a timestamp, number or rank; never text). Such
-    /// an index has the key [`IndexKey::SortValue`]: records holding the
-    /// value under [`SORTED`], the rest under [`UNSORTED`] in id order, so
-    /// that a walk of the first then the second puts nulls last both ways,
-    /// as lists sort them.
+    /// A sort key's value (a timestamp, number or rank, or the
+    /// [`text_position`] of a text). Such an index has the key
+    /// [`IndexKey::SortValue`]: records holding the value under [`SORTED`],
+    /// the rest under [`UNSORTED`] in id order, so that a walk of the first
+    /// then the second puts nulls last both ways, as lists sort them.
     By(SortField),
 }
 
@@ -94,6 +94,7 @@ const ENDPOINTS: &[Index] = &[
     index("has_agent", IndexKey::Present("/agent_id")),
     index("tag", IndexKey::EachOf("/tags")),
     sorted_by("by_last_seen_at", SortField::Timestamp("/last_seen_at")),
+    sorted_by("by_hostname", SortField::Text("/hostname")),
 ];
 
 const FINDINGS: &[Index] = &[
@@ -125,7 +126,12 @@ const TARGETS: &[Index] = &[
     sorted_by("by_due_at", SortField::Timestamp("/due_at")),
 ];
 
-const SCOPES: &[Index] = &[EVERYTHING, BY_UPDATE, index("status", IndexKey::Field("/status"))];
+const SCOPES: &[Index] = &[
+    EVERYTHING,
+    BY_UPDATE,
+    index("status", IndexKey::Field("/status")),
+    sorted_by("by_name", SortField::Text("/name")),
+];
 
 /// Pairs of single-valued indexes whose value combinations the host also
 /// counts (no entries, counts only), so that an exact `total` of the
@@ -256,13 +262,66 @@ impl Index {
     }
 }
 
-/// Where a sort value stands in a sort index; `None` for null (and for
-/// text, which sort indexes do not hold).
+/// Where a sort value stands in a sort index; `None` for null.
 pub fn sort_position(value: &SortValue) -> Option<i64> {
     match value {
         SortValue::Int(value) => Some(*value),
         SortValue::Number(value) => Some(number_position(*value)),
-        SortValue::Null | SortValue::Text(_) => None,
+        SortValue::Text(text) => Some(text_position(text)),
+        SortValue::Null => None,
+    }
+}
+
+/// How many leading bytes of a text its [`text_position`] encodes.
+const TEXT_POSITION_BYTES: usize = 10;
+
+/// A text's position in a text sort index: its first bytes, 6 bits each,
+/// in an order that never contradicts the texts' own (byte-wise, which is
+/// how lists compare text): `a < b` gives `text_position(a) <=
+/// text_position(b)`. Texts sharing a position are sorted by the whole
+/// text when walked. The characters of host names and most names (space,
+/// `-`, `.`, `/`, digits, `_`, lowercase letters) each have a code of
+/// their own; any other byte shares a code with its neighbours, and the
+/// encoding stops after it (what follows could order either way).
+pub fn text_position(text: &str) -> i64 {
+    bytes_position(text.as_bytes())
+}
+
+/// [`text_position`] of any bytes (such as a bound past a prefix's texts).
+pub fn bytes_position(text: &[u8]) -> i64 {
+    let mut position: u64 = 0;
+    let mut open = true;
+    for slot in 0..TEXT_POSITION_BYTES {
+        let code = match text.get(slot) {
+            Some(byte) if open => {
+                let (code, exact) = byte_code(*byte);
+                open = exact;
+                code
+            }
+            _ => 0,
+        };
+        position = (position << 6) | u64::from(code);
+    }
+    position as i64
+}
+
+/// The 6-bit code of one byte of a text, in byte order (0 is the end of
+/// the text), and whether it is this byte's alone.
+fn byte_code(byte: u8) -> (u8, bool) {
+    match byte {
+        0x00..=0x1f => (1, false),
+        b' ' => (2, true),
+        0x21..=0x2c => (3, false),
+        b'-' => (4, true),
+        b'.' => (5, true),
+        b'/' => (6, true),
+        b'0'..=b'9' => (7 + (byte - b'0'), true),
+        0x3a..=0x5e => (17, false),
+        b'_' => (18, true),
+        b'`' => (19, true),
+        b'a'..=b'z' => (20 + (byte - b'a'), true),
+        0x7b..=0x7f => (46, false),
+        0x80..=0xff => (47, false),
     }
 }
 
@@ -271,6 +330,64 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn text_positions_never_contradict_the_text_order() {
+        let mut texts: Vec<String> = [
+            "",
+            " ",
+            "-",
+            "a",
+            "a ",
+            "a-",
+            "a.b",
+            "a0",
+            "a9",
+            "a_",
+            "a`",
+            "az",
+            "b",
+            "acme-lt-0001",
+            "acme-lt-0002",
+            "acme-lt-00010",
+            "acme-lt-0001x",
+            "acme-mbp-jdoe-001",
+            "acme-mbp-jdoe-002",
+            "web-prod-01",
+            "web-prod-01\u{0}",
+            "z!",
+            "z#",
+            "z#a",
+            "z!z",
+            "zz{",
+            "zz~a",
+            "é",
+            "éa",
+            "ü",
+            "\u{7f}",
+            "\u{1}",
+            "\u{1f}b",
+            "critical cves on laptops",
+            "critical cves on servers",
+            "a:b",
+            "a@",
+            "a[",
+            "a^z",
+            "server cve sweep",
+        ]
+        .iter()
+        .map(|text| text.to_string())
+        .collect();
+        texts.sort();
+        for pair in texts.windows(2) {
+            assert!(text_position(&pair[0]) <= text_position(&pair[1]), "{:?} then {:?}", pair[0], pair[1]);
+        }
+        // Distinct on the characters of host names, up to the tenth.
+        assert!(text_position("acme-lt-01") < text_position("acme-lt-02"));
+        assert!(text_position("a") < text_position("a-"));
+        assert_eq!(text_position("acme-lt-0001"), text_position("acme-lt-0002"));
+        assert!(text_position("zzzzzzzzzz") > 0);
+    }
 
     #[test]
     fn values_follow_the_key_kind() {

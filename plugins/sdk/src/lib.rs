@@ -58,12 +58,33 @@ pub trait Store {
         limit: u32,
         reverse: bool,
     ) -> Vec<Entry>;
+    /// Where the records [`Store::index_scan`] would hand out stand, from
+    /// the index alone (no record is read).
+    fn index_positions(
+        &self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<&IndexPosition>,
+        limit: u32,
+        reverse: bool,
+    ) -> Vec<IndexPosition>;
     /// How many records hold `value` in the index.
     fn index_count(&self, collection: &str, index: &str, value: &str) -> u64;
     /// How many records meet every condition (each: any of its values in
     /// its index) and, when given, were updated strictly after
     /// `updated_after` (Unix nanoseconds); from index entries alone.
     fn count_matching(&self, collection: &str, conditions: &[IndexCondition], updated_after: Option<i64>) -> u64;
+    /// How many records lie in `range` (see [`IndexRange`]), meet every
+    /// condition and, when given, were updated strictly after
+    /// `updated_after`; from index entries alone.
+    fn count_in_range(
+        &self,
+        collection: &str,
+        range: &IndexRange,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> u64;
     /// The caller's organization as a JSON object.
     fn organization(&self) -> Vec<u8>;
 }
@@ -81,6 +102,16 @@ pub struct IndexPosition {
 pub struct IndexCondition {
     pub index: String,
     pub values: Vec<String>,
+}
+
+/// The records of the sort index `index` that hold its sort value (index
+/// value [`indexes::SORTED`]) at a position strictly after `after` and
+/// strictly before `before`; an absent end is open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexRange {
+    pub index: String,
+    pub after: Option<IndexPosition>,
+    pub before: Option<IndexPosition>,
 }
 
 /// One query parameter as sent.
@@ -243,7 +274,7 @@ pub mod testing {
     use std::ops::Bound;
     use std::rc::Rc;
 
-    use crate::{Entry, IndexCondition, IndexPosition, Store};
+    use crate::{Entry, IndexCondition, IndexPosition, IndexRange, Store};
 
     /// Records by collection, in id order, as the host keeps them.
     #[derive(Debug, Default)]
@@ -351,8 +382,42 @@ pub mod testing {
                 .collect()
         }
 
+        fn index_positions(
+            &self,
+            collection: &str,
+            index: &str,
+            value: &str,
+            after: Option<&IndexPosition>,
+            limit: u32,
+            reverse: bool,
+        ) -> Vec<IndexPosition> {
+            let mut held = self.index_entries(collection, index, value);
+            if reverse {
+                held.reverse();
+            }
+            held.into_iter()
+                .map(|(position, _)| position)
+                .filter(|position| match after {
+                    None => true,
+                    Some(after) if reverse => position < after,
+                    Some(after) => position > after,
+                })
+                .take(limit.min(1000) as usize)
+                .collect()
+        }
+
         fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
             self.index_entries(collection, index, value).len() as u64
+        }
+
+        fn count_in_range(
+            &self,
+            collection: &str,
+            range: &IndexRange,
+            conditions: &[IndexCondition],
+            updated_after: Option<i64>,
+        ) -> u64 {
+            self.count_in_range_impl(collection, range, conditions, updated_after)
         }
 
         fn count_matching(&self, collection: &str, conditions: &[IndexCondition], updated_after: Option<i64>) -> u64 {
@@ -363,6 +428,47 @@ pub mod testing {
             };
             records
                 .iter()
+                .filter(|record| conditions.iter().all(|condition| holds(record, condition)))
+                .filter(|record| {
+                    updated_after.is_none_or(|after| {
+                        record
+                            .get("updated_at")
+                            .and_then(serde_json::Value::as_str)
+                            .and_then(crate::time::Timestamp::parse)
+                            .is_some_and(|updated| updated.0 > after)
+                    })
+                })
+                .count() as u64
+        }
+    }
+
+    impl MemoryStore {
+        fn count_in_range_impl(
+            &self,
+            collection: &str,
+            range: &IndexRange,
+            conditions: &[IndexCondition],
+            updated_after: Option<i64>,
+        ) -> u64 {
+            let in_range: std::collections::HashSet<String> = self
+                .index_entries(collection, &range.index, crate::indexes::SORTED)
+                .into_iter()
+                .filter(|(position, _)| {
+                    range.after.as_ref().is_none_or(|after| position > after)
+                        && range.before.as_ref().is_none_or(|before| position < before)
+                })
+                .map(|(position, _)| position.id)
+                .collect();
+            let records = self.parsed(collection);
+            let holds = |record: &serde_json::Value, condition: &IndexCondition| {
+                crate::indexes::find(collection, &condition.index)
+                    .is_some_and(|index| index.values(record).iter().any(|value| condition.values.contains(value)))
+            };
+            records
+                .iter()
+                .filter(|record| {
+                    record.get("id").and_then(serde_json::Value::as_str).is_some_and(|id| in_range.contains(id))
+                })
                 .filter(|record| conditions.iter().all(|condition| holds(record, condition)))
                 .filter(|record| {
                     updated_after.is_none_or(|after| {

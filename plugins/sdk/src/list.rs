@@ -247,17 +247,60 @@ pub fn parse_list_request<'r>(
 }
 
 /// One filter of a list: a test on a record, and, when the host keeps an
-/// index that answers it exactly, that index and the values it selects.
+/// index that answers it exactly, that index and the values it selects, or
+/// the range of a sort index it selects.
 pub struct Filter<'a> {
     index: Option<(&'static str, Vec<String>)>,
+    range: Option<Range>,
+    /// The query parameter it comes from, named when it is too broad.
+    param: Option<&'static str>,
     test: Box<dyn Fn(&Value) -> bool + 'a>,
+}
+
+/// Positions of a sort index strictly between two ends (an absent end is
+/// open), among the records holding the sort value.
+#[derive(Debug, Clone)]
+struct Range {
+    index: crate::indexes::Index,
+    above: Option<i64>,
+    below: Option<i64>,
+    /// Whether the range holds exactly the filter's records (else a
+    /// superset, which the filter's test narrows).
+    exact: bool,
+}
+
+/// The smallest and largest record ids, as index positions' tie-breakers.
+const FIRST_ID: &str = "00000000-0000-0000-0000-000000000000";
+const LAST_ID: &str = "ffffffff-ffff-ffff-ffff-ffffffffffff";
+
+impl Range {
+    /// The store's form: entries strictly after `(above, last id)` and
+    /// strictly before `(below, first id)`.
+    fn index_range(&self) -> crate::IndexRange {
+        crate::IndexRange {
+            index: self.index.name.to_owned(),
+            after: self.above.map(|at| crate::IndexPosition { created_at: at, id: LAST_ID.to_owned() }),
+            before: self.below.map(|at| crate::IndexPosition { created_at: at, id: FIRST_ID.to_owned() }),
+        }
+    }
+
+    fn holds(&self, position: i64) -> bool {
+        self.above.is_none_or(|above| position > above) && self.below.is_none_or(|below| position < below)
+    }
+
+    /// Whether a record holding `value` where the index reads it is in
+    /// the range (as the index says: records without the sort value never are).
+    fn holds_value(&self, value: Option<&Value>) -> bool {
+        let crate::indexes::IndexOrder::By(field) = self.index.order else { return false };
+        crate::indexes::sort_position(&field.of(value)).is_some() && self.holds(self.index.position_of(value))
+    }
 }
 
 impl<'a> Filter<'a> {
     /// A filter the index `index` answers exactly: a record matches when it
     /// holds one of `values` there, which `test` must also say.
     pub fn indexed(index: &'static str, values: Vec<String>, test: impl Fn(&Value) -> bool + 'a) -> Filter<'a> {
-        Filter { index: Some((index, values)), test: Box::new(test) }
+        Filter { index: Some((index, values)), range: None, param: None, test: Box::new(test) }
     }
 
     /// A record holds one of `values` in the collection's index `index`
@@ -271,9 +314,74 @@ impl<'a> Filter<'a> {
         })
     }
 
+    /// A record has a value in the collection's sort index `index` whose
+    /// position is strictly above `above` and strictly below `below` (an
+    /// absent end is open); records without the value never match. The
+    /// sort index answers it (a walk starts at an end, a count reads no
+    /// record), and the test reads a record the way the index does. An
+    /// unknown index matches nothing.
+    pub fn in_range(
+        collection: &str,
+        param: &'static str,
+        index: &'static str,
+        above: Option<i64>,
+        below: Option<i64>,
+    ) -> Filter<'a> {
+        let Some(definition) = crate::indexes::find(collection, index) else {
+            return Filter::test(|_| false).named(param);
+        };
+        let range = Range { index: definition, above, below, exact: true };
+        let tested = range.clone();
+        Filter {
+            index: None,
+            range: Some(range),
+            param: Some(param),
+            test: Box::new(move |record: &Value| tested.holds_value(record.pointer(definition.position_pointer()))),
+        }
+    }
+
+    /// Records whose text in the collection's text sort index `index`
+    /// starts with `prefix` (lowercase), as `test` says: the index's range
+    /// of the prefix holds them (and perhaps others sharing a position with
+    /// them), so a walk reads that range instead of every record, and
+    /// `test` decides.
+    pub fn text_prefix(
+        collection: &str,
+        param: &'static str,
+        index: &'static str,
+        prefix: &str,
+        test: impl Fn(&Value) -> bool + 'a,
+    ) -> Filter<'a> {
+        let range = crate::indexes::find(collection, index).map(|definition| {
+            let above = crate::indexes::text_position(prefix).checked_sub(1);
+            // Every text starting with `prefix` sorts before the first
+            // string past them: the prefix with its last byte raised.
+            let mut past = prefix.as_bytes().to_vec();
+            while past.last() == Some(&0xff) {
+                past.pop();
+            }
+            let raised = match past.last_mut() {
+                Some(last) => {
+                    *last += 1;
+                    true
+                }
+                None => false,
+            };
+            let below = raised.then(|| crate::indexes::bytes_position(&past).saturating_add(1));
+            Range { index: definition, above, below, exact: false }
+        });
+        Filter { index: None, range, param: Some(param), test: Box::new(test) }
+    }
+
     /// A filter no index answers.
     pub fn test(test: impl Fn(&Value) -> bool + 'a) -> Filter<'a> {
-        Filter { index: None, test: Box::new(test) }
+        Filter { index: None, range: None, param: None, test: Box::new(test) }
+    }
+
+    /// The same filter, naming the query parameter it comes from (in the
+    /// `400` of a request too broad to answer).
+    pub fn named(self, param: &'static str) -> Filter<'a> {
+        Filter { param: Some(param), ..self }
     }
 }
 
@@ -297,43 +405,69 @@ pub fn list_records(
 /// One page of `collection`: the records that pass every filter, in the
 /// requested order, after the cursor or offset.
 ///
-/// The walk starts from the most selective indexed filter (by the index's
-/// counts), so a selective filter never reads the whole collection. In the
-/// default `created_at` order the page is read in index order and the walk
-/// stops after it. In an order a sort index keeps, a large candidate set
-/// is walked in that index instead. Other orders, and small candidate
-/// sets, read every candidate and sort them. `total` comes from the
-/// index entries alone (`count_matching`) whenever indexes answer every
-/// filter, and from counting the matching records otherwise.
+/// The walk starts from the most selective indexed or range filter (by the
+/// index's counts), so a selective filter never reads the whole
+/// collection. In the default `created_at` order the page is read in index
+/// order and the walk stops after it. In an order a sort index keeps, a
+/// large candidate set is walked in that index instead (from the end of a
+/// range on the same index). Other orders, and small candidate sets, read
+/// every candidate and sort them. `total` comes from the index entries
+/// alone (`count_matching`, `count_in_range`) whenever indexes answer every
+/// filter, and from counting the matching records otherwise. A request
+/// that would read more than [`WORK_BUDGET`] records for its page or its
+/// total is refused with `invalid-parameters` saying what to narrow.
 pub fn list_filtered(
     store: &dyn Store,
     collection: &str,
     options: &ListOptions,
     filters: Vec<Filter<'_>>,
 ) -> Result<Page, PluginError> {
-    let mut filters = filters;
-    let best = most_selective(store, collection, &filters);
+    let best = most_selective(store, collection, &filters, true);
     let sort_field = match options.sort.field {
         SortField::Timestamp(pointer) => pointer,
         _ => "",
     };
     // Records strictly after `updatedAfter` start right after this position
     // in the `updated_at` index.
-    let updated_from = options
-        .updated_after
-        .map(|after| crate::IndexPosition { created_at: after.0, id: "ffffffff-ffff-ffff-ffff-ffffffffffff".into() });
+    let updated_from =
+        options.updated_after.map(|after| crate::IndexPosition { created_at: after.0, id: LAST_ID.into() });
     let small_range = best.is_some_and(|(held, _)| held <= SMALL_RANGE);
-    let conditions = index_conditions(collection, &filters);
+    let mut counted = counted_by_indexes(collection, &filters);
+    // A range alone was counted to choose the walk: that is the total.
+    if let (Some(counted), Some((held, _)), [only]) = (counted.as_mut(), best, filters.as_slice())
+        && only.range.is_some()
+        && options.updated_after.is_none()
+    {
+        counted.known = Some(held);
+    }
+    let budget = Budget::new(&filters);
+    // A small range: read it whole and sort it.
+    if let Some((_, position)) = best
+        && small_range
+        && let Some(range) = &filters[position].range
+    {
+        let source = range_source(range);
+        // An exact range needs no test of its own; a superset keeps it.
+        let residual = Residual { skip: range.exact.then_some(position), ..Residual::of(options, &filters) };
+        return sort_everything(store, collection, options, &source, &residual, &budget);
+    }
     if !small_range
         && !matches!(sort_field, "/created_at" | "/updated_at")
         && let Some(index) = crate::indexes::sort_index(collection, options.sort.field)
     {
+        // A range on the sorted index bounds the walk: the walk's records
+        // need no test of it (a count of another source still tests it).
+        let bounding =
+            filters.iter().position(|filter| filter.range.as_ref().is_some_and(|range| range.index.name == index.name));
+        let bounds = bounding.and_then(|position| filters[position].range.clone());
         let source = match best {
             Some((_, position)) => filter_source(&filters[position]),
-            None => Source { index: CREATED_AT, values: vec![String::new()], from: None },
+            None => Source::everything(),
         };
-        let residual = Residual { updated_after: options.updated_after, filters: &filters };
-        return walk_sort_index(store, collection, options, index, &residual, &source, conditions);
+        let residual = Residual::of(options, &filters);
+        let walk = SortWalk { index, bounds: bounds.as_ref(), source: &source };
+        let page_residual = Residual { skip: bounding, ..Residual::of(options, &filters) };
+        return walk_sort_index(store, collection, options, &walk, (&page_residual, &residual), counted, &budget);
     }
     // Walk the `updated_at` index in its own order, or when few records
     // changed since `updatedAfter` (incremental sync reads only those); a
@@ -341,27 +475,86 @@ pub fn list_filtered(
     let by_update = !small_range
         && (sort_field == "/updated_at"
             || options.updated_after.is_some_and(|after| few_updated_since(store, collection, after)));
-    let source = match best {
-        Some((_, position)) if !by_update => filter_source(&filters.remove(position)),
-        _ if by_update => Source { index: UPDATED_AT, values: vec![String::new()], from: updated_from },
-        _ => Source { index: CREATED_AT, values: vec![String::new()], from: None },
+    let walked_filter = match most_selective(store, collection, &filters, false) {
+        Some((_, position)) if !by_update => Some(position),
+        _ => None,
     };
-    let residual = Residual { updated_after: options.updated_after, filters: &filters };
-    let exact_count = options.updated_after.is_none() && filters.is_empty();
+    let source = match walked_filter {
+        Some(position) => filter_source(&filters[position]),
+        None if by_update => Source { index: UPDATED_AT, values: vec![String::new()], from: updated_from, until: None },
+        None => Source::everything(),
+    };
+    let residual = Residual { skip: walked_filter, ..Residual::of(options, &filters) };
+    let exact_count = options.updated_after.is_none() && filters.len() == usize::from(walked_filter.is_some());
     let in_source_order = match source.index {
         UPDATED_AT => sort_field == "/updated_at",
         _ => sort_field == "/created_at",
     };
-    if in_source_order {
-        walk_in_index_order(store, collection, options, &source, &residual, exact_count, conditions)
-    } else {
-        sort_everything(store, collection, options, &source, &residual)
+    if !in_source_order {
+        return sort_everything(store, collection, options, &source, &residual, &budget);
     }
+    // Counting by reading records reads the smallest source, ranges included.
+    let (count_source, count_residual) = match best {
+        Some((_, position)) => {
+            let answered = filters[position].range.as_ref().is_none_or(|range| range.exact);
+            let skip = answered.then_some(position);
+            (filter_source(&filters[position]), Residual { skip, ..Residual::of(options, &filters) })
+        }
+        None => (Source::everything(), Residual::of(options, &filters)),
+    };
+    let walk = InOrder { source: &source, residual: &residual, exact_count };
+    walk_in_index_order(store, collection, options, &walk, (&count_source, &count_residual), counted, &budget)
+}
+
+/// A walk in the order of its source's index.
+struct InOrder<'w, 'f, 'a> {
+    source: &'w Source,
+    residual: &'w Residual<'f, 'a>,
+    /// Whether the source's index counts answer `total` (no other filter).
+    exact_count: bool,
 }
 
 /// Below this many candidates an indexed filter is read whole and sorted,
 /// whatever the order asked for.
 const SMALL_RANGE: u64 = 5_000;
+
+/// The most records a list reads for one page, or to count its `total`:
+/// beyond it the request is refused as too broad (its filters select too
+/// few of the records their walk has to read), rather than running into
+/// the call's deadline or memory cap.
+pub const WORK_BUDGET: u64 = 20_000;
+
+/// Counts the records a request reads and refuses it past [`WORK_BUDGET`].
+struct Budget {
+    read: std::cell::Cell<u64>,
+    /// The filter to narrow, named in the refusal.
+    param: &'static str,
+}
+
+impl Budget {
+    fn new(filters: &[Filter<'_>]) -> Budget {
+        let tested = filters.iter().filter(|filter| filter.index.is_none()).find_map(|filter| filter.param);
+        let param = tested.or_else(|| filters.iter().find_map(|filter| filter.param)).unwrap_or("sort");
+        Budget { read: std::cell::Cell::new(0), param }
+    }
+
+    /// One more record read, for `what` ("answer this page", "count the total").
+    fn spend(&self, what: &str) -> Result<(), PluginError> {
+        let read = self.read.get() + 1;
+        self.read.set(read);
+        if read > WORK_BUDGET {
+            return Err(PluginError::invalid(
+                self.param,
+                format!(
+                    "too broad to {what}: more than {WORK_BUDGET} records would have to be read; \
+                     add a filter on an indexed field (e.g. a status, type or id) or narrow {}",
+                    self.param
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// Whether at most [`SMALL_RANGE`] records were updated after `after`
 /// (the host counts them from its hourly tallies, reading no record).
@@ -369,24 +562,46 @@ fn few_updated_since(store: &dyn Store, collection: &str, after: Timestamp) -> b
     store.count_matching(collection, &[], Some(after.0)) <= SMALL_RANGE
 }
 
-/// The walk of one indexed filter's values, in order, each value once.
+/// The walk of one indexed filter's values, in order, each value once, or
+/// of its range.
 fn filter_source(filter: &Filter<'_>) -> Source {
-    let (index, mut values) = filter.index.clone().unwrap_or((CREATED_AT, vec![String::new()]));
+    if let Some(range) = &filter.range {
+        return range_source(range);
+    }
+    let Some((index, mut values)) = filter.index.clone() else { return Source::everything() };
     values.sort();
     values.dedup();
-    Source { index, values, from: None }
+    Source { index, values, from: None, until: None }
 }
 
-/// The filters as index conditions, when an index answers every one.
-fn index_conditions(collection: &str, filters: &[Filter<'_>]) -> Option<Vec<crate::IndexCondition>> {
-    filters
-        .iter()
-        .map(|filter| {
-            let (index, values) = filter.index.as_ref()?;
-            crate::indexes::find(collection, index)?;
-            Some(crate::IndexCondition { index: (*index).to_owned(), values: values.clone() })
-        })
-        .collect()
+/// The walk of a range of a sort index, in its order.
+fn range_source(range: &Range) -> Source {
+    let crate::IndexRange { after, before, .. } = range.index_range();
+    Source { index: range.index.name, values: vec![crate::indexes::SORTED.to_owned()], from: after, until: before }
+}
+
+/// What indexes count of the filters, when they answer every one: index
+/// conditions and at most one range.
+struct Counted {
+    conditions: Vec<crate::IndexCondition>,
+    range: Option<crate::IndexRange>,
+    /// The count, when already known (a range alone, counted to choose the walk).
+    known: Option<u64>,
+}
+
+fn counted_by_indexes(collection: &str, filters: &[Filter<'_>]) -> Option<Counted> {
+    let mut counted = Counted { conditions: Vec::new(), range: None, known: None };
+    for filter in filters {
+        match (&filter.index, &filter.range) {
+            (Some((index, values)), _) => {
+                crate::indexes::find(collection, index)?;
+                counted.conditions.push(crate::IndexCondition { index: (*index).to_owned(), values: values.clone() });
+            }
+            (None, Some(range)) if range.exact && counted.range.is_none() => counted.range = Some(range.index_range()),
+            _ => return None,
+        }
+    }
+    Some(counted)
 }
 
 /// What a list walks: the values of one index, from a position on.
@@ -395,15 +610,27 @@ struct Source {
     values: Vec<String>,
     /// Only entries after this position (ascending) count.
     from: Option<crate::IndexPosition>,
+    /// Only entries before this position (ascending) count.
+    until: Option<crate::IndexPosition>,
 }
 
-/// The indexed filter holding the fewest records, by the index's counts,
-/// with that count.
-fn most_selective(store: &dyn Store, collection: &str, filters: &[Filter<'_>]) -> Option<(u64, usize)> {
+impl Source {
+    /// Every record, in `created_at` order.
+    fn everything() -> Source {
+        Source { index: CREATED_AT, values: vec![String::new()], from: None, until: None }
+    }
+}
+
+/// The indexed filter (or, with `ranges`, range filter) holding the fewest
+/// records, by the index's counts, with that count.
+fn most_selective(store: &dyn Store, collection: &str, filters: &[Filter<'_>], ranges: bool) -> Option<(u64, usize)> {
     filters
         .iter()
         .enumerate()
         .filter_map(|(position, filter)| {
+            if let Some(range) = filter.range.as_ref().filter(|_| ranges) {
+                return Some((store.count_in_range(collection, &range.index_range(), &[], None), position));
+            }
             let (index, values) = filter.index.as_ref()?;
             crate::indexes::find(collection, index)?;
             let held: u64 = values.iter().map(|value| store.index_count(collection, index, value)).sum();
@@ -491,8 +718,22 @@ struct MergedWalk<'s> {
     streams: Vec<IndexStream<'s>>,
     reverse: bool,
     last_id: Option<String>,
-    /// A reverse walk ends at this position.
+    /// The walk ends at this position (inclusive).
     stop_at: Option<crate::IndexPosition>,
+    /// Text order: ties on the index position sorted by the whole text.
+    ties: Option<Ties>,
+}
+
+/// A text sort index orders by a prefix of the text: each group of records
+/// at one position is sorted by the whole text, then id, before it is
+/// handed out, and a cursor's group is read from its start and the records
+/// up to the cursor dropped.
+struct Ties {
+    order: SortOrder,
+    /// Only records after this position in the order (a cursor's).
+    after: Option<Position>,
+    group: std::collections::VecDeque<Walked>,
+    pending: Option<Walked>,
 }
 
 impl<'s> MergedWalk<'s> {
@@ -507,6 +748,13 @@ impl<'s> MergedWalk<'s> {
         // Without an index of its own the source is read in creation order.
         let index = crate::indexes::find(collection, source.index)
             .unwrap_or(crate::indexes::Index { name: source.index, ..crate::indexes::EVERYTHING });
+        // Ascending: from the later of the cursor and the source's start;
+        // descending: from the earlier of the cursor and the source's end.
+        let start = if reverse {
+            [after, source.until.clone()].into_iter().flatten().min()
+        } else {
+            [after, source.from.clone()].into_iter().flatten().max()
+        };
         let streams = source
             .values
             .iter()
@@ -516,23 +764,78 @@ impl<'s> MergedWalk<'s> {
                 index,
                 value: value.clone(),
                 reverse,
-                after: if reverse { after.clone() } else { after.clone().or_else(|| source.from.clone()) },
+                after: start.clone(),
                 buffered: std::collections::VecDeque::new(),
                 exhausted: false,
                 batch: batch_size(wanted),
             })
             .collect();
-        let stop_at = if reverse { source.from.clone() } else { None };
-        MergedWalk { streams, reverse, last_id: None, stop_at }
+        let stop_at = if reverse { source.from.clone() } else { source.until.clone() };
+        MergedWalk { streams, reverse, last_id: None, stop_at, ties: None }
+    }
+
+    /// Sorts each group of equal index positions by the text of `order`.
+    fn with_text_ties(self, order: SortOrder, after: Option<Position>) -> MergedWalk<'s> {
+        let ties = Ties { order, after, group: std::collections::VecDeque::new(), pending: None };
+        MergedWalk { ties: Some(ties), ..self }
     }
 
     fn next(&mut self) -> Result<Option<Walked>, PluginError> {
+        let Some(mut ties) = self.ties.take() else { return self.next_in_index() };
+        let next = self.next_with_ties(&mut ties);
+        self.ties = Some(ties);
+        next
+    }
+
+    fn next_with_ties(&mut self, ties: &mut Ties) -> Result<Option<Walked>, PluginError> {
+        loop {
+            if let Some(walked) = ties.group.pop_front() {
+                return Ok(Some(walked));
+            }
+            let first = match ties.pending.take() {
+                Some(first) => first,
+                None => match self.next_in_index()? {
+                    Some(first) => first,
+                    None => return Ok(None),
+                },
+            };
+            let at = first.position()?.created_at;
+            let mut group = vec![first];
+            while let Some(walked) = self.next_in_index()? {
+                if walked.position()?.created_at != at {
+                    ties.pending = Some(walked);
+                    break;
+                }
+                group.push(walked);
+            }
+            let field = ties.order.field;
+            let mut keyed = Vec::with_capacity(group.len());
+            for walked in group {
+                let value = field.of(walked.record.at(field.pointer())?.as_ref());
+                let position = Position { value, id: walked.record.id.clone() };
+                if ties.after.as_ref().is_none_or(|after| ties.order.compare(&position, after) == Ordering::Greater) {
+                    keyed.push((position, walked));
+                }
+            }
+            keyed.sort_by(|(a, _), (b, _)| ties.order.compare(a, b));
+            ties.group = keyed.into_iter().map(|(_, walked)| walked).collect();
+        }
+    }
+
+    fn next_in_index(&mut self) -> Result<Option<Walked>, PluginError> {
         // One value in index order: nothing to merge or compare.
-        if let [stream] = self.streams.as_mut_slice()
-            && self.stop_at.is_none()
-        {
+        if let [stream] = self.streams.as_mut_slice() {
             stream.front()?;
-            return Ok(stream.buffered.pop_front());
+            let Some(walked) = stream.buffered.pop_front() else { return Ok(None) };
+            if let Some(stop) = &self.stop_at {
+                let position = walked.position()?;
+                if (&position >= stop) != self.reverse || &position == stop {
+                    stream.buffered.clear();
+                    stream.exhausted = true;
+                    return Ok(None);
+                }
+            }
+            return Ok(Some(walked));
         }
         loop {
             let mut best: Option<(usize, crate::IndexPosition)> = None;
@@ -549,7 +852,9 @@ impl<'s> MergedWalk<'s> {
                 }
             }
             let Some((index, position)) = best else { return Ok(None) };
-            if self.stop_at.as_ref().is_some_and(|stop| &position <= stop) {
+            if let Some(stop) = &self.stop_at
+                && ((&position >= stop) != self.reverse || &position == stop)
+            {
                 return Ok(None);
             }
             let Some(item) = self.streams[index].buffered.pop_front() else { return Ok(None) };
@@ -567,11 +872,12 @@ fn walk_in_index_order(
     store: &dyn Store,
     collection: &str,
     options: &ListOptions,
-    source: &Source,
-    residual: &Residual<'_, '_>,
-    exact_count: bool,
-    conditions: Option<Vec<crate::IndexCondition>>,
+    walk: &InOrder<'_, '_, '_>,
+    (count_source, count_residual): (&Source, &Residual<'_, '_>),
+    counted: Option<Counted>,
+    budget: &Budget,
 ) -> Result<Page, PluginError> {
+    let InOrder { source, residual, exact_count } = *walk;
     let reverse = options.sort.descending;
     let after = match &options.after {
         Some(Position { value: SortValue::Int(nanos), id }) => {
@@ -581,15 +887,15 @@ fn walk_in_index_order(
         None => None,
     };
     let walk = MergedWalk::new(store, collection, source, after, reverse, wanted(options));
-    let Collected { page, matched, more } = collect_page(vec![walk], options, residual)?;
+    let Collected { page, matched, more } = collect_page(vec![walk], options, residual, budget)?;
     let total = if exact_count {
         single_valued_count(store, collection, source)
-            .map_or_else(|| count_all(store, collection, source, residual), Ok)?
+            .map_or_else(|| count_all(store, collection, source, residual, budget), Ok)?
     } else if !more && options.after.is_none() {
         // The walk reached the end from the beginning: it saw every match.
         matched
     } else {
-        count_matches(store, collection, options, source, residual, conditions)?
+        count_matches(store, collection, options, count_source, count_residual, counted, budget)?
     };
     let next = match page.last().filter(|_| more) {
         Some(last) => {
@@ -624,11 +930,13 @@ fn collect_page(
     walks: Vec<MergedWalk<'_>>,
     options: &ListOptions,
     residual: &Residual<'_, '_>,
+    budget: &Budget,
 ) -> Result<Collected, PluginError> {
     let skip = if options.after.is_some() { 0 } else { options.offset };
     let mut collected = Collected { page: Vec::new(), matched: 0, more: false };
     for mut walk in walks {
         while let Some(walked) = walk.next()? {
+            budget.spend("answer this page")?;
             if !residual.passes(&walked.record)? {
                 continue;
             }
@@ -687,53 +995,82 @@ fn count_matches(
     options: &ListOptions,
     source: &Source,
     residual: &Residual<'_, '_>,
-    conditions: Option<Vec<crate::IndexCondition>>,
+    counted: Option<Counted>,
+    budget: &Budget,
 ) -> Result<u64, PluginError> {
-    match conditions {
-        Some(conditions) => {
-            Ok(store.count_matching(collection, &conditions, options.updated_after.map(|after| after.0)))
+    let updated_after = options.updated_after.map(|after| after.0);
+    match counted {
+        Some(Counted { known: Some(total), .. }) => Ok(total),
+        Some(Counted { conditions, range: Some(range), .. }) => {
+            Ok(store.count_in_range(collection, &range, &conditions, updated_after))
         }
-        None => count_all(store, collection, source, residual),
+        Some(Counted { conditions, range: None, .. }) => {
+            Ok(store.count_matching(collection, &conditions, updated_after))
+        }
+        None => count_all(store, collection, source, residual, budget),
     }
+}
+
+/// A walk in a sort index, bounded by a range filter on it.
+struct SortWalk<'w> {
+    index: crate::indexes::Index,
+    bounds: Option<&'w Range>,
+    /// What `total` counts when indexes do not answer every filter.
+    source: &'w Source,
 }
 
 /// A walk in a sort index: the records with the sort value in its order,
 /// then those without it in id order (nulls last both ways), each tested
-/// against every filter, until the page is full.
+/// against every filter, until the page is full. A text index orders by a
+/// prefix of the text: ties on it are sorted by the whole text.
 fn walk_sort_index(
     store: &dyn Store,
     collection: &str,
     options: &ListOptions,
-    index: crate::indexes::Index,
-    residual: &Residual<'_, '_>,
-    source: &Source,
-    conditions: Option<Vec<crate::IndexCondition>>,
+    walk: &SortWalk<'_>,
+    (page_residual, residual): (&Residual<'_, '_>, &Residual<'_, '_>),
+    counted: Option<Counted>,
+    budget: &Budget,
 ) -> Result<Page, PluginError> {
     use crate::indexes::{SORTED, UNSORTED, sort_position};
     let reverse = options.sort.descending;
+    let text = matches!(options.sort.field, SortField::Text(_));
     // Where a cursor resumes: in the sorted part at its value, or in the
-    // unsorted part (its value is null) at its id.
-    let (segments, resume) = match &options.after {
+    // unsorted part (its value is null) at its id. A text cursor resumes
+    // at the start of its value's group of ties.
+    let (mut segments, resume) = match &options.after {
         None => (vec![SORTED, UNSORTED], None),
         Some(Position { value, id }) => match sort_position(value) {
+            Some(at) if text => {
+                let id = if reverse { LAST_ID } else { FIRST_ID };
+                (vec![SORTED, UNSORTED], Some(crate::IndexPosition { created_at: at, id: id.to_owned() }))
+            }
             Some(at) => (vec![SORTED, UNSORTED], Some(crate::IndexPosition { created_at: at, id: id.clone() })),
             None => (vec![UNSORTED], Some(crate::IndexPosition { created_at: 0, id: id.clone() })),
         },
     };
+    // A range holds no record without the sort value.
+    if walk.bounds.is_some() {
+        segments.retain(|segment| *segment == SORTED);
+    }
     let walks = segments
         .into_iter()
         .enumerate()
         .map(|(number, segment)| {
-            let part = Source { index: index.name, values: vec![segment.to_owned()], from: None };
+            let part = match walk.bounds {
+                Some(range) if segment == SORTED => range_source(range),
+                _ => Source { index: walk.index.name, values: vec![segment.to_owned()], from: None, until: None },
+            };
             let after = if number == 0 { resume.clone() } else { None };
-            MergedWalk::new(store, collection, &part, after, reverse, wanted(options))
+            let merged = MergedWalk::new(store, collection, &part, after, reverse, wanted(options));
+            if text && segment == SORTED { merged.with_text_ties(options.sort, options.after.clone()) } else { merged }
         })
         .collect();
-    let Collected { page, matched, more } = collect_page(walks, options, residual)?;
+    let Collected { page, matched, more } = collect_page(walks, options, page_residual, budget)?;
     let total = if !more && options.after.is_none() {
         matched
     } else {
-        count_matches(store, collection, options, source, residual, conditions)?
+        count_matches(store, collection, options, walk.source, residual, counted, budget)?
     };
     let next = match page.last().filter(|_| more) {
         Some(last) => Some(Position {
@@ -751,10 +1088,12 @@ fn count_all(
     collection: &str,
     source: &Source,
     residual: &Residual<'_, '_>,
+    budget: &Budget,
 ) -> Result<u64, PluginError> {
     let mut walk = MergedWalk::new(store, collection, source, None, false, u64::from(SCAN_BATCH));
     let mut total = 0;
     while let Some(walked) = walk.next()? {
+        budget.spend("count the total")?;
         if residual.passes(&walked.record)? {
             total += 1;
         }
@@ -762,33 +1101,45 @@ fn count_all(
     Ok(total)
 }
 
-/// Any order other than `created_at`: read every candidate, sort, page.
+/// Any order no walk keeps: read every candidate, sort, page. Only the
+/// candidates' positions are kept; the page's records are read again by id,
+/// so memory follows the candidates' sort values, not their records.
 fn sort_everything(
     store: &dyn Store,
     collection: &str,
     options: &ListOptions,
     source: &Source,
     residual: &Residual<'_, '_>,
+    budget: &Budget,
 ) -> Result<Page, PluginError> {
     let mut walk = MergedWalk::new(store, collection, source, None, false, u64::from(SCAN_BATCH));
-    let mut selected: Vec<(Position, Vec<u8>)> = Vec::new();
+    let mut selected: Vec<Position> = Vec::new();
     while let Some(Walked { record, .. }) = walk.next()? {
+        budget.spend("answer this page")?;
         if residual.passes(&record)? {
             let value = options.sort.field.of(record.at(options.sort.field.pointer())?.as_ref());
-            selected.push((Position { value, id: record.id }, record.bytes));
+            selected.push(Position { value, id: record.id });
         }
     }
-    selected.sort_by(|(a, _), (b, _)| options.sort.compare(a, b));
+    selected.sort_by(|a, b| options.sort.compare(a, b));
 
     let start = match &options.after {
-        Some(cursor) => selected.partition_point(|(p, _)| options.sort.compare(p, cursor) != Ordering::Greater),
+        Some(cursor) => selected.partition_point(|p| options.sort.compare(p, cursor) != Ordering::Greater),
         None => usize::try_from(options.offset).unwrap_or(usize::MAX).min(selected.len()),
     };
     let end = start.saturating_add(options.limit as usize).min(selected.len());
     let page = &selected[start..end];
+    let mut records = Vec::with_capacity(page.len());
+    for position in page {
+        // Records are never deleted; one missing here is the store's fault.
+        let record = store.get(collection, &position.id).ok_or_else(|| {
+            PluginError::Internal(format!("record {} of {collection} vanished during a list", position.id))
+        })?;
+        records.push(record);
+    }
 
-    let next = page.last().filter(|_| end < selected.len()).map(|(last, _)| last.clone());
-    finish_page(options, page.iter().map(|(_, bytes)| bytes.as_slice()), selected.len() as u64, next)
+    let next = page.last().filter(|_| end < selected.len()).cloned();
+    finish_page(options, records.iter().map(Vec::as_slice), selected.len() as u64, next)
 }
 
 /// What a record walked from an index must also meet: `updatedAfter`
@@ -797,9 +1148,15 @@ fn sort_everything(
 struct Residual<'f, 'a> {
     updated_after: Option<Timestamp>,
     filters: &'f [Filter<'a>],
+    /// A filter the walk already answers (a range bounding it).
+    skip: Option<usize>,
 }
 
-impl Residual<'_, '_> {
+impl<'f, 'a> Residual<'f, 'a> {
+    fn of(options: &ListOptions, filters: &'f [Filter<'a>]) -> Residual<'f, 'a> {
+        Residual { updated_after: options.updated_after, filters, skip: None }
+    }
+
     fn passes(&self, record: &StoredRecord) -> Result<bool, PluginError> {
         if let Some(after) = self.updated_after {
             let updated = record.at("/updated_at")?;
@@ -807,11 +1164,26 @@ impl Residual<'_, '_> {
                 return Ok(false);
             }
         }
-        if self.filters.is_empty() {
+        let mut tested = Vec::with_capacity(self.filters.len());
+        for (number, filter) in self.filters.iter().enumerate() {
+            if Some(number) == self.skip {
+                continue;
+            }
+            // An exact range reads one field, not the whole record.
+            match &filter.range {
+                Some(range) if range.exact => {
+                    if !range.holds_value(record.at(range.index.position_pointer())?.as_ref()) {
+                        return Ok(false);
+                    }
+                }
+                _ => tested.push(filter),
+            }
+        }
+        if tested.is_empty() {
             return Ok(true);
         }
         let value = record.value()?;
-        Ok(self.filters.iter().all(|filter| (filter.test)(value)))
+        Ok(tested.iter().all(|filter| (filter.test)(value)))
     }
 }
 
@@ -1003,6 +1375,17 @@ mod tests {
             self.read.set(self.read.get() + entries.len());
             entries
         }
+        fn index_positions(
+            &self,
+            collection: &str,
+            index: &str,
+            value: &str,
+            after: Option<&crate::IndexPosition>,
+            limit: u32,
+            reverse: bool,
+        ) -> Vec<crate::IndexPosition> {
+            self.inner.index_positions(collection, index, value, after, limit, reverse)
+        }
         fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
             self.inner.index_count(collection, index, value)
         }
@@ -1013,6 +1396,15 @@ mod tests {
             updated_after: Option<i64>,
         ) -> u64 {
             self.inner.count_matching(collection, conditions, updated_after)
+        }
+        fn count_in_range(
+            &self,
+            collection: &str,
+            range: &crate::IndexRange,
+            conditions: &[crate::IndexCondition],
+            updated_after: Option<i64>,
+        ) -> u64 {
+            self.inner.count_in_range(collection, range, conditions, updated_after)
         }
     }
 
@@ -1094,9 +1486,35 @@ mod tests {
                 record.pointer("/cvss/base_score").and_then(Value::as_f64).is_some_and(|s| s >= 5.0)
             })
         }
+        fn cvss_at_least_4() -> Filter<'static> {
+            let above = crate::indexes::number_position(4.0).checked_sub(1);
+            Filter::in_range("vulnerability-findings", "minCvss", "by_cvss", above, None)
+        }
+        fn seen_after_00_20() -> Filter<'static> {
+            let after = Timestamp::parse("2026-01-01T00:20:00Z").map(|t| t.0);
+            Filter::in_range("vulnerability-findings", "firstSeenAfter", "by_first_seen_at", after, None)
+        }
         /// A name, the filters, and the oracle's test for them.
         type Case = (&'static str, fn() -> Vec<Filter<'static>>, fn(&Value) -> bool);
-        let cases: [Case; 3] = [
+        let cases: [Case; 6] = [
+            (
+                "a range",
+                || vec![cvss_at_least_4()],
+                |r| r.pointer("/cvss/base_score").and_then(Value::as_f64).is_some_and(|s| s >= 4.0),
+            ),
+            (
+                "a range and statuses",
+                || vec![seen_after_00_20(), both_statuses()],
+                |r| r["first_seen_at"].as_str().is_some_and(|t| t > "2026-01-01T00:20:00Z"),
+            ),
+            (
+                "two ranges",
+                || vec![seen_after_00_20(), cvss_at_least_4()],
+                |r| {
+                    r["first_seen_at"].as_str().is_some_and(|t| t > "2026-01-01T00:20:00Z")
+                        && r.pointer("/cvss/base_score").and_then(Value::as_f64).is_some_and(|s| s >= 4.0)
+                },
+            ),
             ("none", Vec::new, |_| true),
             (
                 "statuses and a test",
@@ -1168,6 +1586,95 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn text_sort_index_walks_agree_with_sorting_every_record() {
+        let mut store = MemoryStore::default();
+        let stems = ["team 0001: ", "TEAM 0001: ", "team 0001:", "équipe ", "a", "", "zz-top-", "Team 0001: Z"];
+        for n in 0..6000u32 {
+            let name = match n % 97 {
+                0 => Value::Null,
+                _ => json!(format!("{}{}", stems[(n as usize * 7) % stems.len()], (n * 7919) % 40)),
+            };
+            let at = format!("2026-01-01T{:02}:{:02}:{:02}Z", n / 3600, (n / 60) % 60, n % 60);
+            store.insert(
+                "scopes",
+                json!({"id": format!("0192f0b4-0000-7000-8000-{n:012}"), "name": name, "status": "active",
+                       "created_at": at, "updated_at": at}),
+            );
+        }
+        let everything: Vec<Value> = store
+            .collections
+            .get("scopes")
+            .map(|records| records.values().map(|bytes| serde_json::from_slice(bytes).expect("json")).collect())
+            .unwrap_or_default();
+        for sort in ["name", "-name"] {
+            let options = |query: &[(&str, &str)]| {
+                let request = Request::with_query("/v1/scopes", query);
+                let (query, options) = parse_list_request(&request, &[], SORTS);
+                query.finish().expect("valid");
+                options
+            };
+            let order = options(&[("sort", sort)]).sort;
+            let mut expected: Vec<Position> = everything
+                .iter()
+                .map(|r| Position { value: order.field.read(r), id: r["id"].as_str().expect("id").to_owned() })
+                .collect();
+            expected.sort_by(|a, b| order.compare(a, b));
+            let expected: Vec<String> = expected.into_iter().map(|p| p.id).collect();
+            let mut walked: Vec<String> = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let mut query = vec![("sort", sort), ("limit", "100")];
+                if let Some(cursor) = cursor.as_deref() {
+                    query.push(("cursor", cursor));
+                }
+                let page = list_filtered(&store, "scopes", &options(&query), Vec::new()).expect("page");
+                assert_eq!(page.total, 6000);
+                walked.extend(ids(&page));
+                match page.next_cursor {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            assert_eq!(walked, expected, "sort={sort}: cursor walk");
+            for offset in [0usize, 1, 99, 2500, 5950, 6000] {
+                let text = offset.to_string();
+                let page = list_filtered(&store, "scopes", &options(&[("sort", sort), ("offset", &text)]), Vec::new())
+                    .expect("page");
+                assert_eq!(ids(&page), expected[offset..(offset + 50).min(6000)], "sort={sort} offset {offset}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_request_too_broad_to_count_names_what_to_narrow() {
+        let store = many_findings();
+        let request = Request::with_query("/v1/vulnerability-findings", &[]);
+        let (_, options) = parse_list_request(&request, &[], SORTS);
+        let broad = || {
+            vec![
+                Filter::test(|_| true).named("q"),
+                Filter::test(|_| true),
+                Filter::by_index("vulnerability-findings", "status", owned(vec!["open"])),
+            ]
+        };
+        // 6,000 records to count fit the budget; a budget of fewer would not.
+        assert!(list_filtered(&store, "vulnerability-findings", &options, broad()).is_ok());
+        let budget = Budget { read: std::cell::Cell::new(WORK_BUDGET - 10), param: Budget::new(&broad()).param };
+        let walk = MergedWalk::new(&store, "vulnerability-findings", &Source::everything(), None, false, 100);
+        let filters = broad();
+        let residual = Residual::of(&options, &filters);
+        let refused = collect_page(vec![walk], &ListOptions { limit: 100, ..options.clone() }, &residual, &budget);
+        match refused {
+            Err(PluginError::InvalidParameters(list)) => {
+                assert_eq!(list[0].name, "q");
+                assert!(list[0].reason.contains("too broad") && list[0].reason.contains("narrow q"), "{list:?}");
+            }
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("not refused"),
         }
     }
 
