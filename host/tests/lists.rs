@@ -446,17 +446,18 @@ fn team_scopes(templates: &[Value], count: usize) -> Vec<Value> {
         .collect()
 }
 
-/// Host names with long shared prefixes, differing in case, after the
-/// tenth character, or outside ASCII, for a share of the endpoints.
+/// Host names (RFC 1123, as import requires) with long shared prefixes,
+/// differing in case, after the tenth character, or in a dot where others
+/// have a hyphen, for a share of the endpoints.
 fn rename_endpoints(endpoints: &mut [Value]) {
     let names = [
         "seed-mbp-aaaaaaaaaaaaaaaa-001",
         "SEED-MBP-AAAAAAAAAAAAAAAA-002",
         "seed-mbp-aaaaaaaaaaaaaaaa-001x",
         "seed-mbp-a",
-        "seed-mbp-",
-        "seed_mbp-a",
-        "séed-mbp-a",
+        "seed-mbp-0",
+        "seed.mbp-a",
+        "seed-mbp-a.example",
         "seed-mbp-aaaaaaaaaaaaaaaa",
         "Seed-Mbp-Aaaaaaaaaaaaaaaa-003",
         "z",
