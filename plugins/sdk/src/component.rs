@@ -1,5 +1,6 @@
-//! The WIT glue: [`export_resource_plugin!`](crate::export_resource_plugin)
-//! and [`export_document_plugin!`](crate::export_document_plugin) turn a
+//! The WIT glue: [`export_resource_plugin!`](crate::export_resource_plugin),
+//! [`export_document_plugin!`](crate::export_document_plugin) and
+//! [`export_report_importer!`](crate::export_report_importer) turn a
 //! plugin type into a component of the `esr:plugin` package.
 //!
 //! The macros expand in the plugin crate, so the bindings (and their type
@@ -215,6 +216,56 @@ macro_rules! export_document_plugin {
                     <$plugin>::render(&WasmStore, &to_request(request))
                         .map(|doc| Rendered { content_type: doc.content_type, filename: doc.filename, body: doc.body })
                         .map_err(to_error)
+                }
+            }
+
+            export!(Component);
+        }
+    };
+}
+
+/// Exports a [`ReportImporter`](crate::report::ReportImporter) as a
+/// component of the `report-importer` world: `convert` answers the
+/// [`ConvertedReport`](crate::report::ConvertedReport) as JSON.
+#[macro_export]
+macro_rules! export_report_importer {
+    ($importer:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        mod esr_component {
+            wit_bindgen::generate!({ path: "../../wit", world: "esr:plugin/report-importer" });
+
+            use exports::esr::plugin::importer::{Confidence, Guest, ImporterInfo, MalformedJson, ReportError};
+            use $crate::report::ReportImporter as _;
+
+            struct Component;
+
+            impl Guest for Component {
+                fn describe() -> ImporterInfo {
+                    let info = <$importer>::describe();
+                    ImporterInfo { format: info.format, version: info.version, description: info.description }
+                }
+
+                fn detect(report: Vec<u8>) -> Confidence {
+                    match <$importer>::detect(&report) {
+                        $crate::report::Confidence::No => Confidence::No,
+                        $crate::report::Confidence::Possible => Confidence::Possible,
+                        $crate::report::Confidence::Certain => Confidence::Certain,
+                    }
+                }
+
+                fn convert(report: Vec<u8>) -> Result<Vec<u8>, ReportError> {
+                    let converted = <$importer>::convert(&report).map_err(|error| match error {
+                        $crate::report::ReportError::Malformed { line, column, reason } => {
+                            ReportError::Malformed(MalformedJson { line, column, reason })
+                        }
+                        $crate::report::ReportError::Unsupported(reason) => ReportError::Unsupported(reason),
+                        $crate::report::ReportError::Invalid(reason) => ReportError::Invalid(reason),
+                    })?;
+                    // The report is dropped before the answer is written, so
+                    // peak memory holds one of them plus the answer.
+                    drop(report);
+                    serde_json::to_vec(&converted)
+                        .map_err(|error| ReportError::Invalid(format!("the converted report cannot be written: {error}")))
                 }
             }
 

@@ -8,8 +8,11 @@
 //! - [`list`]: filtering, sorting, `limit`/`offset`/`cursor` paging, `total`.
 //! - [`time`]: RFC 3339 timestamps.
 //! - [`schema`], [`contract`]: the records' fields, enums and state machines.
-//! - [`component`]: the WIT glue macros that turn a [`ResourcePlugin`] or
-//!   [`DocumentPlugin`] into a component (only active on `wasm32`).
+//! - [`report`]: the neutral report scanner-report importers return, and
+//!   the mappings they share (severities, CVSS, package managers, VEX).
+//! - [`component`]: the WIT glue macros that turn a [`ResourcePlugin`],
+//!   [`DocumentPlugin`] or [`report::ReportImporter`] into a component
+//!   (only active on `wasm32`).
 
 #[cfg(target_arch = "wasm32")]
 mod arena;
@@ -18,6 +21,7 @@ pub mod contract;
 pub mod indexes;
 pub mod list;
 pub mod query;
+pub mod report;
 pub mod schema;
 mod stored;
 pub mod time;
