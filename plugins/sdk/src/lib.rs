@@ -9,7 +9,8 @@
 //! - [`time`]: RFC 3339 timestamps.
 //! - [`schema`], [`contract`]: the records' fields, enums and state machines.
 //! - [`report`]: the neutral report scanner-report importers return, and
-//!   the mappings they share (severities, CVSS, package managers, VEX).
+//!   the mappings they share (severities, CVSS, package managers, VEX);
+//!   [`scanner_reports`] finds the real reports importers' tests read.
 //! - [`component`]: the WIT glue macros that turn a [`ResourcePlugin`],
 //!   [`DocumentPlugin`] or [`report::ReportImporter`] into a component
 //!   (only active on `wasm32`).
@@ -22,6 +23,8 @@ pub mod indexes;
 pub mod list;
 pub mod query;
 pub mod report;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod scanner_reports;
 pub mod schema;
 mod stored;
 pub mod time;

@@ -600,6 +600,113 @@ pub fn push_alias(aliases: &mut Vec<String>, own_id: &str, id: &str) {
     }
 }
 
+/// Package types and ecosystems of operating systems' package managers.
+const OS_PACKAGE_TYPES: &[&str] = &[
+    "deb",
+    "dpkg",
+    "rpm",
+    "apk",
+    "alpm",
+    "pacman",
+    "portage",
+    "ebuild",
+    "nix",
+    "msi",
+    "kb",
+    "windows",
+    "debian",
+    "ubuntu",
+    "alpine",
+    "redhat",
+    "rhel",
+    "centos",
+    "rocky",
+    "almalinux",
+    "amazon",
+    "amazonlinux",
+    "fedora",
+    "oracle",
+    "suse",
+    "opensuse",
+    "sles",
+    "wolfi",
+    "chainguard",
+    "mariner",
+    "azurelinux",
+    "photon",
+];
+
+/// Language ecosystems [`package_manager`] has no manager for.
+const OTHER_LANGUAGE_TYPES: &[&str] = &[
+    "hex",
+    "erlang-otp",
+    "pub",
+    "dart-pub",
+    "swift",
+    "swiftpm",
+    "cocoapods",
+    "pod",
+    "conan",
+    "hackage",
+    "cran",
+    "r",
+    "lua",
+    "luarocks",
+    "github",
+    "github-action",
+    "github-actions",
+    "bitnami",
+    "opam",
+    "julia",
+    "packagist-dev",
+];
+
+/// The class of a package from its type or ecosystem as reports name them:
+/// an OS package manager's (`deb`, `rpm`, `apk`, or a distribution's name
+/// as OSV ecosystems give it: `Debian:11`, `Alpine:v3.18`) is
+/// [`PackageClass::Os`]; a language ecosystem's (`npm`, `PyPI`,
+/// `go-module`, `java-archive`, `crates.io`) [`PackageClass::Language`];
+/// anything else (`binary`, `generic`, an empty type)
+/// [`PackageClass::Other`].
+pub fn package_class(ecosystem: &str) -> PackageClass {
+    let name = ecosystem.trim().to_ascii_lowercase();
+    // OSV ecosystems carry a release: `Debian:11`, `Ubuntu:22.04:LTS`.
+    let name = name.split(':').next().unwrap_or_default();
+    if OS_PACKAGE_TYPES.contains(&name) {
+        return PackageClass::Os;
+    }
+    let language_manager = package_manager(name).is_some_and(|manager| {
+        matches!(manager, "pip" | "npm" | "cargo" | "go" | "maven" | "nuget" | "gem" | "composer")
+    });
+    if language_manager || OTHER_LANGUAGE_TYPES.contains(&name) { PackageClass::Language } else { PackageClass::Other }
+}
+
+/// A package from its package URL (`pkg:maven/xerces/xercesImpl@2.12.2`):
+/// the name with its namespace as the ecosystem writes it (`xerces:xercesImpl`
+/// for Maven, `@babel/core` for npm, `github.com/x/y` for Go), the
+/// version, the purl type as the ecosystem and its package manager. `None`
+/// when the text is not a package URL.
+pub fn package_from_purl(purl: &str) -> Option<Package> {
+    let parsed: packageurl::PackageUrl<'static> = purl.trim().parse().ok()?;
+    let name = match parsed.namespace().filter(|namespace| !namespace.is_empty()) {
+        Some(namespace) if parsed.ty() == "maven" => format!("{namespace}:{}", parsed.name()),
+        Some(namespace) => format!("{namespace}/{}", parsed.name()),
+        None => parsed.name().to_owned(),
+    };
+    if name.trim().is_empty() {
+        return None;
+    }
+    Some(Package {
+        name,
+        version: parsed.version().filter(|version| !version.is_empty()).map(str::to_owned),
+        ecosystem: Some(parsed.ty().to_owned()),
+        package_manager: package_manager(parsed.ty()).map(str::to_owned),
+        vendor: None,
+        purl: Some(purl.trim().to_owned()),
+        cpe: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -690,5 +797,23 @@ mod tests {
         assert_eq!(os_family("Microsoft Windows 11 Pro"), "windows");
         assert_eq!(os_family("debian"), "linux");
         assert_eq!(os_family("ubuntu 22.04"), "linux");
+    }
+
+    #[test]
+    fn package_classes_and_purls() {
+        assert_eq!(package_class("deb"), PackageClass::Os);
+        assert_eq!(package_class("Debian:11"), PackageClass::Os);
+        assert_eq!(package_class("go-module"), PackageClass::Language);
+        assert_eq!(package_class("PyPI"), PackageClass::Language);
+        assert_eq!(package_class("Hex"), PackageClass::Language);
+        assert_eq!(package_class("binary"), PackageClass::Other);
+        assert_eq!(package_class(""), PackageClass::Other);
+        let maven = package_from_purl("pkg:maven/xerces/xercesImpl@2.12.2").expect("a purl");
+        assert_eq!(maven.name, "xerces:xercesImpl");
+        assert_eq!(maven.version.as_deref(), Some("2.12.2"));
+        assert_eq!(maven.package_manager.as_deref(), Some("maven"));
+        let npm = package_from_purl("pkg:npm/%40babel/core@7.0.0").expect("a purl");
+        assert_eq!(npm.name, "@babel/core");
+        assert_eq!(package_from_purl("not a purl"), None);
     }
 }
