@@ -84,3 +84,40 @@ pub fn hostile_inputs() -> Vec<(&'static str, Vec<u8>)> {
         ("NUL bytes", b"\0\0\0\0".to_vec()),
     ]
 }
+
+/// Checks an importer claims every real report of its own folder
+/// (`certain`) and says `no` to every other format's, naming each file it
+/// gets wrong.
+pub fn assert_detects_its_own_and_no_other<I: crate::report::ReportImporter>(manifest_dir: &str, own_dir: &str) {
+    use crate::report::Confidence;
+    let mut wrong = Vec::new();
+    for (name, bytes) in real_reports(manifest_dir, own_dir) {
+        let confidence = I::detect(&bytes);
+        if confidence != Confidence::Certain {
+            wrong.push(format!("{own_dir}/{name}: {confidence:?}, not Certain"));
+        }
+    }
+    for (name, bytes) in other_formats_reports(manifest_dir, own_dir) {
+        let confidence = I::detect(&bytes);
+        if confidence != Confidence::No {
+            wrong.push(format!("{name}: {confidence:?}, not No"));
+        }
+    }
+    assert!(wrong.is_empty(), "{} detection is wrong for:\n{}", I::describe().format, wrong.join("\n"));
+}
+
+/// Checks an importer answers every [`hostile_inputs`] with `no` from
+/// `detect` and an error from `convert` (a panic fails the test), and a
+/// report broken on its third line with that line and a column.
+pub fn assert_refuses_hostile_and_malformed<I: crate::report::ReportImporter>() {
+    use crate::report::{Confidence, ReportError};
+    for (what, bytes) in hostile_inputs() {
+        assert_eq!(I::detect(&bytes), Confidence::No, "{what}");
+        let error = I::convert(&bytes).expect_err(what);
+        assert!(!error.to_string().is_empty(), "{what}: an error that says nothing");
+    }
+    match I::convert(b"{\n  \"a\": [1,\n  }") {
+        Err(ReportError::Malformed { line: 3, column: 3, reason }) => assert!(!reason.is_empty()),
+        other => panic!("malformed JSON: {other:?}"),
+    }
+}
