@@ -683,12 +683,16 @@ pub fn package_class(ecosystem: &str) -> PackageClass {
 
 /// A package from its package URL (`pkg:maven/xerces/xercesImpl@2.12.2`):
 /// the name with its namespace as the ecosystem writes it (`xerces:xercesImpl`
-/// for Maven, `@babel/core` for npm, `github.com/x/y` for Go), the
-/// version, the purl type as the ecosystem and its package manager. `None`
-/// when the text is not a package URL.
+/// for Maven, `@babel/core` for npm, `github.com/x/y` for Go; an OS
+/// package's namespace, `debian` in `pkg:deb/debian/libc6`, is its vendor),
+/// the version, the purl type as the ecosystem and its package manager.
+/// `None` when the text is not a package URL.
 pub fn package_from_purl(purl: &str) -> Option<Package> {
     let parsed: packageurl::PackageUrl<'static> = purl.trim().parse().ok()?;
-    let name = match parsed.namespace().filter(|namespace| !namespace.is_empty()) {
+    let namespace = parsed.namespace().filter(|namespace| !namespace.is_empty());
+    let os_package = package_class(parsed.ty()) == PackageClass::Os;
+    let name = match namespace {
+        Some(_) if os_package => parsed.name().to_owned(),
         Some(namespace) if parsed.ty() == "maven" => format!("{namespace}:{}", parsed.name()),
         Some(namespace) => format!("{namespace}/{}", parsed.name()),
         None => parsed.name().to_owned(),
@@ -701,7 +705,7 @@ pub fn package_from_purl(purl: &str) -> Option<Package> {
         version: parsed.version().filter(|version| !version.is_empty()).map(str::to_owned),
         ecosystem: Some(parsed.ty().to_owned()),
         package_manager: package_manager(parsed.ty()).map(str::to_owned),
-        vendor: None,
+        vendor: namespace.filter(|_| os_package).map(str::to_owned),
         purl: Some(purl.trim().to_owned()),
         cpe: None,
     })
@@ -814,6 +818,8 @@ mod tests {
         assert_eq!(maven.package_manager.as_deref(), Some("maven"));
         let npm = package_from_purl("pkg:npm/%40babel/core@7.0.0").expect("a purl");
         assert_eq!(npm.name, "@babel/core");
+        let deb = package_from_purl("pkg:deb/debian/libc6@2.28-10?arch=amd64").expect("a purl");
+        assert_eq!((deb.name.as_str(), deb.vendor.as_deref()), ("libc6", Some("debian")));
         assert_eq!(package_from_purl("not a purl"), None);
     }
 }
