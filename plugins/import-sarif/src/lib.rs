@@ -1,0 +1,570 @@
+//! The SARIF importer: SARIF 2.1.0 as vulnerability scanners write it —
+//! Trivy (`--format sarif`), Grype (`-o sarif`), OWASP dependency-check
+//! (`--format SARIF`). SARIF has no field for a package or a vulnerability:
+//! each tool puts them somewhere else, and this importer reads each place.
+//!
+//! What maps where is in `docs/scanner-report-mapping/sarif.md`. In short:
+//! one entry per `runs[].results[]`; the package from a purl
+//! (`logicalLocations[].fullyQualifiedName`, the rule's `purls`) or the
+//! `Package:` and `Version:` lines Trivy and Grype write into the message
+//! and the rule's help; the vulnerability from the `Vulnerability <id>`
+//! line, else the `ruleId` when it is an advisory id; a result with neither
+//! package nor vulnerability (a code scanner's, such as CodeQL's) is
+//! skipped with that reason.
+
+use esr_plugin_sdk::report::{
+    self, Confidence, ConvertedReport, CvssRating, ImporterInfo, Package, PackageClass, ReportEntry, ReportError,
+    ReportImporter, Severity, SkippedEntry,
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+pub struct Sarif;
+
+esr_plugin_sdk::export_report_importer!(crate::Sarif);
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Log {
+    version: Option<String>,
+    runs: Option<Vec<Run>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Run {
+    tool: Tool,
+    results: Vec<SarifResult>,
+    invocations: Vec<Invocation>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Tool {
+    driver: Driver,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct Driver {
+    name: String,
+    version: Option<String>,
+    semantic_version: Option<String>,
+    rules: Vec<Rule>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct Invocation {
+    end_time_utc: Option<String>,
+    start_time_utc: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct Rule {
+    id: String,
+    name: Option<String>,
+    short_description: Option<Text>,
+    full_description: Option<Text>,
+    help: Option<Text>,
+    properties: Option<serde_json::Map<String, Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Text {
+    text: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct SarifResult {
+    rule_id: Option<String>,
+    rule_index: Option<usize>,
+    level: Option<String>,
+    message: Text,
+    locations: Vec<Location>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct Location {
+    physical_location: Option<PhysicalLocation>,
+    logical_locations: Vec<LogicalLocation>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct PhysicalLocation {
+    artifact_location: Option<ArtifactLocation>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ArtifactLocation {
+    uri: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct LogicalLocation {
+    name: Option<String>,
+    fully_qualified_name: Option<String>,
+}
+
+impl ReportImporter for Sarif {
+    fn describe() -> ImporterInfo {
+        ImporterInfo {
+            format: "sarif".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            description: "SARIF 2.1.0 of vulnerability scanners (Trivy, Grype, OWASP dependency-check)".into(),
+        }
+    }
+
+    fn detect(bytes: &[u8]) -> Confidence {
+        let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(bytes) else { return Confidence::No };
+        if !object.get("runs").is_some_and(Value::is_array) {
+            return Confidence::No;
+        }
+        let version = object.get("version").and_then(Value::as_str) == Some("2.1.0");
+        let schema = object.get("$schema").and_then(Value::as_str).is_some_and(|schema| schema.contains("sarif"));
+        if version || schema { Confidence::Certain } else { Confidence::Possible }
+    }
+
+    fn convert(bytes: &[u8]) -> Result<ConvertedReport, ReportError> {
+        let log: Log = report::parse_json(bytes).map_err(|error| match error {
+            ReportError::Unsupported(reason) => ReportError::Unsupported(format!(
+                "not a SARIF 2.1.0 log (an object with version and runs[].tool, runs[].results): {reason}"
+            )),
+            error => error,
+        })?;
+        convert(log)
+    }
+}
+
+fn convert(log: Log) -> Result<ConvertedReport, ReportError> {
+    match log.version.as_deref() {
+        Some("2.1.0") => {}
+        Some(other) => {
+            return Err(ReportError::Unsupported(format!("SARIF version {other} is not supported (2.1.0 is)")));
+        }
+        None => return Err(ReportError::Unsupported("not a SARIF log: no version".into())),
+    }
+    let Some(runs) = log.runs else { return Err(ReportError::Unsupported("not a SARIF log: no runs".into())) };
+    let mut converted = ConvertedReport::default();
+    for (run_index, run) in runs.into_iter().enumerate() {
+        let scanner = report::scanner_token(&run.tool.driver.name).unwrap_or_else(|| "sarif".into());
+        // One report, one scanner: the first run's tool names it.
+        if converted.scanner.is_empty() {
+            converted.scanner = scanner;
+            converted.scanner_version =
+                run.tool.driver.semantic_version.clone().or_else(|| run.tool.driver.version.clone());
+        }
+        if converted.scanned_at.is_none() {
+            converted.scanned_at = run
+                .invocations
+                .iter()
+                .find_map(|invocation| invocation.end_time_utc.clone().or_else(|| invocation.start_time_utc.clone()));
+        }
+        for (index, result) in run.results.iter().enumerate() {
+            let at = format!("runs[{run_index}].results[{index}] (ruleId {})", result.rule_id.as_deref().unwrap_or(""));
+            match entry(&run.tool.driver, result) {
+                Ok(entry) => {
+                    converted.scanned_classes.push(entry.class);
+                    converted.entries.push(entry);
+                }
+                Err(reason) => converted.skipped.push(SkippedEntry { entry: at, reason: reason.into() }),
+            }
+        }
+    }
+    if converted.scanner.is_empty() {
+        converted.scanner = "sarif".into();
+    }
+    converted.scanned_classes.sort();
+    converted.scanned_classes.dedup();
+    Ok(converted)
+}
+
+/// The value of a `Key: value` line of a text (Trivy and Grype write the
+/// package, version, severity and fix this way).
+fn line_value<'a>(texts: &[&'a str], key: &str) -> Option<&'a str> {
+    texts.iter().flat_map(|text| text.lines()).find_map(|line| {
+        let value = line.trim().strip_prefix(key)?.strip_prefix(':')?.trim();
+        (!value.is_empty()).then_some(value)
+    })
+}
+
+/// Whether a rule id is an advisory's id (`CVE-…`, `GHSA-…`, `RUSTSEC-…`,
+/// `ALAS-…`): an upper-case prefix, a dash and more; code scanners' rules
+/// (`java/sql-injection`) are not.
+fn is_advisory_id(id: &str) -> bool {
+    let Some((prefix, rest)) = id.split_once('-') else { return false };
+    (2..=10).contains(&prefix.len())
+        && prefix.bytes().all(|b| b.is_ascii_uppercase())
+        && !rest.is_empty()
+        && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b':')
+}
+
+fn text(text: &Option<Text>) -> Option<&str> {
+    text.as_ref().and_then(|text| text.text.as_deref()).filter(|text| !text.trim().is_empty())
+}
+
+fn property<'a>(rule: Option<&'a Rule>, key: &str) -> Option<&'a Value> {
+    rule.and_then(|rule| rule.properties.as_ref()).and_then(|properties| properties.get(key))
+}
+
+fn number(value: Option<&Value>) -> Option<f64> {
+    match value? {
+        Value::Number(number) => number.as_f64(),
+        Value::String(text) => text.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn string(value: Option<&Value>) -> Option<&str> {
+    value.and_then(Value::as_str).map(str::trim).filter(|text| !text.is_empty())
+}
+
+/// A CVSS v3 vector from dependency-check's one property per metric
+/// (`cvssv3_attackVector: "N"` or `"NETWORK"`: the first letter is the
+/// vector's).
+fn vector_from_metrics(rule: Option<&Rule>) -> Option<String> {
+    let metrics = [
+        ("AV", "cvssv3_attackVector"),
+        ("AC", "cvssv3_attackComplexity"),
+        ("PR", "cvssv3_privilegesRequired"),
+        ("UI", "cvssv3_userInteraction"),
+        ("S", "cvssv3_scope"),
+        ("C", "cvssv3_confidentialityImpact"),
+        ("I", "cvssv3_integrityImpact"),
+        ("A", "cvssv3_availabilityImpact"),
+    ];
+    let version = string(property(rule, "cvssv3_version")).unwrap_or("3.1");
+    let mut vector = format!("CVSS:{version}");
+    for (metric, key) in metrics {
+        let value = string(property(rule, key))?;
+        vector.push_str(&format!("/{metric}:{}", value.chars().next()?.to_ascii_uppercase()));
+    }
+    Some(vector)
+}
+
+fn ratings(rule: Option<&Rule>) -> Vec<CvssRating> {
+    let source = string(property(rule, "source"));
+    let v3_vector = string(property(rule, "cvssv3_vector")).map(str::to_owned).or_else(|| vector_from_metrics(rule));
+    let mut ratings = Vec::new();
+    for (vector, score) in [
+        (string(property(rule, "cvssv4_vector")).map(str::to_owned), number(property(rule, "cvssv4_baseScore"))),
+        (v3_vector, number(property(rule, "cvssv3_baseScore"))),
+        (string(property(rule, "cvssv2_vector")).map(str::to_owned), number(property(rule, "cvssv2_score"))),
+    ] {
+        if let Some(rating) = report::cvss_rating(source, vector.as_deref(), score)
+            && !rating.version.is_empty()
+        {
+            ratings.push(rating);
+        }
+    }
+    report::order_cvss(ratings, source)
+}
+
+/// The severity word a tool wrote: Trivy's and Grype's `Severity:` line,
+/// Trivy's severity tag, dependency-check's `cvssv3_baseSeverity` or the
+/// `<Severity> severity - …` of its short description.
+fn severity_word(rule: Option<&Rule>, texts: &[&str]) -> Option<String> {
+    if let Some(word) = line_value(texts, "Severity") {
+        return Some(word.to_owned());
+    }
+    let tags = property(rule, "tags").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str);
+    if let Some(tag) =
+        tags.into_iter().find(|tag| report::map_severity(tag).is_some() || tag.eq_ignore_ascii_case("unknown"))
+    {
+        return Some(tag.to_owned());
+    }
+    if let Some(word) = string(property(rule, "cvssv3_baseSeverity")) {
+        return Some(word.to_owned());
+    }
+    rule.and_then(|rule| text(&rule.short_description))
+        .and_then(|description| description.split_once(" severity - "))
+        .map(|(word, _)| word.trim().to_owned())
+        .filter(|word| !word.contains(' '))
+}
+
+fn entry(driver: &Driver, result: &SarifResult) -> Result<ReportEntry, &'static str> {
+    let rule = result
+        .rule_index
+        .and_then(|index| driver.rules.get(index))
+        .filter(|rule| result.rule_id.as_deref().is_none_or(|id| id == rule.id))
+        .or_else(|| driver.rules.iter().find(|rule| Some(rule.id.as_str()) == result.rule_id.as_deref()));
+    let rule_id = result.rule_id.as_deref().map(str::trim).filter(|id| !id.is_empty());
+    let help = rule.and_then(|rule| text(&rule.help));
+    let texts: Vec<&str> = [result.message.text.as_deref(), help].into_iter().flatten().collect();
+
+    let purl = result
+        .locations
+        .iter()
+        .flat_map(|location| &location.logical_locations)
+        .filter_map(|logical| logical.fully_qualified_name.as_deref())
+        .find(|name| name.starts_with("pkg:"))
+        .or_else(|| string(property(rule, "purls").and_then(|purls| purls.get(0))));
+    let mut package = purl.and_then(report::package_from_purl).or_else(|| {
+        let name = line_value(&texts, "Package")?;
+        Some(Package { name: name.to_owned(), ..Package::default() })
+    });
+    if let Some(package) = package.as_mut().filter(|package| package.version.is_none()) {
+        package.version =
+            line_value(&texts, "Installed Version").or_else(|| line_value(&texts, "Version")).map(str::to_owned);
+    }
+    // Grype names the vulnerability `Vulnerability <id>` and its rule
+    // `<id>-<package>`; Trivy's and dependency-check's rule is the id.
+    let named = texts.iter().flat_map(|text| text.lines()).find_map(|line| {
+        let id = line.trim().strip_prefix("Vulnerability ")?.trim();
+        (!id.is_empty() && !id.contains(' ')).then_some(id)
+    });
+    let vulnerability_id = named.or_else(|| rule_id.filter(|id| is_advisory_id(id))).map(str::to_owned);
+    let (vulnerability_id, mut package) = match (vulnerability_id, package) {
+        (Some(id), Some(package)) => (id, package),
+        // A tool's own rule about a package: its rule id is the scanner's id.
+        (None, Some(package)) => match rule_id {
+            Some(id) => (id.to_owned(), package),
+            None => return Err("a result names a package but no rule or vulnerability id"),
+        },
+        (Some(_), None) => {
+            return Err("a vulnerability result names no package (none in a purl, the message or the rule's help)");
+        }
+        (None, None) => return Err("a code-scanning result names no package and no vulnerability id"),
+    };
+
+    // Trivy's rule names say the class; otherwise the package's type does.
+    let kind = line_value(&texts, "Type").map(str::to_owned).or_else(|| package.ecosystem.clone());
+    let class = match rule.and_then(|rule| rule.name.as_deref()) {
+        Some("OsPackageVulnerability") => PackageClass::Os,
+        Some("LanguageSpecificPackageVulnerability") => PackageClass::Language,
+        _ => kind.as_deref().map_or(PackageClass::Other, report::package_class),
+    };
+    if package.ecosystem.is_none() {
+        package.ecosystem = kind.clone();
+    }
+    if package.package_manager.is_none() {
+        package.package_manager = kind.as_deref().and_then(report::package_manager).map(str::to_owned);
+    }
+    let location = match class {
+        PackageClass::Os => None,
+        _ => {
+            let logical = result
+                .locations
+                .iter()
+                .flat_map(|location| &location.logical_locations)
+                .filter_map(|logical| logical.name.as_deref())
+                .find(|name| name.starts_with('/'));
+            let physical = result
+                .locations
+                .iter()
+                .filter_map(|location| location.physical_location.as_ref()?.artifact_location.as_ref()?.uri.as_deref())
+                .find(|uri| !uri.is_empty());
+            logical.or(physical).map(str::to_owned)
+        }
+    };
+    let cvss = ratings(rule);
+    let severity_given = severity_word(rule, &texts);
+    // Without a word or a CVSS score: GitHub's bands of security-severity,
+    // then the result's level (lossy: error high, warning medium, note low).
+    let severity = match severity_given.as_deref().and_then(report::map_severity) {
+        Some(severity) => severity,
+        None => match cvss.iter().find_map(|rating| rating.base_score) {
+            Some(score) => Severity::from_score(score),
+            None => match number(property(rule, "security-severity")) {
+                Some(score) => Severity::from_score(score),
+                None => match result.level.as_deref() {
+                    Some("error") => Severity::High,
+                    Some("warning") => Severity::Medium,
+                    Some("note") => Severity::Low,
+                    _ => Severity::Info,
+                },
+            },
+        },
+    };
+    let fixed_version = line_value(&texts, "Fixed Version")
+        .or_else(|| line_value(&texts, "Fix Version"))
+        .map(|fixed| fixed.split(',').map(str::trim).filter(|v| !v.is_empty()).collect::<Vec<_>>().join(", "))
+        .filter(|fixed| !fixed.is_empty());
+    let mut aliases = Vec::new();
+    if let Some(id) = rule_id {
+        // Grype's `<id>-<package>` rule is not an alias; a rule that is
+        // another advisory's id is.
+        if is_advisory_id(id) && !id.starts_with(&format!("{vulnerability_id}-")) {
+            report::push_alias(&mut aliases, &vulnerability_id, id);
+        }
+    }
+    Ok(ReportEntry {
+        host: None,
+        vulnerability_id,
+        aliases,
+        package,
+        class,
+        location,
+        severity_given,
+        severity,
+        cvss,
+        epss: None,
+        kev: None,
+        fixed_version,
+        state: None,
+        title: rule.and_then(|rule| text(&rule.short_description)).map(str::to_owned),
+        description: rule.and_then(|rule| text(&rule.full_description)).map(str::to_owned),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use esr_plugin_sdk::scanner_reports;
+
+    use super::*;
+
+    const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
+
+    fn convert_file(name: &str) -> ConvertedReport {
+        let (_, bytes) = scanner_reports::real_reports(MANIFEST, "sarif")
+            .into_iter()
+            .find(|(file, _)| file == name)
+            .unwrap_or_else(|| panic!("{name} is missing"));
+        Sarif::convert(&bytes).expect("converts")
+    }
+
+    /// What the test reads itself from a result: its package (name's last
+    /// part, version) and vulnerability id, or `None` for a code scanner's.
+    fn expected(run: &Value, result: &Value) -> Option<(String, String, Option<String>)> {
+        let rule_id = result["ruleId"].as_str()?;
+        let rule = run["tool"]["driver"]["rules"].as_array()?.iter().find(|rule| rule["id"] == rule_id)?;
+        let texts = [result.pointer("/message/text"), rule.pointer("/help/text")];
+        let lines: Vec<&str> = texts.iter().flatten().filter_map(|text| text.as_str()).flat_map(str::lines).collect();
+        let after = |key: &str| lines.iter().find_map(|line| line.strip_prefix(key)).map(str::trim);
+        let id = after("Vulnerability ").unwrap_or(rule_id).to_owned();
+        let purl = result
+            .pointer("/locations/0/logicalLocations/0/fullyQualifiedName")
+            .and_then(Value::as_str)
+            .filter(|name| name.starts_with("pkg:"))
+            .or_else(|| rule.pointer("/properties/purls/0").and_then(Value::as_str));
+        match purl {
+            Some(purl) => {
+                let (path, version) = purl.split_once('@').expect("a versioned purl");
+                let name = path.rsplit('/').next().expect("a name");
+                Some((id, name.to_owned(), Some(version.to_owned())))
+            }
+            None => {
+                let name = after("Package: ")?.to_owned();
+                let version = after("Installed Version: ").or_else(|| after("Version: ")).map(str::to_owned);
+                Some((id, name, version))
+            }
+        }
+    }
+
+    #[test]
+    fn every_real_log_converts_result_by_result() {
+        for (name, bytes) in scanner_reports::real_reports(MANIFEST, "sarif") {
+            let raw: Value = serde_json::from_slice(&bytes).expect("the real file is JSON");
+            let converted = Sarif::convert(&bytes).unwrap_or_else(|error| panic!("{name}: {error}"));
+            let tool = raw.pointer("/runs/0/tool/driver/name").and_then(Value::as_str).expect("a tool");
+            assert_eq!(converted.scanner, tool.to_ascii_lowercase(), "{name}");
+            let mut entries = converted.entries.iter();
+            let mut skipped = converted.skipped.iter();
+            for run in raw["runs"].as_array().expect("runs") {
+                for (index, result) in run["results"].as_array().expect("results").iter().enumerate() {
+                    let at = format!("{name} results[{index}]");
+                    match expected(run, result) {
+                        Some((id, package, version)) => {
+                            let entry = entries.next().unwrap_or_else(|| panic!("{at}: no entry"));
+                            assert_eq!(entry.vulnerability_id, id, "{at}");
+                            assert!(
+                                entry.package.name.ends_with(&package),
+                                "{at}: {} for {package}",
+                                entry.package.name
+                            );
+                            assert_eq!(entry.package.version, version, "{at}");
+                        }
+                        None => {
+                            let skip = skipped.next().unwrap_or_else(|| panic!("{at}: not skipped"));
+                            assert!(skip.entry.contains(result["ruleId"].as_str().unwrap_or("")), "{at}: {skip:?}");
+                            assert_eq!(skip.reason, "a code-scanning result names no package and no vulnerability id");
+                        }
+                    }
+                }
+            }
+            assert!(entries.next().is_none() && skipped.next().is_none(), "{name}: more out than in");
+        }
+    }
+
+    #[test]
+    fn what_the_real_logs_are_known_to_hold() {
+        let codeql = convert_file("codeql-2.2.5_java.sarif.json");
+        assert_eq!((codeql.entries.len(), codeql.skipped.len()), (0, 15));
+
+        let trivy = convert_file("trivy-repo_alpine-310.sarif.json");
+        assert_eq!(trivy.entries.len(), 4);
+        for entry in &trivy.entries {
+            assert_eq!((entry.class, entry.location.as_deref()), (PackageClass::Os, None));
+            assert_eq!((entry.severity_given.as_deref(), entry.severity), (Some("MEDIUM"), Severity::Medium));
+            assert_eq!(entry.cvss[0].vector.as_deref(), Some("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:L/I:N/A:N"));
+            assert_eq!(entry.cvss[0].base_score, Some(5.3));
+            assert_eq!(entry.cvss[1].version, "2.0");
+        }
+        assert_eq!(trivy.entries[1].fixed_version.as_deref(), Some("1.1.1d-r2"));
+        assert_eq!(trivy.entries[0].title.as_deref(), Some("openssl: information disclosure in fork()"));
+
+        let grype = convert_file("grype-repo_image-snapshot.sarif.json");
+        let [one, two] = grype.entries.as_slice() else { panic!("{:?}", grype.entries) };
+        assert_eq!((one.vulnerability_id.as_str(), one.package.name.as_str()), ("CVE-1999-0001", "package-1"));
+        assert_eq!((one.class, one.package.package_manager.as_deref()), (PackageClass::Os, Some("dnf")));
+        assert_eq!(one.fixed_version.as_deref(), Some("1.2.1, 2.1.3, 3.4.0"));
+        assert_eq!((one.severity, two.severity), (Severity::Low, Severity::Critical));
+        assert_eq!(two.package.purl.as_deref(), Some("pkg:deb/package-2@2.2.2"));
+        assert!(one.aliases.is_empty(), "{:?}", one.aliases);
+
+        let check = convert_file("secobserve_dependency-check-8.0.1.sarif.json");
+        assert_eq!(check.scanner, "dependency-check");
+        let by_id = |id: &str| check.entries.iter().find(|entry| entry.vulnerability_id == id).expect(id);
+        let bcel = by_id("CVE-2022-42920");
+        assert_eq!(bcel.package.name, "org.apache.bcel:bcel");
+        assert_eq!((bcel.class, bcel.package.package_manager.as_deref()), (PackageClass::Language, Some("maven")));
+        assert!(bcel.location.as_deref().is_some_and(|location| location.ends_with("bcel-6.5.0.jar")));
+        assert_eq!(bcel.severity, Severity::Critical);
+        // The vector is rebuilt from one property per metric.
+        assert_eq!(bcel.cvss[0].vector.as_deref(), Some("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H"));
+        assert_eq!((bcel.cvss[0].base_score, bcel.cvss[0].source.as_deref()), (Some(9.8), Some("NVD")));
+        let quarkus = by_id("CVE-2023-0044");
+        assert_eq!((quarkus.severity_given.as_deref(), quarkus.severity), (Some("Unknown"), Severity::High));
+        assert_eq!((quarkus.cvss[0].version.as_str(), quarkus.cvss[0].base_score), ("4.0", Some(8.8)));
+        let xerces = by_id("CVE-2017-10355");
+        assert_eq!(xerces.severity, Severity::Medium);
+        assert_eq!(xerces.cvss[0].vector.as_deref(), Some("CVSS:3.1/AV:N/AC:H/PR:N/UI:N/S:U/C:N/I:N/A:H"));
+    }
+
+    #[test]
+    fn severity_falls_back_on_security_severity_then_level() {
+        let log = br#"{"version":"2.1.0","runs":[{"tool":{"driver":{"name":"Some Scanner","rules":[
+            {"id":"GHSA-aaaa-bbbb-cccc","properties":{"security-severity":"9.1"}},{"id":"RUSTSEC-2024-0001"}]}},
+          "results":[
+            {"ruleId":"GHSA-aaaa-bbbb-cccc","level":"note","message":{"text":"x"},
+             "locations":[{"logicalLocations":[{"fullyQualifiedName":"pkg:npm/left-pad@1.0.0"}],
+                           "physicalLocation":{"artifactLocation":{"uri":"package-lock.json"}}}]},
+            {"ruleId":"RUSTSEC-2024-0001","level":"error","message":{"text":"Package: time\nVersion: 0.1.0\nType: rust-crate"}},
+            {"ruleId":"RUSTSEC-2024-0001","level":"error","message":{"text":"no package here"}}]}]}"#;
+        let converted = Sarif::convert(log).expect("converts");
+        assert_eq!(converted.scanner, "some-scanner");
+        let [npm, crate_] = converted.entries.as_slice() else { panic!("{:?}", converted.entries) };
+        assert_eq!((npm.severity, npm.location.as_deref()), (Severity::Critical, Some("package-lock.json")));
+        assert_eq!((crate_.severity, crate_.package.package_manager.as_deref()), (Severity::High, Some("cargo")));
+        assert_eq!(converted.skipped.len(), 1);
+        assert!(converted.skipped[0].reason.contains("names no package"), "{:?}", converted.skipped);
+        assert!(matches!(Sarif::convert(br#"{"version":"2.0.0","runs":[]}"#), Err(ReportError::Unsupported(_))));
+    }
+
+    #[test]
+    fn sarif_logs_are_told_from_every_other_format() {
+        scanner_reports::assert_detects_its_own_and_no_other::<Sarif>(MANIFEST, "sarif");
+    }
+
+    #[test]
+    fn hostile_and_malformed_input_is_an_error() {
+        scanner_reports::assert_refuses_hostile_and_malformed::<Sarif>();
+    }
+}
