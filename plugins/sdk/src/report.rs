@@ -46,6 +46,10 @@ pub struct ConvertedReport {
     pub entries: Vec<ReportEntry>,
     /// Entries esr cannot represent, each with why; never dropped silently.
     pub skipped: Vec<SkippedEntry>,
+    /// The report holds only part of what the scan found (one page of a
+    /// Wazuh indexer search): what it does not list may still be there,
+    /// so it resolves nothing.
+    pub partial: bool,
 }
 
 /// A host a report identifies.
