@@ -10,6 +10,8 @@ TEST_PLUGINS_DIR ?= target/test-plugins
 PLUGINS      := endpoints remediation-targets scopes vulnerability-findings agent
 # Scanner report importers: plugins/import-<format>, package
 # esr-plugin-import-<format>, installed as import-<format>.wasm.
+# (Built and linted here; installed into the plugins directory once the
+# host loads the report-importer world.)
 IMPORTERS    := trivy grype cyclonedx sarif osv wazuh
 # Alternative and deliberately broken components the tests load.
 TEST_PLUGINS := endpoints-redacted endless-loop memory-hog panics prober sleeper log-flood
@@ -63,8 +65,7 @@ plugins: wasm-target
 		$(addprefix -p esr-plugin-import-,$(IMPORTERS))
 	@mkdir -p $(PLUGINS_DIR)
 	@for p in $(PLUGINS); do cp $(WASM_OUT)/esr_plugin_$$(echo $$p | tr - _).wasm $(PLUGINS_DIR)/$$p.wasm; done
-	@for p in $(IMPORTERS); do cp $(WASM_OUT)/esr_plugin_import_$$(echo $$p | tr - _).wasm $(PLUGINS_DIR)/import-$$p.wasm; done
-	@echo "components in $(PLUGINS_DIR): $(PLUGINS) $(addprefix import-,$(IMPORTERS))"
+	@echo "components in $(PLUGINS_DIR): $(PLUGINS)"
 
 test-plugins: wasm-target
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-test-plugin-,$(TEST_PLUGINS))
