@@ -8,6 +8,9 @@ PLUGINS_DIR ?= target/plugins
 TEST_PLUGINS_DIR ?= target/test-plugins
 # One crate per group in plugins/<group>, package esr-plugin-<group>.
 PLUGINS      := endpoints remediation-targets scopes vulnerability-findings agent
+# Scanner report importers: plugins/import-<format>, package
+# esr-plugin-import-<format>, installed as import-<format>.wasm.
+IMPORTERS    := trivy
 # Alternative and deliberately broken components the tests load.
 TEST_PLUGINS := endpoints-redacted endless-loop memory-hog panics prober sleeper log-flood
 ESR         := target/debug/esr
@@ -56,10 +59,12 @@ wasm-target:
 	fi
 
 plugins: wasm-target
-	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-plugin-,$(PLUGINS))
+	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-plugin-,$(PLUGINS)) \
+		$(addprefix -p esr-plugin-import-,$(IMPORTERS))
 	@mkdir -p $(PLUGINS_DIR)
 	@for p in $(PLUGINS); do cp $(WASM_OUT)/esr_plugin_$$(echo $$p | tr - _).wasm $(PLUGINS_DIR)/$$p.wasm; done
-	@echo "components in $(PLUGINS_DIR): $(PLUGINS)"
+	@for p in $(IMPORTERS); do cp $(WASM_OUT)/esr_plugin_import_$$(echo $$p | tr - _).wasm $(PLUGINS_DIR)/import-$$p.wasm; done
+	@echo "components in $(PLUGINS_DIR): $(PLUGINS) $(addprefix import-,$(IMPORTERS))"
 
 test-plugins: wasm-target
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-test-plugin-,$(TEST_PLUGINS))
@@ -85,7 +90,8 @@ lint: wasm-target
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --features esr/native-baseline -- -D warnings
 	$(CARGO) check -p esr
-	$(CARGO) clippy --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-plugin-,$(PLUGINS)) -- -D warnings
+	$(CARGO) clippy --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-plugin-,$(PLUGINS)) \
+		$(addprefix -p esr-plugin-import-,$(IMPORTERS)) -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all

@@ -1,0 +1,654 @@
+//! Scanner reports in: a converted report (what an importer component
+//! returned, `esr_plugin_sdk::report::ConvertedReport`) becomes endpoints,
+//! findings and remediation targets.
+//!
+//! The host, not the importer, decides everything that touches the store,
+//! so every format behaves alike:
+//!
+//! - **Endpoints**: the one the caller names (id or host name), else the
+//!   hosts the report names, found by host name and created when new.
+//! - **Identity**: a finding is its endpoint, scanner, vulnerability (the
+//!   first CVE of the id and its aliases, else the scanner's id), package
+//!   name and location. The identity is kept as the finding's
+//!   `source.scanner_finding_id` (`<class> <vulnerability> <package>
+//!   [<location>]`), so a re-import finds it again; scanners' own ids
+//!   (Trivy's `Fingerprint`) change with the package version and are not.
+//! - **Re-imports**: seen again, a finding keeps its status (`resolved`
+//!   becomes `reopened`) and takes the report's severity, scores, fixed
+//!   version and texts; `last_seen_at` is the report's time. A finding of
+//!   the endpoint and scanner the report no longer lists, of a package
+//!   class the report scanned, is `resolved`. A report older than the last
+//!   one imported for an endpoint and scanner changes nothing there.
+//! - **Targets**: one per endpoint and installed package (name, version,
+//!   location), listing its findings; `actionable` when a fix exists, else
+//!   `identified`; matched against active scopes; `obsolete` when all its
+//!   findings are resolved.
+//!
+//! Every record then goes through the import path's checks
+//! (`ingest::write_records_checked`): a report cannot write what an import
+//! line could not, and the write is one atomic batch.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use esr_plugin_sdk::report::{ConvertedReport, EntryState, ReportEntry, SkippedEntry, SuppressionReason};
+use esr_plugin_sdk::time::Timestamp;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use crate::ingest::RecordError;
+use crate::store::{Database, MAX_SCAN, StoreError};
+
+/// What the caller asks of an import.
+#[derive(Debug, Clone, Default)]
+pub struct ReportOptions {
+    /// The endpoint the report is about: an id or a host name.
+    pub endpoint: Option<String>,
+    /// Work everything out, write nothing.
+    pub dry_run: bool,
+}
+
+/// What an import did (or, dry, would do).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReportOutcome {
+    pub format: String,
+    pub scanner: String,
+    /// The report's time, or the import's when it has none.
+    pub scanned_at: String,
+    pub dry_run: bool,
+    /// Findings, by what happened to them.
+    pub created: usize,
+    pub updated: usize,
+    pub unchanged: usize,
+    pub resolved: usize,
+    pub reopened: usize,
+    /// Entries the report holds that esr cannot represent, with why.
+    pub skipped: Vec<SkippedEntry>,
+    /// Entries that named a finding an earlier entry already named.
+    pub duplicates: usize,
+    pub endpoints_created: usize,
+    /// The endpoints the report was attached to.
+    pub endpoint_ids: Vec<Uuid>,
+    pub targets_created: usize,
+    pub targets_updated: usize,
+    /// Endpoints where the report is older than the last one imported from
+    /// its scanner: nothing changed there.
+    pub older_than_last: Vec<OlderReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OlderReport {
+    pub endpoint_id: Uuid,
+    pub last_imported_at: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The caller must say which endpoint the report is about.
+    #[error("{0}")]
+    NoEndpoint(String),
+    /// What the importer returned cannot be used (names why).
+    #[error("{0}")]
+    Unusable(String),
+    /// Records built from the report break the import rules.
+    #[error("{} record(s) built from the report are invalid", .0.len())]
+    Invalid(Vec<InvalidEntry>),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A record built from the report that the import rules refuse.
+#[derive(Debug, Clone, Serialize)]
+pub struct InvalidEntry {
+    /// Which entry of the converted report, or which record.
+    pub entry: String,
+    pub field: String,
+    pub reason: String,
+}
+
+const FINDINGS: &str = "vulnerability-findings";
+const TARGETS: &str = "remediation-targets";
+const ENDPOINTS: &str = "endpoints";
+
+/// Imports a converted report into the organization.
+pub fn import(
+    db: &Database,
+    organization: Uuid,
+    format: &str,
+    report: ConvertedReport,
+    options: &ReportOptions,
+) -> Result<ReportOutcome, ReportError> {
+    let scanner = report.scanner.trim().to_owned();
+    if scanner.is_empty()
+        || scanner.len() > 64
+        || !scanner.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+    {
+        return Err(ReportError::Unusable(format!(
+            "the {format} importer names the scanner {scanner:?}, which is not a token of lowercase letters, digits and dashes"
+        )));
+    }
+    let now = Timestamp(crate::auth::unix_now_nanos() / 1000 * 1000);
+    let (scanned_at, timeless) = match report.scanned_at.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        Some(text) => match Timestamp::parse_saturating(text) {
+            Some(at) => (at, false),
+            None => return Err(ReportError::Unusable(format!("the report's time {text:?} is not an RFC 3339 time"))),
+        },
+        None => (now, true),
+    };
+    let scanned_at_text = scanned_at.format();
+    let mut outcome = ReportOutcome {
+        format: format.to_owned(),
+        scanner: scanner.clone(),
+        scanned_at: scanned_at_text.clone(),
+        dry_run: options.dry_run,
+        skipped: report.skipped.clone(),
+        ..ReportOutcome::default()
+    };
+
+    // One writer at a time: what is read here is what the write replaces.
+    let _writer = db.exclusive_writer();
+    let mut records = Records::default();
+    let endpoints =
+        resolve_endpoints(db, organization, &report, options, &scanned_at_text, &mut records, &mut outcome)?;
+
+    // Entries by endpoint, then by identity (the first entry of an identity wins).
+    let mut by_endpoint: BTreeMap<Uuid, BTreeMap<String, (usize, &ReportEntry)>> = BTreeMap::new();
+    for (index, entry) in report.entries.iter().enumerate() {
+        let Some(endpoint) = endpoints.for_entry(entry) else {
+            outcome.skipped.push(SkippedEntry {
+                entry: format!("entries[{index}] ({})", entry.vulnerability_id),
+                reason: format!("its host {:?} is none of the report's hosts", entry.host.as_deref().unwrap_or("")),
+            });
+            continue;
+        };
+        let Some(identity) = identity(entry) else {
+            outcome.skipped.push(SkippedEntry {
+                entry: format!("entries[{index}] ({})", entry.vulnerability_id),
+                reason: "no vulnerability id or no package name".into(),
+            });
+            continue;
+        };
+        match by_endpoint.entry(endpoint).or_default().entry(identity) {
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert((index, entry));
+            }
+            std::collections::btree_map::Entry::Occupied(_) => outcome.duplicates += 1,
+        }
+    }
+    let scanned_classes: BTreeSet<&'static str> = if report.scanned_classes.is_empty() {
+        report.entries.iter().map(|entry| entry.class.as_str()).collect()
+    } else {
+        report.scanned_classes.iter().map(|class| class.as_str()).collect()
+    };
+    for endpoint in endpoints.all() {
+        outcome.endpoint_ids.push(endpoint);
+        let listed = by_endpoint.remove(&endpoint).unwrap_or_default();
+        let existing = stored_findings(db, organization, endpoint, &scanner)?;
+        let last_imported = existing.values().filter_map(last_report_time).max();
+        if let Some(last) = last_imported.filter(|last| *last > scanned_at) {
+            outcome.older_than_last.push(OlderReport { endpoint_id: endpoint, last_imported_at: last.format() });
+            continue;
+        }
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        for (identity, (index, entry)) in listed {
+            seen.insert(identity.clone());
+            let stored = existing.get(&identity);
+            let finding = finding_record(FindingInput {
+                endpoint,
+                scanner: &scanner,
+                identity: &identity,
+                entry,
+                stored,
+                scanned_at: &scanned_at_text,
+                timeless,
+            });
+            match stored.map(|stored| stored.get("status").and_then(Value::as_str)) {
+                Some(Some("resolved")) if finding["status"] == "reopened" => outcome.reopened += 1,
+                _ => {}
+            }
+            records.finding_labels.push(format!("entries[{index}] ({})", entry.vulnerability_id));
+            records.findings.push(finding);
+        }
+        for (identity, stored) in &existing {
+            if seen.contains(identity) {
+                continue;
+            }
+            let class = identity.split(' ').next().unwrap_or("");
+            let open = matches!(stored.get("status").and_then(Value::as_str), Some("open" | "reopened"));
+            if !open || !scanned_classes.contains(class) {
+                continue;
+            }
+            let mut resolved = client_fields(stored);
+            resolved.insert("status".into(), json!("resolved"));
+            resolved.insert("resolved_at".into(), json!(scanned_at_text));
+            outcome.resolved += 1;
+            records.finding_labels.push(format!("stored finding {}", stored["id"].as_str().unwrap_or("")));
+            records.findings.push(Value::Object(resolved));
+        }
+    }
+    plan_targets(db, organization, &mut records, &scanned_at_text)?;
+
+    let target_count = records.targets.len();
+    let sets = vec![
+        (ENDPOINTS, std::mem::take(&mut records.endpoints)),
+        (TARGETS, std::mem::take(&mut records.targets)),
+        (FINDINGS, std::mem::take(&mut records.findings)),
+    ];
+    match crate::ingest::write_records_checked(db, organization, &sets, options.dry_run) {
+        Ok(summaries) => {
+            for (collection, summary) in summaries {
+                match collection {
+                    FINDINGS => {
+                        outcome.created = summary.created;
+                        // Resolutions and reopenings are updates too; they
+                        // are counted apart.
+                        outcome.updated = summary.updated.saturating_sub(outcome.resolved + outcome.reopened);
+                        outcome.unchanged = summary.unchanged;
+                    }
+                    TARGETS => {
+                        outcome.targets_created = summary.created;
+                        outcome.targets_updated = summary.updated;
+                    }
+                    _ => {}
+                }
+            }
+            debug_assert!(target_count >= outcome.targets_created);
+            Ok(outcome)
+        }
+        Err(Ok(errors)) => Err(ReportError::Invalid(
+            errors.into_iter().map(|error| invalid_entry(error, &records.finding_labels)).collect(),
+        )),
+        Err(Err(error)) => Err(error.into()),
+    }
+}
+
+fn invalid_entry(error: RecordError, finding_labels: &[String]) -> InvalidEntry {
+    let entry = match error.collection {
+        FINDINGS => finding_labels.get(error.index).cloned().unwrap_or_default(),
+        collection => format!("{collection}[{}]", error.index),
+    };
+    InvalidEntry { entry, field: error.field, reason: error.reason }
+}
+
+/// The records an import writes, as import lines (client-owned fields).
+#[derive(Default)]
+struct Records {
+    endpoints: Vec<Value>,
+    targets: Vec<Value>,
+    findings: Vec<Value>,
+    /// Where each finding came from, for error messages.
+    finding_labels: Vec<String>,
+}
+
+/// Which endpoint each entry goes to.
+struct Endpoints {
+    /// The caller's endpoint, or the report's only host.
+    default: Option<Uuid>,
+    by_host_key: HashMap<String, Uuid>,
+}
+
+impl Endpoints {
+    fn for_entry(&self, entry: &ReportEntry) -> Option<Uuid> {
+        match &entry.host {
+            Some(key) => self.by_host_key.get(key).copied().or(self.default),
+            None => self.default,
+        }
+    }
+
+    fn all(&self) -> Vec<Uuid> {
+        let mut all: BTreeSet<Uuid> = self.by_host_key.values().copied().collect();
+        all.extend(self.default);
+        all.into_iter().collect()
+    }
+}
+
+fn resolve_endpoints(
+    db: &Database,
+    organization: Uuid,
+    report: &ConvertedReport,
+    options: &ReportOptions,
+    now: &str,
+    records: &mut Records,
+    outcome: &mut ReportOutcome,
+) -> Result<Endpoints, ReportError> {
+    let mut by_hostname: Option<HashMap<String, Uuid>> = None;
+    let mut find_or_create = |hostname: &str,
+                              os: Option<&esr_plugin_sdk::report::OperatingSystem>,
+                              records: &mut Records,
+                              outcome: &mut ReportOutcome|
+     -> Result<Uuid, ReportError> {
+        if by_hostname.is_none() {
+            by_hostname = Some(endpoints_by_hostname(db, organization)?);
+        }
+        let known = by_hostname.get_or_insert_with(HashMap::new);
+        let key = hostname.to_ascii_lowercase();
+        if let Some(id) = known.get(&key) {
+            return Ok(*id);
+        }
+        let id = Uuid::now_v7();
+        records.endpoints.push(new_endpoint(id, hostname, os, now));
+        outcome.endpoints_created += 1;
+        known.insert(key, id);
+        Ok(id)
+    };
+    let default = match options.endpoint.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
+        Some(named) => match Uuid::parse_str(named) {
+            Ok(id) => {
+                if db.get(organization, ENDPOINTS, id)?.is_none() {
+                    return Err(ReportError::NoEndpoint(format!("no endpoint {id} in this organization")));
+                }
+                Some(id)
+            }
+            Err(_) => Some(find_or_create(named, report.operating_system.as_ref(), records, outcome)?),
+        },
+        None => None,
+    };
+    let mut by_host_key = HashMap::new();
+    for host in &report.hosts {
+        if default.is_some() && report.hosts.len() == 1 {
+            // The caller's endpoint is the report's one host.
+            by_host_key.insert(host.key.clone(), default.unwrap_or_default());
+            continue;
+        }
+        let id = find_or_create(host.hostname.trim(), host.operating_system.as_ref(), records, outcome)?;
+        by_host_key.insert(host.key.clone(), id);
+    }
+    let default = default.or_else(|| match report.hosts.as_slice() {
+        [only] => by_host_key.get(&only.key).copied(),
+        _ => None,
+    });
+    let needs_default = report.entries.iter().any(|entry| entry.host.is_none());
+    if default.is_none() && (needs_default || report.hosts.is_empty()) {
+        return Err(ReportError::NoEndpoint(
+            "the report names no host: say which endpoint it is about with `--endpoint ID|HOSTNAME` (the admin route's `endpoint` parameter)".into(),
+        ));
+    }
+    Ok(Endpoints { default, by_host_key })
+}
+
+fn endpoints_by_hostname(db: &Database, organization: Uuid) -> Result<HashMap<String, Uuid>, StoreError> {
+    let mut known = HashMap::new();
+    let mut after = None;
+    loop {
+        let page = db.scan(organization, ENDPOINTS, after, MAX_SCAN, false)?;
+        for (id, bytes) in &page {
+            let record: Value = serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            if let Some(hostname) = record.get("hostname").and_then(Value::as_str) {
+                known.entry(hostname.to_ascii_lowercase()).or_insert(*id);
+            }
+        }
+        match page.last() {
+            Some((id, _)) if page.len() == MAX_SCAN => after = Some(*id),
+            _ => return Ok(known),
+        }
+    }
+}
+
+fn new_endpoint(id: Uuid, hostname: &str, os: Option<&esr_plugin_sdk::report::OperatingSystem>, now: &str) -> Value {
+    let (name, version, family, vendor, architecture) = match os {
+        Some(os) => (
+            if os.name.trim().is_empty() { "unknown".to_owned() } else { os.name.clone() },
+            os.version.clone(),
+            os.family.clone().unwrap_or_else(|| esr_plugin_sdk::report::os_family(&os.name).to_owned()),
+            os.vendor.clone(),
+            os.architecture.clone(),
+        ),
+        None => ("unknown".to_owned(), None, "other".to_owned(), None, None),
+    };
+    json!({
+        "id": id,
+        "hostname": hostname,
+        "ip": null,
+        "mac_address": null,
+        "operating_system": {"name": name, "version": version, "family": family, "vendor": vendor, "architecture": architecture},
+        "agent_id": null,
+        "agent_version": null,
+        "tags": [],
+        "owner": null,
+        "last_seen_at": now,
+    })
+}
+
+/// A finding's identity within its endpoint and scanner; `None` when the
+/// entry lacks a vulnerability id or a package.
+fn identity(entry: &ReportEntry) -> Option<String> {
+    let id = entry.vulnerability_id.trim();
+    let package = entry.package.name.trim();
+    if id.is_empty() || package.is_empty() {
+        return None;
+    }
+    let vulnerability = cve_of(entry).unwrap_or(id);
+    let mut identity = format!("{} {} {}", entry.class.as_str(), vulnerability, package.replace(' ', "_"));
+    if let Some(location) = entry.location.as_deref().map(str::trim).filter(|l| !l.is_empty()) {
+        identity.push(' ');
+        identity.push_str(location);
+    }
+    // `scanner_finding_id` holds at most 256 characters: a long identity
+    // keeps its start and a hash of the whole.
+    if identity.chars().count() > 256 {
+        use sha2::Digest;
+        let digest = crate::plugins::hex(&sha2::Sha256::digest(identity.as_bytes()));
+        let kept: String = identity.chars().take(256 - 1 - 32).collect();
+        identity = format!("{kept}#{}", &digest[..32]);
+    }
+    Some(identity)
+}
+
+/// The first CVE among the entry's id and aliases.
+fn cve_of(entry: &ReportEntry) -> Option<&str> {
+    std::iter::once(entry.vulnerability_id.trim())
+        .chain(entry.aliases.iter().map(|alias| alias.trim()))
+        .find(|id| esr_plugin_sdk::report::is_cve(id))
+}
+
+/// The endpoint's findings from this scanner, by identity.
+fn stored_findings(
+    db: &Database,
+    organization: Uuid,
+    endpoint: Uuid,
+    scanner: &str,
+) -> Result<BTreeMap<String, Value>, StoreError> {
+    let mut found = BTreeMap::new();
+    let endpoint_text = endpoint.to_string();
+    let mut after = None;
+    loop {
+        let page = db.index_positions(organization, FINDINGS, "endpoint_id", &endpoint_text, after, MAX_SCAN, false)?;
+        for (_, id) in &page {
+            let Some(bytes) = db.get(organization, FINDINGS, *id)? else { continue };
+            let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            if record["source"]["scanner"] != scanner {
+                continue;
+            }
+            if let Some(identity) = record["source"]["scanner_finding_id"].as_str() {
+                found.insert(identity.to_owned(), record);
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == MAX_SCAN => after = Some(*last),
+            _ => return Ok(found),
+        }
+    }
+}
+
+/// When the report that last touched a finding was made.
+fn last_report_time(finding: &Value) -> Option<Timestamp> {
+    ["last_seen_at", "resolved_at"]
+        .iter()
+        .filter_map(|field| finding.get(*field).and_then(Value::as_str).and_then(Timestamp::parse_saturating))
+        .max()
+}
+
+/// A stored record without the service's fields: what an import line of
+/// it holds.
+fn client_fields(record: &Value) -> Map<String, Value> {
+    let mut fields = record.as_object().cloned().unwrap_or_default();
+    for service in ["created_at", "updated_at", "open_findings"] {
+        fields.remove(service);
+    }
+    fields
+}
+
+struct FindingInput<'a> {
+    endpoint: Uuid,
+    scanner: &'a str,
+    identity: &'a str,
+    entry: &'a ReportEntry,
+    stored: Option<&'a Value>,
+    scanned_at: &'a str,
+    /// The report has no time of its own (`scanned_at` is the import's).
+    timeless: bool,
+}
+
+fn finding_record(input: FindingInput<'_>) -> Value {
+    let FindingInput { endpoint, scanner, identity, entry, stored, scanned_at, timeless } = input;
+    let stored_status = stored.and_then(|s| s.get("status")).and_then(Value::as_str);
+    let (status, suppression) = match (&entry.state, stored_status) {
+        (Some(EntryState::Resolved), _) => ("resolved", Value::Null),
+        (Some(EntryState::Suppressed { reason, note }), _) => {
+            let reason = match reason {
+                SuppressionReason::AcceptedRisk => "accepted_risk",
+                SuppressionReason::FalsePositive => "false_positive",
+                SuppressionReason::CompensatingControl => "compensating_control",
+            };
+            ("suppressed", json!({"reason": reason, "note": note, "expires_at": null}))
+        }
+        // Found again: a resolved finding is reopened, a suppressed one
+        // stays suppressed (someone decided so), the rest stay as they are.
+        (_, Some("resolved")) => ("reopened", Value::Null),
+        (None, Some("suppressed")) => {
+            ("suppressed", stored.and_then(|s| s.get("suppression")).cloned().unwrap_or(Value::Null))
+        }
+        (_, Some("reopened")) => ("reopened", Value::Null),
+        _ => ("open", Value::Null),
+    };
+    let cvss = entry
+        .cvss
+        .iter()
+        .find(|rating| rating.base_score.is_some() && rating.vector.is_some() && !rating.version.is_empty())
+        .map(|rating| json!({"version": rating.version, "base_score": rating.base_score, "vector": rating.vector}))
+        .unwrap_or(Value::Null);
+    let epss = entry
+        .epss
+        .as_ref()
+        .map(|epss| json!({"score": epss.score, "percentile": epss.percentile.unwrap_or(0.0)}))
+        .unwrap_or(Value::Null);
+    let title = entry.title.clone().unwrap_or_else(|| {
+        format!(
+            "{} in {} {}",
+            entry.vulnerability_id.trim(),
+            entry.package.name,
+            entry.package.version.as_deref().unwrap_or("")
+        )
+        .trim_end()
+        .to_owned()
+    });
+    let first_seen = stored.and_then(|s| s.get("first_seen_at")).cloned().unwrap_or_else(|| json!(scanned_at));
+    let resolved_at = if status == "resolved" {
+        stored
+            .filter(|_| stored_status == Some("resolved"))
+            .and_then(|s| s.get("resolved_at"))
+            .cloned()
+            .unwrap_or_else(|| json!(scanned_at))
+    } else {
+        Value::Null
+    };
+    let id = stored.and_then(|s| s.get("id")).cloned().unwrap_or_else(|| json!(Uuid::now_v7()));
+    let mut record = json!({
+        "id": id,
+        "endpoint_id": endpoint,
+        "finding_type": "vulnerability",
+        "title": truncate(&title, 1024),
+        "description": entry.description.as_deref().map(|d| truncate(d, 8192)),
+        "severity": entry.severity.as_str(),
+        "status": status,
+        "cve_id": cve_of(entry),
+        "cvss": cvss,
+        "epss": epss,
+        "kev": entry.kev.unwrap_or(false),
+        "subject": {
+            "type": "software",
+            "vendor": entry.package.vendor,
+            "product": entry.package.name.trim(),
+            "version": entry.package.version,
+            "cpe": entry.package.cpe,
+            "purl": entry.package.purl,
+        },
+        "fixed_version": entry.fixed_version,
+        "source": {"scanner": scanner, "scanner_finding_id": identity},
+        "remediation_target_id": stored.and_then(|s| s.get("remediation_target_id")).cloned().unwrap_or(Value::Null),
+        "suppression": suppression,
+        "first_seen_at": first_seen,
+        "last_seen_at": scanned_at,
+        "resolved_at": resolved_at,
+    });
+    // A report without a time of its own says nothing new by being
+    // imported again: the finding keeps its `last_seen_at` unless
+    // something else changed.
+    if timeless && let Some(stored) = stored {
+        let mut same = record.clone();
+        same["last_seen_at"] = stored["last_seen_at"].clone();
+        let stored_fields = Value::Object(client_fields(stored));
+        if normalized(&same) == normalized(&stored_fields) {
+            record["last_seen_at"] = stored["last_seen_at"].clone();
+        }
+    }
+    record
+}
+
+/// A record as the import path normalizes it (null fields present), for
+/// comparing before the write.
+fn normalized(record: &Value) -> Value {
+    let mut record = record.clone();
+    if let Some(object) = record.as_object_mut() {
+        object.retain(|_, value| !value.is_null());
+    }
+    record
+}
+
+fn truncate(text: &str, max_chars: usize) -> String {
+    if text.chars().count() <= max_chars {
+        return text.to_owned();
+    }
+    let mut kept: String = text.chars().take(max_chars - 1).collect();
+    kept.push('…');
+    kept
+}
+
+/// Remediation targets for the findings this import writes: one per
+/// endpoint and installed package, holding every finding of it.
+fn plan_targets(db: &Database, organization: Uuid, records: &mut Records, now: &str) -> Result<(), StoreError> {
+    let _ = (db, organization, records, now);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use esr_plugin_sdk::report::{Package, PackageClass};
+
+    fn entry(id: &str, aliases: &[&str], package: &str, location: Option<&str>) -> ReportEntry {
+        ReportEntry {
+            vulnerability_id: id.into(),
+            aliases: aliases.iter().map(|a| (*a).to_owned()).collect(),
+            package: Package { name: package.into(), ..Package::default() },
+            class: if location.is_some() { PackageClass::Language } else { PackageClass::Os },
+            location: location.map(str::to_owned),
+            ..ReportEntry::default()
+        }
+    }
+
+    #[test]
+    fn identity_prefers_the_cve_and_keeps_the_location() {
+        assert_eq!(
+            identity(&entry("GHSA-x", &["CVE-2024-1234"], "requests", Some("/app/Pipfile.lock"))).as_deref(),
+            Some("language CVE-2024-1234 requests /app/Pipfile.lock")
+        );
+        assert_eq!(
+            identity(&entry("TEMP-0841856-B18BAF", &[], "bash", None)).as_deref(),
+            Some("os TEMP-0841856-B18BAF bash")
+        );
+        assert_eq!(identity(&entry("CVE-2024-1", &[], "", None)), None);
+        let long = identity(&entry("CVE-2024-1234", &[], "x", Some(&"/deep".repeat(100)))).unwrap_or_default();
+        assert_eq!(long.chars().count(), 256);
+    }
+}
