@@ -14,6 +14,9 @@ IMPORTERS    := trivy
 # Alternative and deliberately broken components the tests load.
 TEST_PLUGINS := endpoints-redacted endless-loop memory-hog panics prober sleeper log-flood
 ESR         := target/debug/esr
+# Real scanner reports the report tests import, read where they are (never
+# copied into the project); a missing folder fails those tests.
+ESR_SCANNER_REPORTS_DIR ?= $(abspath ../shared/scanner-reports)
 # The Python tools the OpenAPI tests run (validator, schemathesis, client generator).
 VENV        := target/venv
 PYTHON_REQUIREMENTS := host/tests/python/requirements.txt
@@ -30,7 +33,8 @@ run: host plugins
 # defaults to the components.
 test: plugins test-plugins venv
 	ESR_PLUGINS_DIR=$(abspath $(PLUGINS_DIR)) ESR_TEST_PLUGINS_DIR=$(abspath $(TEST_PLUGINS_DIR)) \
-		ESR_PYTHON_VENV=$(abspath $(VENV)) $(CARGO) test --workspace --features esr/native-baseline
+		ESR_PYTHON_VENV=$(abspath $(VENV)) ESR_SCANNER_REPORTS_DIR=$(ESR_SCANNER_REPORTS_DIR) \
+		$(CARGO) test --workspace --features esr/native-baseline
 
 venv: $(VENV)/.installed
 

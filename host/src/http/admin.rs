@@ -477,6 +477,13 @@ fn import_report_body(
             "no report importer is loaded (build them with `make plugins`)",
         ));
     }
+    if let Some((line, column)) = nested_too_deeply(body) {
+        return Err(unprocessable_report(format!(
+            "the report nests deeper than {MAX_REPORT_DEPTH} arrays and objects (line {line}, column {column})"
+        ))
+        .with_member("line", json!(line))
+        .with_member("column", json!(column)));
+    }
     // Well-formed JSON first, whatever the format: a reader that keeps
     // nothing, so a hostile file costs no memory here.
     if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(body) {
@@ -572,6 +579,46 @@ fn import_report_body(
         }
         crate::reports::ReportError::Store(error) => storage_failure(error),
     })
+}
+
+/// How deep a report's arrays and objects may nest: what the importers'
+/// JSON parser (serde_json) accepts.
+const MAX_REPORT_DEPTH: usize = 128;
+
+/// Where (1-based line and column) JSON text first nests deeper than
+/// [`MAX_REPORT_DEPTH`], if it does; strings are skipped.
+fn nested_too_deeply(text: &[u8]) -> Option<(usize, usize)> {
+    let (mut depth, mut line, mut column) = (0usize, 1usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for byte in text {
+        if *byte == b'\n' {
+            line += 1;
+            column = 0;
+        } else {
+            column += 1;
+        }
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_REPORT_DEPTH {
+                    return Some((line, column));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
 }
 
 fn rank(confidence: crate::plugins::Confidence) -> u8 {
