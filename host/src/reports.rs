@@ -207,6 +207,7 @@ pub fn import(
                 _ => {}
             }
             records.finding_labels.push(format!("entries[{index}] ({})", entry.vulnerability_id));
+            records.finding_packages.push(Some(InstalledPackage::of(endpoint, entry)));
             records.findings.push(finding);
         }
         for (identity, stored) in &existing {
@@ -223,10 +224,11 @@ pub fn import(
             resolved.insert("resolved_at".into(), json!(scanned_at_text));
             outcome.resolved += 1;
             records.finding_labels.push(format!("stored finding {}", stored["id"].as_str().unwrap_or("")));
+            records.finding_packages.push(None);
             records.findings.push(Value::Object(resolved));
         }
     }
-    plan_targets(db, organization, &mut records, &scanned_at_text)?;
+    plan_targets(db, organization, &mut records, &now.format())?;
 
     let target_count = records.targets.len();
     let sets = vec![
@@ -278,6 +280,44 @@ struct Records {
     findings: Vec<Value>,
     /// Where each finding came from, for error messages.
     finding_labels: Vec<String>,
+    /// The installed package of each finding the report lists (`None`:
+    /// one it no longer lists).
+    finding_packages: Vec<Option<InstalledPackage>>,
+}
+
+/// One installation of one package on one endpoint: what a remediation
+/// target fixes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct InstalledPackage {
+    endpoint: Uuid,
+    product: String,
+    version: Option<String>,
+    location: Option<String>,
+    vendor: Option<String>,
+    package_manager: Option<String>,
+    os_package: bool,
+}
+
+impl InstalledPackage {
+    fn of(endpoint: Uuid, entry: &ReportEntry) -> InstalledPackage {
+        InstalledPackage {
+            endpoint,
+            product: entry.package.name.trim().to_owned(),
+            version: entry.package.version.clone(),
+            location: entry.location.clone(),
+            vendor: entry.package.vendor.clone(),
+            package_manager: entry.package.package_manager.clone(),
+            os_package: entry.class == esr_plugin_sdk::report::PackageClass::Os,
+        }
+    }
+
+    /// Whether a stored target is this installation.
+    fn is(&self, target: &Value) -> bool {
+        target["endpoint_id"].as_str() == Some(&self.endpoint.to_string())
+            && target["subject"]["product"].as_str() == Some(&self.product)
+            && target["installed_version"].as_str() == self.version.as_deref()
+            && target["install_path"].as_str() == self.location.as_deref()
+    }
 }
 
 /// Which endpoint each entry goes to.
@@ -616,9 +656,257 @@ fn truncate(text: &str, max_chars: usize) -> String {
 
 /// Remediation targets for the findings this import writes: one per
 /// endpoint and installed package, holding every finding of it.
+///
+/// A new target is `actionable` when one of its open findings has a fixed
+/// version, else `identified`; an `identified` one becomes `actionable`
+/// when a fix appears. Every active scope matching it adds its id; an
+/// `actionable` target is then `queued` and gets the earliest `due_at`
+/// their SLAs give for its most severe open finding (an `identified` one
+/// keeps its state: the state machine queues only actionable work, but
+/// gets the scopes and the due date). When none of its findings is open
+/// any more, a target not yet being worked on (`identified`, `actionable`,
+/// `queued`, `pending_approval`, `blocked`, `failed`) becomes `obsolete`:
+/// `remediated` is reached only through `verifying`, which an import does
+/// not do. A target in a terminal state is left alone, and a package found
+/// vulnerable again gets a new target.
 fn plan_targets(db: &Database, organization: Uuid, records: &mut Records, now: &str) -> Result<(), StoreError> {
-    let _ = (db, organization, records, now);
+    // The findings of each installation this import lists.
+    let mut groups: BTreeMap<InstalledPackage, Vec<usize>> = BTreeMap::new();
+    for (index, package) in records.finding_packages.iter().enumerate() {
+        if let Some(package) = package {
+            groups.entry(package.clone()).or_default().push(index);
+        }
+    }
+    let endpoints: BTreeSet<Uuid> = groups.keys().map(|package| package.endpoint).collect();
+    let mut stored_targets: Vec<Value> = Vec::new();
+    for endpoint in &endpoints {
+        stored_targets.extend(records_by_index(db, organization, TARGETS, "endpoint_id", &endpoint.to_string())?);
+    }
+    let scopes = records_by_index(db, organization, "scopes", "status", "active")?;
+    let mut endpoint_records: HashMap<Uuid, Value> = HashMap::new();
+    for endpoint in &endpoints {
+        let record = match records.endpoints.iter().find(|e| e["id"].as_str() == Some(&endpoint.to_string())) {
+            Some(record) => record.clone(),
+            None => stored_record(db, organization, ENDPOINTS, *endpoint)?.unwrap_or(Value::Null),
+        };
+        endpoint_records.insert(*endpoint, record);
+    }
+    let mut targets: BTreeMap<String, Value> = BTreeMap::new();
+    for (package, indexes) in &groups {
+        let existing = stored_targets.iter().find(|target| {
+            package.is(target) && !matches!(target["status"].as_str(), Some("remediated" | "rejected" | "obsolete"))
+        });
+        let mut target = match existing {
+            Some(stored) => client_fields(stored),
+            None => new_target(package, now),
+        };
+        let target_id = target.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let mut finding_ids: Vec<String> = target
+            .get("finding_ids")
+            .and_then(Value::as_array)
+            .map(|ids| ids.iter().filter_map(|id| id.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        for index in indexes {
+            let finding = &mut records.findings[*index];
+            finding["remediation_target_id"] = json!(target_id);
+            if let Some(id) = finding["id"].as_str()
+                && !finding_ids.iter().any(|known| known == id)
+            {
+                finding_ids.push(id.to_owned());
+            }
+        }
+        let open: Vec<&Value> = indexes
+            .iter()
+            .map(|index| &records.findings[*index])
+            .filter(|finding| matches!(finding["status"].as_str(), Some("open" | "reopened")))
+            .collect();
+        target.insert("finding_ids".into(), json!(finding_ids));
+        let status = target.get("status").and_then(Value::as_str).unwrap_or("identified").to_owned();
+        let fixable = open.iter().any(|finding| !finding["fixed_version"].is_null());
+        let mut next = status.clone();
+        if open.is_empty() {
+            if esr_plugin_sdk::contract::transition_allowed(TARGETS, &status, "obsolete") {
+                next = "obsolete".into();
+            }
+        } else {
+            if next == "identified" && fixable {
+                next = "actionable".into();
+            }
+            let endpoint = &endpoint_records[&package.endpoint];
+            let matching: Vec<&Value> =
+                scopes.iter().filter(|scope| scope_matches(scope, package, endpoint, &open)).collect();
+            if !matching.is_empty() {
+                let mut scope_ids: Vec<Value> =
+                    target.get("scope_ids").and_then(Value::as_array).cloned().unwrap_or_default();
+                for scope in &matching {
+                    if !scope_ids.contains(&scope["id"]) {
+                        scope_ids.push(scope["id"].clone());
+                    }
+                }
+                target.insert("scope_ids".into(), json!(scope_ids));
+                if next == "actionable" {
+                    next = "queued".into();
+                }
+                if target.get("due_at").is_none_or(Value::is_null)
+                    && let Some(due) = due_at(&matching, &open, now)
+                {
+                    target.insert("due_at".into(), json!(due));
+                }
+            }
+        }
+        target.insert("status".into(), json!(next));
+        targets.insert(target_id, Value::Object(target));
+    }
+    // Targets of findings this report resolved, whose findings are now all
+    // resolved.
+    let resolved_targets: BTreeSet<String> = records
+        .findings
+        .iter()
+        .zip(&records.finding_packages)
+        .filter(|(_, package)| package.is_none())
+        .filter_map(|(finding, _)| finding["remediation_target_id"].as_str().map(str::to_owned))
+        .filter(|id| !targets.contains_key(id))
+        .collect();
+    for target_id in resolved_targets {
+        let Ok(id) = Uuid::parse_str(&target_id) else { continue };
+        let Some(stored) = stored_record(db, organization, TARGETS, id)? else { continue };
+        let status = stored["status"].as_str().unwrap_or_default();
+        if !esr_plugin_sdk::contract::transition_allowed(TARGETS, status, "obsolete") || status == "obsolete" {
+            continue;
+        }
+        let mut any_open = false;
+        for finding_id in stored["finding_ids"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+            let in_batch = records.findings.iter().find(|f| f["id"].as_str() == Some(finding_id));
+            let status = match in_batch {
+                Some(finding) => finding["status"].as_str().map(str::to_owned),
+                None => match Uuid::parse_str(finding_id) {
+                    Ok(id) => stored_record(db, organization, FINDINGS, id)?
+                        .and_then(|f| f["status"].as_str().map(str::to_owned)),
+                    Err(_) => None,
+                },
+            };
+            any_open |= matches!(status.as_deref(), Some("open" | "reopened"));
+        }
+        if !any_open {
+            let mut target = client_fields(&stored);
+            target.insert("status".into(), json!("obsolete"));
+            targets.insert(target_id, Value::Object(target));
+        }
+    }
+    records.targets = targets.into_values().collect();
     Ok(())
+}
+
+fn new_target(package: &InstalledPackage, now: &str) -> Map<String, Value> {
+    let _ = now;
+    let target = json!({
+        "id": Uuid::now_v7(),
+        "endpoint_id": package.endpoint,
+        // OS packages are fixed by the OS's updates; language packages by
+        // upgrading the software that bundles them.
+        "target_type": if package.os_package { "os_patch" } else { "software" },
+        "subject": {"type": "software", "vendor": package.vendor, "product": package.product},
+        "installed_version": package.version,
+        "install_path": package.location,
+        "package_manager": package.package_manager,
+        "discovery_method": "passive",
+        "status": "identified",
+        "finding_ids": [],
+        "scope_ids": [],
+        "last_execution": null,
+        "due_at": null,
+        "remediated_at": null,
+    });
+    target.as_object().cloned().unwrap_or_default()
+}
+
+/// Whether an active scope's three filters (each empty one matching
+/// everything) hold for a target of this package with these open findings.
+fn scope_matches(scope: &Value, package: &InstalledPackage, endpoint: &Value, open: &[&Value]) -> bool {
+    let strings = |value: &Value| -> Vec<String> {
+        value.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_ascii_lowercase).collect()
+    };
+    let subject = &scope["subject_filter"];
+    let types = strings(&subject["subject_types"]);
+    let vendors = strings(&subject["vendors"]);
+    let products = strings(&subject["products"]);
+    let cpes = strings(&subject["cpe_patterns"]);
+    let vendor = package.vendor.as_deref().unwrap_or("").to_ascii_lowercase();
+    let subject_ok = (types.is_empty() || types.iter().any(|t| t == "software"))
+        && (vendors.is_empty() || vendors.contains(&vendor))
+        && (products.is_empty() || products.contains(&package.product.to_ascii_lowercase()))
+        && (cpes.is_empty()
+            || open.iter().any(|finding| {
+                let cpe = finding["subject"]["cpe"].as_str().unwrap_or("").to_ascii_lowercase();
+                !cpe.is_empty() && cpes.iter().any(|pattern| cpe.starts_with(pattern.trim_end_matches('*')))
+            }));
+    let filter = &scope["endpoint_filter"];
+    let families = strings(&filter["os_families"]);
+    let ids = strings(&filter["endpoint_ids"]);
+    let tags = strings(&filter["tags"]);
+    let endpoint_tags = strings(&endpoint["tags"]);
+    let family = endpoint["operating_system"]["family"].as_str().unwrap_or("").to_owned();
+    let has_agent = !endpoint["agent_id"].is_null();
+    let endpoint_ok = (families.is_empty() || families.contains(&family))
+        && (ids.is_empty() || ids.contains(&package.endpoint.to_string()))
+        && filter["has_agent"].as_bool().is_none_or(|wanted| wanted == has_agent)
+        && (tags.is_empty() || tags.iter().any(|tag| endpoint_tags.contains(tag)));
+    let findings = &scope["finding_filter"];
+    let finding_types = strings(&findings["finding_types"]);
+    let min_rank = findings["min_severity"].as_str().map(severity_rank);
+    let min_cvss = findings["min_cvss_score"].as_f64();
+    let kev_only = findings["kev_only"].as_bool().unwrap_or(false);
+    let finding_ok = open.iter().any(|finding| {
+        (finding_types.is_empty() || finding_types.iter().any(|t| t == "vulnerability"))
+            && min_rank.is_none_or(|min| severity_rank(finding["severity"].as_str().unwrap_or("info")) >= min)
+            && min_cvss.is_none_or(|min| finding["cvss"]["base_score"].as_f64().is_some_and(|score| score >= min))
+            && (!kev_only || finding["kev"] == true)
+    });
+    subject_ok && endpoint_ok && finding_ok
+}
+
+fn severity_rank(severity: &str) -> usize {
+    esr_plugin_sdk::contract::SEVERITY_RANK.iter().position(|s| *s == severity).unwrap_or(0)
+}
+
+/// The earliest due date the matching scopes' SLAs give for the most
+/// severe open finding, from `now`.
+fn due_at(scopes: &[&Value], open: &[&Value], now: &str) -> Option<String> {
+    let worst = open.iter().map(|f| f["severity"].as_str().unwrap_or("info")).max_by_key(|s| severity_rank(s))?;
+    let days = scopes.iter().filter_map(|scope| scope["sla_days"][worst].as_i64()).min()?;
+    let start = Timestamp::parse_saturating(now)?;
+    Some(Timestamp(start.0.saturating_add(days.saturating_mul(86_400 * 1_000_000_000))).format())
+}
+
+/// Every record holding `value` in a collection's index.
+fn records_by_index(
+    db: &Database,
+    organization: Uuid,
+    collection: &str,
+    index: &str,
+    value: &str,
+) -> Result<Vec<Value>, StoreError> {
+    let mut found = Vec::new();
+    let mut after = None;
+    loop {
+        let page = db.index_positions(organization, collection, index, value, after, MAX_SCAN, false)?;
+        for (_, id) in &page {
+            if let Some(record) = stored_record(db, organization, collection, *id)? {
+                found.push(record);
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == MAX_SCAN => after = Some(*last),
+            _ => return Ok(found),
+        }
+    }
+}
+
+fn stored_record(db: &Database, organization: Uuid, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
+    match db.get(organization, collection, id)? {
+        Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
+        None => Ok(None),
+    }
 }
 
 #[cfg(test)]

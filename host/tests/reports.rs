@@ -397,3 +397,69 @@ fn the_command_line_imports_a_report_and_prints_what_changed() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--endpoint"));
 }
+
+#[test]
+fn findings_on_one_installed_package_become_one_target_queued_by_matching_scopes() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = new_organization(&server, "targets");
+    let scope = json!({
+        "name": "Linux servers", "status": "active",
+        "endpoint_filter": {"os_families": ["linux"]},
+        "finding_filter": {"min_severity": "low"},
+        "sla_days": {"critical": 7, "high": 30, "medium": 90, "low": 180},
+    });
+    let paused = json!({"name": "Paused", "status": "paused", "sla_days": {"medium": 1}});
+    let response = server
+        .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/import/scopes"))
+        .header("content-type", "application/x-ndjson")
+        .body(format!("{scope}\n{paused}\n"))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let scope_id =
+        all(&server, &key, "scopes", "").iter().find(|s| s["name"] == "Linux servers").unwrap()["id"].clone();
+
+    let file = reports_dir().join("trivy/trivy-repo_debian-stretch.json");
+    let report = read_json(&file);
+    let mut vm = report.clone();
+    vm["ArtifactType"] = json!("vm");
+    vm["ArtifactName"] = json!("stretch-1");
+    let answer = import_ok(&server, &organization, "", serde_json::to_vec(&vm).unwrap());
+    assert_eq!(answer["targets_created"], 5, "{answer}");
+    let findings = all(&server, &key, "vulnerability-findings", "");
+    let targets = all(&server, &key, "remediation-targets", "");
+    for target in &targets {
+        let product = target["subject"]["product"].as_str().unwrap();
+        let entry = report["Results"][0]["Vulnerabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["PkgName"] == product)
+            .unwrap();
+        assert_eq!(target["installed_version"], entry["InstalledVersion"], "{target}");
+        assert_eq!(
+            (target["package_manager"].as_str(), target["target_type"].as_str()),
+            (Some("apt"), Some("os_patch"))
+        );
+        assert_eq!(target["scope_ids"], json!([scope_id]), "{target}");
+        assert!(target["due_at"].is_string(), "{target}");
+        let fixable = entry.get("FixedVersion").is_some_and(|f| f.as_str() != Some(""));
+        assert_eq!(target["status"], if fixable { "queued" } else { "identified" }, "{target}");
+        let ids = target["finding_ids"].as_array().unwrap();
+        assert_eq!(ids.len(), 1);
+        let finding = findings.iter().find(|f| f["id"] == ids[0]).unwrap();
+        assert_eq!(finding["remediation_target_id"], target["id"]);
+    }
+    // Again: nothing moves.
+    let again = import_ok(&server, &organization, "", serde_json::to_vec(&vm).unwrap());
+    assert_eq!((again["targets_created"].as_u64(), again["targets_updated"].as_u64()), (Some(0), Some(0)), "{again}");
+    assert_eq!(all(&server, &key, "remediation-targets", ""), targets);
+
+    // Everything resolved: the targets are obsolete.
+    let mut clean = read_json(&reports_dir().join("trivy/steadybit_checkout-go_clean.json"));
+    clean["ArtifactType"] = json!("vm");
+    clean["ArtifactName"] = json!("stretch-1");
+    let answer = import_ok(&server, &organization, "", serde_json::to_vec(&clean).unwrap());
+    assert_eq!((answer["resolved"].as_u64(), answer["targets_updated"].as_u64()), (Some(5), Some(5)), "{answer}");
+    assert!(all(&server, &key, "remediation-targets", "").iter().all(|t| t["status"] == "obsolete"));
+}
