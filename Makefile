@@ -100,19 +100,24 @@ lint: wasm-target
 fmt:
 	$(CARGO) fmt --all
 
-# A new component crate in plugins/$(NAME) serving $(GROUP), built, unit-tested
-# and checked by the host at once.
+# A new component crate in plugins/$(NAME) serving $(GROUP) (or, with
+# KIND=importer, a report importer of the format $(NAME) in
+# plugins/import-$(NAME)), built, unit-tested and checked by the host at once.
 GROUP ?= endpoints
+KIND ?= resource
 plugin-new: wasm-target host
-	@test -n "$(NAME)" || { echo "usage: make plugin-new NAME=my-plugin [GROUP=endpoints]" >&2; exit 1; }
+	@test -n "$(NAME)" || { echo "usage: make plugin-new NAME=my-plugin [GROUP=endpoints] [KIND=resource|importer]" >&2; exit 1; }
 	@echo "$(NAME)" | grep -Eq '^[a-z][a-z0-9-]*$$' || { echo "NAME must be lowercase letters, digits and dashes" >&2; exit 1; }
+	@case "$(KIND)" in resource|importer) ;; *) echo "KIND must be resource or importer" >&2; exit 1;; esac
 	@case " endpoints remediation-targets scopes vulnerability-findings " in *" $(GROUP) "*) ;; \
 		*) echo "GROUP must be one of endpoints, remediation-targets, scopes, vulnerability-findings" >&2; exit 1;; esac
-	@test ! -e plugins/$(NAME) || { echo "plugins/$(NAME) already exists" >&2; exit 1; }
-	@mkdir -p plugins/$(NAME)/src
-	@for f in Cargo.toml src/lib.rs; do \
-		sed -e 's/{{NAME}}/$(NAME)/g' -e 's/{{GROUP}}/$(GROUP)/g' templates/plugin/$$f > plugins/$(NAME)/$$f; done
-	$(CARGO) test -p esr-plugin-$(NAME)
-	$(CARGO) build --profile plugin --target $(WASM_TARGET) -p esr-plugin-$(NAME)
-	$(ESR) plugins check $(WASM_OUT)/esr_plugin_$$(echo $(NAME) | tr - _).wasm
-	@echo "next: edit plugins/$(NAME)/src/lib.rs; to serve it, see PLUGINS.md"
+	@crate=$$(if [ "$(KIND)" = importer ]; then echo import-$(NAME); else echo $(NAME); fi); \
+	template=$$(if [ "$(KIND)" = importer ]; then echo templates/importer; else echo templates/plugin; fi); \
+	test ! -e plugins/$$crate || { echo "plugins/$$crate already exists" >&2; exit 1; }; \
+	mkdir -p plugins/$$crate/src; \
+	for f in Cargo.toml src/lib.rs; do \
+		sed -e 's/{{NAME}}/$(NAME)/g' -e 's/{{GROUP}}/$(GROUP)/g' $$template/$$f > plugins/$$crate/$$f; done; \
+	$(CARGO) test -p esr-plugin-$$crate && \
+	$(CARGO) build --profile plugin --target $(WASM_TARGET) -p esr-plugin-$$crate && \
+	$(ESR) plugins check $(WASM_OUT)/esr_plugin_$$(echo $$crate | tr - _).wasm && \
+	echo "next: edit plugins/$$crate/src/lib.rs; to serve it, see PLUGINS.md"

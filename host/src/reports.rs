@@ -561,6 +561,15 @@ fn finding_record(input: FindingInput<'_>) -> Value {
         (_, Some("reopened")) => ("reopened", Value::Null),
         _ => ("open", Value::Null),
     };
+    // What the contract's state machine does not allow (a resolved finding
+    // a VEX statement now suppresses, a suppressed one it calls resolved)
+    // keeps the stored state.
+    let (status, suppression) = match stored_status {
+        Some(from) if !esr_plugin_sdk::contract::transition_allowed(FINDINGS, from, status) => {
+            (from, stored.and_then(|s| s.get("suppression")).cloned().unwrap_or(Value::Null))
+        }
+        _ => (status, suppression),
+    };
     let cvss = entry
         .cvss
         .iter()
