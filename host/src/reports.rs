@@ -579,7 +579,9 @@ fn finding_record(input: FindingInput<'_>) -> Value {
     let epss = entry
         .epss
         .as_ref()
-        .map(|epss| json!({"score": epss.score, "percentile": epss.percentile.unwrap_or(0.0)}))
+        // The contract's EPSS has both numbers; a score alone is not
+        // completed with an invented percentile.
+        .and_then(|epss| epss.percentile.map(|percentile| json!({"score": epss.score, "percentile": percentile})))
         .unwrap_or(Value::Null);
     let title = entry.title.clone().unwrap_or_else(|| {
         format!(
