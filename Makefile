@@ -10,12 +10,13 @@ TEST_PLUGINS_DIR ?= target/test-plugins
 PLUGINS      := endpoints remediation-targets scopes vulnerability-findings agent
 # Scanner report importers: plugins/import-<format>, package
 # esr-plugin-import-<format>, installed as import-<format>.wasm.
-# (Built and linted here; installed into the plugins directory once the
-# host loads the report-importer world.)
 IMPORTERS    := trivy grype cyclonedx sarif osv wazuh
 # Alternative and deliberately broken components the tests load.
 TEST_PLUGINS := endpoints-redacted endless-loop memory-hog panics prober sleeper log-flood
 ESR         := target/debug/esr
+# Real scanner reports the report tests import, read where they are (never
+# copied into the project); a missing folder fails those tests.
+ESR_SCANNER_REPORTS_DIR ?= $(abspath ../shared/scanner-reports)
 # The Python tools the OpenAPI tests run (validator, schemathesis, client generator).
 VENV        := target/venv
 PYTHON_REQUIREMENTS := host/tests/python/requirements.txt
@@ -32,7 +33,8 @@ run: host plugins
 # defaults to the components.
 test: plugins test-plugins venv
 	ESR_PLUGINS_DIR=$(abspath $(PLUGINS_DIR)) ESR_TEST_PLUGINS_DIR=$(abspath $(TEST_PLUGINS_DIR)) \
-		ESR_PYTHON_VENV=$(abspath $(VENV)) $(CARGO) test --workspace --features esr/native-baseline
+		ESR_PYTHON_VENV=$(abspath $(VENV)) ESR_SCANNER_REPORTS_DIR=$(ESR_SCANNER_REPORTS_DIR) \
+		$(CARGO) test --workspace --features esr/native-baseline
 
 venv: $(VENV)/.installed
 
@@ -65,7 +67,8 @@ plugins: wasm-target
 		$(addprefix -p esr-plugin-import-,$(IMPORTERS))
 	@mkdir -p $(PLUGINS_DIR)
 	@for p in $(PLUGINS); do cp $(WASM_OUT)/esr_plugin_$$(echo $$p | tr - _).wasm $(PLUGINS_DIR)/$$p.wasm; done
-	@echo "components in $(PLUGINS_DIR): $(PLUGINS)"
+	@for p in $(IMPORTERS); do cp $(WASM_OUT)/esr_plugin_import_$$(echo $$p | tr - _).wasm $(PLUGINS_DIR)/import-$$p.wasm; done
+	@echo "components in $(PLUGINS_DIR): $(PLUGINS) $(addprefix import-,$(IMPORTERS))"
 
 test-plugins: wasm-target
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-test-plugin-,$(TEST_PLUGINS))
@@ -97,19 +100,24 @@ lint: wasm-target
 fmt:
 	$(CARGO) fmt --all
 
-# A new component crate in plugins/$(NAME) serving $(GROUP), built, unit-tested
-# and checked by the host at once.
+# A new component crate in plugins/$(NAME) serving $(GROUP) (or, with
+# KIND=importer, a report importer of the format $(NAME) in
+# plugins/import-$(NAME)), built, unit-tested and checked by the host at once.
 GROUP ?= endpoints
+KIND ?= resource
 plugin-new: wasm-target host
-	@test -n "$(NAME)" || { echo "usage: make plugin-new NAME=my-plugin [GROUP=endpoints]" >&2; exit 1; }
+	@test -n "$(NAME)" || { echo "usage: make plugin-new NAME=my-plugin [GROUP=endpoints] [KIND=resource|importer]" >&2; exit 1; }
 	@echo "$(NAME)" | grep -Eq '^[a-z][a-z0-9-]*$$' || { echo "NAME must be lowercase letters, digits and dashes" >&2; exit 1; }
+	@case "$(KIND)" in resource|importer) ;; *) echo "KIND must be resource or importer" >&2; exit 1;; esac
 	@case " endpoints remediation-targets scopes vulnerability-findings " in *" $(GROUP) "*) ;; \
 		*) echo "GROUP must be one of endpoints, remediation-targets, scopes, vulnerability-findings" >&2; exit 1;; esac
-	@test ! -e plugins/$(NAME) || { echo "plugins/$(NAME) already exists" >&2; exit 1; }
-	@mkdir -p plugins/$(NAME)/src
-	@for f in Cargo.toml src/lib.rs; do \
-		sed -e 's/{{NAME}}/$(NAME)/g' -e 's/{{GROUP}}/$(GROUP)/g' templates/plugin/$$f > plugins/$(NAME)/$$f; done
-	$(CARGO) test -p esr-plugin-$(NAME)
-	$(CARGO) build --profile plugin --target $(WASM_TARGET) -p esr-plugin-$(NAME)
-	$(ESR) plugins check $(WASM_OUT)/esr_plugin_$$(echo $(NAME) | tr - _).wasm
-	@echo "next: edit plugins/$(NAME)/src/lib.rs; to serve it, see PLUGINS.md"
+	@crate=$$(if [ "$(KIND)" = importer ]; then echo import-$(NAME); else echo $(NAME); fi); \
+	template=$$(if [ "$(KIND)" = importer ]; then echo templates/importer; else echo templates/plugin; fi); \
+	test ! -e plugins/$$crate || { echo "plugins/$$crate already exists" >&2; exit 1; }; \
+	mkdir -p plugins/$$crate/src; \
+	for f in Cargo.toml src/lib.rs; do \
+		sed -e 's/{{NAME}}/$(NAME)/g' -e 's/{{GROUP}}/$(GROUP)/g' $$template/$$f > plugins/$$crate/$$f; done; \
+	$(CARGO) test -p esr-plugin-$$crate && \
+	$(CARGO) build --profile plugin --target $(WASM_TARGET) -p esr-plugin-$$crate && \
+	$(ESR) plugins check $(WASM_OUT)/esr_plugin_$$(echo $$crate | tr - _).wasm && \
+	echo "next: edit plugins/$$crate/src/lib.rs; to serve it, see PLUGINS.md"

@@ -134,6 +134,42 @@ impl AdminClient {
     }
 }
 
+/// What `esr import --report` asks of the server.
+#[derive(Debug, Clone, Default)]
+pub struct ReportRequest {
+    pub format: String,
+    pub endpoint: Option<String>,
+    pub dry_run: bool,
+}
+
+impl AdminClient {
+    /// Sends one scanner report (or `-`: standard input) to the reports
+    /// route, with a progress spinner; the server's answer.
+    pub fn import_report(&self, organization: &str, file: &Path, request: &ReportRequest) -> anyhow::Result<Value> {
+        let body = if file.as_os_str() == "-" {
+            let mut body = Vec::new();
+            std::io::stdin().read_to_end(&mut body).context("reading the report from standard input")?;
+            body
+        } else {
+            std::fs::read(file).with_context(|| format!("reading {}", file.display()))?
+        };
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        query.append_pair("format", &request.format);
+        if let Some(endpoint) = &request.endpoint {
+            query.append_pair("endpoint", endpoint);
+        }
+        query.append_pair("dryRun", if request.dry_run { "true" } else { "false" });
+        let url = format!("{}/admin/v1/organizations/{organization}/reports?{}", self.url, query.finish());
+        let progress = indicatif::ProgressBar::new_spinner();
+        progress.set_message(format!("importing {} ({} bytes)", file.display(), body.len()));
+        progress.enable_steady_tick(std::time::Duration::from_millis(120));
+        let outcome =
+            self.send(self.http.post(url).header(reqwest::header::CONTENT_TYPE, "application/json").body(body));
+        progress.finish_and_clear();
+        outcome
+    }
+}
+
 /// What an import did, summed over its batches.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ImportTotals {

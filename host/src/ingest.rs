@@ -120,6 +120,123 @@ pub fn import(
     Ok(summary)
 }
 
+/// Why a record the service built (from a scanner report) was refused:
+/// the same reasons an import line of its collection would get.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecordError {
+    pub collection: &'static str,
+    /// The record's place in its collection's list, from 0.
+    pub index: usize,
+    pub field: String,
+    pub reason: String,
+}
+
+/// What [`write_records_checked`] wrote (or, dry, would write), per
+/// collection in the order given.
+pub type CheckedSummary = Vec<(&'static str, ImportSummary)>;
+
+/// Checks records of several collections exactly as import lines of their
+/// collections are checked (schema, references, state machines), where a
+/// reference may also name a record of the same call, and, unless
+/// `dry_run`, writes those that change something, with the endpoints whose
+/// open counts they move, in one durable write. Every record carries its
+/// `id`. The caller holds [`Database::exclusive_writer`], under which it
+/// read what the records replace.
+pub fn write_records_checked(
+    db: &Database,
+    organization: Uuid,
+    sets: &[(&'static str, Vec<Value>)],
+    dry_run: bool,
+) -> Result<CheckedSummary, Result<Vec<RecordError>, StoreError>> {
+    let mut pending: HashMap<(&'static str, Uuid), Value> = HashMap::new();
+    for (collection, records) in sets {
+        for record in records {
+            if let Some(id) = record.get("id").and_then(canonical_uuid) {
+                pending.insert((*collection, id), record.clone());
+            }
+        }
+    }
+    let mut errors: Vec<RecordError> = Vec::new();
+    let mut batches = Vec::new();
+    for (collection, records) in sets {
+        let fields =
+            schema(collection).ok_or_else(|| Err(StoreError::MalformedCall(format!("no collection {collection}"))))?;
+        let mut batch = Batch::new(db, organization, collection);
+        batch.pending = Some(&pending);
+        let lines: Vec<(usize, Vec<u8>)> = records
+            .iter()
+            .enumerate()
+            .map(|(index, record)| (index + 1, serde_json::to_vec(record).unwrap_or_default()))
+            .collect();
+        for chunk in lines.chunks(CHECK_CHUNK_LINES) {
+            let chunk: Vec<(usize, &[u8])> = chunk.iter().map(|(line, raw)| (*line, raw.as_slice())).collect();
+            for line in check_lines(&chunk, collection, fields) {
+                batch.line(line).map_err(Err)?;
+            }
+        }
+        let found = std::mem::take(&mut batch.errors);
+        errors.extend(found.lines.into_iter().map(|error| RecordError {
+            collection,
+            index: error.line - 1,
+            field: error.field,
+            reason: error.reason,
+        }));
+        batches.push(batch);
+    }
+    if !errors.is_empty() {
+        return Err(Ok(errors));
+    }
+    let now_text = service_now().format();
+    let mut summaries = Vec::new();
+    let mut written: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut open_deltas: BTreeMap<Uuid, [i64; 5]> = BTreeMap::new();
+    for batch in &mut batches {
+        let (summary, records, deltas) = batch.prepare(&now_text);
+        for (endpoint, delta) in deltas {
+            let slot = open_deltas.entry(endpoint).or_default();
+            for (total, change) in slot.iter_mut().zip(delta) {
+                *total += change;
+            }
+        }
+        summaries.push((batch.collection_name(), summary));
+        written.push((batch.collection_name(), records.into_values().collect()));
+    }
+    // Counts move on the endpoint records this call writes, else on the
+    // stored ones.
+    let mut stored_deltas = BTreeMap::new();
+    for (endpoint, delta) in open_deltas {
+        let in_call = written
+            .iter_mut()
+            .filter(|(collection, _)| *collection == "endpoints")
+            .flat_map(|(_, records)| records.iter_mut())
+            .find(|record| record.get("id").and_then(canonical_uuid) == Some(endpoint));
+        match in_call {
+            Some(record) => {
+                for (severity, change) in SEVERITIES.iter().zip(delta) {
+                    let count = record["open_findings"][*severity].as_i64().unwrap_or(0);
+                    record["open_findings"][*severity] = json!((count + change).max(0));
+                }
+            }
+            None => {
+                stored_deltas.insert(endpoint, delta);
+            }
+        }
+    }
+    if let Some(batch) = batches.first() {
+        let endpoints = batch.endpoints_with_counts(stored_deltas, &now_text).map_err(Err)?;
+        match written.iter_mut().find(|(collection, _)| *collection == "endpoints") {
+            Some((_, records)) => records.extend(endpoints),
+            None => written.push(("endpoints", endpoints)),
+        }
+    }
+    if !dry_run {
+        let sets: Vec<(&str, &[Value])> =
+            written.iter().filter(|(_, records)| !records.is_empty()).map(|(c, r)| (*c, r.as_slice())).collect();
+        db.write_records(organization, &sets).map_err(Err)?;
+    }
+    Ok(summaries)
+}
+
 /// Checks each line on its own (shape, types, formats, the fields its
 /// state needs), spread over the machine's cores; in line order.
 fn check_lines(lines: &[(usize, &[u8])], collection: &str, fields: &'static [Field]) -> Vec<CheckedLine> {
@@ -385,6 +502,9 @@ struct Batch<'a> {
     stored_before: HashMap<Uuid, Option<Value>>,
     /// Referenced records, by collection and id.
     referenced: HashMap<(&'static str, Uuid), Option<Value>>,
+    /// Records written by the same call (of any collection), which
+    /// references may name before they are stored.
+    pending: Option<&'a HashMap<(&'static str, Uuid), Value>>,
 }
 
 impl<'a> Batch<'a> {
@@ -398,6 +518,7 @@ impl<'a> Batch<'a> {
             current_status: HashMap::new(),
             stored_before: HashMap::new(),
             referenced: HashMap::new(),
+            pending: None,
         }
     }
 
@@ -458,9 +579,16 @@ impl<'a> Batch<'a> {
         Ok(status)
     }
 
+    fn collection_name(&self) -> &'static str {
+        crate::store::COLLECTIONS.iter().copied().find(|name| *name == self.collection).unwrap_or("endpoints")
+    }
+
     fn referenced_record(&mut self, collection: &'static str, id: Uuid) -> Result<Option<Value>, StoreError> {
         if let Some(known) = self.referenced.get(&(collection, id)) {
             return Ok(known.clone());
+        }
+        if let Some(record) = self.pending.and_then(|pending| pending.get(&(collection, id))) {
+            return Ok(Some(record.clone()));
         }
         let stored = self.stored(collection, id)?;
         self.referenced.insert((collection, id), stored.clone());
@@ -478,6 +606,16 @@ impl<'a> Batch<'a> {
     /// the endpoints whose derived counts they move, in one durable write.
     fn commit(mut self, now: Timestamp) -> Result<ImportSummary, StoreError> {
         let now_text = now.format();
+        let (summary, written, open_deltas) = self.prepare(&now_text);
+        let endpoints = self.endpoints_with_counts(open_deltas, &now_text)?;
+        let records: Vec<Value> = written.into_values().collect();
+        self.db.write_records(self.organization, &[(self.collection, &records), ("endpoints", &endpoints)])?;
+        Ok(summary)
+    }
+
+    /// The stored records the validated lines become (those that change
+    /// something), and how they move their endpoints' open counts.
+    fn prepare(&mut self, now_text: &str) -> (ImportSummary, BTreeMap<Uuid, Value>, BTreeMap<Uuid, [i64; 5]>) {
         let mut summary = ImportSummary::default();
         // Each id's state as the lines replace it (written, else stored),
         // to compare against and to keep `created_at` (and derived fields) from.
@@ -497,11 +635,11 @@ impl<'a> Batch<'a> {
                 }
                 Some(old) => {
                     summary.updated += 1;
-                    stored_record(self.collection, id, content, old.get("created_at").cloned(), old, &now_text)
+                    stored_record(self.collection, id, content, old.get("created_at").cloned(), old, now_text)
                 }
                 None => {
                     summary.created += 1;
-                    stored_record(self.collection, id, content, None, &Value::Null, &now_text)
+                    stored_record(self.collection, id, content, None, &Value::Null, now_text)
                 }
             };
             if self.collection == "vulnerability-findings" {
@@ -513,10 +651,7 @@ impl<'a> Batch<'a> {
             }
             written.insert(id, record);
         }
-        let endpoints = self.endpoints_with_counts(open_deltas, &now_text)?;
-        let records: Vec<Value> = written.into_values().collect();
-        self.db.write_records(self.organization, &[(self.collection, &records), ("endpoints", &endpoints)])?;
-        Ok(summary)
+        (summary, written, open_deltas)
     }
 
     /// The endpoints whose `open_findings` the batch changes, updated.

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod native;
 mod parallel;
 pub mod plugins;
+pub mod reports;
 pub mod seed;
 pub mod server;
 pub mod store;

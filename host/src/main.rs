@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use esr::admin_client::AdminClient;
 use esr::http::limits::Quota;
-use esr::plugins::{Limits, LoadedPlugin, PluginEngine};
+use esr::plugins::{Limits, PluginEngine};
 use esr::server::{ServeOptions, serve};
 use serde_json::{Value, json};
 
@@ -47,18 +47,37 @@ enum Command {
     #[command(subcommand)]
     Keys(KeysCommand),
     /// Import an NDJSON file of records into an organization (through a
-    /// running server), in batches that are each all or nothing.
+    /// running server), in batches that are each all or nothing; or, with
+    /// `--report`, a scanner report (Trivy, Grype, OSV-Scanner, SARIF,
+    /// CycloneDX, Wazuh), all or nothing.
     Import {
         #[arg(long)]
         organization: String,
         /// endpoints, remediation-targets, scopes or vulnerability-findings.
-        #[arg(long)]
-        collection: String,
+        #[arg(long, required_unless_present = "report", conflicts_with = "report")]
+        collection: Option<String>,
         /// One JSON record per line; `-` reads standard input.
-        file: PathBuf,
+        #[arg(required_unless_present = "report", conflicts_with = "report")]
+        file: Option<PathBuf>,
         /// The most lines one batch holds.
         #[arg(long, default_value_t = esr::admin_client::BATCH_LINES)]
         batch_lines: usize,
+        /// A scanner report to import (`-` reads standard input).
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// The report's format; `auto` detects it from the content.
+        #[arg(long, default_value = "auto", requires = "report")]
+        format: String,
+        /// The endpoint the report is about (an id or a host name), when the
+        /// report names no host.
+        #[arg(long, requires = "report")]
+        endpoint: Option<String>,
+        /// Work out what the report would change, write nothing.
+        #[arg(long, requires = "report")]
+        dry_run: bool,
+        /// Print what changed as one JSON object.
+        #[arg(long, requires = "report")]
+        json: bool,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -226,7 +245,13 @@ struct ServeArgs {
     /// `--features native-baseline`.
     #[arg(long)]
     native_handlers: bool,
-    /// The largest import batch the admin listener accepts, in MiB.
+    /// Memory cap of one report importer call, in MiB.
+    #[arg(long, env = "ESR_IMPORTER_MEMORY_MIB", default_value_t = 512, value_parser = clap::value_parser!(u16).range(16..=4096))]
+    importer_memory_mib: u16,
+    /// Time limit of one report importer call, in milliseconds.
+    #[arg(long, env = "ESR_IMPORTER_DEADLINE_MS", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
+    importer_deadline_ms: u64,
+    /// The largest import batch (or scanner report) the admin listener accepts, in MiB.
     #[arg(long, env = "ESR_IMPORT_MAX_MIB", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
     import_max_mib: u16,
     /// The most lines an import batch may hold; more is `413`. What a
@@ -288,7 +313,19 @@ fn seed(
 /// Loads one component exactly as `esr serve` would and describes it.
 fn check_plugin(file: &std::path::Path) -> anyhow::Result<()> {
     let engine = PluginEngine::new(Limits::default())?;
-    let plugin = LoadedPlugin::load(&engine, file)?;
+    let plugin = match esr::plugins::load_component(&engine, file)? {
+        esr::plugins::LoadedComponent::Plugin(plugin) => plugin,
+        esr::plugins::LoadedComponent::Importer(importer) => {
+            let info = &importer.info;
+            println!("{}: ok", file.display());
+            println!("  importer     {}", info.format);
+            println!("  version      {}", info.version);
+            println!("  wit package  esr:plugin@{}", info.wit_version);
+            println!("  sha256       {}", info.sha256);
+            println!("  description  {}", info.description);
+            return Ok(());
+        }
+    };
     let info = &plugin.info;
     println!("{}: ok", file.display());
     println!("  group        {}", info.group);
@@ -400,6 +437,53 @@ fn keys(command: KeysCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `esr import --report`: one report through the admin route; prints what
+/// changed.
+fn import_report(
+    organization: &str,
+    report: &Path,
+    request: &esr::admin_client::ReportRequest,
+    as_json: bool,
+    admin: &AdminArgs,
+) -> anyhow::Result<()> {
+    let outcome = admin_client(admin)?.import_report(organization, report, request)?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&outcome)?);
+        return Ok(());
+    }
+    let count = |name: &str| outcome[name].as_u64().unwrap_or(0);
+    println!(
+        "{}{} report from {} ({}): {} created, {} updated, {} unchanged, {} resolved, {} reopened, {} skipped",
+        if outcome["dry_run"] == true { "dry run: nothing written; " } else { "" },
+        text(&outcome["format"]),
+        text(&outcome["scanner"]),
+        text(&outcome["scanned_at"]),
+        count("created"),
+        count("updated"),
+        count("unchanged"),
+        count("resolved"),
+        count("reopened"),
+        outcome["skipped"].as_array().map_or(0, Vec::len),
+    );
+    println!(
+        "endpoints: {} created; remediation targets: {} created, {} updated",
+        count("endpoints_created"),
+        count("targets_created"),
+        count("targets_updated")
+    );
+    for skipped in outcome["skipped"].as_array().into_iter().flatten() {
+        println!("skipped {}: {}", text(&skipped["entry"]), text(&skipped["reason"]));
+    }
+    for older in outcome["older_than_last"].as_array().into_iter().flatten() {
+        println!(
+            "endpoint {}: a report from {} was imported already; this older one changed nothing there",
+            text(&older["endpoint_id"]),
+            text(&older["last_imported_at"])
+        );
+    }
+    Ok(())
+}
+
 fn import(
     organization: &str,
     collection: &str,
@@ -454,6 +538,8 @@ fn main() -> ExitCode {
                 public_url: args.public_url.map(|url| url.trim_end_matches('/').to_owned()),
                 plugin_memory_mib: usize::from(args.plugin_memory_mib),
                 plugin_deadline_ms: args.plugin_deadline_ms,
+                importer_memory_mib: usize::from(args.importer_memory_mib),
+                importer_deadline_ms: args.importer_deadline_ms,
                 plugin_slots_per_organization: args.plugin_slots_per_organization.map(usize::from),
                 plugin_slot_wait: std::time::Duration::from_millis(args.plugin_slot_wait_ms),
                 import_max_bytes: usize::from(args.import_max_mib) << 20,
@@ -488,9 +574,28 @@ fn main() -> ExitCode {
         Command::Plugins(PluginsCommand::Openapi { plugins_dir }) => print_openapi(&plugins_dir),
         Command::Organizations(command) => organizations(command),
         Command::Keys(command) => keys(command),
-        Command::Import { organization, collection, file, batch_lines, admin } => {
-            import(&organization, &collection, &file, batch_lines, &admin)
-        }
+        Command::Import {
+            organization,
+            collection,
+            file,
+            batch_lines,
+            report,
+            format,
+            endpoint,
+            dry_run,
+            json,
+            admin,
+        } => match (report, collection, file) {
+            (Some(report), _, _) => import_report(
+                &organization,
+                &report,
+                &esr::admin_client::ReportRequest { format, endpoint, dry_run },
+                json,
+                &admin,
+            ),
+            (None, Some(collection), Some(file)) => import(&organization, &collection, &file, batch_lines, &admin),
+            _ => Err(anyhow::anyhow!("give --collection and a file, or --report")),
+        },
         Command::Check { data_dir } => check(&data_dir),
     };
     match result {

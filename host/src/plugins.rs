@@ -52,13 +52,25 @@ mod bindings {
             },
         });
     }
+    pub mod importer {
+        wasmtime::component::bindgen!({
+            path: "../wit",
+            world: "esr:plugin/report-importer",
+            imports: { default: trappable },
+            with: {
+                "esr:plugin/log": super::resource::esr::plugin::log,
+            },
+        });
+    }
 }
 
 use bindings::document::{DocumentPlugin, DocumentPluginPre};
+use bindings::importer::{ReportImporter, ReportImporterPre};
 use bindings::resource::esr::plugin::{log, store as wit_store, types};
 use bindings::resource::{ResourcePlugin, ResourcePluginPre};
 
 pub use bindings::document::exports::esr::plugin::document::Rendered;
+pub use bindings::importer::exports::esr::plugin::importer::{Confidence, ReportError as ImporterError};
 pub use bindings::resource::exports::esr::plugin::handler::Page;
 pub use types::{Descriptor, Error as PluginError, InvalidParam, QueryParam, Request};
 
@@ -89,6 +101,14 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// What a report importer gets by default: a report of 10,000
+    /// vulnerabilities is tens of MiB of JSON, parsed and answered again.
+    pub fn importer_default() -> Limits {
+        Limits { memory_bytes: 512 << 20, deadline: Duration::from_secs(20) }
+    }
+}
+
 /// Memory and table bytes per instance slot reset in place rather than
 /// released: the stack, data and the SDK's 8 MiB arena.
 const KEEP_RESIDENT_BYTES: usize = 16 << 20;
@@ -105,19 +125,28 @@ pub const LOG_MESSAGE_BYTES: usize = 4 * 1024;
 pub struct PluginEngine {
     engine: Engine,
     limits: Limits,
+    /// Report importers' own limits (`--importer-memory-mib`,
+    /// `--importer-deadline-ms`).
+    importer_limits: Limits,
     /// Where compiled components are kept between runs, if anywhere.
     cache_dir: Option<PathBuf>,
 }
 
 impl PluginEngine {
     pub fn new(limits: Limits) -> anyhow::Result<PluginEngine> {
+        PluginEngine::with_importer_limits(limits, Limits::importer_default())
+    }
+
+    /// An engine whose report importers get `importer_limits`; each call's
+    /// store enforces its kind's memory cap, the pool allows the larger.
+    pub fn with_importer_limits(limits: Limits, importer_limits: Limits) -> anyhow::Result<PluginEngine> {
         let mut pooling = PoolingAllocationConfig::default();
         pooling
             .total_component_instances(256)
             .total_core_instances(2048)
             .total_memories(512)
             .total_tables(1024)
-            .max_memory_size(limits.memory_bytes)
+            .max_memory_size(limits.memory_bytes.max(importer_limits.memory_bytes))
             // Resetting an instance's memory with `madvise` flushed the
             // TLB of every core on every call, the largest cost a component
             // added. Instead the pages a call wrote (found with the
@@ -144,7 +173,7 @@ impl PluginEngine {
                 }
             })
             .context("starting the epoch thread")?;
-        Ok(PluginEngine { engine, limits, cache_dir: None })
+        Ok(PluginEngine { engine, limits, importer_limits, cache_dir: None })
     }
 
     /// Keeps compiled components in `dir`, keyed by the component's content
@@ -187,8 +216,8 @@ impl PluginEngine {
         unsafe { Component::deserialize_file(&self.engine, path) }
     }
 
-    fn deadline_ticks(&self) -> u64 {
-        (self.limits.deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+    fn deadline_ticks(limits: &Limits) -> u64 {
+        (limits.deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
     }
 }
 
@@ -729,6 +758,8 @@ impl PluginRegistry {
 pub struct PluginSet {
     engine: PluginEngine,
     plugins: BTreeMap<String, LoadedPlugin>,
+    /// Report importers by format.
+    importers: BTreeMap<String, LoadedImporter>,
     /// The OpenAPI document these components make, rendered once.
     openapi: std::sync::OnceLock<Vec<u8>>,
     /// Calls go to the native baseline (`native-baseline` builds only).
@@ -749,8 +780,24 @@ impl PluginSet {
             .collect();
         files.sort();
         let mut plugins: BTreeMap<String, LoadedPlugin> = BTreeMap::new();
+        let mut importers: BTreeMap<String, LoadedImporter> = BTreeMap::new();
         for file in files {
-            let plugin = LoadedPlugin::load(engine, &file)?;
+            let plugin = match load_component(engine, &file)? {
+                LoadedComponent::Plugin(plugin) => plugin,
+                LoadedComponent::Importer(importer) => {
+                    if let Some(existing) = importers.get(&importer.info.format) {
+                        bail!(
+                            "{} and {} both import the format `{}`; keep one of them in {}",
+                            existing.info.file.display(),
+                            file.display(),
+                            importer.info.format,
+                            dir.display()
+                        );
+                    }
+                    importers.insert(importer.info.format.clone(), importer);
+                    continue;
+                }
+            };
             if let Some(existing) = plugins.get(&plugin.info.group) {
                 bail!(
                     "{} and {} both serve the group `{}`; keep one of them in {}",
@@ -775,7 +822,7 @@ impl PluginSet {
                 missing.join(", ")
             );
         }
-        Ok(PluginSet { engine: engine.clone(), plugins, openapi: std::sync::OnceLock::new(), native: false })
+        Ok(PluginSet { engine: engine.clone(), plugins, importers, openapi: std::sync::OnceLock::new(), native: false })
     }
 
     /// The API's OpenAPI document with these components' parameters and
@@ -786,6 +833,38 @@ impl PluginSet {
                 .unwrap_or_else(|_| b"{}".to_vec());
             text.push(b'\n');
             text
+        })
+    }
+
+    /// The loaded report importers, by format.
+    pub fn importer_infos(&self) -> impl Iterator<Item = &ImporterInfo> {
+        self.importers.values().map(|importer| &importer.info)
+    }
+
+    /// Each importer's confidence that `report` is its format, by format.
+    pub fn detect(&self, report: &[u8], request_id: &str) -> Vec<(String, Result<Confidence, ConvertError>)> {
+        self.importers
+            .iter()
+            .map(|(format, importer)| {
+                let confidence = importer.call(&self.engine, request_id, |instance, store| {
+                    instance.esr_plugin_importer().call_detect(store, report)
+                });
+                (format.clone(), confidence)
+            })
+            .collect()
+    }
+
+    /// The report converted by the importer of `format`: the converted
+    /// report's JSON bytes. `None` when no importer has that format.
+    pub fn convert(&self, format: &str, report: &[u8], request_id: &str) -> Option<Result<Vec<u8>, ConvertError>> {
+        let importer = self.importers.get(format)?;
+        let result = importer.call(&self.engine, request_id, |instance, store| {
+            instance.esr_plugin_importer().call_convert(store, report)
+        });
+        Some(match result {
+            Ok(Ok(bytes)) => Ok(bytes),
+            Ok(Err(error)) => Err(ConvertError::Report(error)),
+            Err(error) => Err(error),
         })
     }
 
@@ -877,25 +956,35 @@ impl PluginSet {
 }
 
 fn new_store(engine: &PluginEngine, group: &str, tenant: Option<Tenant>, request_id: &str) -> Store<CallState> {
+    new_store_limited(engine, &engine.limits, group, tenant, request_id)
+}
+
+fn new_store_limited(
+    engine: &PluginEngine,
+    limits: &Limits,
+    group: &str,
+    tenant: Option<Tenant>,
+    request_id: &str,
+) -> Store<CallState> {
     let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
     // No sockets: nothing a call could wait on beyond the clocks.
     let wasi = WasiCtx::builder().stderr(stderr.clone()).allow_tcp(false).allow_udp(false).build();
     let state = CallState {
         wasi,
         table: ResourceTable::new(),
-        limits: StoreLimitsBuilder::new().memory_size(engine.limits.memory_bytes).trap_on_grow_failure(true).build(),
+        limits: StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build(),
         tenant,
         group: group.to_owned(),
         reads: Reads::NONE,
         request_id: request_id.to_owned(),
         stderr,
-        deadline: Instant::now() + engine.limits.deadline,
+        deadline: Instant::now() + limits.deadline,
         log_written: 0,
         log_dropped: 0,
     };
     let mut store = Store::new(&engine.engine, state);
     store.limiter(|state| &mut state.limits);
-    store.set_epoch_deadline(engine.deadline_ticks());
+    store.set_epoch_deadline(PluginEngine::deadline_ticks(limits));
     store
 }
 
@@ -923,9 +1012,22 @@ fn finish<T>(store: &Store<CallState>, result: wasmtime::Result<Result<T, Plugin
     }
 }
 
-impl LoadedPlugin {
-    /// Compiles and checks one component file.
-    pub fn load(engine: &PluginEngine, file: &Path) -> anyhow::Result<LoadedPlugin> {
+/// A component file of either kind, loaded and checked.
+pub enum LoadedComponent {
+    Plugin(LoadedPlugin),
+    Importer(LoadedImporter),
+}
+
+/// A compiled component, the interface it exports and the WIT version.
+struct Compiled {
+    component: Component,
+    sha256: String,
+    interface: String,
+    wit_version: String,
+}
+
+impl Compiled {
+    fn load(engine: &PluginEngine, file: &Path) -> anyhow::Result<Compiled> {
         let bytes = std::fs::read(file).with_context(|| format!("{}: cannot read", file.display()))?;
         let sha256 = hex(&Sha256::digest(&bytes));
         let component = engine
@@ -933,14 +1035,45 @@ impl LoadedPlugin {
             .map_err(|error| anyhow!("{}: not a valid WebAssembly component: {error}", file.display()))?;
         let (interface, wit_version) =
             exported_interface(engine, &component).map_err(|reason| anyhow!("{}: {reason}", file.display()))?;
+        Ok(Compiled { component, sha256, interface, wit_version })
+    }
+}
 
-        let mut linker: Linker<CallState> = Linker::new(&engine.engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| anyhow!("linking WASI: {e:#}"))?;
-        // The same `wasi:io/poll`, with its waits ended at the call's deadline.
-        linker.allow_shadowing(true);
-        wasi_poll::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
-            .map_err(|e| anyhow!("linking WASI poll: {e:#}"))?;
-        linker.allow_shadowing(false);
+/// A linker with WASI (no grants) and `wasi:io/poll` bounded by the call's
+/// deadline.
+fn wasi_linker(engine: &PluginEngine) -> anyhow::Result<Linker<CallState>> {
+    let mut linker: Linker<CallState> = Linker::new(&engine.engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| anyhow!("linking WASI: {e:#}"))?;
+    // The same `wasi:io/poll`, with its waits ended at the call's deadline.
+    linker.allow_shadowing(true);
+    wasi_poll::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
+        .map_err(|e| anyhow!("linking WASI poll: {e:#}"))?;
+    linker.allow_shadowing(false);
+    Ok(linker)
+}
+
+/// Compiles and checks one component file of any kind.
+pub fn load_component(engine: &PluginEngine, file: &Path) -> anyhow::Result<LoadedComponent> {
+    let compiled = Compiled::load(engine, file)?;
+    if compiled.interface == "importer" {
+        LoadedImporter::from_compiled(engine, file, compiled).map(LoadedComponent::Importer)
+    } else {
+        LoadedPlugin::from_compiled(engine, file, compiled).map(LoadedComponent::Plugin)
+    }
+}
+
+impl LoadedPlugin {
+    /// Compiles and checks one resource or document component file.
+    pub fn load(engine: &PluginEngine, file: &Path) -> anyhow::Result<LoadedPlugin> {
+        match load_component(engine, file)? {
+            LoadedComponent::Plugin(plugin) => Ok(plugin),
+            LoadedComponent::Importer(_) => bail!("{}: is a report importer, not a resource component", file.display()),
+        }
+    }
+
+    fn from_compiled(engine: &PluginEngine, file: &Path, compiled: Compiled) -> anyhow::Result<LoadedPlugin> {
+        let Compiled { component, sha256, interface, wit_version } = compiled;
+        let mut linker = wasi_linker(engine)?;
         let pre = match interface.as_str() {
             "handler" => {
                 ResourcePlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
@@ -1010,6 +1143,103 @@ impl LoadedPlugin {
     }
 }
 
+/// What a loaded report importer converts, for health and logs.
+#[derive(Debug, Clone)]
+pub struct ImporterInfo {
+    /// The format's name (`trivy`), as `--format` takes it.
+    pub format: String,
+    pub version: String,
+    pub description: String,
+    pub file: PathBuf,
+    pub sha256: String,
+    pub wit_version: String,
+    pub loaded_at: String,
+}
+
+/// One validated, pre-instantiated report importer.
+pub struct LoadedImporter {
+    pub info: ImporterInfo,
+    pre: ReportImporterPre<CallState>,
+}
+
+/// Why a conversion failed.
+#[derive(Debug)]
+pub enum ConvertError {
+    /// The importer refused the report (the caller's fault).
+    Report(ImporterError),
+    /// It ran past its deadline.
+    Timeout,
+    /// It trapped (a memory cap, a panic) or broke the contract.
+    Failed(String),
+}
+
+impl LoadedImporter {
+    fn from_compiled(engine: &PluginEngine, file: &Path, compiled: Compiled) -> anyhow::Result<LoadedImporter> {
+        let Compiled { component, sha256, wit_version, .. } = compiled;
+        let mut linker = wasi_linker(engine)?;
+        ReportImporter::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
+            .map_err(|e| anyhow!("linking the esr imports: {e:#}"))?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .map_err(|error| anyhow!("{}: imports what the host does not offer: {error:#}", file.display()))?;
+        let pre = ReportImporterPre::new(pre)
+            .map_err(|error| anyhow!("{}: does not match the report-importer world: {error:#}", file.display()))?;
+        let mut importer = LoadedImporter {
+            info: ImporterInfo {
+                format: String::new(),
+                version: String::new(),
+                description: String::new(),
+                file: file.to_path_buf(),
+                sha256,
+                wit_version,
+                loaded_at: crate::demo::format_timestamp(crate::auth::unix_now()),
+            },
+            pre,
+        };
+        let described = importer
+            .call(engine, "load", |instance, store| instance.esr_plugin_importer().call_describe(store))
+            .map_err(|error| anyhow!("{}: describe() failed: {error:?}", file.display()))?;
+        let format_is_sane = (1..=32).contains(&described.format.len())
+            && described.format.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !format_is_sane || described.format == "auto" {
+            bail!(
+                "{}: describe() gives the format {:?}; a format is lowercase letters, digits and dashes, and not `auto`",
+                file.display(),
+                described.format
+            );
+        }
+        if described.version.trim().is_empty() || described.version.len() > 64 {
+            bail!("{}: describe() gives no usable version", file.display());
+        }
+        importer.info.format = described.format;
+        importer.info.version = described.version;
+        importer.info.description = described.description.chars().take(512).collect();
+        // A smoke call: detect on a trivial report must give an answer.
+        importer
+            .call(engine, "load", |instance, store| instance.esr_plugin_importer().call_detect(store, b"{}"))
+            .map_err(|error| anyhow!("{}: fails its smoke call (detect): {error:?}", file.display()))?;
+        Ok(importer)
+    }
+
+    /// One call into a fresh instance, with the importers' limits.
+    fn call<T>(
+        &self,
+        engine: &PluginEngine,
+        request_id: &str,
+        run: impl FnOnce(&ReportImporter, &mut Store<CallState>) -> wasmtime::Result<T>,
+    ) -> Result<T, ConvertError> {
+        let group = format!("import-{}", self.info.format);
+        let mut store = new_store_limited(engine, &engine.importer_limits, &group, None, request_id);
+        let result = self.pre.instantiate(&mut store).and_then(|instance| run(&instance, &mut store));
+        match finish(&store, result.map(Ok)) {
+            Ok(value) => Ok(value),
+            Err(CallError::Timeout) => Err(ConvertError::Timeout),
+            Err(CallError::Failed(reason)) => Err(ConvertError::Failed(reason)),
+            Err(CallError::Plugin(error)) => Err(ConvertError::Failed(format!("{error:?}"))),
+        }
+    }
+}
+
 fn describe(engine: &PluginEngine, pre: &Pre) -> Result<Descriptor, String> {
     let mut store = new_store(engine, "loading", None, "load");
     let result = match pre {
@@ -1060,7 +1290,7 @@ fn exported_interface(engine: &PluginEngine, component: &Component) -> Result<(S
     let [name] = ours.as_slice() else {
         return Err(if ours.is_empty() {
             format!(
-                "exports none of {WIT_PACKAGE}/handler or {WIT_PACKAGE}/document (it exports: {}); is it built for another world?",
+                "exports none of {WIT_PACKAGE}/handler, {WIT_PACKAGE}/document or {WIT_PACKAGE}/importer (it exports: {}); is it built for another world?",
                 if exports.is_empty() { "nothing".to_owned() } else { exports.join(", ") }
             )
         } else {
@@ -1069,8 +1299,10 @@ fn exported_interface(engine: &PluginEngine, component: &Component) -> Result<(S
     };
     let rest = &name[prefix.len()..];
     let (interface, version) = rest.split_once('@').unwrap_or((rest, ""));
-    if interface != "handler" && interface != "document" {
-        return Err(format!("exports {name}, which is neither {WIT_PACKAGE}/handler nor {WIT_PACKAGE}/document"));
+    if !["handler", "document", "importer"].contains(&interface) {
+        return Err(format!(
+            "exports {name}, which is none of {WIT_PACKAGE}/handler, {WIT_PACKAGE}/document, {WIT_PACKAGE}/importer"
+        ));
     }
     let mut parts = version.split('.').map(|part| part.parse::<u64>());
     match (parts.next(), parts.next()) {

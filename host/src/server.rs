@@ -54,6 +54,9 @@ pub struct ServeOptions {
     pub public_url: Option<String>,
     pub plugin_memory_mib: usize,
     pub plugin_deadline_ms: u64,
+    /// A report importer call's memory cap and time limit.
+    pub importer_memory_mib: usize,
+    pub importer_deadline_ms: u64,
     /// Component calls one organization may run at once (default:
     /// [`CallSlots::default_per_organization`]).
     pub plugin_slots_per_organization: Option<usize>,
@@ -116,7 +119,12 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         memory_bytes: options.plugin_memory_mib << 20,
         deadline: Duration::from_millis(options.plugin_deadline_ms),
     };
-    let engine = PluginEngine::new(limits)?.with_cache(options.data_dir.join("component-cache"));
+    let importer_limits = Limits {
+        memory_bytes: options.importer_memory_mib << 20,
+        deadline: Duration::from_millis(options.importer_deadline_ms),
+    };
+    let engine = PluginEngine::with_importer_limits(limits, importer_limits)?
+        .with_cache(options.data_dir.join("component-cache"));
     let plugins = Arc::new(tokio::task::block_in_place(|| {
         PluginRegistry::load_serving(engine, &options.plugins_dir, options.native_handlers)
     })?);
@@ -209,6 +217,12 @@ fn log_loaded(plugins: &PluginSet) {
         tracing::info!(
             group = %info.group, version = %info.version, file = %info.file.display(), sha256 = %info.sha256,
             "plugin loaded"
+        );
+    }
+    for info in plugins.importer_infos() {
+        tracing::info!(
+            format = %info.format, version = %info.version, file = %info.file.display(), sha256 = %info.sha256,
+            "report importer loaded"
         );
     }
 }

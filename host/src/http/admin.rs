@@ -76,6 +76,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/v1/keys", post(create_key).get(list_keys))
         .route("/admin/v1/keys/{key_id}", delete(revoke_key))
         .route("/admin/v1/organizations/{organization_id}/import/{collection}", post(import))
+        .route("/admin/v1/organizations/{organization_id}/reports", post(import_report))
         .route("/admin/v1/plugins/reload", post(reload))
         .route("/metrics", get(metrics))
         .method_not_allowed_fallback(|| async {
@@ -379,6 +380,252 @@ async fn import(
         )),
         Err(ImportError::UnknownCollection(name)) => Err(ApiError::not_found(format!("no collection {name}"))),
         Err(ImportError::Store(error)) => Err(storage_failure(error)),
+    }
+}
+
+/// `POST /admin/v1/organizations/{organizationId}/reports?format=…&endpoint=…&dryRun=…`:
+/// a scanner report as the body, converted by the importer component of
+/// its format (detected unless given), imported all or nothing.
+async fn import_report(
+    State(state): State<AdminState>,
+    uri: Uri,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let [organization_id, _] = path_parameters(&uri);
+    let organization_id = parse_uuid(&organization_id, "organizationId")?;
+    let mut format = "auto".to_owned();
+    let mut options = crate::reports::ReportOptions::default();
+    let mut invalid = Vec::new();
+    for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match name.as_ref() {
+            "format" => format = value.trim().to_ascii_lowercase(),
+            "endpoint" => options.endpoint = Some(value.into_owned()),
+            "dryRun" => match value.as_ref() {
+                "true" => options.dry_run = true,
+                "false" => options.dry_run = false,
+                _ => invalid.push(("dryRun".to_owned(), "not true or false".to_owned())),
+            },
+            other => invalid.push((other.to_owned(), "unknown parameter; known: format, endpoint, dryRun".to_owned())),
+        }
+    }
+    if !invalid.is_empty() {
+        return Err(ApiError::invalid_parameters(invalid));
+    }
+    let limit = state.import_max_bytes;
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload-too-large",
+            "Payload too large",
+            format!("a report may hold at most {limit} bytes (esr serve --import-max-mib)"),
+        )
+    };
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large());
+    }
+    let body = axum::body::to_bytes(body, limit).await.map_err(|_| too_large())?;
+    let (db, plugins) = (state.db.clone(), state.plugins.current());
+    let request_id = headers
+        .get("x-request-id")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("report-import")
+        .chars()
+        .take(64)
+        .collect::<String>();
+    let started = std::time::Instant::now();
+    let outcome = blocking(move || {
+        organization_exists(&db, organization_id)?;
+        let outcome = import_report_body(&db, &plugins, organization_id, &format, &body, &options, &request_id);
+        drop(body);
+        ingest::release_freed_memory();
+        outcome
+    })
+    .await?;
+    tracing::info!(
+        %organization_id, format = %outcome.format, created = outcome.created, updated = outcome.updated,
+        unchanged = outcome.unchanged, resolved = outcome.resolved, reopened = outcome.reopened,
+        skipped = outcome.skipped.len(), dry_run = outcome.dry_run, elapsed_ms = started.elapsed().as_millis(),
+        "report imported"
+    );
+    Ok(Json(outcome).into_response())
+}
+
+fn unprocessable_report(detail: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid-report", "Invalid report", detail)
+}
+
+/// Detects (or takes) the format, converts, and imports.
+fn import_report_body(
+    db: &Database,
+    plugins: &crate::plugins::PluginSet,
+    organization_id: Uuid,
+    format: &str,
+    body: &[u8],
+    options: &crate::reports::ReportOptions,
+    request_id: &str,
+) -> Result<crate::reports::ReportOutcome, ApiError> {
+    use crate::plugins::{Confidence, ConvertError, ImporterError};
+    let formats: Vec<String> = plugins.importer_infos().map(|info| info.format.clone()).collect();
+    if formats.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-report-format",
+            "Unsupported report format",
+            "no report importer is loaded (build them with `make plugins`)",
+        ));
+    }
+    if let Some((line, column)) = nested_too_deeply(body) {
+        return Err(unprocessable_report(format!(
+            "the report nests deeper than {MAX_REPORT_DEPTH} arrays and objects (line {line}, column {column})"
+        ))
+        .with_member("line", json!(line))
+        .with_member("column", json!(column)));
+    }
+    // Well-formed JSON first, whatever the format: a reader that keeps
+    // nothing, so a hostile file costs no memory here.
+    if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+        let reason = error.to_string();
+        let reason = reason.rsplit_once(" at line ").map_or(reason.as_str(), |(reason, _)| reason).to_owned();
+        return Err(unprocessable_report(format!(
+            "the report is not valid JSON: line {}, column {}: {reason}",
+            error.line(),
+            error.column()
+        ))
+        .with_member("line", json!(error.line()))
+        .with_member("column", json!(error.column())));
+    }
+    let format = if format == "auto" {
+        let mut best: Option<(Confidence, String)> = None;
+        for (candidate, confidence) in plugins.detect(body, request_id) {
+            let Ok(confidence) = confidence else { continue };
+            if confidence != Confidence::No && best.as_ref().is_none_or(|(seen, _)| rank(confidence) > rank(*seen)) {
+                best = Some((confidence, candidate));
+            }
+        }
+        match best {
+            Some((_, format)) => format,
+            None => {
+                return Err(ApiError::new(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "unsupported-report-format",
+                    "Unsupported report format",
+                    format!("the report is in none of the formats tried: {}", formats.join(", ")),
+                )
+                .with_member("formats_tried", json!(formats)));
+            }
+        }
+    } else if formats.iter().any(|known| known == format) {
+        format.to_owned()
+    } else {
+        return Err(ApiError::invalid_parameters(vec![(
+            "format".to_owned(),
+            format!("not one of auto, {}", formats.join(", ")),
+        )]));
+    };
+    let converted = match plugins.convert(&format, body, request_id) {
+        Some(Ok(bytes)) => bytes,
+        Some(Err(ConvertError::Report(ImporterError::Malformed(at)))) => {
+            return Err(unprocessable_report(format!(
+                "the report is not valid JSON: line {}, column {}: {}",
+                at.line, at.column, at.reason
+            ))
+            .with_member("line", json!(at.line))
+            .with_member("column", json!(at.column)));
+        }
+        Some(Err(ConvertError::Report(ImporterError::Unsupported(reason)))) => {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported-report-format",
+                "Unsupported report format",
+                format!("not a report the {format} importer reads: {reason}"),
+            )
+            .with_member("formats_tried", json!([format])));
+        }
+        Some(Err(ConvertError::Report(ImporterError::Invalid(reason)))) => {
+            return Err(unprocessable_report(format!("the {format} report cannot be read: {reason}")));
+        }
+        Some(Err(ConvertError::Timeout)) => {
+            return Err(unprocessable_report(format!(
+                "the {format} importer did not finish within its time limit (esr serve --importer-deadline-ms); nothing was written"
+            )));
+        }
+        Some(Err(ConvertError::Failed(_))) => {
+            return Err(unprocessable_report(format!(
+                "the {format} importer could not convert the report within its limits (memory: esr serve --importer-memory-mib); nothing was written"
+            )));
+        }
+        None => return Err(ApiError::internal()),
+    };
+    let report: esr_plugin_sdk::report::ConvertedReport = serde_json::from_slice(&converted).map_err(|error| {
+        tracing::error!(%format, %error, "a report importer returned a converted report that is not readable");
+        unprocessable_report(format!("the {format} importer returned a converted report the host cannot read: {error}"))
+    })?;
+    drop(converted);
+    crate::reports::import(db, organization_id, &format, report, options).map_err(|error| match error {
+        crate::reports::ReportError::NoEndpoint(reason) | crate::reports::ReportError::Unusable(reason) => {
+            unprocessable_report(reason)
+        }
+        crate::reports::ReportError::Invalid(entries) => {
+            let first =
+                entries.first().map_or_else(String::new, |e| format!("; {}: {}: {}", e.entry, e.field, e.reason));
+            unprocessable_report(format!(
+                "{} record(s) made from the report are invalid, nothing was written{first}",
+                entries.len()
+            ))
+            .with_member("invalid_entries", json!(entries.iter().take(1000).collect::<Vec<_>>()))
+        }
+        crate::reports::ReportError::Store(error) => storage_failure(error),
+    })
+}
+
+/// How deep a report's arrays and objects may nest: what the importers'
+/// JSON parser (serde_json) accepts.
+const MAX_REPORT_DEPTH: usize = 128;
+
+/// Where (1-based line and column) JSON text first nests deeper than
+/// [`MAX_REPORT_DEPTH`], if it does; strings are skipped.
+fn nested_too_deeply(text: &[u8]) -> Option<(usize, usize)> {
+    let (mut depth, mut line, mut column) = (0usize, 1usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for byte in text {
+        if *byte == b'\n' {
+            line += 1;
+            column = 0;
+        } else {
+            column += 1;
+        }
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_REPORT_DEPTH {
+                    return Some((line, column));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
+fn rank(confidence: crate::plugins::Confidence) -> u8 {
+    match confidence {
+        crate::plugins::Confidence::No => 0,
+        crate::plugins::Confidence::Possible => 1,
+        crate::plugins::Confidence::Certain => 2,
     }
 }
 

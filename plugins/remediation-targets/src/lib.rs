@@ -205,7 +205,7 @@ mod tests {
             ("findingId", "1,2"),
             ("status", "done"),
             ("targetType", "firmware"),
-            ("packageManager", "pip"),
+            ("packageManager", "snap"),
             ("dueBefore", "tomorrow"),
             ("sort", "name"),
             ("scope_id", SCOPE_A),

@@ -14,8 +14,28 @@ pub const FINDING_STATUSES: &[&str] = &["open", "resolved", "reopened", "suppres
 pub const SUPPRESSION_REASONS: &[&str] = &["accepted_risk", "false_positive", "compensating_control"];
 pub const SCANNERS: &[&str] = &["trivy", "qualys", "tenable", "defender", "crowdstrike"];
 pub const TARGET_TYPES: &[&str] = &["software", "os_patch", "configuration", "service"];
-pub const PACKAGE_MANAGERS: &[&str] =
-    &["apt", "dnf", "yum", "zypper", "homebrew", "chocolatey", "winget", "msi", "none"];
+/// The contract's managers, then those scanner reports need (language
+/// ecosystems and Alpine's `apk`; `report::package_manager` maps onto them).
+pub const PACKAGE_MANAGERS: &[&str] = &[
+    "apt",
+    "dnf",
+    "yum",
+    "zypper",
+    "homebrew",
+    "chocolatey",
+    "winget",
+    "msi",
+    "none",
+    "apk",
+    "pip",
+    "npm",
+    "cargo",
+    "go",
+    "maven",
+    "nuget",
+    "gem",
+    "composer",
+];
 pub const DISCOVERY_METHODS: &[&str] = &["passive", "targeted_query", "operator"];
 pub const TARGET_STATUSES: &[&str] = &[
     "identified",
@@ -33,7 +53,8 @@ pub const TARGET_STATUSES: &[&str] = &[
 pub const EXECUTION_STATUSES: &[&str] =
     &["pending", "pending_approval", "blocked", "preflight_failed", "running", "succeeded", "failed", "rejected"];
 pub const EXECUTION_EFFICACIES: &[&str] = &["pending", "verified_fixed", "verified_not_fixed", "unknown"];
-pub const CVSS_VERSIONS: &[&str] = &["3.1", "4.0"];
+/// `2.0` and `3.0` are what scanner reports still carry for older CVEs.
+pub const CVSS_VERSIONS: &[&str] = &["3.1", "4.0", "2.0", "3.0"];
 
 /// Whether the contract's state machine of a collection lets a stored
 /// record in state `from` move to `to` (staying put is always allowed).

@@ -1,0 +1,465 @@
+//! Scanner reports in, end to end: the real host, the real importer
+//! components and the real reports under `../shared/scanner-reports/`
+//! (`ESR_SCANNER_REPORTS_DIR`, set by `make test`), read from there at test
+//! time. Each report is also read here, independently of the importers,
+//! to check what came out.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use common::{Server, plugins_dir};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// The real reports; a missing folder fails the test, never skips it.
+fn reports_dir() -> PathBuf {
+    let dir = std::env::var_os("ESR_SCANNER_REPORTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/scanner-reports"));
+    assert!(
+        dir.join("trivy").is_dir(),
+        "no scanner reports in {} (set ESR_SCANNER_REPORTS_DIR, as `make test` does)",
+        dir.display()
+    );
+    dir
+}
+
+fn report_files(format: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(reports_dir().join(format)).unwrap().map(|entry| entry.unwrap().path()).collect();
+    files.sort();
+    assert!(!files.is_empty(), "no {format} reports");
+    files
+}
+
+/// Creates an organization and a key reading everything; (id, key).
+fn new_organization(server: &Server, name: &str) -> (String, String) {
+    let created: Value = server
+        .admin(Method::POST, "/admin/v1/organizations")
+        .json(&json!({"name": name}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let organization = created["organization_id"].as_str().unwrap().to_owned();
+    let scopes = ["endpoints:read", "targets:read", "scopes:read", "findings:read"];
+    let key: Value = server
+        .admin(Method::POST, "/admin/v1/keys")
+        .json(&json!({"organization_id": organization, "name": "reports", "scopes": scopes}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    (organization, key["api_key"].as_str().unwrap().to_owned())
+}
+
+/// `POST …/reports` with the query; (status, body).
+fn post_report(server: &Server, organization: &str, query: &str, body: Vec<u8>) -> (u16, Value) {
+    let response = server
+        .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/reports?{query}"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(Value::Null))
+}
+
+fn import_ok(server: &Server, organization: &str, query: &str, body: Vec<u8>) -> Value {
+    let (status, answer) = post_report(server, organization, query, body);
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
+/// Every record of a collection the key reads.
+fn all(server: &Server, key: &str, collection: &str, filter: &str) -> Vec<Value> {
+    let mut records = Vec::new();
+    loop {
+        let url = server.url(&format!("/v1/{collection}?limit=100&offset={}{filter}", records.len()));
+        let page: Value = server.client.get(url).bearer_auth(key).send().unwrap().json().unwrap();
+        let data = page["data"].as_array().unwrap_or_else(|| panic!("{page}"));
+        records.extend(data.iter().cloned());
+        if data.is_empty() || records.len() as u64 >= page["total"].as_u64().unwrap() {
+            return records;
+        }
+    }
+}
+
+/// A Trivy report's vulnerabilities as this test reads them: identity
+/// (class, id, package, location) → the severity the mapping table gives
+/// (`None` where it depends on CVSS: UNKNOWN with scores).
+fn trivy_expected(report: &Value) -> BTreeMap<(String, String, String, String), Option<&'static str>> {
+    let results: Vec<&Value> = match report {
+        Value::Array(results) => results.iter().collect(),
+        _ => report["Results"].as_array().map(|r| r.iter().collect()).unwrap_or_default(),
+    };
+    let mut expected = BTreeMap::new();
+    for result in results {
+        let class = match result["Class"].as_str() {
+            None | Some("os-pkgs") => "os",
+            Some("lang-pkgs") => "language",
+            Some(_) => continue,
+        };
+        for vulnerability in result["Vulnerabilities"].as_array().into_iter().flatten() {
+            let location = match class {
+                "os" => String::new(),
+                _ => vulnerability["PkgPath"]
+                    .as_str()
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or(result["Target"].as_str().unwrap())
+                    .to_owned(),
+            };
+            let severity = match vulnerability["Severity"].as_str().unwrap_or("UNKNOWN") {
+                "CRITICAL" => Some("critical"),
+                "HIGH" => Some("high"),
+                "MEDIUM" => Some("medium"),
+                "LOW" => Some("low"),
+                _ if vulnerability.get("CVSS").is_none() => Some("info"),
+                _ => None,
+            };
+            let key = (
+                class.to_owned(),
+                vulnerability["VulnerabilityID"].as_str().unwrap().to_owned(),
+                vulnerability["PkgName"].as_str().unwrap().to_owned(),
+                location,
+            );
+            expected.entry(key).or_insert(severity);
+        }
+    }
+    expected
+}
+
+/// What came out: identity → severity, from each finding's
+/// `source.scanner_finding_id` (`<class> <id> <package>[ <location>]`).
+fn findings_by_identity(findings: &[Value]) -> BTreeMap<(String, String, String, String), String> {
+    findings
+        .iter()
+        .map(|finding| {
+            let identity = finding["source"]["scanner_finding_id"].as_str().unwrap();
+            let mut parts = identity.splitn(4, ' ');
+            let mut next = || parts.next().unwrap_or("").to_owned();
+            let key = (next(), next(), next(), next());
+            assert_eq!(finding["subject"]["product"], key.2.as_str(), "{finding}");
+            if key.1.starts_with("CVE-") {
+                assert_eq!(finding["cve_id"], key.1.as_str(), "{finding}");
+            }
+            (key, finding["severity"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn every_trivy_report_imports_with_its_ids_severities_and_packages_and_again_quietly() {
+    let server = Server::start(&plugins_dir());
+    for (index, file) in report_files("trivy").iter().enumerate() {
+        let (organization, key) = new_organization(&server, &format!("trivy-{index}"));
+        let bytes = std::fs::read(file).unwrap();
+        let answer = import_ok(&server, &organization, "endpoint=scanned-host", bytes.clone());
+        let name = file.display();
+        assert_eq!(answer["format"], "trivy", "{name}: {answer}");
+        let expected = trivy_expected(&read_json(file));
+        let findings = all(&server, &key, "vulnerability-findings", "");
+        assert_eq!(answer["created"], expected.len(), "{name}: {answer}");
+        let found = findings_by_identity(&findings);
+        assert_eq!(found.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>(), "{name}");
+        for (identity, severity) in &expected {
+            match severity {
+                Some(severity) => assert_eq!(&found[identity], severity, "{name}: {identity:?}"),
+                None => assert!(
+                    ["critical", "high", "medium", "low", "info"].contains(&found[identity].as_str()),
+                    "{name}: {identity:?}"
+                ),
+            }
+        }
+        assert!(findings.iter().all(|f| f["source"]["scanner"] == "trivy"), "{name}");
+        // Trivy's `not_affected` is a suppression; every other status is open.
+        let not_affected = std::fs::read_to_string(file).unwrap().matches(r#""Status": "not_affected""#).count();
+        let suppressed: Vec<&Value> = findings.iter().filter(|f| f["status"] == "suppressed").collect();
+        assert_eq!(suppressed.len(), not_affected, "{name}");
+        assert!(suppressed.iter().all(|f| f["suppression"]["reason"] == "false_positive"), "{name}");
+        assert_eq!(findings.iter().filter(|f| f["status"] == "open").count(), findings.len() - not_affected, "{name}");
+        let endpoints = all(&server, &key, "endpoints", "");
+        assert_eq!(endpoints.len(), 1, "{name}");
+        assert_eq!(endpoints[0]["hostname"], "scanned-host");
+
+        // Again: nothing changes, no `updated_at` moves.
+        let again = import_ok(&server, &organization, "endpoint=scanned-host", bytes);
+        assert_eq!(
+            (again["created"].as_u64(), again["updated"].as_u64(), again["resolved"].as_u64()),
+            (Some(0), Some(0), Some(0)),
+            "{name}: {again}"
+        );
+        assert_eq!(again["unchanged"], expected.len(), "{name}: {again}");
+        assert_eq!(all(&server, &key, "vulnerability-findings", ""), findings, "{name}: nothing moved");
+        assert_eq!(all(&server, &key, "endpoints", ""), endpoints, "{name}: nothing moved");
+    }
+}
+
+/// A copy of a real report, later, without the entries of some packages
+/// and with one added (the first entry's vulnerability on another package).
+fn later_report(report: &Value, created_at: &str, remove: &[&str], add_package: Option<&str>) -> Value {
+    let mut report = report.clone();
+    report["CreatedAt"] = json!(created_at);
+    let vulnerabilities = report["Results"][0]["Vulnerabilities"].as_array_mut().unwrap();
+    if let Some(package) = add_package {
+        let mut added = vulnerabilities[0].clone();
+        added["PkgName"] = json!(package);
+        vulnerabilities.push(added);
+    }
+    vulnerabilities.retain(|v| !remove.contains(&v["PkgName"].as_str().unwrap()));
+    report
+}
+
+fn status_by_id(findings: &[Value]) -> BTreeMap<String, String> {
+    findings
+        .iter()
+        .map(|f| {
+            let identity = f["source"]["scanner_finding_id"].as_str().unwrap();
+            (identity.to_owned(), f["status"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn a_later_report_resolves_what_it_no_longer_lists_and_reopens_what_it_lists_again() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = new_organization(&server, "later");
+    let original = read_json(&reports_dir().join("trivy/trivy-repo_debian-stretch.json"));
+    let first = import_ok(&server, &organization, "endpoint=web-1", serde_json::to_vec(&original).unwrap());
+    assert_eq!(first["created"], 5);
+
+    // The stretch fixture: bash, then four packages of one CVE.
+    let removed = ["bash", "e2fslibs"];
+    let second = later_report(&original, "2021-09-01T00:00:00Z", &removed, Some("bash-static"));
+    let answer = import_ok(&server, &organization, "endpoint=web-1", serde_json::to_vec(&second).unwrap());
+    assert_eq!((answer["resolved"].as_u64(), answer["created"].as_u64()), (Some(2), Some(1)), "{answer}");
+    let findings = all(&server, &key, "vulnerability-findings", "");
+    let statuses = status_by_id(&findings);
+    for finding in &findings {
+        if removed.contains(&finding["subject"]["product"].as_str().unwrap()) {
+            assert_eq!(finding["status"], "resolved", "{finding}");
+            assert_eq!(finding["resolved_at"], "2021-09-01T00:00:00Z");
+        } else {
+            assert_eq!(finding["status"], "open", "{finding}");
+        }
+    }
+    assert_eq!(statuses.len(), 6);
+
+    // The original again, later still: the two come back, the added one goes.
+    let third = later_report(&original, "2021-10-01T00:00:00Z", &[], None);
+    let answer = import_ok(&server, &organization, "endpoint=web-1", serde_json::to_vec(&third).unwrap());
+    assert_eq!((answer["reopened"].as_u64(), answer["resolved"].as_u64()), (Some(2), Some(1)), "{answer}");
+    let findings = all(&server, &key, "vulnerability-findings", "");
+    let reopened: Vec<&Value> = findings.iter().filter(|f| f["status"] == "reopened").collect();
+    assert_eq!(reopened.len(), 2);
+    assert!(reopened.iter().all(|f| f["resolved_at"].is_null() && f["last_seen_at"] == "2021-10-01T00:00:00Z"));
+    let added = findings.iter().find(|f| f["subject"]["product"] == "bash-static").unwrap();
+    assert_eq!(added["status"], "resolved");
+
+    // An older report changes nothing, and says so.
+    let answer = import_ok(&server, &organization, "endpoint=web-1", serde_json::to_vec(&second).unwrap());
+    assert_eq!(answer["older_than_last"].as_array().unwrap().len(), 1, "{answer}");
+    assert_eq!(all(&server, &key, "vulnerability-findings", ""), findings);
+}
+
+#[test]
+fn the_clean_trivy_report_resolves_everything_its_endpoint_had_from_trivy() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = new_organization(&server, "clean");
+    let dir = reports_dir().join("trivy");
+    let before = import_ok(
+        &server,
+        &organization,
+        "endpoint=shop-1",
+        std::fs::read(dir.join("defectdojo_issue-9333_debian-10.13.json")).unwrap(),
+    );
+    let created = before["created"].as_u64().unwrap();
+    assert!(created > 0);
+    let endpoint = &all(&server, &key, "endpoints", "")[0];
+    assert!(endpoint["open_findings"].as_object().unwrap().values().any(|count| count.as_u64() > Some(0)));
+
+    let clean_file = dir.join("steadybit_checkout-go_clean.json");
+    let clean = read_json(&clean_file);
+    let answer = import_ok(&server, &organization, "endpoint=shop-1", std::fs::read(&clean_file).unwrap());
+    assert_eq!(answer["resolved"], created, "{answer}");
+    let findings = all(&server, &key, "vulnerability-findings", "");
+    assert!(
+        findings.iter().all(|f| f["status"] == "resolved" && f["resolved_at"] == clean["CreatedAt"]),
+        "{findings:?}"
+    );
+    let endpoint = &all(&server, &key, "endpoints", "")[0];
+    assert!(endpoint["open_findings"].as_object().unwrap().values().all(|count| count == 0), "{endpoint}");
+}
+
+#[test]
+fn a_report_naming_its_host_creates_that_endpoint_with_the_os_it_states() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = new_organization(&server, "hosts");
+    let mut report = read_json(&reports_dir().join("trivy/trivy-repo_debian-stretch.json"));
+    report["ArtifactType"] = json!("vm");
+    report["ArtifactName"] = json!("build-host-7");
+    let answer = import_ok(&server, &organization, "", serde_json::to_vec(&report).unwrap());
+    assert_eq!(answer["endpoints_created"], 1, "{answer}");
+    let endpoints = all(&server, &key, "endpoints", "");
+    assert_eq!(endpoints[0]["hostname"], "build-host-7");
+    assert_eq!(endpoints[0]["operating_system"]["name"], "debian");
+    assert_eq!(endpoints[0]["operating_system"]["version"], "9.9");
+    assert_eq!(endpoints[0]["operating_system"]["family"], "linux");
+    // The same host again is the same endpoint.
+    let again = import_ok(&server, &organization, "", serde_json::to_vec(&report).unwrap());
+    assert_eq!(again["endpoints_created"], 0);
+    assert_eq!(again["unchanged"], 5, "{again}");
+}
+
+#[test]
+fn bad_reports_are_refused_clearly_and_write_nothing() {
+    let server = Server::start_with(&plugins_dir(), &["--import-max-mib", "1"]);
+    let (organization, key) = new_organization(&server, "bad");
+    let real = std::fs::read(reports_dir().join("trivy/trivy-repo_centos-7.json")).unwrap();
+
+    // No host and no endpoint: says what to add.
+    let (status, body) = post_report(&server, &organization, "", real.clone());
+    assert_eq!(status, 422, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("--endpoint"), "{body}");
+
+    // Not a known format: 415 naming the formats tried.
+    let (status, body) = post_report(&server, &organization, "endpoint=x", br#"{"hello": "world"}"#.to_vec());
+    assert_eq!(status, 415, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("trivy"), "{body}");
+    assert_eq!(body["type"].as_str().map(|t| t.ends_with("unsupported-report-format")), Some(true), "{body}");
+
+    // Malformed JSON: 422 with line and column.
+    let (status, body) =
+        post_report(&server, &organization, "endpoint=x", b"{\n  \"SchemaVersion\": 2,\n  \"Results\": [}".to_vec());
+    assert_eq!(status, 422, "{body}");
+    assert_eq!((body["line"].as_u64(), body["column"].as_u64()), (Some(3), Some(15)), "{body}");
+
+    // Over the size limit: 413.
+    let mut big = b"{\"SchemaVersion\":2,\"Results\":[],\"pad\":\"".to_vec();
+    big.extend(std::iter::repeat_n(b'x', 2 << 20));
+    big.extend(b"\"}");
+    let (status, _) = post_report(&server, &organization, "endpoint=x", big);
+    assert_eq!(status, 413);
+
+    // Deeply nested: a clear 422, and the server carries on.
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)).into_bytes();
+    let (status, body) = post_report(&server, &organization, "endpoint=x", deep);
+    assert_eq!(status, 422, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("nests deeper"), "{body}");
+
+    // A format asked for that the report is not in: 415.
+    let (status, body) = post_report(&server, &organization, "endpoint=x&format=trivy", br#"{"matches": []}"#.to_vec());
+    assert_eq!(status, 415, "{body}");
+    // An unknown format name or parameter: 400.
+    assert_eq!(post_report(&server, &organization, "endpoint=x&format=nessus", real.clone()).0, 400);
+    assert_eq!(post_report(&server, &organization, "endpoint=x&verbose=1", real.clone()).0, 400);
+    // Another organization's endpoint does not exist here.
+    let (other, _) = new_organization(&server, "other");
+    let made = import_ok(&server, &other, "endpoint=theirs", real.clone());
+    let theirs = made["endpoint_ids"][0].as_str().unwrap();
+    let (status, body) = post_report(&server, &organization, &format!("endpoint={theirs}"), real.clone());
+    assert_eq!(status, 422, "{body}");
+
+    // A dry run answers what would change and writes nothing.
+    let dry = import_ok(&server, &organization, "endpoint=x&dryRun=true", real);
+    assert_eq!((dry["created"].as_u64(), dry["dry_run"].as_bool()), (Some(3), Some(true)), "{dry}");
+    assert!(all(&server, &key, "vulnerability-findings", "").is_empty());
+    assert!(all(&server, &key, "endpoints", "").is_empty());
+    assert_eq!(server.get("/v1/health").status(), 200);
+}
+
+#[test]
+fn the_command_line_imports_a_report_and_prints_what_changed() {
+    let server = Server::start(&plugins_dir());
+    let (organization, _key) = new_organization(&server, "cli");
+    let file = reports_dir().join("trivy/trivy-repo_ubuntu-1804.json");
+    let file = file.to_str().unwrap();
+    let dry =
+        server.cli(&["import", "--report", file, "--organization", &organization, "--endpoint", "db-1", "--dry-run"]);
+    let stdout = String::from_utf8_lossy(&dry.stdout);
+    assert!(dry.status.success(), "{stdout} {}", String::from_utf8_lossy(&dry.stderr));
+    assert!(stdout.contains("dry run") && stdout.contains("5 created"), "{stdout}");
+    let done =
+        server.cli(&["import", "--report", file, "--organization", &organization, "--endpoint", "db-1", "--json"]);
+    let answer: Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!((answer["created"].as_u64(), answer["dry_run"].as_bool()), (Some(5), Some(false)), "{answer}");
+    let again = server.cli(&["import", "--report", file, "--organization", &organization, "--endpoint", "db-1"]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("5 unchanged"));
+    let refused = server.cli(&["import", "--report", file, "--organization", &organization]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--endpoint"));
+}
+
+#[test]
+fn findings_on_one_installed_package_become_one_target_queued_by_matching_scopes() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = new_organization(&server, "targets");
+    let scope = json!({
+        "name": "Linux servers", "status": "active",
+        "endpoint_filter": {"os_families": ["linux"]},
+        "finding_filter": {"min_severity": "low"},
+        "sla_days": {"critical": 7, "high": 30, "medium": 90, "low": 180},
+    });
+    let paused = json!({"name": "Paused", "status": "paused", "sla_days": {"medium": 1}});
+    let response = server
+        .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/import/scopes"))
+        .header("content-type", "application/x-ndjson")
+        .body(format!("{scope}\n{paused}\n"))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let scope_id =
+        all(&server, &key, "scopes", "").iter().find(|s| s["name"] == "Linux servers").unwrap()["id"].clone();
+
+    let file = reports_dir().join("trivy/trivy-repo_debian-stretch.json");
+    let report = read_json(&file);
+    let mut vm = report.clone();
+    vm["ArtifactType"] = json!("vm");
+    vm["ArtifactName"] = json!("stretch-1");
+    let answer = import_ok(&server, &organization, "", serde_json::to_vec(&vm).unwrap());
+    assert_eq!(answer["targets_created"], 5, "{answer}");
+    let findings = all(&server, &key, "vulnerability-findings", "");
+    let targets = all(&server, &key, "remediation-targets", "");
+    for target in &targets {
+        let product = target["subject"]["product"].as_str().unwrap();
+        let entry = report["Results"][0]["Vulnerabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["PkgName"] == product)
+            .unwrap();
+        assert_eq!(target["installed_version"], entry["InstalledVersion"], "{target}");
+        assert_eq!(
+            (target["package_manager"].as_str(), target["target_type"].as_str()),
+            (Some("apt"), Some("os_patch"))
+        );
+        assert_eq!(target["scope_ids"], json!([scope_id]), "{target}");
+        assert!(target["due_at"].is_string(), "{target}");
+        let fixable = entry.get("FixedVersion").is_some_and(|f| f.as_str() != Some(""));
+        assert_eq!(target["status"], if fixable { "queued" } else { "identified" }, "{target}");
+        let ids = target["finding_ids"].as_array().unwrap();
+        assert_eq!(ids.len(), 1);
+        let finding = findings.iter().find(|f| f["id"] == ids[0]).unwrap();
+        assert_eq!(finding["remediation_target_id"], target["id"]);
+    }
+    // Again: nothing moves.
+    let again = import_ok(&server, &organization, "", serde_json::to_vec(&vm).unwrap());
+    assert_eq!((again["targets_created"].as_u64(), again["targets_updated"].as_u64()), (Some(0), Some(0)), "{again}");
+    assert_eq!(all(&server, &key, "remediation-targets", ""), targets);
+
+    // Everything resolved: the targets are obsolete.
+    let mut clean = read_json(&reports_dir().join("trivy/steadybit_checkout-go_clean.json"));
+    clean["ArtifactType"] = json!("vm");
+    clean["ArtifactName"] = json!("stretch-1");
+    let answer = import_ok(&server, &organization, "", serde_json::to_vec(&clean).unwrap());
+    assert_eq!((answer["resolved"].as_u64(), answer["targets_updated"].as_u64()), (Some(5), Some(5)), "{answer}");
+    assert!(all(&server, &key, "remediation-targets", "").iter().all(|t| t["status"] == "obsolete"));
+}
