@@ -9,7 +9,6 @@ pub mod auth;
 pub mod connections;
 pub mod demo;
 pub mod http;
-mod index_blocks;
 pub mod ingest;
 pub mod metrics;
 #[cfg(feature = "native-baseline")]
