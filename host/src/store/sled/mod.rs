@@ -387,12 +387,15 @@ impl Trees {
     /// their index entries and counts, in one transaction: all or nothing,
     /// durable on return. A record with an existing id replaces it and its
     /// index entries.
-    fn write_records(&self, organization: Uuid, batches: &[CollectionWrite]) -> Result<(), StoreError> {
+    /// Takes the records by value: each collection's parsed records are
+    /// dropped once encoded, so they are not held through the transaction,
+    /// which keeps its own copy of every write.
+    fn write_records(&self, organization: Uuid, batches: Vec<CollectionWrite>) -> Result<(), StoreError> {
         // The blocks read below stay as read until the transaction commits.
         let _index_writer = self.index_writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut trees: Vec<&sled::Tree> = Vec::new();
         let mut prepared = Vec::new();
-        for CollectionWrite { collection, records } in batches.iter().filter(|batch| !batch.records.is_empty()) {
+        for CollectionWrite { collection, records } in batches.into_iter().filter(|batch| !batch.records.is_empty()) {
             let collection_trees = self
                 .collections
                 .get(collection.as_str())
@@ -407,11 +410,12 @@ impl Trees {
             let mut deltas: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
             // Each record's bytes and index entries, and those of the record
             // it replaces in the store, worked out on every core.
-            let ready = crate::parallel::map_in_order(records, |record| {
-                prepare_record(&collection_trees.records, organization, collection, record)
+            let ready = crate::parallel::map_in_order(&records, |record| {
+                prepare_record(&collection_trees.records, organization, &collection, record)
             })
             .into_iter()
             .collect::<Result<Vec<_>, _>>()?;
+            drop(records);
             // An id on several lines replaces, from its second line on, what
             // its line before wrote: those entries are kept until then.
             let mut lines_left: HashMap<Uuid, usize> = HashMap::new();
@@ -960,7 +964,7 @@ impl Store for SledStore {
         let _writer = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut view = SledReader { trees: self.0.clone(), organization };
         let writes = build(&mut view)?;
-        self.write_records(organization, &writes)
+        self.write_records(organization, writes)
     }
 
     fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
@@ -1070,7 +1074,9 @@ fn prepare_record(
     record: &Value,
 ) -> Result<PreparedRecord, StoreError> {
     let id = record_uuid(collection, record)?;
-    let bytes = serde_json::to_vec(record).map_err(|e| StoreError::InvalidRecord(e.to_string()))?;
+    let mut bytes = serde_json::to_vec(record).map_err(|e| StoreError::InvalidRecord(e.to_string()))?;
+    // Held until the batch commits: without the slack the encoder grew.
+    bytes.shrink_to_fit();
     let entries = index_entries(organization, collection, id, record)?;
     let stored_entries = match records.get(record_key(organization, id))? {
         Some(old) => {
