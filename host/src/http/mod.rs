@@ -709,7 +709,7 @@ async fn openapi_document(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     allow_read_only(&method)?;
-    let body = state.plugins.current().openapi_document().to_vec();
+    let body = openapi::rendered(&state.plugins.current()).to_vec();
     Ok(conditional(&headers, body, "application/json"))
 }
 
