@@ -15,7 +15,11 @@ pub mod metrics;
 #[cfg(feature = "native-baseline")]
 pub mod native;
 mod parallel;
+pub mod pg_cluster;
 pub mod plugins;
 pub mod seed;
 pub mod server;
 pub mod store;
+/// The PostgreSQL backend (moves under `store/` with the storage seam).
+#[path = "store/postgres/mod.rs"]
+pub mod store_postgres;

@@ -53,6 +53,25 @@ pub enum StoreError {
     /// A store call a component made with an argument it cannot mean.
     #[error("malformed store call: {0}")]
     MalformedCall(String),
+    #[error("PostgreSQL: {0}")]
+    Postgres(String),
+    #[error(
+        "the database's schema is version {found}, newer than this esr knows ({known}): run the esr release that wrote it, or a newer one"
+    )]
+    SchemaTooNew { found: i32, known: i32 },
+}
+
+impl From<postgres::Error> for StoreError {
+    fn from(error: postgres::Error) -> StoreError {
+        // The server's own message (a `db error` says only that there is one).
+        match error.as_db_error() {
+            Some(db) => StoreError::Postgres(format!("{}: {}", db.severity(), db.message())),
+            None => StoreError::Postgres(match std::error::Error::source(&error) {
+                Some(source) => format!("{error}: {source}"),
+                None => error.to_string(),
+            }),
+        }
+    }
 }
 
 /// An organization (tenant).
