@@ -15,10 +15,16 @@ ESR         := target/debug/esr
 VENV        := target/venv
 PYTHON_REQUIREMENTS := host/tests/python/requirements.txt
 
-.PHONY: run test plugins test-plugins host wasm-target lint fmt bench wrk postgresql plugin-new venv openapi
+.PHONY: run run-postgres test plugins test-plugins host wasm-target lint fmt bench wrk postgresql plugin-new venv openapi
 
 run: host plugins
 	$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR)
+
+# The same on a local PostgreSQL primary and streaming replica, created under
+# ./data-postgres/ on first run and kept; Ctrl-C stops the server and both.
+run-postgres: host plugins postgresql
+	target/debug/esr-local-postgres data-postgres -- \
+		$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR) --data-dir data-postgres/host
 
 # `cargo test` builds the binary the end-to-end tests run; building it
 # separately first would compile wasmtime twice (test builds unify features

@@ -62,6 +62,9 @@ pub struct Cluster {
     binaries: PathBuf,
     run_as: Option<RunAs>,
     durability: Durability,
+    /// Whether the guardian removes the directory once the server stops
+    /// (a throwaway cluster), unless told to keep it.
+    remove: bool,
     /// The shell that runs the server; closing its stdin stops it.
     guardian: Option<(Child, ChildStdin)>,
 }
@@ -109,14 +112,19 @@ impl Cluster {
         let binaries = binaries()?;
         let run_as = run_as()?;
         if !dir.exists() {
+            // The parents stay traversable: the server's user must reach
+            // its directory, which alone is private.
+            if let Some(parent) = dir.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            std::fs::DirBuilder::new().mode(0o700).create(dir)?;
         }
         if let Some(user) = run_as {
             std::os::unix::fs::chown(dir, Some(user.uid), Some(user.gid))?;
         }
         let dir = dir.canonicalize()?;
-        Ok(Cluster { dir, binaries, run_as, durability, guardian: None })
+        Ok(Cluster { dir, binaries, run_as, durability, remove: false, guardian: None })
     }
 
     /// The cluster's data directory.
@@ -189,16 +197,22 @@ impl Cluster {
                 server.extend(["-c".into(), setting.into()]);
             }
         }
-        // `$@` is the server's command line; the server's own output goes to
-        // `server.log`. SIGQUIT is PostgreSQL's immediate shutdown.
+        // `$@` is the server's command line; its output goes to `server.log`.
+        // A line `crash` on stdin stops the server at once and keeps the
+        // directory (a restart follows); the end of stdin stops it and, if
+        // `remove`, removes the directory. SIGQUIT is PostgreSQL's immediate shutdown, SIGINT its fast one.
+        self.remove = remove;
         let script = format!(
-            r#""$@" >"{log}" 2>&1 & server=$!
-read _ignored
-kill -QUIT "$server" 2>/dev/null
+            r#""$@" >>"{log}" 2>&1 & server=$!
+read command
+if [ "$command" = crash ]; then kill -QUIT "$server"; else kill -{signal} "$server"; fi 2>/dev/null
 wait "$server"
-{remove}"#,
+[ "$command" = crash ] || {remove}"#,
             log = self.dir.join("server.log").display(),
-            remove = if remove { format!("rm -rf \"{}\"", self.dir.display()) } else { String::new() },
+            // Immediate shutdown for a throwaway cluster, a fast one (with a
+            // checkpoint) for a kept one.
+            signal = if remove { "QUIT" } else { "INT" },
+            remove = if remove { format!("rm -rf \"{}\"", self.dir.display()) } else { "true".to_owned() },
         );
         let mut command = Command::new("sh");
         command.arg("-c").arg(script).arg("postgres-guardian").args(&server).stdin(Stdio::piped());
@@ -229,13 +243,25 @@ wait "$server"
         }
     }
 
-    /// Stops the server at once (an immediate shutdown: what a crash
-    /// leaves, which PostgreSQL recovers from on the next start).
+    /// Stops the server: at once for a throwaway cluster (then removed),
+    /// with a fast shutdown for a kept one.
     pub fn stop(&mut self) {
         if let Some((mut child, stdin)) = self.guardian.take() {
             drop(stdin);
             let _ = child.wait();
         }
+    }
+
+    /// Stops the server at once, as a crash would (no checkpoint: the next
+    /// start replays the write-ahead log), and starts it again.
+    pub fn crash_and_restart(&mut self) -> Result<(), ClusterError> {
+        if let Some((mut child, mut stdin)) = self.guardian.take() {
+            use std::io::Write;
+            stdin.write_all(b"crash\n")?;
+            drop(stdin);
+            child.wait()?;
+        }
+        self.start(self.remove)
     }
 
     fn as_server_user(&self, command: &mut Command) {

@@ -108,13 +108,11 @@ fn postgres_answers_every_store_question_as_sled_does() {
         by_id.into_values().collect()
     };
 
-    let mut pg_reads = pg.connection().unwrap();
     for organization in [acme, globex, Uuid::now_v7()] {
+        let mut pg_reader = pg.reader(organization).unwrap();
+        let mut pg_reads = pg_reader.session().unwrap();
         for (collection, records) in [("vulnerability-findings", &final_acme), ("endpoints", &endpoints)] {
-            assert_eq!(
-                sled.count(organization, collection).unwrap(),
-                pg_reads.count(organization, collection).unwrap()
-            );
+            assert_eq!(sled.count(organization, collection).unwrap(), pg_reads.count(collection).unwrap());
             // Scans in id order, both ways, from the start and from the middle.
             for after in [None, Some(id(77)), Some(id(10_020))] {
                 for reverse in [false, true] {
@@ -124,28 +122,26 @@ fn postgres_answers_every_store_question_as_sled_does() {
                         .into_iter()
                         .map(|(id, bytes)| (id, bytes.to_vec()))
                         .collect();
-                    assert_eq!(from_sled, pg_reads.scan(organization, collection, after, 50, reverse).unwrap());
+                    assert_eq!(from_sled, pg_reads.scan(collection, after, 50, reverse).unwrap());
                 }
             }
             for n in [0, 5, 77, 299, 10_003, 99_999] {
                 assert_eq!(
                     sled.get(organization, collection, id(n)).unwrap().map(|bytes| bytes.to_vec()),
-                    pg_reads.get(organization, collection, id(n)).unwrap()
+                    pg_reads.get(collection, id(n)).unwrap()
                 );
             }
             for index in indexes::indexes(collection) {
                 for value in values_of(index, records) {
                     let count = sled.index_count(organization, collection, index.name, &value).unwrap();
-                    assert_eq!(count, pg_reads.index_count(organization, collection, index.name, &value).unwrap());
+                    assert_eq!(count, pg_reads.index_count(collection, index.name, &value).unwrap());
                     for reverse in [false, true] {
                         let positions = sled
                             .index_positions(organization, collection, index.name, &value, None, 1000, reverse)
                             .unwrap();
                         assert_eq!(
                             positions,
-                            pg_reads
-                                .index_positions(organization, collection, index.name, &value, None, 1000, reverse)
-                                .unwrap(),
+                            pg_reads.index_positions(collection, index.name, &value, None, 1000, reverse).unwrap(),
                             "{collection} {} {value:?}",
                             index.name
                         );
@@ -159,9 +155,7 @@ fn postgres_answers_every_store_question_as_sled_does() {
                                 .collect();
                             assert_eq!(
                                 from_sled,
-                                pg_reads
-                                    .index_scan(organization, collection, index.name, &value, Some(middle), 7, reverse)
-                                    .unwrap()
+                                pg_reads.index_scan(collection, index.name, &value, Some(middle), 7, reverse).unwrap()
                             );
                         }
                     }
@@ -194,7 +188,6 @@ fn postgres_answers_every_store_question_as_sled_does() {
                                             .unwrap(),
                                             pg_reads
                                                 .count_in_range(
-                                                    organization,
                                                     collection,
                                                     index.name,
                                                     *after,
@@ -238,7 +231,7 @@ fn postgres_answers_every_store_question_as_sled_does() {
             {
                 assert_eq!(
                     sled.count_matching(organization, "vulnerability-findings", conditions, updated_after).unwrap(),
-                    pg_reads.count_matching(organization, "vulnerability-findings", conditions, updated_after).unwrap(),
+                    pg_reads.count_matching("vulnerability-findings", conditions, updated_after).unwrap(),
                     "{conditions:?} after {updated_after:?}"
                 );
             }
@@ -250,26 +243,27 @@ fn postgres_answers_every_store_question_as_sled_does() {
         ] {
             assert_eq!(
                 sled.count_matching(organization, "endpoints", &conditions, None).unwrap(),
-                pg_reads.count_matching(organization, "endpoints", &conditions, None).unwrap(),
+                pg_reads.count_matching("endpoints", &conditions, None).unwrap(),
                 "{conditions:?}"
             );
         }
     }
     assert!(matches!(
-        pg_reads.index_count(acme, "scopes", "colour", "red"),
+        pg.reader(acme).unwrap().session().unwrap().index_count("scopes", "colour", "red"),
         Err(esr::store::StoreError::UnknownIndex(_))
     ));
     assert_eq!(pg.verify_indexes().unwrap(), Vec::<String>::new());
     assert_eq!(sled.verify_indexes().unwrap(), Vec::<String>::new());
 
     // A record without created_at is refused and nothing of its batch is written.
-    let before = pg_reads.count(acme, "scopes").unwrap();
+    let count = || pg.reader(acme).unwrap().session().unwrap().count("scopes").unwrap();
+    let before = count();
     let bad = [
         json!({"id": Uuid::now_v7().to_string(), "status": "active", "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}),
         json!({"id": Uuid::now_v7().to_string(), "status": "active"}),
     ];
     assert!(pg.insert_records(acme, "scopes", &bad).is_err());
-    assert_eq!(pg_reads.count(acme, "scopes").unwrap(), before);
+    assert_eq!(count(), before);
 
     // Lost index entries are found.
     let lost = database

@@ -270,9 +270,10 @@ impl PgDatabase {
         Ok(row.map(|row| api_key_of(&row)))
     }
 
-    /// The record with this id in the organization's collection.
-    pub fn get(&self, organization: Uuid, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
-        self.connection()?.get(organization, collection, id)
+    /// A read session on the organization's records: one pooled
+    /// connection, in one read-only snapshot from its first read on.
+    pub fn reader(&self, organization: Uuid) -> Result<PgReader, StoreError> {
+        Ok(PgReader { connection: self.connection()?, organization, in_snapshot: false })
     }
 
     /// Writes records of one organization and collection; see [`PgDatabase::write_records`].
@@ -374,6 +375,35 @@ impl PgDatabase {
     }
 }
 
+/// Reads of one organization for one request (see [`PgDatabase::reader`]).
+pub struct PgReader {
+    connection: r2d2::PooledConnection<Manager>,
+    organization: Uuid,
+    in_snapshot: bool,
+}
+
+impl PgReader {
+    /// The session every read of this reader runs in; the snapshot begins
+    /// with the first read, so a page and its total agree.
+    pub fn session(&mut self) -> Result<Session<'_, postgres::Client>, StoreError> {
+        if !self.in_snapshot {
+            self.connection.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+            self.in_snapshot = true;
+        }
+        let Connection { client, statements } = &mut *self.connection;
+        Ok(Session { client, statements, organization: self.organization })
+    }
+}
+
+impl Drop for PgReader {
+    fn drop(&mut self) {
+        // The connection goes back to the pool outside any transaction.
+        if self.in_snapshot && self.connection.client.batch_execute("ROLLBACK").is_err() {
+            tracing::warn!("a database connection could not end its read snapshot");
+        }
+    }
+}
+
 fn config_of(url: &str) -> Result<postgres::Config, StoreError> {
     url.parse().map_err(|error| StoreError::Postgres(format!("the database URL: {error}")))
 }
@@ -399,10 +429,28 @@ fn api_key_of(row: &postgres::Row) -> ApiKeyRecord {
     }
 }
 
-/// Reads, on one connection.
-impl Connection {
+/// The reads of one organization's records on one client: a pooled
+/// connection (in a read-only snapshot) or a write transaction.
+pub struct Session<'a, C: GenericClient> {
+    client: &'a mut C,
+    statements: &'a mut HashMap<String, Statement>,
+    organization: Uuid,
+}
+
+impl<C: GenericClient> Session<'_, C> {
+    fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, StoreError> {
+        let statement = prepared(self.statements, self.client, sql)?;
+        Ok(self.client.query(&statement, params)?)
+    }
+
+    fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<postgres::Row>, StoreError> {
+        let statement = prepared(self.statements, self.client, sql)?;
+        Ok(self.client.query_opt(&statement, params)?)
+    }
+
     /// The record with this id in the organization's collection.
-    pub fn get(&mut self, organization: Uuid, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+    pub fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        let organization = self.organization;
         let row = self.query_opt(
             "SELECT body FROM records WHERE org_id = $1 AND collection = $2 AND id = $3",
             &[&organization, &collection, &id],
@@ -414,12 +462,12 @@ impl Connection {
     /// `after` when given; `reverse` walks from the newest.
     pub fn scan(
         &mut self,
-        organization: Uuid,
         collection: &str,
         after: Option<Uuid>,
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<PgRecord>, StoreError> {
+        let organization = self.organization;
         let limit = limit.min(MAX_SCAN) as i64;
         let (comparison, order) = if reverse { ("<", "DESC") } else { (">", "ASC") };
         let rows = match after {
@@ -446,7 +494,6 @@ impl Connection {
     #[allow(clippy::too_many_arguments)]
     pub fn index_scan(
         &mut self,
-        organization: Uuid,
         collection: &str,
         index: &str,
         value: &str,
@@ -455,7 +502,7 @@ impl Connection {
         reverse: bool,
     ) -> Result<Vec<PgRecord>, StoreError> {
         known_index(collection, index)?;
-        let rows = self.entries(organization, collection, index, value, after, limit, reverse, true)?;
+        let rows = self.entries(collection, index, value, after, limit, reverse, true)?;
         let mut records = Vec::with_capacity(rows.len());
         for row in rows {
             let body: Option<Vec<u8>> = row.get(2);
@@ -472,7 +519,6 @@ impl Connection {
     #[allow(clippy::too_many_arguments)]
     pub fn index_positions(
         &mut self,
-        organization: Uuid,
         collection: &str,
         index: &str,
         value: &str,
@@ -481,7 +527,7 @@ impl Connection {
         reverse: bool,
     ) -> Result<Vec<(i64, Uuid)>, StoreError> {
         known_index(collection, index)?;
-        let rows = self.entries(organization, collection, index, value, after, limit, reverse, false)?;
+        let rows = self.entries(collection, index, value, after, limit, reverse, false)?;
         Ok(rows.into_iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 
@@ -490,7 +536,6 @@ impl Connection {
     #[allow(clippy::too_many_arguments)]
     fn entries(
         &mut self,
-        organization: Uuid,
         collection: &str,
         index: &str,
         value: &str,
@@ -499,6 +544,7 @@ impl Connection {
         reverse: bool,
         bodies: bool,
     ) -> Result<Vec<postgres::Row>, StoreError> {
+        let organization = self.organization;
         let limit = limit.min(MAX_SCAN) as i64;
         let (comparison, order) = if reverse { ("<", "DESC") } else { (">", "ASC") };
         let (body, join) = if bodies {
@@ -527,25 +573,14 @@ impl Connection {
     }
 
     /// How many records hold `value` in the index.
-    pub fn index_count(
-        &mut self,
-        organization: Uuid,
-        collection: &str,
-        index: &str,
-        value: &str,
-    ) -> Result<u64, StoreError> {
+    pub fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
         known_index(collection, index)?;
-        self.stored_count(organization, collection, index, value.as_bytes())
+        self.stored_count(collection, index, value.as_bytes())
     }
 
     /// A count row (0 when absent).
-    fn stored_count(
-        &mut self,
-        organization: Uuid,
-        collection: &str,
-        name: &str,
-        value: &[u8],
-    ) -> Result<u64, StoreError> {
+    fn stored_count(&mut self, collection: &str, name: &str, value: &[u8]) -> Result<u64, StoreError> {
+        let organization = self.organization;
         let row = self.query_opt(
             "SELECT n FROM counts WHERE org_id = $1 AND collection = $2 AND name = $3 AND value = $4",
             &[&organization, &collection, &name, &value],
@@ -554,11 +589,11 @@ impl Connection {
     }
 
     /// How many records the organization holds in the collection.
-    pub fn count(&mut self, organization: Uuid, collection: &str) -> Result<u64, StoreError> {
+    pub fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
         if !COLLECTIONS.contains(&collection) {
             return Ok(0);
         }
-        self.stored_count(organization, collection, CREATED_AT, b"")
+        self.stored_count(collection, CREATED_AT, b"")
     }
 
     /// How many of the organization's records hold one of each
@@ -569,7 +604,6 @@ impl Connection {
     /// entries are intersected in the database.
     pub fn count_matching(
         &mut self,
-        organization: Uuid,
         collection: &str,
         conditions: &[(String, Vec<String>)],
         updated_after: Option<i64>,
@@ -589,7 +623,7 @@ impl Connection {
             }
             let mut held = 0;
             for value in &values {
-                held += self.stored_count(organization, collection, index, value.as_bytes())?;
+                held += self.stored_count(collection, index, value.as_bytes())?;
             }
             sized.push((held, index.as_str(), values));
         }
@@ -616,8 +650,7 @@ impl Connection {
                 let mut total = 0;
                 for x in first_values {
                     for y in second_values {
-                        total +=
-                            self.stored_count(organization, collection, &name, indexes::pair_value(x, y).as_bytes())?;
+                        total += self.stored_count(collection, &name, indexes::pair_value(x, y).as_bytes())?;
                     }
                 }
                 return Ok(total);
@@ -625,8 +658,8 @@ impl Connection {
         }
         if sized.is_empty() {
             return match updated_after {
-                None => self.count(organization, collection),
-                Some(after) => self.count_updated_after(organization, collection, after),
+                None => self.count(collection),
+                Some(after) => self.count_updated_after(collection, after),
             };
         }
         if sized.first().is_some_and(|(held, ..)| *held == 0) {
@@ -634,7 +667,7 @@ impl Connection {
         }
         let conditions: Vec<(String, Vec<String>)> =
             sized.into_iter().map(|(_, index, values)| (index.to_owned(), values)).collect();
-        self.count_intersection(organization, collection, None, &conditions, updated_after)
+        self.count_intersection(collection, None, &conditions, updated_after)
     }
 
     /// How many of the organization's records hold the sort value of the
@@ -644,7 +677,6 @@ impl Connection {
     #[allow(clippy::too_many_arguments)]
     pub fn count_in_range(
         &mut self,
-        organization: Uuid,
         collection: &str,
         index: &str,
         after: Option<(i64, Uuid)>,
@@ -666,13 +698,14 @@ impl Connection {
             })
             .collect();
         let range = Range { index: index.to_owned(), after, before };
-        self.count_intersection(organization, collection, Some(range), &conditions, updated_after)
+        self.count_intersection(collection, Some(range), &conditions, updated_after)
     }
 
     /// How many records were updated strictly after `after`: the updates of
     /// the rest of its hour from the `updated_at` index, then the hourly
     /// counts of every later hour.
-    fn count_updated_after(&mut self, organization: Uuid, collection: &str, after: i64) -> Result<u64, StoreError> {
+    fn count_updated_after(&mut self, collection: &str, after: i64) -> Result<u64, StoreError> {
+        let organization = self.organization;
         let next_hour = indexes::next_hour_start(after);
         let this_hour = self.query_opt(
             "SELECT count(*) FROM index_entries WHERE org_id = $1 AND collection = $2 AND index_name = $3 \
@@ -692,12 +725,12 @@ impl Connection {
     /// updated after `updated_after`) in one query.
     fn count_intersection(
         &mut self,
-        organization: Uuid,
         collection: &str,
         range: Option<Range>,
         conditions: &[(String, Vec<String>)],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
+        let organization = self.organization;
         let mut params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(organization), Box::new(collection.to_owned())];
         let mut parts = Vec::new();
         let param = |params: &mut Vec<Box<dyn ToSql + Sync>>, value: Box<dyn ToSql + Sync>| {
@@ -731,7 +764,7 @@ impl Connection {
             ));
         }
         if parts.is_empty() {
-            return self.count(organization, collection);
+            return self.count(collection);
         }
         // A record holding several of a condition's values is counted once.
         let sql = format!("SELECT count(DISTINCT id) FROM ({}) matching", parts.join(" INTERSECT "));
