@@ -9,7 +9,6 @@ pub mod auth;
 pub mod connections;
 pub mod demo;
 pub mod http;
-mod index_blocks;
 pub mod ingest;
 pub mod metrics;
 #[cfg(feature = "native-baseline")]
@@ -20,6 +19,3 @@ pub mod plugins;
 pub mod seed;
 pub mod server;
 pub mod store;
-/// The PostgreSQL backend (moves under `store/` with the storage seam).
-#[path = "store/postgres/mod.rs"]
-pub mod store_postgres;

@@ -262,10 +262,10 @@ fn seed(
     findings_per_endpoint: usize,
     team_scopes: usize,
 ) -> anyhow::Result<()> {
-    let db = esr::store::Database::open(data_dir)?;
+    let db = esr::store::open(None, data_dir)?;
     let started = std::time::Instant::now();
     let spec = esr::demo::DemoSpec { endpoints, findings_per_endpoint };
-    let keys = esr::seed::seed_generated(&db, data_dir, spec, team_scopes, |done| {
+    let keys = esr::seed::seed_generated(db.as_ref(), data_dir, spec, team_scopes, |done| {
         if done % 1000 == 0 || done == endpoints {
             eprint!("\rseeded {done}/{endpoints} endpoints");
         }
@@ -424,7 +424,7 @@ fn import(
 
 /// `esr check`: the store's own consistency check, offline.
 fn check(data_dir: &Path) -> anyhow::Result<()> {
-    let db = esr::store::Database::open(data_dir)?;
+    let db = esr::store::open(None, data_dir)?;
     let problems = db.verify_indexes()?;
     if problems.is_empty() {
         println!("{}: every index agrees with the records", data_dir.display());

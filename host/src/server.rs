@@ -16,7 +16,6 @@ use crate::http::slots::CallSlots;
 use crate::http::{self, AppState, SharedState};
 use crate::plugins::{Limits, PluginEngine, PluginRegistry, PluginSet};
 use crate::seed::{self, DemoKeys};
-use crate::store::Database;
 
 /// Concurrent component calls; the instance pool holds more than this so
 /// that a reload can pre-instantiate beside the calls in flight.
@@ -102,9 +101,12 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     }
     let connections = public_connection_settings(&options)?;
     crate::store::check_data_dir_private(&options.data_dir)?;
-    let db = Database::open(&options.data_dir)?;
+    // Store calls block (a network database's client must not run on the
+    // async threads): start-up makes them in place, requests on the
+    // blocking pool.
+    let db = tokio::task::block_in_place(|| crate::store::open(None, &options.data_dir))?;
     if options.demo {
-        let seeded = tokio::task::block_in_place(|| seed::seed_demo_if_empty(&db, &options.data_dir))
+        let seeded = tokio::task::block_in_place(|| seed::seed_demo_if_empty(db.as_ref(), &options.data_dir))
             .context("creating the demo data")?;
         match seeded.or_else(|| seed::read_demo_keys(&options.data_dir)) {
             Some(keys) => print_demo_keys(&keys, &options),
@@ -131,7 +133,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", options.listen))?;
     let bound = listener.local_addr()?;
     let state = AppState::new(SharedState {
-        cursor_key: db.secret("cursor")?,
+        cursor_key: tokio::task::block_in_place(|| db.secret("cursor"))?,
         db: db.clone(),
         plugins,
         public_url: options.public_url.clone().unwrap_or_else(|| format!("http://{bound}")),
@@ -179,7 +181,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     serve_connections("public", listener, http::router(state), connections, shutdown_signal()).await;
     let _ = stop_admin.send(());
     let _ = admin.await;
-    db.flush()?;
+    tokio::task::block_in_place(|| db.flush())?;
     tracing::info!("stopped");
     Ok(())
 }

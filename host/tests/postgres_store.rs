@@ -8,8 +8,7 @@
 mod common;
 
 use common::postgres::TestDatabase;
-use esr::store::Database;
-use esr::store_postgres::PgDatabase;
+use esr::store::{self, CollectionWrite};
 use esr_plugin_sdk::indexes;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -80,16 +79,23 @@ fn postgres_answers_every_store_question_as_sled_does() {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
     let dir =
         tempfile::Builder::new().permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700)).tempdir().unwrap();
-    let sled = Database::open(dir.path()).unwrap();
+    let sled = store::open(None, dir.path()).unwrap();
     let database = TestDatabase::new();
-    let pg = PgDatabase::open(&database.url, 4).unwrap();
+    let pg = store::open(Some(&database.url), dir.path()).unwrap();
     let (acme, globex) = (Uuid::now_v7(), Uuid::now_v7());
 
     let mut findings: Vec<Value> = (0..300).map(|n| finding(&mut rng, n)).collect();
     let endpoints: Vec<Value> = (0..40).map(|n| endpoint(&mut rng, n)).collect();
     let write = |organization: Uuid, batches: &[(&str, &[Value])]| {
-        sled.write_records(organization, batches).unwrap();
-        pg.write_records(organization, batches).unwrap();
+        let writes: Vec<CollectionWrite> = batches
+            .iter()
+            .map(|(collection, records)| CollectionWrite {
+                collection: (*collection).into(),
+                records: records.to_vec(),
+            })
+            .collect();
+        sled.write_batch(organization, &mut |_| Ok(writes.clone())).unwrap();
+        pg.write_batch(organization, &mut |_| Ok(writes.clone())).unwrap();
     };
     write(acme, &[("vulnerability-findings", &findings[..200]), ("endpoints", &endpoints)]);
     write(globex, &[("vulnerability-findings", &findings[150..])]);
@@ -109,36 +115,27 @@ fn postgres_answers_every_store_question_as_sled_does() {
     };
 
     for organization in [acme, globex, Uuid::now_v7()] {
-        let mut pg_reader = pg.reader(organization).unwrap();
-        let mut pg_reads = pg_reader.session().unwrap();
+        let mut sled_reads = sled.reader(organization).unwrap();
+        let mut pg_reads = pg.reader(organization).unwrap();
         for (collection, records) in [("vulnerability-findings", &final_acme), ("endpoints", &endpoints)] {
-            assert_eq!(sled.count(organization, collection).unwrap(), pg_reads.count(collection).unwrap());
+            assert_eq!(sled_reads.count(collection).unwrap(), pg_reads.count(collection).unwrap());
             // Scans in id order, both ways, from the start and from the middle.
             for after in [None, Some(id(77)), Some(id(10_020))] {
                 for reverse in [false, true] {
-                    let from_sled: Vec<(Uuid, Vec<u8>)> = sled
-                        .scan(organization, collection, after, 50, reverse)
-                        .unwrap()
-                        .into_iter()
-                        .map(|(id, bytes)| (id, bytes.to_vec()))
-                        .collect();
+                    let from_sled: Vec<(Uuid, Vec<u8>)> = sled_reads.scan(collection, after, 50, reverse).unwrap();
                     assert_eq!(from_sled, pg_reads.scan(collection, after, 50, reverse).unwrap());
                 }
             }
             for n in [0, 5, 77, 299, 10_003, 99_999] {
-                assert_eq!(
-                    sled.get(organization, collection, id(n)).unwrap().map(|bytes| bytes.to_vec()),
-                    pg_reads.get(collection, id(n)).unwrap()
-                );
+                assert_eq!(sled_reads.get(collection, id(n)).unwrap(), pg_reads.get(collection, id(n)).unwrap());
             }
             for index in indexes::indexes(collection) {
                 for value in values_of(index, records) {
-                    let count = sled.index_count(organization, collection, index.name, &value).unwrap();
+                    let count = sled_reads.index_count(collection, index.name, &value).unwrap();
                     assert_eq!(count, pg_reads.index_count(collection, index.name, &value).unwrap());
                     for reverse in [false, true] {
-                        let positions = sled
-                            .index_positions(organization, collection, index.name, &value, None, 1000, reverse)
-                            .unwrap();
+                        let positions =
+                            sled_reads.index_positions(collection, index.name, &value, None, 1000, reverse).unwrap();
                         assert_eq!(
                             positions,
                             pg_reads.index_positions(collection, index.name, &value, None, 1000, reverse).unwrap(),
@@ -147,12 +144,9 @@ fn postgres_answers_every_store_question_as_sled_does() {
                         );
                         // Pages resumed from the middle.
                         if let Some(middle) = positions.get(positions.len() / 2).copied() {
-                            let from_sled: Vec<(Uuid, Vec<u8>)> = sled
-                                .index_scan(organization, collection, index.name, &value, Some(middle), 7, reverse)
-                                .unwrap()
-                                .into_iter()
-                                .map(|(id, bytes)| (id, bytes.to_vec()))
-                                .collect();
+                            let from_sled: Vec<(Uuid, Vec<u8>)> = sled_reads
+                                .index_scan(collection, index.name, &value, Some(middle), 7, reverse)
+                                .unwrap();
                             assert_eq!(
                                 from_sled,
                                 pg_reads.index_scan(collection, index.name, &value, Some(middle), 7, reverse).unwrap()
@@ -160,9 +154,8 @@ fn postgres_answers_every_store_question_as_sled_does() {
                         }
                     }
                     if index.key == indexes::IndexKey::SortValue && value == indexes::SORTED {
-                        let positions = sled
-                            .index_positions(organization, collection, index.name, &value, None, 1000, false)
-                            .unwrap();
+                        let positions =
+                            sled_reads.index_positions(collection, index.name, &value, None, 1000, false).unwrap();
                         let bounds: Vec<Option<(i64, Uuid)>> = [None]
                             .into_iter()
                             .chain([positions.len() / 4, positions.len() * 3 / 4].map(|at| positions.get(at).copied()))
@@ -176,16 +169,16 @@ fn postgres_answers_every_store_question_as_sled_does() {
                                         .collect();
                                     for updated_after in [None, Some(1_772_000_000_000_000_000)] {
                                         assert_eq!(
-                                            sled.count_in_range(
-                                                organization,
-                                                collection,
-                                                index.name,
-                                                *after,
-                                                *before,
-                                                &conditions,
-                                                updated_after
-                                            )
-                                            .unwrap(),
+                                            sled_reads
+                                                .count_in_range(
+                                                    collection,
+                                                    index.name,
+                                                    *after,
+                                                    *before,
+                                                    &conditions,
+                                                    updated_after
+                                                )
+                                                .unwrap(),
                                             pg_reads
                                                 .count_in_range(
                                                     collection,
@@ -230,7 +223,7 @@ fn postgres_answers_every_store_question_as_sled_does() {
                 [None, Some(0), Some(1_770_000_000_000_000_000), Some(1_772_123_456_000_000_000), Some(i64::MAX)]
             {
                 assert_eq!(
-                    sled.count_matching(organization, "vulnerability-findings", conditions, updated_after).unwrap(),
+                    sled_reads.count_matching("vulnerability-findings", conditions, updated_after).unwrap(),
                     pg_reads.count_matching("vulnerability-findings", conditions, updated_after).unwrap(),
                     "{conditions:?} after {updated_after:?}"
                 );
@@ -242,21 +235,21 @@ fn postgres_answers_every_store_question_as_sled_does() {
             vec![condition("os_family", &["linux"]), condition("has_agent", &["true"])],
         ] {
             assert_eq!(
-                sled.count_matching(organization, "endpoints", &conditions, None).unwrap(),
+                sled_reads.count_matching("endpoints", &conditions, None).unwrap(),
                 pg_reads.count_matching("endpoints", &conditions, None).unwrap(),
                 "{conditions:?}"
             );
         }
     }
     assert!(matches!(
-        pg.reader(acme).unwrap().session().unwrap().index_count("scopes", "colour", "red"),
+        pg.reader(acme).unwrap().index_count("scopes", "colour", "red"),
         Err(esr::store::StoreError::UnknownIndex(_))
     ));
     assert_eq!(pg.verify_indexes().unwrap(), Vec::<String>::new());
     assert_eq!(sled.verify_indexes().unwrap(), Vec::<String>::new());
 
     // A record without created_at is refused and nothing of its batch is written.
-    let count = || pg.reader(acme).unwrap().session().unwrap().count("scopes").unwrap();
+    let count = || pg.reader(acme).unwrap().count("scopes").unwrap();
     let before = count();
     let bad = [
         json!({"id": Uuid::now_v7().to_string(), "status": "active", "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}),
@@ -281,76 +274,36 @@ fn postgres_answers_every_store_question_as_sled_does() {
 }
 
 #[test]
-fn organizations_keys_secrets_and_markers_are_kept() {
-    let database = TestDatabase::new();
-    let pg = PgDatabase::open(&database.url, 2).unwrap();
-    assert!(pg.is_empty().unwrap());
-    let organization = esr::store::Organization {
-        organization_id: Uuid::now_v7(),
-        name: "Acme".into(),
-        enrollment_token: "enroll".into(),
-        created_at: "2026-01-01T00:00:00Z".into(),
-    };
-    pg.insert_organization(&organization).unwrap();
-    assert!(!pg.is_empty().unwrap());
-    assert_eq!(pg.organization(organization.organization_id).unwrap(), Some(organization.clone()));
-    assert_eq!(pg.organizations().unwrap(), std::slice::from_ref(&organization));
-    let key = esr::store::ApiKeyRecord {
-        id: Uuid::now_v7(),
-        organization_id: organization.organization_id,
-        name: "ci".into(),
-        scopes: vec!["endpoints:read".into(), "findings:read".into()],
-        prefix: "esr_live_ab".into(),
-        created_at: "2026-01-01T00:00:00Z".into(),
-        expires_at: Some("2027-01-01T00:00:00Z".into()),
-        revoked_at: None,
-    };
-    pg.insert_api_key(&[7; 32], &key).unwrap();
-    assert_eq!(pg.api_key(&[7; 32]).unwrap(), Some(key.clone()));
-    assert_eq!(pg.api_key(&[8; 32]).unwrap(), None);
-    assert_eq!(pg.api_keys(None).unwrap(), std::slice::from_ref(&key));
-    assert_eq!(pg.api_keys(Some(Uuid::now_v7())).unwrap(), []);
-    let revoked = pg.revoke_api_key(key.id, "2026-02-01T00:00:00Z").unwrap().unwrap();
-    assert_eq!(revoked.revoked_at.as_deref(), Some("2026-02-01T00:00:00Z"));
-    let again = pg.revoke_api_key(key.id, "2026-03-01T00:00:00Z").unwrap().unwrap();
-    assert_eq!(again.revoked_at.as_deref(), Some("2026-02-01T00:00:00Z"), "the first revocation stays");
-    assert_eq!(pg.revoke_api_key(Uuid::now_v7(), "2026-03-01T00:00:00Z").unwrap(), None);
-
-    // A secret is made once and shared by every handle of the database.
-    let secret = pg.secret("cursor-key").unwrap();
-    let other = PgDatabase::open(&database.url, 1).unwrap();
-    assert_eq!(other.secret("cursor-key").unwrap(), secret);
-    assert_ne!(other.secret("admin-token").unwrap(), secret);
-    assert_eq!(pg.marker("demo").unwrap(), None);
-    pg.set_marker("demo", "done").unwrap();
-    assert_eq!(other.marker("demo").unwrap().as_deref(), Some("done"));
-    pg.probe().unwrap();
-    assert!(pg.size_on_disk().unwrap() > 0);
-    pg.clear_data().unwrap();
-    assert!(pg.is_empty().unwrap());
-    assert_eq!(other.secret("cursor-key").unwrap(), secret, "secrets outlive cleared data");
+fn hosts_of_one_database_share_its_secrets_and_schema() {
+    let database = TestDatabase::empty();
+    let no_data_dir = std::path::Path::new("/nonexistent");
+    let first = store::open(Some(&database.url), no_data_dir).unwrap();
+    // A second host finds the schema in place and the same secrets.
+    let second = store::open(Some(&database.url), no_data_dir).unwrap();
+    assert_eq!(first.secret("cursor").unwrap(), second.secret("cursor").unwrap());
+    assert_ne!(first.secret("cursor").unwrap(), second.secret("admin-token").unwrap());
+    first.set_marker("demo", "done").unwrap();
+    assert_eq!(second.marker("demo").unwrap().as_deref(), Some("done"));
+    let version: i32 = database.client().query_one("SELECT version FROM schema_version", &[]).unwrap().get(0);
+    assert_eq!(version, esr::store::postgres::SCHEMA_VERSION);
 }
 
 #[test]
-fn the_schema_is_created_migrated_once_and_a_newer_one_refused() {
-    let database = TestDatabase::empty();
-    PgDatabase::open(&database.url, 1).unwrap();
-    // Opening again finds the schema in place.
-    PgDatabase::open(&database.url, 1).unwrap();
-    let mut client = database.client();
-    let version: i32 = client.query_one("SELECT version FROM schema_version", &[]).unwrap().get(0);
-    assert_eq!(version, esr::store_postgres::SCHEMA_VERSION);
-    client.execute("UPDATE schema_version SET version = version + 1", &[]).unwrap();
-    let refused = PgDatabase::open(&database.url, 1).err().expect("a newer schema must be refused");
+fn a_schema_newer_than_the_binary_is_refused() {
+    let database = TestDatabase::new();
+    database.client().execute("UPDATE schema_version SET version = version + 1", &[]).unwrap();
+    let refused = store::open(Some(&database.url), std::path::Path::new("/nonexistent"))
+        .err()
+        .expect("a newer schema must be refused");
     let message = refused.to_string();
     assert!(message.contains("newer than this esr knows"), "{message}");
-    assert!(message.contains(&format!("version {}", esr::store_postgres::SCHEMA_VERSION + 1)), "{message}");
+    assert!(message.contains(&format!("version {}", esr::store::postgres::SCHEMA_VERSION + 1)), "{message}");
 }
 
 #[test]
 fn an_unreachable_database_is_named_in_the_error() {
-    let cluster = common::postgres::cluster();
-    let url = cluster.url("no_such_database");
-    let message = PgDatabase::open(&url, 1).err().expect("no such database").to_string();
+    let url = common::postgres::cluster().url("no_such_database");
+    let message =
+        store::open(Some(&url), std::path::Path::new("/nonexistent")).err().expect("no such database").to_string();
     assert!(message.contains("no_such_database"), "{message}");
 }

@@ -23,7 +23,7 @@ use super::{path_parameters, request_id};
 use crate::auth::{self, ALL_READ_SCOPES};
 use crate::ingest::{self, ImportError};
 use crate::plugins::{PluginInfo, PluginRegistry};
-use crate::store::{ApiKeyRecord, COLLECTIONS, Database, Organization, StoreError};
+use crate::store::{ApiKeyRecord, COLLECTIONS, Organization, Store, StoreError};
 
 /// The file the generated admin token is kept in, in the data directory.
 pub const ADMIN_TOKEN_FILE: &str = "admin-token";
@@ -31,7 +31,7 @@ pub const ADMIN_TOKEN_FILE: &str = "admin-token";
 #[derive(Clone)]
 pub struct AdminState {
     pub plugins: Arc<PluginRegistry>,
-    pub db: Database,
+    pub db: Arc<dyn Store>,
     /// SHA-256 of the admin token.
     pub token_hash: [u8; 32],
     /// The largest import body accepted, in bytes.
@@ -158,7 +158,7 @@ fn parse_uuid(text: &str, name: &str) -> Result<Uuid, ApiError> {
     Uuid::try_parse(text).map_err(|_| ApiError::invalid_parameters(vec![(name.to_owned(), "not a UUID".to_owned())]))
 }
 
-fn organization_exists(db: &Database, id: Uuid) -> Result<(), ApiError> {
+fn organization_exists(db: &dyn Store, id: Uuid) -> Result<(), ApiError> {
     match db.organization(id).map_err(storage_failure)? {
         Some(_) => Ok(()),
         None => Err(ApiError::not_found(format!("no organization {id}"))),
@@ -255,8 +255,8 @@ async fn create_key(State(state): State<AdminState>, body: Bytes) -> Result<Resp
     };
     let db = state.db.clone();
     let created = blocking(move || {
-        organization_exists(&db, organization_id)?;
-        auth::create_key(&db, organization_id, &name, &scopes, expires_at).map_err(storage_failure)
+        organization_exists(db.as_ref(), organization_id)?;
+        auth::create_key(db.as_ref(), organization_id, &name, &scopes, expires_at).map_err(storage_failure)
     })
     .await?;
     tracing::info!(key_id = %created.record.id, %organization_id, "API key created");
@@ -277,7 +277,7 @@ async fn list_keys(State(state): State<AdminState>, RawQuery(query): RawQuery) -
     let db = state.db.clone();
     let keys = blocking(move || {
         if let Some(organization) = organization {
-            organization_exists(&db, organization)?;
+            organization_exists(db.as_ref(), organization)?;
         }
         db.api_keys(organization).map_err(storage_failure)
     })
@@ -342,10 +342,10 @@ async fn import(
     let (db, name, max_lines) = (state.db.clone(), collection.clone(), state.import_max_lines);
     let started = std::time::Instant::now();
     let outcome = blocking(move || {
-        organization_exists(&db, organization_id)?;
-        let outcome = ingest::import(&db, organization_id, &name, &body, max_lines);
+        organization_exists(db.as_ref(), organization_id)?;
+        let outcome = ingest::import(db.as_ref(), organization_id, &name, &body, max_lines);
         drop(body);
-        ingest::release_freed_memory();
+        db.release_freed_memory();
         Ok(outcome)
     })
     .await?;

@@ -19,7 +19,7 @@ pub fn cluster() -> &'static Cluster {
             .unwrap_or_else(|error| panic!("a PostgreSQL cluster for the tests: {error}"));
         cluster.execute(&format!("CREATE DATABASE {TEMPLATE}")).unwrap();
         let mut client = cluster.config(TEMPLATE).connect(postgres::NoTls).unwrap();
-        esr::store_postgres::migrate(&mut client).unwrap();
+        esr::store::postgres::migrate(&mut client).unwrap();
         drop(client);
         cluster
     })

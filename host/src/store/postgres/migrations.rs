@@ -30,12 +30,15 @@ pub fn migrate(client: &mut postgres::Client) -> Result<i32, StoreError> {
     )?;
     let found: i32 = transaction.query_opt("SELECT version FROM schema_version", &[])?.map_or(0, |row| row.get(0));
     if found > SCHEMA_VERSION {
-        return Err(StoreError::SchemaTooNew { found, known: SCHEMA_VERSION });
+        return Err(StoreError::Unsupported(format!(
+            "the database's schema is version {found}, newer than this esr knows ({SCHEMA_VERSION}): run the esr \
+             release that wrote it, or a newer one"
+        )));
     }
     for (number, sql) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
-        transaction
-            .batch_execute(sql)
-            .map_err(|error| StoreError::Postgres(format!("schema migration {} failed: {error}", number + 1)))?;
+        transaction.batch_execute(sql).map_err(|error| {
+            StoreError::Backend(format!("schema migration {} failed: {}", number + 1, StoreError::from(error)))
+        })?;
     }
     transaction.execute(
         "INSERT INTO schema_version (only_row, version) VALUES (true, $1) \

@@ -28,7 +28,23 @@ use uuid::Uuid;
 
 pub use migrations::{SCHEMA_VERSION, migrate};
 
-use crate::store::{ApiKeyRecord, COLLECTIONS, MAX_SCAN, Organization, StoreError};
+use crate::store::{
+    ApiKeyRecord, BuildBatch, COLLECTIONS, CollectionWrite, IndexCondition, IndexPosition, MAX_SCAN, Organization,
+    Store, StoreError, StoreReader, StoredRecord,
+};
+
+impl From<postgres::Error> for StoreError {
+    fn from(error: postgres::Error) -> StoreError {
+        // The server's own words: a `db error` alone says only that there is one.
+        match error.as_db_error() {
+            Some(db) => StoreError::Backend(format!("PostgreSQL: {}: {}", db.severity(), db.message())),
+            None => StoreError::Backend(match std::error::Error::source(&error) {
+                Some(source) => format!("PostgreSQL: {error}: {source}"),
+                None => format!("PostgreSQL: {error}"),
+            }),
+        }
+    }
+}
 
 /// The pool size when none is given: the blocking calls one host makes at
 /// once are bounded by its component call slots (64), but a few hosts must
@@ -38,7 +54,7 @@ pub const DEFAULT_POOL_SIZE: u32 = 16;
 /// A PostgreSQL database holding the product's tables. A handle: cloning
 /// it copies one pointer.
 #[derive(Clone)]
-pub struct PgDatabase {
+pub struct PgStore {
     pool: r2d2::Pool<Manager>,
 }
 
@@ -104,14 +120,11 @@ impl Connection {
     }
 }
 
-/// One stored record with its id.
-pub type PgRecord = (Uuid, Vec<u8>);
-
-impl PgDatabase {
+impl PgStore {
     /// Connects to `url` (a pool of at most `pool_size` connections, opened
     /// as needed) and creates or migrates the schema; refuses a database
     /// whose schema is newer than this binary knows.
-    pub fn open(url: &str, pool_size: u32) -> Result<PgDatabase, StoreError> {
+    pub fn open(url: &str, pool_size: u32) -> Result<PgStore, StoreError> {
         let config = config_of(url)?;
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(1))
@@ -125,26 +138,28 @@ impl PgDatabase {
         // database is reported with PostgreSQL's own words.
         let mut client = config_of(url)?.connect(NoTls)?;
         migrate(&mut client)?;
-        Ok(PgDatabase { pool })
+        Ok(PgStore { pool })
     }
 
     /// A connection from the pool.
     pub fn connection(&self) -> Result<r2d2::PooledConnection<Manager>, StoreError> {
-        self.pool.get().map_err(|error| StoreError::Postgres(format!("no database connection: {error}")))
+        self.pool.get().map_err(|error| StoreError::Backend(format!("no PostgreSQL connection: {error}")))
     }
+}
 
+impl Store for PgStore {
     /// Whether any organization exists yet.
-    pub fn is_empty(&self) -> Result<bool, StoreError> {
+    fn is_empty(&self) -> Result<bool, StoreError> {
         Ok(self.connection()?.query_opt("SELECT 1 FROM organizations LIMIT 1", &[])?.is_none())
     }
 
     /// A small marker (e.g. how far demo seeding got).
-    pub fn marker(&self, name: &str) -> Result<Option<String>, StoreError> {
+    fn marker(&self, name: &str) -> Result<Option<String>, StoreError> {
         let row = self.connection()?.query_opt("SELECT value FROM settings WHERE name = $1", &[&marker_name(name)])?;
         Ok(row.map(|row| String::from_utf8_lossy(row.get::<_, &[u8]>(0)).into_owned()))
     }
 
-    pub fn set_marker(&self, name: &str, value: &str) -> Result<(), StoreError> {
+    fn set_marker(&self, name: &str, value: &str) -> Result<(), StoreError> {
         self.connection()?.execute(
             "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
             &[&marker_name(name), &value.as_bytes()],
@@ -153,26 +168,26 @@ impl PgDatabase {
     }
 
     /// Removes every organization, key and record (secrets stay).
-    pub fn clear_data(&self) -> Result<(), StoreError> {
+    fn clear_data(&self) -> Result<(), StoreError> {
         self.connection()?.client.batch_execute("TRUNCATE organizations, api_keys, records, index_entries, counts")?;
         Ok(())
     }
 
     /// Health probe: one round trip to the database.
-    pub fn probe(&self) -> Result<(), StoreError> {
+    fn probe(&self) -> Result<(), StoreError> {
         self.connection()?.query("SELECT 1", &[])?;
         Ok(())
     }
 
     /// The database's size on disk, in bytes.
-    pub fn size_on_disk(&self) -> Result<u64, StoreError> {
+    fn size_on_disk(&self) -> Result<u64, StoreError> {
         let row = self.connection()?.query_opt("SELECT pg_database_size(current_database())", &[])?;
         Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
     }
 
     /// A 32-byte secret shared by every host of this database, created on
     /// first use (the first writer wins).
-    pub fn secret(&self, name: &str) -> Result<[u8; 32], StoreError> {
+    fn secret(&self, name: &str) -> Result<[u8; 32], StoreError> {
         let mut connection = self.connection()?;
         let key = format!("secret/{name}");
         let mut fresh = [0u8; 32];
@@ -187,7 +202,7 @@ impl PgDatabase {
         <[u8; 32]>::try_from(row.get::<_, &[u8]>(0)).map_err(|_| StoreError::Corrupt(format!("{key} is not 32 bytes")))
     }
 
-    pub fn insert_organization(&self, organization: &Organization) -> Result<(), StoreError> {
+    fn insert_organization(&self, organization: &Organization) -> Result<(), StoreError> {
         self.connection()?.execute(
             "INSERT INTO organizations (org_id, name, enrollment_token, created_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (org_id) DO UPDATE SET name = excluded.name, enrollment_token = excluded.enrollment_token, \
@@ -202,7 +217,7 @@ impl PgDatabase {
         Ok(())
     }
 
-    pub fn organization(&self, id: Uuid) -> Result<Option<Organization>, StoreError> {
+    fn organization(&self, id: Uuid) -> Result<Option<Organization>, StoreError> {
         let row = self.connection()?.query_opt(
             "SELECT org_id, name, enrollment_token, created_at FROM organizations WHERE org_id = $1",
             &[&id],
@@ -211,7 +226,7 @@ impl PgDatabase {
     }
 
     /// Every organization, in id (creation) order.
-    pub fn organizations(&self) -> Result<Vec<Organization>, StoreError> {
+    fn organizations(&self) -> Result<Vec<Organization>, StoreError> {
         let rows = self
             .connection()?
             .query("SELECT org_id, name, enrollment_token, created_at FROM organizations ORDER BY org_id", &[])?;
@@ -219,7 +234,7 @@ impl PgDatabase {
     }
 
     /// Stores an API key's record under the hash of the key.
-    pub fn insert_api_key(&self, key_hash: &[u8; 32], record: &ApiKeyRecord) -> Result<(), StoreError> {
+    fn insert_api_key(&self, key_hash: &[u8; 32], record: &ApiKeyRecord) -> Result<(), StoreError> {
         self.connection()?.execute(
             "INSERT INTO api_keys (key_hash, id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key_hash) DO UPDATE SET id = excluded.id, \
@@ -240,7 +255,7 @@ impl PgDatabase {
         Ok(())
     }
 
-    pub fn api_key(&self, key_hash: &[u8; 32]) -> Result<Option<ApiKeyRecord>, StoreError> {
+    fn api_key(&self, key_hash: &[u8; 32]) -> Result<Option<ApiKeyRecord>, StoreError> {
         let row = self.connection()?.query_opt(
             "SELECT id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at FROM api_keys \
              WHERE key_hash = $1",
@@ -250,7 +265,7 @@ impl PgDatabase {
     }
 
     /// The stored records of every key (of one organization when given), oldest first.
-    pub fn api_keys(&self, organization: Option<Uuid>) -> Result<Vec<ApiKeyRecord>, StoreError> {
+    fn api_keys(&self, organization: Option<Uuid>) -> Result<Vec<ApiKeyRecord>, StoreError> {
         let rows = self.connection()?.query(
             "SELECT id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at FROM api_keys \
              WHERE $1::uuid IS NULL OR org_id = $1 ORDER BY id",
@@ -261,7 +276,7 @@ impl PgDatabase {
 
     /// Marks the key with this id revoked; `None` when there is no such
     /// key. Revoking a revoked key keeps its first revocation time.
-    pub fn revoke_api_key(&self, id: Uuid, revoked_at: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+    fn revoke_api_key(&self, id: Uuid, revoked_at: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
         let row = self.connection()?.query_opt(
             "UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1 \
              RETURNING id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at",
@@ -272,43 +287,44 @@ impl PgDatabase {
 
     /// A read session on the organization's records: one pooled
     /// connection, in one read-only snapshot from its first read on.
-    pub fn reader(&self, organization: Uuid) -> Result<PgReader, StoreError> {
-        Ok(PgReader { connection: self.connection()?, organization, in_snapshot: false })
+    fn reader(&self, organization: Uuid) -> Result<Box<dyn StoreReader>, StoreError> {
+        Ok(Box::new(PgReader { connection: self.connection()?, organization, in_snapshot: false }))
     }
 
-    /// Writes records of one organization and collection; see [`PgDatabase::write_records`].
-    pub fn insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
-        self.write_records(organization, &[(collection, records)])
-    }
-
-    /// Writes records (JSON objects with a UUID `id`, `created_at` and
-    /// `updated_at`) of one organization, in one or more collections, with
-    /// their index entries and counts, in one transaction: all or nothing,
-    /// committed (durable) on return. A record with an existing id replaces
-    /// it and its index entries.
-    pub fn write_records(&self, organization: Uuid, batches: &[(&str, &[Value])]) -> Result<(), StoreError> {
+    /// Writes a batch in one transaction that first locks the
+    /// organization (see [`Store::write_batch`]); committed, so durable,
+    /// when this returns.
+    fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError> {
         let mut connection = self.connection()?;
         let Connection { client, statements } = &mut *connection;
         let mut transaction = client.transaction()?;
-        write_in(&mut transaction, statements, organization, batches)?;
+        lock_organization(&mut transaction, statements, organization)?;
+        let writes = build(&mut Session { client: &mut transaction, statements, organization })?;
+        write_in(&mut transaction, statements, organization, &writes)?;
         transaction.commit()?;
         Ok(())
     }
 
-    /// Writes records for an offline bulk load (`esr seed`): here the same
-    /// as [`PgDatabase::insert_records`].
-    pub fn bulk_insert_records(
-        &self,
-        organization: Uuid,
-        collection: &str,
-        records: &[Value],
-    ) -> Result<(), StoreError> {
-        self.insert_records(organization, collection, records)
+    /// Writes records for an offline bulk load (`esr seed`): one batch, its
+    /// indexes and counts included.
+    fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
+        let writes = [CollectionWrite { collection: collection.to_owned(), records: records.to_vec() }];
+        self.write_batch(organization, &mut |_| Ok(writes.to_vec()))
+    }
+
+    /// Bulk loads write their indexes as they go: nothing is left to do.
+    fn finish_bulk_load(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Every commit is durable already.
+    fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
     }
 
     /// Checks that every index entry and count agrees with the records;
     /// returns what does not (empty when all is well). Reads everything.
-    pub fn verify_indexes(&self) -> Result<Vec<String>, StoreError> {
+    fn verify_indexes(&self) -> Result<Vec<String>, StoreError> {
         let mut connection = self.connection()?;
         let mut problems = Vec::new();
         for collection in COLLECTIONS {
@@ -375,7 +391,7 @@ impl PgDatabase {
     }
 }
 
-/// Reads of one organization for one request (see [`PgDatabase::reader`]).
+/// Reads of one organization for one request (see [`PgStore::reader`]).
 pub struct PgReader {
     connection: r2d2::PooledConnection<Manager>,
     organization: Uuid,
@@ -395,6 +411,145 @@ impl PgReader {
     }
 }
 
+impl StoreReader for PgReader {
+    fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        self.session()?.get(collection, id)
+    }
+
+    fn scan(
+        &mut self,
+        collection: &str,
+        after: Option<Uuid>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        self.session()?.scan(collection, after, limit, reverse)
+    }
+
+    fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
+        self.session()?.count(collection)
+    }
+
+    fn index_scan(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<IndexPosition>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        self.session()?.index_scan(collection, index, value, after, limit, reverse)
+    }
+
+    fn index_positions(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<IndexPosition>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<IndexPosition>, StoreError> {
+        self.session()?.index_positions(collection, index, value, after, limit, reverse)
+    }
+
+    fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+        self.session()?.index_count(collection, index, value)
+    }
+
+    fn count_matching(
+        &mut self,
+        collection: &str,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        self.session()?.count_matching(collection, conditions, updated_after)
+    }
+
+    fn count_in_range(
+        &mut self,
+        collection: &str,
+        index: &str,
+        after: Option<IndexPosition>,
+        before: Option<IndexPosition>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        self.session()?.count_in_range(collection, index, after, before, conditions, updated_after)
+    }
+}
+
+/// The write transaction's reads, for a batch's build step.
+impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
+    fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        Session::get(self, collection, id)
+    }
+
+    fn scan(
+        &mut self,
+        collection: &str,
+        after: Option<Uuid>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        Session::scan(self, collection, after, limit, reverse)
+    }
+
+    fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
+        Session::count(self, collection)
+    }
+
+    fn index_scan(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<IndexPosition>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        Session::index_scan(self, collection, index, value, after, limit, reverse)
+    }
+
+    fn index_positions(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<IndexPosition>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<IndexPosition>, StoreError> {
+        Session::index_positions(self, collection, index, value, after, limit, reverse)
+    }
+
+    fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+        Session::index_count(self, collection, index, value)
+    }
+
+    fn count_matching(
+        &mut self,
+        collection: &str,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        Session::count_matching(self, collection, conditions, updated_after)
+    }
+
+    fn count_in_range(
+        &mut self,
+        collection: &str,
+        index: &str,
+        after: Option<IndexPosition>,
+        before: Option<IndexPosition>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        Session::count_in_range(self, collection, index, after, before, conditions, updated_after)
+    }
+}
+
 impl Drop for PgReader {
     fn drop(&mut self) {
         // The connection goes back to the pool outside any transaction.
@@ -405,7 +560,7 @@ impl Drop for PgReader {
 }
 
 fn config_of(url: &str) -> Result<postgres::Config, StoreError> {
-    url.parse().map_err(|error| StoreError::Postgres(format!("the database URL: {error}")))
+    url.parse().map_err(|error| StoreError::Unsupported(format!("the database URL: {error}")))
 }
 
 fn marker_name(name: &str) -> String {
@@ -466,7 +621,7 @@ impl<C: GenericClient> Session<'_, C> {
         after: Option<Uuid>,
         limit: usize,
         reverse: bool,
-    ) -> Result<Vec<PgRecord>, StoreError> {
+    ) -> Result<Vec<StoredRecord>, StoreError> {
         let organization = self.organization;
         let limit = limit.min(MAX_SCAN) as i64;
         let (comparison, order) = if reverse { ("<", "DESC") } else { (">", "ASC") };
@@ -500,7 +655,7 @@ impl<C: GenericClient> Session<'_, C> {
         after: Option<(i64, Uuid)>,
         limit: usize,
         reverse: bool,
-    ) -> Result<Vec<PgRecord>, StoreError> {
+    ) -> Result<Vec<StoredRecord>, StoreError> {
         known_index(collection, index)?;
         let rows = self.entries(collection, index, value, after, limit, reverse, true)?;
         let mut records = Vec::with_capacity(rows.len());
@@ -842,20 +997,35 @@ fn record_uuid(collection: &str, record: &Value) -> Result<Uuid, StoreError> {
         .ok_or_else(|| StoreError::InvalidRecord(format!("a {collection} record has no UUID id")))
 }
 
+/// Takes the organization's write lock for the rest of the transaction:
+/// its row, locked, which serializes the writers of one organization on
+/// every host; an organization without a row (records written before or
+/// without one) is locked by an advisory lock on its id instead.
+fn lock_organization(
+    transaction: &mut postgres::Transaction<'_>,
+    statements: &mut HashMap<String, Statement>,
+    organization: Uuid,
+) -> Result<(), StoreError> {
+    let lock = prepared(statements, transaction, "SELECT 1 FROM organizations WHERE org_id = $1 FOR UPDATE")?;
+    if transaction.query(&lock, &[&organization])?.is_empty() {
+        let (high, low) = organization.as_u64_pair();
+        let advisory = prepared(statements, transaction, "SELECT pg_advisory_xact_lock($1)")?;
+        transaction.query(&advisory, &[&((high ^ low) as i64)])?;
+    }
+    Ok(())
+}
+
 /// An index entry: (index, value, position, record id).
 type EntryKey = (&'static str, String, i64, Uuid);
 
-/// Writes a batch inside `transaction` (see [`PgDatabase::write_records`]).
+/// Writes a batch inside `transaction` (see [`PgStore::write_records`]).
 fn write_in(
     transaction: &mut postgres::Transaction<'_>,
     statements: &mut HashMap<String, Statement>,
     organization: Uuid,
-    batches: &[(&str, &[Value])],
+    writes: &[CollectionWrite],
 ) -> Result<(), StoreError> {
-    // Serializes the writers of one organization, on every host.
-    let lock = prepared(statements, transaction, "SELECT 1 FROM organizations WHERE org_id = $1 FOR UPDATE")?;
-    transaction.query(&lock, &[&organization])?;
-    for (collection, records) in batches.iter().filter(|(_, records)| !records.is_empty()) {
+    for CollectionWrite { collection, records } in writes.iter().filter(|write| !write.records.is_empty()) {
         let collection: &str = collection;
         if !COLLECTIONS.contains(&collection) {
             return Err(StoreError::InvalidRecord(format!("unknown collection {collection}")));
