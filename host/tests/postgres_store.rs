@@ -276,7 +276,8 @@ fn postgres_answers_every_store_question_as_sled_does() {
 #[test]
 fn hosts_of_one_database_share_its_secrets_and_schema() {
     let database = TestDatabase::empty();
-    let no_data_dir = std::path::Path::new("/nonexistent");
+    let dir = tempfile::tempdir().unwrap();
+    let no_data_dir = dir.path();
     let first = store::open(Some(&database.url), no_data_dir).unwrap();
     // A second host finds the schema in place and the same secrets.
     let second = store::open(Some(&database.url), no_data_dir).unwrap();
@@ -292,9 +293,8 @@ fn hosts_of_one_database_share_its_secrets_and_schema() {
 fn a_schema_newer_than_the_binary_is_refused() {
     let database = TestDatabase::new();
     database.client().execute("UPDATE schema_version SET version = version + 1", &[]).unwrap();
-    let refused = store::open(Some(&database.url), std::path::Path::new("/nonexistent"))
-        .err()
-        .expect("a newer schema must be refused");
+    let dir = tempfile::tempdir().unwrap();
+    let refused = store::open(Some(&database.url), dir.path()).err().expect("a newer schema must be refused");
     let message = refused.to_string();
     assert!(message.contains("newer than this esr knows"), "{message}");
     assert!(message.contains(&format!("version {}", esr::store::postgres::SCHEMA_VERSION + 1)), "{message}");
@@ -304,6 +304,6 @@ fn a_schema_newer_than_the_binary_is_refused() {
 fn an_unreachable_database_is_named_in_the_error() {
     let url = common::postgres::cluster().url("no_such_database");
     let message =
-        store::open(Some(&url), std::path::Path::new("/nonexistent")).err().expect("no such database").to_string();
+        store::open(Some(&url), tempfile::tempdir().unwrap().path()).err().expect("no such database").to_string();
     assert!(message.contains("no_such_database"), "{message}");
 }

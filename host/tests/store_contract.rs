@@ -38,18 +38,18 @@ fn sled() -> Sled {
     Sled(tempfile::tempdir().expect("temporary directory"))
 }
 
-/// PostgreSQL: a database of its own on the test binary's cluster.
-struct Postgres(common::postgres::TestDatabase);
+/// PostgreSQL: a database of its own on the test binary's cluster (and the
+/// host's directory, which then holds no data).
+struct Postgres(common::postgres::TestDatabase, tempfile::TempDir);
 
 impl Backend for Postgres {
     fn open(&self) -> Arc<dyn Store> {
-        let no_data_dir = std::path::Path::new("/nonexistent");
-        store::open(Some(&self.0.url), no_data_dir).expect("opening PostgreSQL")
+        store::open(Some(&self.0.url), self.1.path()).expect("opening PostgreSQL")
     }
 }
 
 fn postgres() -> Postgres {
-    Postgres(common::postgres::TestDatabase::new())
+    Postgres(common::postgres::TestDatabase::new(), tempfile::tempdir().expect("temporary directory"))
 }
 
 /// One test per check for a backend (a function returning a fresh [`Backend`]).

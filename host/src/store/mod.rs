@@ -316,6 +316,11 @@ pub fn open_with_pool(
     match database_url {
         None => Ok(Arc::new(sled::SledStore::open(data_dir)?)),
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            // The data directory still holds the compile cache and key files.
+            if !data_dir.exists() {
+                use std::os::unix::fs::DirBuilderExt;
+                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(data_dir)?;
+            }
             Ok(Arc::new(postgres::PgStore::open(url, pool_size.unwrap_or(postgres::DEFAULT_POOL_SIZE))?))
         }
         Some(url) => Err(StoreError::Unsupported(format!(

@@ -51,11 +51,23 @@ impl From<postgres::Error> for StoreError {
 /// stay under PostgreSQL's default `max_connections` (100).
 pub const DEFAULT_POOL_SIZE: u32 = 16;
 
-/// A PostgreSQL database holding the product's tables. A handle: cloning
-/// it copies one pointer.
-#[derive(Clone)]
+/// A PostgreSQL database holding the product's tables, through a pool of
+/// connections.
 pub struct PgStore {
-    pool: r2d2::Pool<Manager>,
+    /// Always there until the store is dropped.
+    pool: Option<r2d2::Pool<Manager>>,
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        // Closing a connection blocks, which panics on an async runtime's
+        // thread (the server drops its store at the end of `serve`).
+        if let Some(pool) = self.pool.take()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            std::thread::spawn(move || drop(pool));
+        }
+    }
 }
 
 /// A pooled connection with the statements it has prepared.
@@ -138,12 +150,13 @@ impl PgStore {
         // database is reported with PostgreSQL's own words.
         let mut client = config_of(url)?.connect(NoTls)?;
         migrate(&mut client)?;
-        Ok(PgStore { pool })
+        Ok(PgStore { pool: Some(pool) })
     }
 
     /// A connection from the pool.
     pub fn connection(&self) -> Result<r2d2::PooledConnection<Manager>, StoreError> {
-        self.pool.get().map_err(|error| StoreError::Backend(format!("no PostgreSQL connection: {error}")))
+        let pool = self.pool.as_ref().ok_or_else(|| StoreError::Backend("the PostgreSQL store is closed".into()))?;
+        pool.get().map_err(|error| StoreError::Backend(format!("no PostgreSQL connection: {error}")))
     }
 }
 
