@@ -118,8 +118,11 @@ impl Twins {
             serde_json::to_vec(&serde_json::json!({"organizations": keys})).unwrap(),
         )
         .unwrap();
-        let sled = super::Server::start_on(plugins, loaded.data_dir());
-        let postgres = super::Server::start_on_with(plugins, postgres_dir.path(), &["--database", &database.url]);
+        // One public URL, which the agent configuration and links carry.
+        let public_url = "--public-url=http://esr.test";
+        let sled = super::Server::start_on_with(plugins, loaded.data_dir(), &[public_url]);
+        let postgres =
+            super::Server::start_on_with(plugins, postgres_dir.path(), &["--database", &database.url, public_url]);
         Twins { sled, postgres, _loaded: loaded, _database: database, _postgres_dir: postgres_dir }
     }
 
