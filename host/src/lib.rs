@@ -14,6 +14,7 @@ pub mod metrics;
 #[cfg(feature = "native-baseline")]
 pub mod native;
 mod parallel;
+pub mod pg_cluster;
 pub mod plugins;
 pub mod seed;
 pub mod server;

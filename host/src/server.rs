@@ -47,6 +47,10 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     pub admin_listen: SocketAddr,
     pub data_dir: PathBuf,
+    /// A PostgreSQL database instead of sled in `data_dir`.
+    pub database_url: Option<String>,
+    /// Connections to the database at most (default: the backend's).
+    pub database_pool_size: Option<u32>,
     pub plugins_dir: PathBuf,
     pub demo: bool,
     /// The base URL clients reach the API at; defaults to the bound address.
@@ -104,7 +108,9 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     // Store calls block (a network database's client must not run on the
     // async threads): start-up makes them in place, requests on the
     // blocking pool.
-    let db = tokio::task::block_in_place(|| crate::store::open(None, &options.data_dir))?;
+    let db = tokio::task::block_in_place(|| {
+        crate::store::open_with_pool(options.database_url.as_deref(), &options.data_dir, options.database_pool_size)
+    })?;
     if options.demo {
         let seeded = tokio::task::block_in_place(|| seed::seed_demo_if_empty(db.as_ref(), &options.data_dir))
             .context("creating the demo data")?;
@@ -157,7 +163,13 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         import_max_bytes: options.import_max_bytes,
         import_max_lines: options.import_max_lines,
         metrics: state.metrics.clone(),
-        token_hash: Sha256::digest(admin::admin_token(&options.data_dir)?.as_bytes()).into(),
+        token_hash: Sha256::digest(
+            tokio::task::block_in_place(|| {
+                admin::admin_token(&options.data_dir, options.database_url.is_some().then_some(db.as_ref()))
+            })?
+            .as_bytes(),
+        )
+        .into(),
     };
     println!("{LISTENING}http://{bound}");
     println!("{ADMIN_LISTENING}http://{admin_bound}");

@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -34,6 +36,20 @@ impl Backend for Sled {
 
 fn sled() -> Sled {
     Sled(tempfile::tempdir().expect("temporary directory"))
+}
+
+/// PostgreSQL: a database of its own on the test binary's cluster (and the
+/// host's directory, which then holds no data).
+struct Postgres(common::postgres::TestDatabase, tempfile::TempDir);
+
+impl Backend for Postgres {
+    fn open(&self) -> Arc<dyn Store> {
+        store::open(Some(&self.0.url), self.1.path()).expect("opening PostgreSQL")
+    }
+}
+
+fn postgres() -> Postgres {
+    Postgres(common::postgres::TestDatabase::new(), tempfile::tempdir().expect("temporary directory"))
 }
 
 /// One test per check for a backend (a function returning a fresh [`Backend`]).
@@ -68,6 +84,7 @@ macro_rules! contract {
 
 // Each backend adds itself here with one line.
 contract!(sled);
+contract!(postgres);
 
 const FINDINGS: &str = "vulnerability-findings";
 

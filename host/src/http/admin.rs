@@ -41,14 +41,25 @@ pub struct AdminState {
     pub metrics: Arc<crate::metrics::Metrics>,
 }
 
-/// The admin token: `ESR_ADMIN_TOKEN` when set, else the one in
-/// `<data-dir>/admin-token`, created (owner-only) on first start.
-pub fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
+/// The admin token: `ESR_ADMIN_TOKEN` when set; else, with a `shared`
+/// store (a database that several hosts serve), the one kept in it (created
+/// by the first host) and copied to `<data-dir>/admin-token` for the
+/// command line on this machine; else the one in `<data-dir>/admin-token`,
+/// created (owner-only) on first start.
+pub fn admin_token(data_dir: &Path, shared: Option<&dyn Store>) -> anyhow::Result<String> {
     if let Ok(token) = std::env::var("ESR_ADMIN_TOKEN") {
         anyhow::ensure!(token.len() >= 16, "ESR_ADMIN_TOKEN must be at least 16 characters");
         return Ok(token);
     }
     let path = data_dir.join(ADMIN_TOKEN_FILE);
+    if let Some(store) = shared {
+        let token = format!("esradm_{}", crate::plugins::hex(&store.secret("admin-token")?));
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(token.as_str()) {
+            std::fs::create_dir_all(data_dir)?;
+            crate::seed::write_private(&path, token.as_bytes())?;
+        }
+        return Ok(token);
+    }
     match std::fs::read_to_string(&path) {
         Ok(token) if !token.trim().is_empty() => Ok(token.trim().to_owned()),
         _ => {

@@ -13,6 +13,7 @@
 //! a blocking thread (`tokio::task::spawn_blocking`), never on the async
 //! runtime's worker threads.
 
+pub mod postgres;
 pub mod sled;
 
 use std::path::Path;
@@ -309,10 +310,25 @@ impl dyn Store + '_ {
 /// Opens the store: sled in `data_dir` unless `database_url` names another
 /// backend.
 pub fn open(database_url: Option<&str>, data_dir: &Path) -> Result<Arc<dyn Store>, StoreError> {
+    open_with_pool(database_url, data_dir, None)
+}
+
+/// [`open`], with at most `pool_size` connections to a database server
+/// (default [`postgres::DEFAULT_POOL_SIZE`]).
+pub fn open_with_pool(
+    database_url: Option<&str>,
+    data_dir: &Path,
+    pool_size: Option<u32>,
+) -> Result<Arc<dyn Store>, StoreError> {
     match database_url {
         None => Ok(Arc::new(sled::SledStore::open(data_dir)?)),
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            Err(StoreError::Unsupported("this esr is built without the PostgreSQL backend".into()))
+            // The data directory still holds the compile cache and key files.
+            if !data_dir.exists() {
+                use std::os::unix::fs::DirBuilderExt;
+                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(data_dir)?;
+            }
+            Ok(Arc::new(postgres::PgStore::open(url, pool_size.unwrap_or(postgres::DEFAULT_POOL_SIZE))?))
         }
         Some(url) => Err(StoreError::Unsupported(format!(
             "unknown database URL scheme in {:?}: use postgres:// or postgresql://, or no URL for sled in the data directory",
