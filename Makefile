@@ -21,17 +21,23 @@ ESR_SCANNER_REPORTS_DIR ?= $(abspath ../shared/scanner-reports)
 VENV        := target/venv
 PYTHON_REQUIREMENTS := host/tests/python/requirements.txt
 
-.PHONY: run test plugins test-plugins host wasm-target lint fmt bench wrk plugin-new venv openapi
+.PHONY: run run-postgres test plugins test-plugins host wasm-target lint fmt bench wrk postgresql plugin-new venv openapi
 
 run: host plugins
 	$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR)
+
+# The same on a local PostgreSQL primary and streaming replica, created under
+# ./data-postgres/ on first run and kept; Ctrl-C stops the server and both.
+run-postgres: host plugins postgresql
+	target/debug/esr-local-postgres data-postgres -- \
+		$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR) --data-dir data-postgres/host
 
 # `cargo test` builds the binary the end-to-end tests run; building it
 # separately first would compile wasmtime twice (test builds unify features
 # with the dev-dependencies).
 # The native baseline is built in, so its test runs too; serving still
 # defaults to the components.
-test: plugins test-plugins venv
+test: plugins test-plugins venv postgresql
 	ESR_PLUGINS_DIR=$(abspath $(PLUGINS_DIR)) ESR_TEST_PLUGINS_DIR=$(abspath $(TEST_PLUGINS_DIR)) \
 		ESR_PYTHON_VENV=$(abspath $(VENV)) ESR_SCANNER_REPORTS_DIR=$(ESR_SCANNER_REPORTS_DIR) \
 		$(CARGO) test --workspace --features esr/native-baseline
@@ -89,6 +95,14 @@ wrk:
 	@command -v wrk >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then apt-get install -y -q wrk; \
 		else echo "make bench needs wrk: sudo apt-get install wrk" >&2; exit 1; fi; }
+
+# The tests start throwaway PostgreSQL clusters from Debian's `postgresql`
+# package (its server binaries under /usr/lib/postgresql/<version>/bin).
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ -x "$$ESR_POSTGRES_BIN/initdb" ] || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get install -y -q postgresql || { apt-get update -q && apt-get install -y -q postgresql; }; \
+		else echo "the tests need PostgreSQL's server: sudo apt-get install postgresql (or set ESR_POSTGRES_BIN to a directory holding initdb)" >&2; exit 1; fi; }
 
 lint: wasm-target
 	$(CARGO) fmt --all --check

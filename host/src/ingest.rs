@@ -22,7 +22,7 @@ use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess,
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use crate::store::{Database, StoreError};
+use crate::store::{CollectionWrite, Store, StoreError, StoreReader};
 
 /// The longest line a batch may hold.
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -75,14 +75,14 @@ const CHECK_CHUNK_LINES: usize = 8192;
 
 /// The lines a batch may hold unless `esr serve --import-max-lines` says
 /// otherwise: a batch's memory grows with its lines (each is a record
-/// with its empty fields filled, and one write of sled's) as much as with
+/// with its empty fields filled, and one write of the store's) as much as with
 /// its bytes, so a batch of many tiny lines is bounded by this.
 pub const DEFAULT_MAX_LINES: u32 = 10_000;
 
 /// Validates a batch of at most `max_lines` lines and, when every line is
 /// valid, writes it durably.
 pub fn import(
-    db: &Database,
+    db: &dyn Store,
     organization: Uuid,
     collection: &str,
     body: &[u8],
@@ -99,25 +99,30 @@ pub fn import(
     if count > max_lines {
         return Err(ImportError::TooManyLines { lines: count, max: max_lines });
     }
-    // One writer at a time: validation reads what the write then replaces.
-    let _writer = db.exclusive_writer();
-    let mut batch = Batch::new(db, organization, collection);
-    let mut lines = lines();
-    loop {
-        let chunk: Vec<(usize, &[u8])> = lines.by_ref().take(CHECK_CHUNK_LINES).collect();
-        if chunk.is_empty() {
-            break;
+    // Validation runs inside the write, under the organization's write
+    // lock: what it reads is what the write replaces.
+    let mut outcome = None;
+    db.write_batch(organization, &mut |view| {
+        let mut batch = Batch::new(view, collection);
+        let mut lines = lines();
+        loop {
+            let chunk: Vec<(usize, &[u8])> = lines.by_ref().take(CHECK_CHUNK_LINES).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            for line in check_lines(&chunk, collection, fields) {
+                batch.line(line)?;
+            }
         }
-        for line in check_lines(&chunk, collection, fields) {
-            batch.line(line)?;
+        if batch.errors.total > 0 {
+            outcome = Some(Err(ImportError::Invalid { lines: batch.errors.lines, total: batch.errors.total }));
+            return Ok(Vec::new());
         }
-    }
-    if batch.errors.total > 0 {
-        return Err(ImportError::Invalid { lines: batch.errors.lines, total: batch.errors.total });
-    }
-    let now = service_now();
-    let summary = batch.commit(now)?;
-    Ok(summary)
+        let (summary, writes) = batch.commit(service_now())?;
+        outcome = Some(Ok(summary));
+        Ok(writes)
+    })?;
+    outcome.unwrap_or_else(|| Err(StoreError::Backend("the write ended without validating the batch".into()).into()))
 }
 
 /// Why a record the service built (from a scanner report) was refused:
@@ -137,17 +142,15 @@ pub type CheckedSummary = Vec<(&'static str, ImportSummary)>;
 
 /// Checks records of several collections exactly as import lines of their
 /// collections are checked (schema, references, state machines), where a
-/// reference may also name a record of the same call, and, unless
-/// `dry_run`, writes those that change something, with the endpoints whose
-/// open counts they move, in one durable write. Every record carries its
-/// `id`. The caller holds [`Database::exclusive_writer`], under which it
-/// read what the records replace.
+/// reference may also name a record of the same call, and returns the
+/// records to write: those that change something, with the endpoints whose
+/// open counts they move. Every record carries its `id`. `view` is the
+/// store under the write lock of the batch that writes them
+/// ([`Store::write_batch`]), where the caller read what they replace.
 pub fn write_records_checked(
-    db: &Database,
-    organization: Uuid,
+    view: &mut dyn StoreReader,
     sets: &[(&'static str, Vec<Value>)],
-    dry_run: bool,
-) -> Result<CheckedSummary, Result<Vec<RecordError>, StoreError>> {
+) -> Result<(CheckedSummary, Vec<CollectionWrite>), Result<Vec<RecordError>, StoreError>> {
     let mut pending: HashMap<(&'static str, Uuid), Value> = HashMap::new();
     for (collection, records) in sets {
         for record in records {
@@ -156,12 +159,17 @@ pub fn write_records_checked(
             }
         }
     }
+    let now_text = service_now().format();
     let mut errors: Vec<RecordError> = Vec::new();
-    let mut batches = Vec::new();
+    let mut summaries = Vec::new();
+    let mut written: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut open_deltas: BTreeMap<Uuid, [i64; 5]> = BTreeMap::new();
     for (collection, records) in sets {
         let fields =
             schema(collection).ok_or_else(|| Err(StoreError::MalformedCall(format!("no collection {collection}"))))?;
-        let mut batch = Batch::new(db, organization, collection);
+        // Each batch borrows the view in turn; all read the store as it is
+        // before the call (records of the call are `pending`).
+        let mut batch = Batch::new(&mut *view, collection);
         batch.pending = Some(&pending);
         let lines: Vec<(usize, Vec<u8>)> = records
             .iter()
@@ -181,16 +189,6 @@ pub fn write_records_checked(
             field: error.field,
             reason: error.reason,
         }));
-        batches.push(batch);
-    }
-    if !errors.is_empty() {
-        return Err(Ok(errors));
-    }
-    let now_text = service_now().format();
-    let mut summaries = Vec::new();
-    let mut written: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    let mut open_deltas: BTreeMap<Uuid, [i64; 5]> = BTreeMap::new();
-    for batch in &mut batches {
         let (summary, records, deltas) = batch.prepare(&now_text);
         for (endpoint, delta) in deltas {
             let slot = open_deltas.entry(endpoint).or_default();
@@ -198,8 +196,11 @@ pub fn write_records_checked(
                 *total += change;
             }
         }
-        summaries.push((batch.collection_name(), summary));
-        written.push((batch.collection_name(), records.into_values().collect()));
+        summaries.push((*collection, summary));
+        written.push((*collection, records.into_values().collect()));
+    }
+    if !errors.is_empty() {
+        return Err(Ok(errors));
     }
     // Counts move on the endpoint records this call writes, else on the
     // stored ones.
@@ -222,19 +223,17 @@ pub fn write_records_checked(
             }
         }
     }
-    if let Some(batch) = batches.first() {
-        let endpoints = batch.endpoints_with_counts(stored_deltas, &now_text).map_err(Err)?;
-        match written.iter_mut().find(|(collection, _)| *collection == "endpoints") {
-            Some((_, records)) => records.extend(endpoints),
-            None => written.push(("endpoints", endpoints)),
-        }
+    let endpoints = Batch::new(view, "endpoints").endpoints_with_counts(stored_deltas, &now_text).map_err(Err)?;
+    match written.iter_mut().find(|(collection, _)| *collection == "endpoints") {
+        Some((_, records)) => records.extend(endpoints),
+        None => written.push(("endpoints", endpoints)),
     }
-    if !dry_run {
-        let sets: Vec<(&str, &[Value])> =
-            written.iter().filter(|(_, records)| !records.is_empty()).map(|(c, r)| (*c, r.as_slice())).collect();
-        db.write_records(organization, &sets).map_err(Err)?;
-    }
-    Ok(summaries)
+    let writes = written
+        .into_iter()
+        .filter(|(_, records)| !records.is_empty())
+        .map(|(collection, records)| CollectionWrite { collection: collection.to_owned(), records })
+        .collect();
+    Ok((summaries, writes))
 }
 
 /// Checks each line on its own (shape, types, formats, the fields its
@@ -489,8 +488,8 @@ struct Reference {
 /// A batch being validated: the lines' records by id (the state a later
 /// line of the same id replaces), and the records they reference.
 struct Batch<'a> {
-    db: &'a Database,
-    organization: Uuid,
+    /// The store as the batch's write lock holds it, on its organization.
+    view: &'a mut dyn StoreReader,
     collection: &'a str,
     errors: Errors,
     /// Each valid line's (id, client-owned content), in line order.
@@ -508,10 +507,9 @@ struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
-    fn new(db: &'a Database, organization: Uuid, collection: &'a str) -> Batch<'a> {
+    fn new(view: &'a mut dyn StoreReader, collection: &'a str) -> Batch<'a> {
         Batch {
-            db,
-            organization,
+            view,
             collection,
             errors: Errors::default(),
             lines: Vec::new(),
@@ -579,10 +577,6 @@ impl<'a> Batch<'a> {
         Ok(status)
     }
 
-    fn collection_name(&self) -> &'static str {
-        crate::store::COLLECTIONS.iter().copied().find(|name| *name == self.collection).unwrap_or("endpoints")
-    }
-
     fn referenced_record(&mut self, collection: &'static str, id: Uuid) -> Result<Option<Value>, StoreError> {
         if let Some(known) = self.referenced.get(&(collection, id)) {
             return Ok(known.clone());
@@ -595,22 +589,24 @@ impl<'a> Batch<'a> {
         Ok(stored)
     }
 
-    fn stored(&self, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
-        match self.db.get(self.organization, collection, id)? {
+    fn stored(&mut self, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
+        match self.view.get(collection, id)? {
             Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
             None => Ok(None),
         }
     }
 
-    /// Turns the validated lines into stored records and writes them, with
-    /// the endpoints whose derived counts they move, in one durable write.
-    fn commit(mut self, now: Timestamp) -> Result<ImportSummary, StoreError> {
+    /// Turns the validated lines into the records to store, with the
+    /// endpoints whose derived counts they move (written together).
+    fn commit(mut self, now: Timestamp) -> Result<(ImportSummary, Vec<CollectionWrite>), StoreError> {
         let now_text = now.format();
         let (summary, written, open_deltas) = self.prepare(&now_text);
         let endpoints = self.endpoints_with_counts(open_deltas, &now_text)?;
-        let records: Vec<Value> = written.into_values().collect();
-        self.db.write_records(self.organization, &[(self.collection, &records), ("endpoints", &endpoints)])?;
-        Ok(summary)
+        let writes = vec![
+            CollectionWrite { collection: self.collection.to_owned(), records: written.into_values().collect() },
+            CollectionWrite { collection: "endpoints".to_owned(), records: endpoints },
+        ];
+        Ok((summary, writes))
     }
 
     /// The stored records the validated lines become (those that change
@@ -655,7 +651,7 @@ impl<'a> Batch<'a> {
     }
 
     /// The endpoints whose `open_findings` the batch changes, updated.
-    fn endpoints_with_counts(&self, deltas: BTreeMap<Uuid, [i64; 5]>, now: &str) -> Result<Vec<Value>, StoreError> {
+    fn endpoints_with_counts(&mut self, deltas: BTreeMap<Uuid, [i64; 5]>, now: &str) -> Result<Vec<Value>, StoreError> {
         let mut endpoints = Vec::new();
         for (id, delta) in deltas.into_iter().filter(|(_, delta)| delta.iter().any(|d| *d != 0)) {
             let Some(mut endpoint) = self.stored("endpoints", id)? else {
@@ -989,25 +985,6 @@ fn cve_id(text: &str) -> Option<String> {
     valid.then_some(upper)
 }
 
-/// Gives the memory a batch freed back to the system. sled frees the
-/// pages a write replaced through crossbeam-epoch's global collector,
-/// which otherwise frees a few dozen per 128 later store operations (an
-/// idle server would keep them); glibc keeps freed memory in its arenas
-/// unless asked to return it.
-pub fn release_freed_memory() {
-    // Each pass frees up to 8 × 64 of them once two epochs have passed.
-    const FREED_COLLECTIONS: usize = 1024;
-    for _ in 0..FREED_COLLECTIONS {
-        crossbeam_epoch::pin().flush();
-    }
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free memory of the allocator's arenas.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -1015,14 +992,14 @@ mod tests {
     use super::*;
     use crate::store::COLLECTIONS;
 
-    fn database() -> (tempfile::TempDir, Database) {
+    fn database() -> (tempfile::TempDir, std::sync::Arc<dyn Store>) {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let db = Database::open(dir.path()).expect("database");
+        let db = crate::store::open(None, dir.path()).expect("database");
         (dir, db)
     }
 
     /// A batch with no line cap (the demo set's collections are re-imported whole).
-    fn import(db: &Database, organization: Uuid, collection: &str, body: &[u8]) -> Result<ImportSummary, ImportError> {
+    fn import(db: &dyn Store, organization: Uuid, collection: &str, body: &[u8]) -> Result<ImportSummary, ImportError> {
         super::import(db, organization, collection, body, usize::MAX)
     }
 
@@ -1030,11 +1007,14 @@ mod tests {
         lines.iter().map(|line| format!("{line}\n")).collect::<String>().into_bytes()
     }
 
-    fn records(db: &Database, organization: Uuid, collection: &str) -> Vec<Value> {
+    fn records(db: &dyn Store, organization: Uuid, collection: &str) -> Vec<Value> {
         let mut all = Vec::new();
         let mut after = None;
         loop {
-            let page = db.scan(organization, collection, after, 1000, false).expect("scan");
+            let page = db
+                .reader(organization)
+                .and_then(|mut reader| reader.scan(collection, after, 1000, false))
+                .expect("scan");
             let Some((last, _)) = page.last() else { return all };
             after = Some(*last);
             all.extend(page.iter().map(|(_, bytes)| serde_json::from_slice::<Value>(bytes).expect("json")));
@@ -1068,14 +1048,14 @@ mod tests {
     #[test]
     fn the_demo_data_set_validates_and_reimports_unchanged() -> anyhow::Result<()> {
         let (dir, db) = database();
-        let keys = crate::seed::seed_demo_if_empty(&db, dir.path())?.expect("demo seeded");
+        let keys = crate::seed::seed_demo_if_empty(db.as_ref(), dir.path())?.expect("demo seeded");
         let organization = keys.organizations[0].organization_id;
         for collection in ["endpoints", "scopes", "vulnerability-findings", "remediation-targets"] {
-            let before = records(&db, organization, collection);
+            let before = records(&*db, organization, collection);
             assert!(!before.is_empty(), "{collection}");
-            let summary = import(&db, organization, collection, &ndjson(&before))?;
+            let summary = import(&*db, organization, collection, &ndjson(&before))?;
             assert_eq!((summary.created, summary.updated, summary.unchanged), (0, 0, before.len()), "{collection}");
-            assert_eq!(records(&db, organization, collection), before, "{collection}: nothing rewritten");
+            assert_eq!(records(&*db, organization, collection), before, "{collection}: nothing rewritten");
         }
         Ok(())
     }
@@ -1085,7 +1065,7 @@ mod tests {
         let (_dir, db) = database();
         let organization = Uuid::now_v7();
         let other_organization = Uuid::now_v7();
-        let theirs = import(&db, other_organization, "endpoints", &ndjson(&[endpoint("theirs")]))?.ids[0];
+        let theirs = import(&*db, other_organization, "endpoints", &ndjson(&[endpoint("theirs")]))?.ids[0];
         let mut unknown_field = endpoint("b");
         unknown_field["colour"] = json!("red");
         let mut bad_family = endpoint("c");
@@ -1096,7 +1076,7 @@ mod tests {
         let mut body = ndjson(&[endpoint("a"), unknown_field, bad_family, bad_ip, json!({"hostname": ""})]);
         body.extend_from_slice(b"{not json\n[1]\n");
         body.extend_from_slice(format!("{}\n", finding(&theirs.to_string(), "high", "open")).as_bytes());
-        let errors = invalid(import(&db, organization, "endpoints", &body));
+        let errors = invalid(import(&*db, organization, "endpoints", &body));
         let expect = |line: usize, field: &str, reason: &str| {
             assert!(
                 errors.iter().any(|(l, f, r)| *l == line && f == field && r.contains(reason)),
@@ -1113,19 +1093,19 @@ mod tests {
         expect(7, "", "one JSON object");
         expect(8, "endpoint_id", "unknown field");
         assert!(errors.iter().all(|(line, _, _)| *line != 1), "line 1 is valid");
-        assert_eq!(db.count(organization, "endpoints")?, 0, "nothing written");
+        assert_eq!(db.reader(organization)?.count("endpoints")?, 0, "nothing written");
 
         // Another organization's endpoint does not exist for this one.
-        let mine = import(&db, organization, "endpoints", &ndjson(&[endpoint("mine")]))?.ids[0];
+        let mine = import(&*db, organization, "endpoints", &ndjson(&[endpoint("mine")]))?.ids[0];
         let errors = invalid(import(
-            &db,
+            &*db,
             organization,
             "vulnerability-findings",
             &ndjson(&[finding(&mine.to_string(), "high", "open"), finding(&theirs.to_string(), "high", "open")]),
         ));
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!((errors[0].0, errors[0].1.as_str()), (2, "endpoint_id"));
-        assert_eq!(db.count(organization, "vulnerability-findings")?, 0);
+        assert_eq!(db.reader(organization)?.count("vulnerability-findings")?, 0);
         Ok(())
     }
 
@@ -1133,42 +1113,42 @@ mod tests {
     fn states_move_only_as_the_contract_allows() -> anyhow::Result<()> {
         let (_dir, db) = database();
         let organization = Uuid::now_v7();
-        let host = import(&db, organization, "endpoints", &ndjson(&[endpoint("a")]))?.ids[0].to_string();
+        let host = import(&*db, organization, "endpoints", &ndjson(&[endpoint("a")]))?.ids[0].to_string();
         let mut resolved = finding(&host, "high", "resolved");
-        let id = import(&db, organization, "vulnerability-findings", &ndjson(&[resolved.clone()]))?.ids[0];
+        let id = import(&*db, organization, "vulnerability-findings", &ndjson(&[resolved.clone()]))?.ids[0];
         resolved["id"] = json!(id);
         let mut open = finding(&host, "high", "open");
         open["id"] = json!(id);
-        let errors = invalid(import(&db, organization, "vulnerability-findings", &ndjson(&[open.clone()])));
+        let errors = invalid(import(&*db, organization, "vulnerability-findings", &ndjson(&[open.clone()])));
         assert_eq!(errors, [(1, "status".to_owned(), "a resolved record cannot become open".to_owned())]);
         // Earlier lines of the batch count: resolved → reopened → open is refused too.
         let mut reopened = open.clone();
         reopened["status"] = json!("reopened");
         let errors = invalid(import(
-            &db,
+            &*db,
             organization,
             "vulnerability-findings",
             &ndjson(&[reopened.clone(), resolved.clone(), open]),
         ));
         assert_eq!(errors, [(3, "status".to_owned(), "a resolved record cannot become open".to_owned())]);
-        let summary = import(&db, organization, "vulnerability-findings", &ndjson(&[reopened]))?;
+        let summary = import(&*db, organization, "vulnerability-findings", &ndjson(&[reopened]))?;
         assert_eq!(summary.updated, 1);
 
         let mut suppressed = finding(&host, "low", "suppressed");
-        let errors = invalid(import(&db, organization, "vulnerability-findings", &ndjson(&[suppressed.clone()])));
+        let errors = invalid(import(&*db, organization, "vulnerability-findings", &ndjson(&[suppressed.clone()])));
         assert_eq!(errors, [(1, "suppression".to_owned(), "required when status is suppressed".to_owned())]);
         suppressed["suppression"] = json!({"reason": "accepted_risk"});
-        import(&db, organization, "vulnerability-findings", &ndjson(&[suppressed]))?;
+        import(&*db, organization, "vulnerability-findings", &ndjson(&[suppressed]))?;
 
         let target = json!({"endpoint_id": host, "target_type": "software", "discovery_method": "passive",
                             "status": "obsolete", "finding_ids": [id],
                             "subject": {"type": "software", "vendor": "OpenSSL", "product": "openssl"}});
         let target_id =
-            import(&db, organization, "remediation-targets", &ndjson(std::slice::from_ref(&target)))?.ids[0];
+            import(&*db, organization, "remediation-targets", &ndjson(std::slice::from_ref(&target)))?.ids[0];
         let mut revived = target;
         revived["id"] = json!(target_id);
         revived["status"] = json!("queued");
-        let errors = invalid(import(&db, organization, "remediation-targets", &ndjson(&[revived])));
+        let errors = invalid(import(&*db, organization, "remediation-targets", &ndjson(&[revived])));
         assert_eq!(errors, [(1, "status".to_owned(), "a obsolete record cannot become queued".to_owned())]);
         Ok(())
     }
@@ -1178,14 +1158,14 @@ mod tests {
         let (_dir, db) = database();
         let organization = Uuid::now_v7();
         let mut host = endpoint("a");
-        let id = import(&db, organization, "endpoints", &ndjson(&[host.clone()]))?.ids[0];
+        let id = import(&*db, organization, "endpoints", &ndjson(&[host.clone()]))?.ids[0];
         host["id"] = json!(id);
         let mut renamed = host.clone();
         renamed["hostname"] = json!("b");
         // Unchanged, then changed, then changed back: one record, updated.
-        let summary = import(&db, organization, "endpoints", &ndjson(&[host.clone(), renamed, host]))?;
+        let summary = import(&*db, organization, "endpoints", &ndjson(&[host.clone(), renamed, host]))?;
         assert_eq!((summary.created, summary.updated, summary.unchanged), (0, 2, 1));
-        assert_eq!(db.count(organization, "endpoints")?, 1);
+        assert_eq!(db.reader(organization)?.count("endpoints")?, 1);
         let stored: Value = serde_json::from_slice(&db.get(organization, "endpoints", id)?.expect("stored"))?;
         assert_eq!(stored["hostname"], "a");
         Ok(())
@@ -1198,7 +1178,7 @@ mod tests {
         let mut host = endpoint("a");
         host["created_at"] = json!("2001-01-01T00:00:00Z");
         host["open_findings"] = json!({"critical": 99});
-        let host_id = import(&db, organization, "endpoints", &ndjson(&[host.clone()]))?.ids[0];
+        let host_id = import(&*db, organization, "endpoints", &ndjson(&[host.clone()]))?.ids[0];
         let stored = |collection: &str, id: Uuid| -> Value {
             serde_json::from_slice(&db.get(organization, collection, id).expect("get").expect("stored")).expect("json")
         };
@@ -1209,7 +1189,7 @@ mod tests {
         assert_eq!(created["agent_id"], Value::Null);
 
         host["id"] = json!(host_id);
-        let again = import(&db, organization, "endpoints", &ndjson(&[host.clone()]))?;
+        let again = import(&*db, organization, "endpoints", &ndjson(&[host.clone()]))?;
         assert_eq!((again.created, again.updated, again.unchanged), (0, 0, 1));
         assert_eq!(stored("endpoints", host_id), created, "a quiet re-import changes nothing");
 
@@ -1220,7 +1200,7 @@ mod tests {
             finding(&host_text, "high", "resolved"),
             finding(&host_text, "low", "open"),
         ];
-        let ids = import(&db, organization, "vulnerability-findings", &ndjson(&lines))?.ids;
+        let ids = import(&*db, organization, "vulnerability-findings", &ndjson(&lines))?.ids;
         let counted = stored("endpoints", host_id);
         assert_eq!(counted["open_findings"], json!({"critical": 1, "high": 1, "medium": 0, "low": 1, "info": 0}));
         assert!(counted["updated_at"].as_str() > created["updated_at"].as_str(), "derived changes move updated_at");
@@ -1239,14 +1219,14 @@ mod tests {
         regrade["severity"] = json!("medium");
         let mut same = lines[1].clone();
         same["id"] = json!(ids[1]);
-        let summary = import(&db, organization, "vulnerability-findings", &ndjson(&[resolve, reopen, regrade, same]))?;
+        let summary = import(&*db, organization, "vulnerability-findings", &ndjson(&[resolve, reopen, regrade, same]))?;
         assert_eq!((summary.created, summary.updated, summary.unchanged), (0, 3, 1));
         assert_eq!(
             stored("endpoints", host_id)["open_findings"],
             json!({"critical": 0, "high": 2, "medium": 1, "low": 0, "info": 0})
         );
-        assert_eq!(db.index_count(organization, "vulnerability-findings", "status", "resolved")?, 1);
-        assert_eq!(db.index_count(organization, "vulnerability-findings", "severity", "low")?, 0);
+        assert_eq!(db.reader(organization)?.index_count("vulnerability-findings", "status", "resolved")?, 1);
+        assert_eq!(db.reader(organization)?.index_count("vulnerability-findings", "severity", "low")?, 0);
         let unchanged = stored("vulnerability-findings", ids[1]);
         assert_eq!(unchanged["last_seen_at"], json!("2026-11-19T23:00:00Z"), "timestamps are stored in UTC");
         assert!(COLLECTIONS.iter().all(|c| schema(c).is_some()));

@@ -9,12 +9,12 @@ pub mod auth;
 pub mod connections;
 pub mod demo;
 pub mod http;
-mod index_blocks;
 pub mod ingest;
 pub mod metrics;
 #[cfg(feature = "native-baseline")]
 pub mod native;
 mod parallel;
+pub mod pg_cluster;
 pub mod plugins;
 pub mod reports;
 pub mod seed;

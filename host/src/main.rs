@@ -28,6 +28,8 @@ enum Command {
     Seed {
         #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
         data_dir: PathBuf,
+        #[command(flatten)]
+        database: DatabaseArgs,
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
         endpoints: u32,
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=10_000))]
@@ -85,6 +87,8 @@ enum Command {
     Check {
         #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
         data_dir: PathBuf,
+        #[command(flatten)]
+        database: DatabaseArgs,
     },
 }
 
@@ -160,6 +164,26 @@ struct AdminArgs {
     data_dir: PathBuf,
 }
 
+/// Which store: sled in the data directory, or a PostgreSQL database.
+#[derive(clap::Args)]
+struct DatabaseArgs {
+    /// A PostgreSQL database (`postgres://…` or `postgresql://…`) instead
+    /// of sled in the data directory; the data directory then holds only
+    /// the compile cache and a copy of the admin token.
+    #[arg(long = "database", env = "ESR_DATABASE_URL")]
+    url: Option<String>,
+    /// Connections to the database this process keeps open at most
+    /// (default 16; hosts × this must stay under the server's max_connections).
+    #[arg(long = "database-pool-size", env = "ESR_DATABASE_POOL_SIZE", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pool_size: Option<u32>,
+}
+
+impl DatabaseArgs {
+    fn open(&self, data_dir: &Path) -> anyhow::Result<std::sync::Arc<dyn esr::store::Store>> {
+        Ok(esr::store::open_with_pool(self.url.as_deref(), data_dir, self.pool_size)?)
+    }
+}
+
 #[derive(clap::Args)]
 struct ServeArgs {
     /// Address of the public API (port 0 picks a free port).
@@ -172,9 +196,11 @@ struct ServeArgs {
     /// listener creates organizations and keys and imports data).
     #[arg(long, env = "ESR_ADMIN_ALLOW_REMOTE", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     admin_allow_remote: bool,
-    /// Where the database lives.
+    /// Where the database lives (with --database: the compile cache).
     #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
     data_dir: PathBuf,
+    #[command(flatten)]
+    database: DatabaseArgs,
     /// The directory of built components (`make plugins` fills it).
     #[arg(long, env = "ESR_PLUGINS_DIR", default_value = "target/plugins")]
     plugins_dir: PathBuf,
@@ -283,14 +309,15 @@ fn init_logging(format: LogFormat) {
 
 fn seed(
     data_dir: &std::path::Path,
+    database: &DatabaseArgs,
     endpoints: usize,
     findings_per_endpoint: usize,
     team_scopes: usize,
 ) -> anyhow::Result<()> {
-    let db = esr::store::Database::open(data_dir)?;
+    let db = database.open(data_dir)?;
     let started = std::time::Instant::now();
     let spec = esr::demo::DemoSpec { endpoints, findings_per_endpoint };
-    let keys = esr::seed::seed_generated(&db, data_dir, spec, team_scopes, |done| {
+    let keys = esr::seed::seed_generated(db.as_ref(), data_dir, spec, team_scopes, |done| {
         if done % 1000 == 0 || done == endpoints {
             eprint!("\rseeded {done}/{endpoints} endpoints");
         }
@@ -348,7 +375,7 @@ fn check_plugin(file: &std::path::Path) -> anyhow::Result<()> {
 fn print_openapi(plugins_dir: &Path) -> anyhow::Result<()> {
     let engine = PluginEngine::new(Limits::default())?;
     let plugins = esr::plugins::PluginSet::load_dir(&engine, plugins_dir)?;
-    std::io::Write::write_all(&mut std::io::stdout().lock(), plugins.openapi_document())?;
+    std::io::Write::write_all(&mut std::io::stdout().lock(), esr::http::openapi::rendered(&plugins))?;
     Ok(())
 }
 
@@ -507,11 +534,12 @@ fn import(
 }
 
 /// `esr check`: the store's own consistency check, offline.
-fn check(data_dir: &Path) -> anyhow::Result<()> {
-    let db = esr::store::Database::open(data_dir)?;
+fn check(data_dir: &Path, database: &DatabaseArgs) -> anyhow::Result<()> {
+    let db = database.open(data_dir)?;
     let problems = db.verify_indexes()?;
     if problems.is_empty() {
-        println!("{}: every index agrees with the records", data_dir.display());
+        let place = if database.url.is_some() { "the database".to_owned() } else { data_dir.display().to_string() };
+        println!("{place}: every index agrees with the records");
         return Ok(());
     }
     for problem in &problems {
@@ -533,6 +561,8 @@ fn main() -> ExitCode {
                 admin_listen: args.admin_listen,
                 admin_allow_remote: args.admin_allow_remote,
                 data_dir: args.data_dir,
+                database_url: args.database.url,
+                database_pool_size: args.database.pool_size,
                 plugins_dir: args.plugins_dir,
                 demo: args.demo,
                 public_url: args.public_url.map(|url| url.trim_end_matches('/').to_owned()),
@@ -566,8 +596,8 @@ fn main() -> ExitCode {
                 .map_err(anyhow::Error::from)
                 .and_then(|runtime| runtime.block_on(serve(options)))
         }
-        Command::Seed { data_dir, endpoints, findings_per_endpoint, scopes } => {
-            seed(&data_dir, endpoints as usize, findings_per_endpoint as usize, scopes as usize)
+        Command::Seed { data_dir, database, endpoints, findings_per_endpoint, scopes } => {
+            seed(&data_dir, &database, endpoints as usize, findings_per_endpoint as usize, scopes as usize)
         }
         Command::Plugins(PluginsCommand::Check { file }) => check_plugin(&file),
         Command::Plugins(PluginsCommand::Reload(admin)) => reload_plugins(&admin),
@@ -596,7 +626,7 @@ fn main() -> ExitCode {
             (None, Some(collection), Some(file)) => import(&organization, &collection, &file, batch_lines, &admin),
             _ => Err(anyhow::anyhow!("give --collection and a file, or --report")),
         },
-        Command::Check { data_dir } => check(&data_dir),
+        Command::Check { data_dir, database } => check(&data_dir, &database),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,16 +9,35 @@ use std::cell::RefCell;
 
 use esr_plugin_sdk::{DocumentPlugin, ResourcePlugin};
 
-use crate::plugins::{CallError, InvalidParam, Page, PluginError, Rendered, Request, Tenant};
+use crate::plugins::{
+    CallError, InvalidParam, NativeCalls, Page, PluginError, Rendered, Request, Tenant, TenantSession,
+};
 
-/// The SDK's `Store` on a tenant; the first malformed call is kept and
-/// fails the request, as a trap would.
-struct NativeStore<'t> {
-    tenant: &'t Tenant,
+/// The native baseline as the component runtime calls it.
+pub struct NativeBaseline;
+
+impl NativeCalls for NativeBaseline {
+    fn list(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Page, CallError> {
+        list(group, tenant, request)
+    }
+
+    fn get_record(&self, group: &str, tenant: &Tenant, id: &str, request: &Request) -> Result<Vec<u8>, CallError> {
+        get_record(group, tenant, id, request)
+    }
+
+    fn render(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Rendered, CallError> {
+        render(group, tenant, request)
+    }
+}
+
+/// The SDK's `Store` on a tenant's read session; the first failed call is
+/// kept and fails the request, as a trap would.
+struct NativeStore {
+    tenant: RefCell<TenantSession>,
     failure: RefCell<Option<String>>,
 }
 
-impl NativeStore<'_> {
+impl NativeStore {
     fn answer<T: Default>(&self, result: Result<T, crate::store::StoreError>) -> T {
         result.unwrap_or_else(|error| {
             self.failure.borrow_mut().get_or_insert_with(|| error.to_string());
@@ -38,17 +57,17 @@ fn entries(records: Vec<crate::plugins::StoreEntry>) -> Vec<esr_plugin_sdk::Entr
     records.into_iter().map(|(id, value)| esr_plugin_sdk::Entry { id, value }).collect()
 }
 
-impl esr_plugin_sdk::Store for NativeStore<'_> {
+impl esr_plugin_sdk::Store for NativeStore {
     fn get(&self, collection: &str, id: &str) -> Option<Vec<u8>> {
-        self.answer(self.tenant.get(collection, id))
+        self.answer(self.tenant.borrow_mut().get(collection, id))
     }
 
     fn scan(&self, collection: &str, after: Option<&str>, limit: u32, reverse: bool) -> Vec<esr_plugin_sdk::Entry> {
-        entries(self.answer(self.tenant.scan(collection, after, limit, reverse)))
+        entries(self.answer(self.tenant.borrow_mut().scan(collection, after, limit, reverse)))
     }
 
     fn count(&self, collection: &str) -> u64 {
-        self.answer(self.tenant.count(collection))
+        self.answer(self.tenant.borrow_mut().count(collection))
     }
 
     fn index_scan(
@@ -61,7 +80,7 @@ impl esr_plugin_sdk::Store for NativeStore<'_> {
         reverse: bool,
     ) -> Vec<esr_plugin_sdk::Entry> {
         let after = after.map(|position| (position.created_at, position.id.as_str()));
-        entries(self.answer(self.tenant.index_scan(collection, index, value, after, limit, reverse)))
+        entries(self.answer(self.tenant.borrow_mut().index_scan(collection, index, value, after, limit, reverse)))
     }
 
     fn index_positions(
@@ -74,12 +93,13 @@ impl esr_plugin_sdk::Store for NativeStore<'_> {
         reverse: bool,
     ) -> Vec<esr_plugin_sdk::IndexPosition> {
         let after = after.map(|position| (position.created_at, position.id.as_str()));
-        let positions = self.answer(self.tenant.index_positions(collection, index, value, after, limit, reverse));
+        let positions =
+            self.answer(self.tenant.borrow_mut().index_positions(collection, index, value, after, limit, reverse));
         positions.into_iter().map(|(created_at, id)| esr_plugin_sdk::IndexPosition { created_at, id }).collect()
     }
 
     fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
-        self.answer(self.tenant.index_count(collection, index, value))
+        self.answer(self.tenant.borrow_mut().index_count(collection, index, value))
     }
 
     fn count_matching(
@@ -90,7 +110,7 @@ impl esr_plugin_sdk::Store for NativeStore<'_> {
     ) -> u64 {
         let conditions: Vec<(String, Vec<String>)> =
             conditions.iter().map(|condition| (condition.index.clone(), condition.values.clone())).collect();
-        self.answer(self.tenant.count_matching(collection, &conditions, updated_after))
+        self.answer(self.tenant.borrow_mut().count_matching(collection, &conditions, updated_after))
     }
 
     fn count_in_range(
@@ -105,7 +125,7 @@ impl esr_plugin_sdk::Store for NativeStore<'_> {
         fn bound(position: &Option<esr_plugin_sdk::IndexPosition>) -> Option<(i64, &str)> {
             position.as_ref().map(|position| (position.created_at, position.id.as_str()))
         }
-        self.answer(self.tenant.count_in_range(
+        self.answer(self.tenant.borrow_mut().count_in_range(
             collection,
             &range.index,
             bound(&range.after),
@@ -116,7 +136,7 @@ impl esr_plugin_sdk::Store for NativeStore<'_> {
     }
 
     fn organization(&self) -> Vec<u8> {
-        self.tenant.organization_json.to_vec()
+        self.tenant.borrow().organization_json.to_vec()
     }
 }
 
@@ -147,7 +167,8 @@ fn with_store<T>(
     tenant: &Tenant,
     call: impl FnOnce(&NativeStore) -> Result<T, esr_plugin_sdk::PluginError>,
 ) -> Result<T, CallError> {
-    let store = NativeStore { tenant, failure: RefCell::new(None) };
+    let session = tenant.session().map_err(|error| CallError::Failed(format!("opening the store: {error}")))?;
+    let store = NativeStore { tenant: RefCell::new(session), failure: RefCell::new(None) };
     let answer = call(&store);
     store.finish()?;
     answer.map_err(call_error)

@@ -27,7 +27,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_io::bindings::wasi::io::poll as async_wasi_poll;
 use wasmtime_wasi_io::poll::DynPollable;
 
-use crate::store::{Database, StoreError};
+use crate::store::{IndexCondition, IndexPosition, StoreError, StoreReader};
 
 mod reads;
 pub use reads::{READABLE, Reads};
@@ -224,8 +224,27 @@ impl PluginEngine {
 /// The caller's organization, bound into a call's store.
 #[derive(Clone)]
 pub struct Tenant {
-    pub db: Database,
+    pub store: Arc<dyn crate::store::Store>,
     pub organization_id: Uuid,
+    /// `{"organization_id", "name", "enrollment_token"}`.
+    pub organization_json: Arc<Vec<u8>>,
+}
+
+impl Tenant {
+    /// Opens the call's read session on the organization's records: every
+    /// store function of one call reads through it. Blocks: call it on the
+    /// thread that runs the call.
+    pub fn session(&self) -> Result<TenantSession, StoreError> {
+        Ok(TenantSession {
+            reader: self.store.reader(self.organization_id)?,
+            organization_json: self.organization_json.clone(),
+        })
+    }
+}
+
+/// One call's read session on its organization's records.
+pub struct TenantSession {
+    reader: Box<dyn StoreReader>,
     /// `{"organization_id", "name", "enrollment_token"}`.
     pub organization_json: Arc<Vec<u8>>,
 }
@@ -236,7 +255,7 @@ struct CallState {
     table: ResourceTable,
     limits: StoreLimits,
     /// `None` while validating at load time: the store is then empty.
-    tenant: Option<Tenant>,
+    tenant: Option<TenantSession>,
     group: String,
     /// What the component's descriptor declares its store may read.
     reads: Reads,
@@ -357,17 +376,28 @@ impl CallState {
 /// A stored record's id and bytes, as the store functions hand them out.
 pub type StoreEntry = (String, Vec<u8>);
 
+/// A position a component gave (its id as text) as the store's, or a
+/// malformed call naming `function`.
+fn index_position(function: &str, bound: Option<(i64, &str)>) -> Result<Option<IndexPosition>, StoreError> {
+    let Some((position, id)) = bound else { return Ok(None) };
+    match Uuid::parse_str(id) {
+        Ok(id) => Ok(Some((position, id))),
+        Err(_) => Err(StoreError::MalformedCall(format!("{function} {id:?}, which is not a UUID"))),
+    }
+}
+
 /// The `store` functions on the tenant's records, shared by components
 /// (through [`wit_store::Host`]) and the native baseline. An `Err` is a
-/// malformed call: the caller's fault, never the data's.
-impl Tenant {
-    pub fn get(&self, collection: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+/// malformed call (the caller's fault, never the data's) or a storage
+/// failure.
+impl TenantSession {
+    pub fn get(&mut self, collection: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let Ok(id) = Uuid::parse_str(id) else { return Ok(None) };
-        Ok(self.db.get(self.organization_id, collection, id)?.map(|v| v.to_vec()))
+        self.reader.get(collection, id)
     }
 
     pub fn scan(
-        &self,
+        &mut self,
         collection: &str,
         after: Option<&str>,
         limit: u32,
@@ -380,17 +410,16 @@ impl Tenant {
             ),
             None => None,
         };
-        let records = self.db.scan(self.organization_id, collection, after, limit as usize, reverse)?;
-        Ok(records.into_iter().map(|(id, value)| (id.to_string(), value.to_vec())).collect())
+        let records = self.reader.scan(collection, after, limit as usize, reverse)?;
+        Ok(records.into_iter().map(|(id, value)| (id.to_string(), value)).collect())
     }
 
-    pub fn count(&self, collection: &str) -> Result<u64, StoreError> {
-        self.db.count(self.organization_id, collection)
+    pub fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
+        self.reader.count(collection)
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub fn index_scan(
-        &self,
+        &mut self,
         collection: &str,
         index: &str,
         value: &str,
@@ -398,23 +427,14 @@ impl Tenant {
         limit: u32,
         reverse: bool,
     ) -> Result<Vec<StoreEntry>, StoreError> {
-        let after = match after {
-            Some((position, id)) => Some((
-                position,
-                Uuid::parse_str(id)
-                    .map_err(|_| StoreError::MalformedCall(format!("index-scan after {id:?}, which is not a UUID")))?,
-            )),
-            None => None,
-        };
-        let records =
-            self.db.index_scan(self.organization_id, collection, index, value, after, limit as usize, reverse)?;
-        Ok(records.into_iter().map(|(id, value)| (id.to_string(), value.to_vec())).collect())
+        let after = index_position("index-scan after", after)?;
+        let records = self.reader.index_scan(collection, index, value, after, limit as usize, reverse)?;
+        Ok(records.into_iter().map(|(id, value)| (id.to_string(), value)).collect())
     }
 
     /// `store.index-positions`: positions and ids, no records.
-    #[allow(clippy::too_many_arguments)]
     pub fn index_positions(
-        &self,
+        &mut self,
         collection: &str,
         index: &str,
         value: &str,
@@ -422,58 +442,37 @@ impl Tenant {
         limit: u32,
         reverse: bool,
     ) -> Result<Vec<(i64, String)>, StoreError> {
-        let after = match after {
-            Some((position, id)) => Some((
-                position,
-                Uuid::parse_str(id).map_err(|_| {
-                    StoreError::MalformedCall(format!("index-positions after {id:?}, which is not a UUID"))
-                })?,
-            )),
-            None => None,
-        };
-        let positions =
-            self.db.index_positions(self.organization_id, collection, index, value, after, limit as usize, reverse)?;
+        let after = index_position("index-positions after", after)?;
+        let positions = self.reader.index_positions(collection, index, value, after, limit as usize, reverse)?;
         Ok(positions.into_iter().map(|(position, id)| (position, id.to_string())).collect())
     }
 
-    pub fn index_count(&self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
-        self.db.index_count(self.organization_id, collection, index, value)
+    pub fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+        self.reader.index_count(collection, index, value)
     }
 
     pub fn count_matching(
-        &self,
+        &mut self,
         collection: &str,
-        conditions: &[(String, Vec<String>)],
+        conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
-        self.db.count_matching(self.organization_id, collection, conditions, updated_after)
+        self.reader.count_matching(collection, conditions, updated_after)
     }
 
     /// `store.count-in-range`: `after` and `before` are positions with ids.
     pub fn count_in_range(
-        &self,
+        &mut self,
         collection: &str,
         index: &str,
         after: Option<(i64, &str)>,
         before: Option<(i64, &str)>,
-        conditions: &[(String, Vec<String>)],
+        conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
-        let position = |bound: Option<(i64, &str)>| match bound {
-            Some((at, id)) => Uuid::parse_str(id)
-                .map(|id| Some((at, id)))
-                .map_err(|_| StoreError::MalformedCall(format!("count-in-range bound at {id:?}, which is not a UUID"))),
-            None => Ok(None),
-        };
-        self.db.count_in_range(
-            self.organization_id,
-            collection,
-            index,
-            position(after)?,
-            position(before)?,
-            conditions,
-            updated_after,
-        )
+        let after = index_position("count-in-range bound at", after)?;
+        let before = index_position("count-in-range bound at", before)?;
+        self.reader.count_in_range(collection, index, after, before, conditions, updated_after)
     }
 }
 
@@ -483,7 +482,7 @@ impl Tenant {
 impl wit_store::Host for CallState {
     fn get(&mut self, collection: String, id: String) -> wasmtime::Result<Option<Vec<u8>>> {
         self.may_read(&collection, "get")?;
-        let Some(tenant) = &self.tenant else { return Ok(None) };
+        let Some(tenant) = &mut self.tenant else { return Ok(None) };
         Ok(tenant.get(&collection, &id)?)
     }
 
@@ -495,14 +494,14 @@ impl wit_store::Host for CallState {
         reverse: bool,
     ) -> wasmtime::Result<Vec<wit_store::Entry>> {
         self.may_read(&collection, "scan")?;
-        let Some(tenant) = &self.tenant else { return Ok(Vec::new()) };
+        let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
         let records = tenant.scan(&collection, after.as_deref(), limit, reverse)?;
         Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id, value }).collect())
     }
 
     fn count(&mut self, collection: String) -> wasmtime::Result<u64> {
         self.may_read(&collection, "count")?;
-        let Some(tenant) = &self.tenant else { return Ok(0) };
+        let Some(tenant) = &mut self.tenant else { return Ok(0) };
         Ok(tenant.count(&collection)?)
     }
 
@@ -516,7 +515,7 @@ impl wit_store::Host for CallState {
         reverse: bool,
     ) -> wasmtime::Result<Vec<wit_store::Entry>> {
         self.may_read(&collection, "index-scan")?;
-        let Some(tenant) = &self.tenant else { return Ok(Vec::new()) };
+        let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
         let after = after.as_ref().map(|position| (position.created_at, position.id.as_str()));
         let records = tenant.index_scan(&collection, &index, &value, after, limit, reverse)?;
         Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id, value }).collect())
@@ -531,7 +530,8 @@ impl wit_store::Host for CallState {
         limit: u32,
         reverse: bool,
     ) -> wasmtime::Result<Vec<wit_store::IndexPosition>> {
-        let Some(tenant) = &self.tenant else { return Ok(Vec::new()) };
+        self.may_read(&collection, "index-positions")?;
+        let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
         let after = after.as_ref().map(|position| (position.created_at, position.id.as_str()));
         let positions = tenant.index_positions(&collection, &index, &value, after, limit, reverse)?;
         Ok(positions.into_iter().map(|(created_at, id)| wit_store::IndexPosition { created_at, id }).collect())
@@ -539,7 +539,7 @@ impl wit_store::Host for CallState {
 
     fn index_count(&mut self, collection: String, index: String, value: String) -> wasmtime::Result<u64> {
         self.may_read(&collection, "index-count")?;
-        let Some(tenant) = &self.tenant else { return Ok(0) };
+        let Some(tenant) = &mut self.tenant else { return Ok(0) };
         Ok(tenant.index_count(&collection, &index, &value)?)
     }
 
@@ -550,7 +550,7 @@ impl wit_store::Host for CallState {
         updated_after: Option<i64>,
     ) -> wasmtime::Result<u64> {
         self.may_read(&collection, "count-matching")?;
-        let Some(tenant) = &self.tenant else { return Ok(0) };
+        let Some(tenant) = &mut self.tenant else { return Ok(0) };
         let conditions: Vec<(String, Vec<String>)> =
             conditions.into_iter().map(|condition| (condition.index, condition.values)).collect();
         Ok(tenant.count_matching(&collection, &conditions, updated_after)?)
@@ -563,7 +563,8 @@ impl wit_store::Host for CallState {
         conditions: Vec<wit_store::IndexCondition>,
         updated_after: Option<i64>,
     ) -> wasmtime::Result<u64> {
-        let Some(tenant) = &self.tenant else { return Ok(0) };
+        self.may_read(&collection, "count-in-range")?;
+        let Some(tenant) = &mut self.tenant else { return Ok(0) };
         let conditions: Vec<(String, Vec<String>)> =
             conditions.into_iter().map(|condition| (condition.index, condition.values)).collect();
         fn bound(position: &Option<wit_store::IndexPosition>) -> Option<(i64, &str)> {
@@ -691,6 +692,15 @@ pub enum CallError {
     Failed(String),
 }
 
+/// Calls answered without the components: the native baseline
+/// (`native.rs`, measurement only), handed in by whoever starts the
+/// server, so the component runtime does not depend on it.
+pub trait NativeCalls: Send + Sync {
+    fn list(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Page, CallError>;
+    fn get_record(&self, group: &str, tenant: &Tenant, id: &str, request: &Request) -> Result<Vec<u8>, CallError>;
+    fn render(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Rendered, CallError>;
+}
+
 /// The components being served, replaceable while requests run.
 ///
 /// A request takes the current [`PluginSet`] once and finishes on it, so a
@@ -700,7 +710,7 @@ pub struct PluginRegistry {
     engine: PluginEngine,
     dir: PathBuf,
     /// Serve with the native baseline instead of the components.
-    native: bool,
+    native: Option<Arc<dyn NativeCalls>>,
     current: std::sync::RwLock<Arc<PluginSet>>,
     /// Serializes reloads, so two at once cannot interleave.
     reloading: std::sync::Mutex<()>,
@@ -709,19 +719,19 @@ pub struct PluginRegistry {
 impl PluginRegistry {
     /// Loads the plugins directory; fails if it is not servable.
     pub fn load(engine: PluginEngine, dir: &Path) -> anyhow::Result<PluginRegistry> {
-        PluginRegistry::load_serving(engine, dir, false)
+        PluginRegistry::load_serving(engine, dir, None)
     }
 
     /// Loads the plugins directory; with `native`, requests are served by
     /// the native baseline (the components still describe the API and
-    /// answer health). Fails if `native` is asked of a host built without
-    /// the `native-baseline` feature.
-    pub fn load_serving(engine: PluginEngine, dir: &Path, native: bool) -> anyhow::Result<PluginRegistry> {
-        if native && !cfg!(feature = "native-baseline") {
-            bail!("--native-handlers needs a host built with `cargo build --features native-baseline`");
-        }
+    /// answer health).
+    pub fn load_serving(
+        engine: PluginEngine,
+        dir: &Path,
+        native: Option<Arc<dyn NativeCalls>>,
+    ) -> anyhow::Result<PluginRegistry> {
         let mut set = PluginSet::load_dir(&engine, dir)?;
-        set.native = native;
+        set.native = native.clone();
         Ok(PluginRegistry {
             engine,
             native,
@@ -744,7 +754,7 @@ impl PluginRegistry {
     pub fn reload(&self) -> anyhow::Result<Arc<PluginSet>> {
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut fresh = PluginSet::load_dir(&self.engine, &self.dir)?;
-        fresh.native = self.native;
+        fresh.native = self.native.clone();
         let fresh = Arc::new(fresh);
         match self.current.write() {
             Ok(mut current) => *current = fresh.clone(),
@@ -762,8 +772,8 @@ pub struct PluginSet {
     importers: BTreeMap<String, LoadedImporter>,
     /// The OpenAPI document these components make, rendered once.
     openapi: std::sync::OnceLock<Vec<u8>>,
-    /// Calls go to the native baseline (`native-baseline` builds only).
-    native: bool,
+    /// Calls go to the native baseline instead (measurement only).
+    native: Option<Arc<dyn NativeCalls>>,
 }
 
 impl PluginSet {
@@ -822,18 +832,14 @@ impl PluginSet {
                 missing.join(", ")
             );
         }
-        Ok(PluginSet { engine: engine.clone(), plugins, importers, openapi: std::sync::OnceLock::new(), native: false })
+        Ok(PluginSet { engine: engine.clone(), plugins, importers, openapi: std::sync::OnceLock::new(), native: None })
     }
 
-    /// The API's OpenAPI document with these components' parameters and
-    /// record schemas (JSON, pretty-printed).
-    pub fn openapi_document(&self) -> &[u8] {
-        self.openapi.get_or_init(|| {
-            let mut text = serde_json::to_vec_pretty(&crate::http::openapi::document(self.infos()))
-                .unwrap_or_else(|_| b"{}".to_vec());
-            text.push(b'\n');
-            text
-        })
+    /// The API's OpenAPI document for these components, made by `render`
+    /// on first use and kept while the set serves (`http::openapi::rendered`
+    /// is the one caller).
+    pub fn openapi_document(&self, render: impl FnOnce(&PluginSet) -> Vec<u8>) -> &[u8] {
+        self.openapi.get_or_init(|| render(self))
     }
 
     /// The loaded report importers, by format.
@@ -887,11 +893,10 @@ impl PluginSet {
 
     /// One page of a group's list.
     pub fn list(&self, group: &str, tenant: Tenant, request: &Request, request_id: &str) -> Result<Page, CallError> {
-        #[cfg(feature = "native-baseline")]
-        if self.native {
-            return crate::native::list(group, &tenant, request);
+        if let Some(native) = &self.native {
+            return native.list(group, &tenant, request);
         }
-        let (plugin, mut store) = self.start(group, Some(tenant), request_id)?;
+        let (plugin, mut store) = self.start(group, Some(&tenant), request_id)?;
         let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} is not a list"))) };
         let result = pre
             .instantiate(&mut store)
@@ -908,11 +913,10 @@ impl PluginSet {
         request: &Request,
         request_id: &str,
     ) -> Result<Vec<u8>, CallError> {
-        #[cfg(feature = "native-baseline")]
-        if self.native {
-            return crate::native::get_record(group, &tenant, id, request);
+        if let Some(native) = &self.native {
+            return native.get_record(group, &tenant, id, request);
         }
-        let (plugin, mut store) = self.start(group, Some(tenant), request_id)?;
+        let (plugin, mut store) = self.start(group, Some(&tenant), request_id)?;
         let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} has no records"))) };
         let result = pre
             .instantiate(&mut store)
@@ -928,11 +932,10 @@ impl PluginSet {
         request: &Request,
         request_id: &str,
     ) -> Result<Rendered, CallError> {
-        #[cfg(feature = "native-baseline")]
-        if self.native {
-            return crate::native::render(group, &tenant, request);
+        if let Some(native) = &self.native {
+            return native.render(group, &tenant, request);
         }
-        let (plugin, mut store) = self.start(group, Some(tenant), request_id)?;
+        let (plugin, mut store) = self.start(group, Some(&tenant), request_id)?;
         let Pre::Document(pre) = &plugin.pre else {
             return Err(CallError::Failed(format!("{group} is not a document")));
         };
@@ -945,17 +948,23 @@ impl PluginSet {
     fn start(
         &self,
         group: &str,
-        tenant: Option<Tenant>,
+        tenant: Option<&Tenant>,
         request_id: &str,
     ) -> Result<(&LoadedPlugin, Store<CallState>), CallError> {
         let plugin = self.plugins.get(group).ok_or_else(|| CallError::Failed(format!("no plugin serves {group}")))?;
-        let mut store = new_store(&self.engine, group, tenant, request_id);
+        let session = match tenant {
+            Some(tenant) => {
+                Some(tenant.session().map_err(|error| CallError::Failed(format!("opening the store: {error}")))?)
+            }
+            None => None,
+        };
+        let mut store = new_store(&self.engine, group, session, request_id);
         store.data_mut().reads = plugin.info.reads;
         Ok((plugin, store))
     }
 }
 
-fn new_store(engine: &PluginEngine, group: &str, tenant: Option<Tenant>, request_id: &str) -> Store<CallState> {
+fn new_store(engine: &PluginEngine, group: &str, tenant: Option<TenantSession>, request_id: &str) -> Store<CallState> {
     new_store_limited(engine, &engine.limits, group, tenant, request_id)
 }
 
@@ -963,7 +972,7 @@ fn new_store_limited(
     engine: &PluginEngine,
     limits: &Limits,
     group: &str,
-    tenant: Option<Tenant>,
+    tenant: Option<TenantSession>,
     request_id: &str,
 ) -> Store<CallState> {
     let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);

@@ -17,7 +17,8 @@
 //!   becomes `reopened`) and takes the report's severity, scores, fixed
 //!   version and texts; `last_seen_at` is the report's time. A finding of
 //!   the endpoint and scanner the report no longer lists, of a package
-//!   class the report scanned, is `resolved`. A report older than the last
+//!   class the report scanned, is `resolved` (unless the report is
+//!   `partial`: it resolves nothing). A report older than the last
 //!   one imported for an endpoint and scanner changes nothing there.
 //! - **Targets**: one per endpoint and installed package (name, version,
 //!   location), listing its findings; `actionable` when a fix exists, else
@@ -37,7 +38,7 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::ingest::RecordError;
-use crate::store::{Database, MAX_SCAN, StoreError};
+use crate::store::{CollectionWrite, MAX_SCAN, Store, StoreError, StoreReader};
 
 /// What the caller asks of an import.
 #[derive(Debug, Clone, Default)]
@@ -110,9 +111,12 @@ const FINDINGS: &str = "vulnerability-findings";
 const TARGETS: &str = "remediation-targets";
 const ENDPOINTS: &str = "endpoints";
 
-/// Imports a converted report into the organization.
+/// Imports a converted report into the organization. What the import
+/// reads (endpoints, the stored findings of the endpoint and scanner,
+/// targets, scopes) is read inside the write, under the organization's
+/// write lock: it is what the write replaces, on every backend.
 pub fn import(
-    db: &Database,
+    db: &dyn Store,
     organization: Uuid,
     format: &str,
     report: ConvertedReport,
@@ -135,21 +139,56 @@ pub fn import(
         },
         None => (now, true),
     };
+    let mut result = None;
+    db.write_batch(organization, &mut |view| {
+        // Worked out afresh on each call (a backend may retry the write).
+        let planned = plan(view, format, &scanner, &report, options, Moment { now, scanned_at, timeless });
+        match planned {
+            Ok((outcome, writes)) => {
+                result = Some(Ok(outcome));
+                Ok(if options.dry_run { Vec::new() } else { writes })
+            }
+            Err(ReportError::Store(error)) => Err(error),
+            Err(error) => {
+                result = Some(Err(error));
+                Ok(Vec::new())
+            }
+        }
+    })?;
+    result.unwrap_or_else(|| Err(StoreError::Backend("the write ended without planning the report".into()).into()))
+}
+
+/// When an import runs and when its report was made.
+#[derive(Clone, Copy)]
+struct Moment {
+    now: Timestamp,
+    /// The report's time, or `now` when it has none (`timeless`).
+    scanned_at: Timestamp,
+    timeless: bool,
+}
+
+/// The import's outcome and the records it writes, read from `view`.
+fn plan(
+    view: &mut dyn StoreReader,
+    format: &str,
+    scanner: &str,
+    report: &ConvertedReport,
+    options: &ReportOptions,
+    moment: Moment,
+) -> Result<(ReportOutcome, Vec<CollectionWrite>), ReportError> {
+    let Moment { now, scanned_at, timeless } = moment;
     let scanned_at_text = scanned_at.format();
     let mut outcome = ReportOutcome {
         format: format.to_owned(),
-        scanner: scanner.clone(),
+        scanner: scanner.to_owned(),
         scanned_at: scanned_at_text.clone(),
         dry_run: options.dry_run,
         skipped: report.skipped.clone(),
         ..ReportOutcome::default()
     };
 
-    // One writer at a time: what is read here is what the write replaces.
-    let _writer = db.exclusive_writer();
     let mut records = Records::default();
-    let endpoints =
-        resolve_endpoints(db, organization, &report, options, &scanned_at_text, &mut records, &mut outcome)?;
+    let endpoints = resolve_endpoints(view, report, options, &scanned_at_text, &mut records, &mut outcome)?;
 
     // Entries by endpoint, then by identity (the first entry of an identity wins).
     let mut by_endpoint: BTreeMap<Uuid, BTreeMap<String, (usize, &ReportEntry)>> = BTreeMap::new();
@@ -183,7 +222,7 @@ pub fn import(
     for endpoint in endpoints.all() {
         outcome.endpoint_ids.push(endpoint);
         let listed = by_endpoint.remove(&endpoint).unwrap_or_default();
-        let existing = stored_findings(db, organization, endpoint, &scanner)?;
+        let existing = stored_findings(view, endpoint, scanner)?;
         let last_imported = existing.values().filter_map(last_report_time).max();
         if let Some(last) = last_imported.filter(|last| *last > scanned_at) {
             outcome.older_than_last.push(OlderReport { endpoint_id: endpoint, last_imported_at: last.format() });
@@ -195,7 +234,7 @@ pub fn import(
             let stored = existing.get(&identity);
             let finding = finding_record(FindingInput {
                 endpoint,
-                scanner: &scanner,
+                scanner,
                 identity: &identity,
                 entry,
                 stored,
@@ -211,7 +250,8 @@ pub fn import(
             records.findings.push(finding);
         }
         for (identity, stored) in &existing {
-            if seen.contains(identity) {
+            // A partial report does not list all that is still there.
+            if report.partial || seen.contains(identity) {
                 continue;
             }
             let class = identity.split(' ').next().unwrap_or("");
@@ -228,7 +268,7 @@ pub fn import(
             records.findings.push(Value::Object(resolved));
         }
     }
-    plan_targets(db, organization, &mut records, &now.format())?;
+    plan_targets(view, &mut records, &now.format())?;
 
     let target_count = records.targets.len();
     let sets = vec![
@@ -236,8 +276,8 @@ pub fn import(
         (TARGETS, std::mem::take(&mut records.targets)),
         (FINDINGS, std::mem::take(&mut records.findings)),
     ];
-    match crate::ingest::write_records_checked(db, organization, &sets, options.dry_run) {
-        Ok(summaries) => {
+    match crate::ingest::write_records_checked(view, &sets) {
+        Ok((summaries, writes)) => {
             for (collection, summary) in summaries {
                 match collection {
                     FINDINGS => {
@@ -255,7 +295,7 @@ pub fn import(
                 }
             }
             debug_assert!(target_count >= outcome.targets_created);
-            Ok(outcome)
+            Ok((outcome, writes))
         }
         Err(Ok(errors)) => Err(ReportError::Invalid(
             errors.into_iter().map(|error| invalid_entry(error, &records.finding_labels)).collect(),
@@ -343,8 +383,7 @@ impl Endpoints {
 }
 
 fn resolve_endpoints(
-    db: &Database,
-    organization: Uuid,
+    view: &mut dyn StoreReader,
     report: &ConvertedReport,
     options: &ReportOptions,
     now: &str,
@@ -352,13 +391,16 @@ fn resolve_endpoints(
     outcome: &mut ReportOutcome,
 ) -> Result<Endpoints, ReportError> {
     let mut by_hostname: Option<HashMap<String, Uuid>> = None;
-    let mut find_or_create = |hostname: &str,
+    // The view is a parameter, not captured: the caller's endpoint is
+    // looked up in it too.
+    let mut find_or_create = |view: &mut dyn StoreReader,
+                              hostname: &str,
                               os: Option<&esr_plugin_sdk::report::OperatingSystem>,
                               records: &mut Records,
                               outcome: &mut ReportOutcome|
      -> Result<Uuid, ReportError> {
         if by_hostname.is_none() {
-            by_hostname = Some(endpoints_by_hostname(db, organization)?);
+            by_hostname = Some(endpoints_by_hostname(view)?);
         }
         let known = by_hostname.get_or_insert_with(HashMap::new);
         let key = hostname.to_ascii_lowercase();
@@ -374,12 +416,12 @@ fn resolve_endpoints(
     let default = match options.endpoint.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
         Some(named) => match Uuid::parse_str(named) {
             Ok(id) => {
-                if db.get(organization, ENDPOINTS, id)?.is_none() {
+                if view.get(ENDPOINTS, id)?.is_none() {
                     return Err(ReportError::NoEndpoint(format!("no endpoint {id} in this organization")));
                 }
                 Some(id)
             }
-            Err(_) => Some(find_or_create(named, report.operating_system.as_ref(), records, outcome)?),
+            Err(_) => Some(find_or_create(view, named, report.operating_system.as_ref(), records, outcome)?),
         },
         None => None,
     };
@@ -390,7 +432,7 @@ fn resolve_endpoints(
             by_host_key.insert(host.key.clone(), default.unwrap_or_default());
             continue;
         }
-        let id = find_or_create(host.hostname.trim(), host.operating_system.as_ref(), records, outcome)?;
+        let id = find_or_create(view, host.hostname.trim(), host.operating_system.as_ref(), records, outcome)?;
         by_host_key.insert(host.key.clone(), id);
     }
     let default = default.or_else(|| match report.hosts.as_slice() {
@@ -406,11 +448,11 @@ fn resolve_endpoints(
     Ok(Endpoints { default, by_host_key })
 }
 
-fn endpoints_by_hostname(db: &Database, organization: Uuid) -> Result<HashMap<String, Uuid>, StoreError> {
+fn endpoints_by_hostname(view: &mut dyn StoreReader) -> Result<HashMap<String, Uuid>, StoreError> {
     let mut known = HashMap::new();
     let mut after = None;
     loop {
-        let page = db.scan(organization, ENDPOINTS, after, MAX_SCAN, false)?;
+        let page = view.scan(ENDPOINTS, after, MAX_SCAN, false)?;
         for (id, bytes) in &page {
             let record: Value = serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             if let Some(hostname) = record.get("hostname").and_then(Value::as_str) {
@@ -483,8 +525,7 @@ fn cve_of(entry: &ReportEntry) -> Option<&str> {
 
 /// The endpoint's findings from this scanner, by identity.
 fn stored_findings(
-    db: &Database,
-    organization: Uuid,
+    view: &mut dyn StoreReader,
     endpoint: Uuid,
     scanner: &str,
 ) -> Result<BTreeMap<String, Value>, StoreError> {
@@ -492,9 +533,9 @@ fn stored_findings(
     let endpoint_text = endpoint.to_string();
     let mut after = None;
     loop {
-        let page = db.index_positions(organization, FINDINGS, "endpoint_id", &endpoint_text, after, MAX_SCAN, false)?;
+        let page = view.index_positions(FINDINGS, "endpoint_id", &endpoint_text, after, MAX_SCAN, false)?;
         for (_, id) in &page {
-            let Some(bytes) = db.get(organization, FINDINGS, *id)? else { continue };
+            let Some(bytes) = view.get(FINDINGS, *id)? else { continue };
             let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             if record["source"]["scanner"] != scanner {
                 continue;
@@ -680,7 +721,7 @@ fn truncate(text: &str, max_chars: usize) -> String {
 /// `remediated` is reached only through `verifying`, which an import does
 /// not do. A target in a terminal state is left alone, and a package found
 /// vulnerable again gets a new target.
-fn plan_targets(db: &Database, organization: Uuid, records: &mut Records, now: &str) -> Result<(), StoreError> {
+fn plan_targets(view: &mut dyn StoreReader, records: &mut Records, now: &str) -> Result<(), StoreError> {
     // The findings of each installation this import lists.
     let mut groups: BTreeMap<InstalledPackage, Vec<usize>> = BTreeMap::new();
     for (index, package) in records.finding_packages.iter().enumerate() {
@@ -691,14 +732,14 @@ fn plan_targets(db: &Database, organization: Uuid, records: &mut Records, now: &
     let endpoints: BTreeSet<Uuid> = groups.keys().map(|package| package.endpoint).collect();
     let mut stored_targets: Vec<Value> = Vec::new();
     for endpoint in &endpoints {
-        stored_targets.extend(records_by_index(db, organization, TARGETS, "endpoint_id", &endpoint.to_string())?);
+        stored_targets.extend(records_by_index(view, TARGETS, "endpoint_id", &endpoint.to_string())?);
     }
-    let scopes = records_by_index(db, organization, "scopes", "status", "active")?;
+    let scopes = records_by_index(view, "scopes", "status", "active")?;
     let mut endpoint_records: HashMap<Uuid, Value> = HashMap::new();
     for endpoint in &endpoints {
         let record = match records.endpoints.iter().find(|e| e["id"].as_str() == Some(&endpoint.to_string())) {
             Some(record) => record.clone(),
-            None => stored_record(db, organization, ENDPOINTS, *endpoint)?.unwrap_or(Value::Null),
+            None => stored_record(view, ENDPOINTS, *endpoint)?.unwrap_or(Value::Null),
         };
         endpoint_records.insert(*endpoint, record);
     }
@@ -780,7 +821,7 @@ fn plan_targets(db: &Database, organization: Uuid, records: &mut Records, now: &
         .collect();
     for target_id in resolved_targets {
         let Ok(id) = Uuid::parse_str(&target_id) else { continue };
-        let Some(stored) = stored_record(db, organization, TARGETS, id)? else { continue };
+        let Some(stored) = stored_record(view, TARGETS, id)? else { continue };
         let status = stored["status"].as_str().unwrap_or_default();
         if !esr_plugin_sdk::contract::transition_allowed(TARGETS, status, "obsolete") || status == "obsolete" {
             continue;
@@ -791,8 +832,7 @@ fn plan_targets(db: &Database, organization: Uuid, records: &mut Records, now: &
             let status = match in_batch {
                 Some(finding) => finding["status"].as_str().map(str::to_owned),
                 None => match Uuid::parse_str(finding_id) {
-                    Ok(id) => stored_record(db, organization, FINDINGS, id)?
-                        .and_then(|f| f["status"].as_str().map(str::to_owned)),
+                    Ok(id) => stored_record(view, FINDINGS, id)?.and_then(|f| f["status"].as_str().map(str::to_owned)),
                     Err(_) => None,
                 },
             };
@@ -891,8 +931,7 @@ fn due_at(scopes: &[&Value], open: &[&Value], now: &str) -> Option<String> {
 
 /// Every record holding `value` in a collection's index.
 fn records_by_index(
-    db: &Database,
-    organization: Uuid,
+    view: &mut dyn StoreReader,
     collection: &str,
     index: &str,
     value: &str,
@@ -900,9 +939,9 @@ fn records_by_index(
     let mut found = Vec::new();
     let mut after = None;
     loop {
-        let page = db.index_positions(organization, collection, index, value, after, MAX_SCAN, false)?;
+        let page = view.index_positions(collection, index, value, after, MAX_SCAN, false)?;
         for (_, id) in &page {
-            if let Some(record) = stored_record(db, organization, collection, *id)? {
+            if let Some(record) = stored_record(view, collection, *id)? {
                 found.push(record);
             }
         }
@@ -913,8 +952,8 @@ fn records_by_index(
     }
 }
 
-fn stored_record(db: &Database, organization: Uuid, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
-    match db.get(organization, collection, id)? {
+fn stored_record(view: &mut dyn StoreReader, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
+    match view.get(collection, id)? {
         Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
         None => Ok(None),
     }

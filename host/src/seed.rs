@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::auth::{self, ALL_READ_SCOPES};
 use crate::demo::{DEMO_ANCHOR_UNIX, DemoSpec, Generator, format_timestamp};
-use crate::store::Database;
+use crate::store::Store;
 
 /// The demo organizations: name, generator seed, hostname prefix.
 const DEMO_ORGANIZATIONS: [(&str, u64, &str); 2] = [("Acme Corp", 1, "acme"), ("Globex", 2, "globex")];
@@ -33,12 +33,12 @@ pub struct DemoKey {
 
 /// Fills an empty database with the demo data set and returns its keys;
 /// `None` when the database already holds data (it is then left alone).
-pub fn seed_demo_if_empty(db: &Database, data_dir: &Path) -> anyhow::Result<Option<DemoKeys>> {
+pub fn seed_demo_if_empty(db: &dyn Store, data_dir: &Path) -> anyhow::Result<Option<DemoKeys>> {
     match db.marker(DEMO_MARKER)?.as_deref() {
         Some("complete") => return Ok(None),
         // A load that was interrupted: start it again from nothing.
         Some(_) => db.clear_data()?,
-        None if !db.is_empty() => return Ok(None),
+        None if !db.is_empty()? => return Ok(None),
         None => {}
     }
     db.set_marker(DEMO_MARKER, "in-progress")?;
@@ -68,7 +68,7 @@ const SCOPES_PER_WRITE: usize = 5_000;
 /// `team_scopes` scopes beyond its own, and writes its key to
 /// `<data-dir>/seed-keys.json`, in the demo-keys format.
 pub fn seed_generated(
-    db: &Database,
+    db: &dyn Store,
     data_dir: &Path,
     spec: DemoSpec,
     team_scopes: usize,
@@ -115,7 +115,7 @@ pub fn read_demo_keys(data_dir: &Path) -> Option<DemoKeys> {
     serde_json::from_slice(&bytes).ok()
 }
 
-fn seed_organization(db: &Database, organization_id: Uuid, seed: u64, prefix: &str) -> anyhow::Result<()> {
+fn seed_organization(db: &dyn Store, organization_id: Uuid, seed: u64, prefix: &str) -> anyhow::Result<()> {
     let mut generator = Generator::new(seed, DemoSpec::DEMO, DEMO_ANCHOR_UNIX, prefix);
     db.insert_records(organization_id, "scopes", &generator.scopes())?;
     let (mut endpoints, mut findings, mut targets) = (Vec::new(), Vec::new(), Vec::new());

@@ -16,7 +16,6 @@ use crate::http::slots::CallSlots;
 use crate::http::{self, AppState, SharedState};
 use crate::plugins::{Limits, PluginEngine, PluginRegistry, PluginSet};
 use crate::seed::{self, DemoKeys};
-use crate::store::Database;
 
 /// Concurrent component calls; the instance pool holds more than this so
 /// that a reload can pre-instantiate beside the calls in flight.
@@ -48,6 +47,10 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     pub admin_listen: SocketAddr,
     pub data_dir: PathBuf,
+    /// A PostgreSQL database instead of sled in `data_dir`.
+    pub database_url: Option<String>,
+    /// Connections to the database at most (default: the backend's).
+    pub database_pool_size: Option<u32>,
     pub plugins_dir: PathBuf,
     pub demo: bool,
     /// The base URL clients reach the API at; defaults to the bound address.
@@ -105,9 +108,14 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     }
     let connections = public_connection_settings(&options)?;
     crate::store::check_data_dir_private(&options.data_dir)?;
-    let db = Database::open(&options.data_dir)?;
+    // Store calls block (a network database's client must not run on the
+    // async threads): start-up makes them in place, requests on the
+    // blocking pool.
+    let db = tokio::task::block_in_place(|| {
+        crate::store::open_with_pool(options.database_url.as_deref(), &options.data_dir, options.database_pool_size)
+    })?;
     if options.demo {
-        let seeded = tokio::task::block_in_place(|| seed::seed_demo_if_empty(&db, &options.data_dir))
+        let seeded = tokio::task::block_in_place(|| seed::seed_demo_if_empty(db.as_ref(), &options.data_dir))
             .context("creating the demo data")?;
         match seeded.or_else(|| seed::read_demo_keys(&options.data_dir)) {
             Some(keys) => print_demo_keys(&keys, &options),
@@ -126,7 +134,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let engine = PluginEngine::with_importer_limits(limits, importer_limits)?
         .with_cache(options.data_dir.join("component-cache"));
     let plugins = Arc::new(tokio::task::block_in_place(|| {
-        PluginRegistry::load_serving(engine, &options.plugins_dir, options.native_handlers)
+        PluginRegistry::load_serving(engine, &options.plugins_dir, native_calls(options.native_handlers)?)
     })?);
     if options.native_handlers {
         tracing::warn!("serving with the native baseline: no isolation, deadlines or memory caps (measurement only)");
@@ -139,7 +147,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", options.listen))?;
     let bound = listener.local_addr()?;
     let state = AppState::new(SharedState {
-        cursor_key: db.secret("cursor")?,
+        cursor_key: tokio::task::block_in_place(|| db.secret("cursor"))?,
         db: db.clone(),
         plugins,
         public_url: options.public_url.clone().unwrap_or_else(|| format!("http://{bound}")),
@@ -163,7 +171,13 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         import_max_bytes: options.import_max_bytes,
         import_max_lines: options.import_max_lines,
         metrics: state.metrics.clone(),
-        token_hash: Sha256::digest(admin::admin_token(&options.data_dir)?.as_bytes()).into(),
+        token_hash: Sha256::digest(
+            tokio::task::block_in_place(|| {
+                admin::admin_token(&options.data_dir, options.database_url.is_some().then_some(db.as_ref()))
+            })?
+            .as_bytes(),
+        )
+        .into(),
     };
     println!("{LISTENING}http://{bound}");
     println!("{ADMIN_LISTENING}http://{admin_bound}");
@@ -187,9 +201,24 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     serve_connections("public", listener, http::router(state), connections, shutdown_signal()).await;
     let _ = stop_admin.send(());
     let _ = admin.await;
-    db.flush()?;
+    tokio::task::block_in_place(|| db.flush())?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The native baseline when asked for (`--native-handlers`).
+#[cfg(feature = "native-baseline")]
+fn native_calls(wanted: bool) -> anyhow::Result<Option<Arc<dyn crate::plugins::NativeCalls>>> {
+    Ok(wanted.then(|| Arc::new(crate::native::NativeBaseline) as Arc<dyn crate::plugins::NativeCalls>))
+}
+
+/// The native baseline when asked for: not in this build.
+#[cfg(not(feature = "native-baseline"))]
+fn native_calls(wanted: bool) -> anyhow::Result<Option<Arc<dyn crate::plugins::NativeCalls>>> {
+    if wanted {
+        anyhow::bail!("--native-handlers needs a host built with `cargo build --features native-baseline`");
+    }
+    Ok(None)
 }
 
 /// The public listener's connection handling; its cap, with the admin

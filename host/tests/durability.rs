@@ -116,8 +116,24 @@ fn all_findings(server: &Server, key: &str) -> HashMap<Uuid, Value> {
 
 #[test]
 fn acknowledged_batches_survive_sigkill_and_no_batch_lands_in_part() {
+    acknowledged_batches_survive(None);
+}
+
+/// The same on PostgreSQL, with fsync on: the host is killed as on sled,
+/// and every other round the database server is stopped at once too (an
+/// immediate shutdown, recovered from its write-ahead log at restart).
+#[test]
+fn on_postgres_acknowledged_batches_survive_sigkill_and_no_batch_lands_in_part() {
+    let mut cluster = esr::pg_cluster::Cluster::temporary(esr::pg_cluster::Durability::Durable).unwrap();
+    cluster.execute("CREATE DATABASE durable").unwrap();
+    acknowledged_batches_survive(Some(&mut cluster));
+}
+
+fn acknowledged_batches_survive(mut cluster: Option<&mut esr::pg_cluster::Cluster>) {
     let plugins = plugins_dir();
-    let mut first = Server::start(&plugins);
+    let url = cluster.as_ref().map(|cluster| cluster.url("durable"));
+    let database: Vec<&str> = url.iter().flat_map(|url| ["--database", url.as_str()]).collect();
+    let mut first = Server::start_with(&plugins, &database);
     let data_dir = first.data_dir().to_path_buf();
     let token = first.admin_token();
     let created: Value = first
@@ -171,7 +187,12 @@ fn acknowledged_batches_survive_sigkill_and_no_batch_lands_in_part() {
         } else {
             first.stop();
         }
-        current = Some(Server::start_on(&plugins, &data_dir));
+        if let Some(cluster) = cluster.as_deref_mut()
+            && round % 2 == 1
+        {
+            cluster.crash_and_restart().unwrap();
+        }
+        current = Some(Server::start_on_with(&plugins, &data_dir, &database));
     }
 
     let server = current.as_ref().unwrap();
@@ -238,6 +259,7 @@ fn acknowledged_batches_survive_sigkill_and_no_batch_lands_in_part() {
     server.stop();
     let check = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
         .arg("check")
+        .args(&database)
         .arg("--data-dir")
         .arg(&data_dir)
         .output()

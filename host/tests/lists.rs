@@ -278,6 +278,20 @@ fn encode(value: &str) -> String {
 /// checked against the oracle: `cases_per_collection` per collection, page
 /// sizes drawn from `limits`.
 fn check_against_the_oracle(server: &Server, organization: usize, cases_per_collection: usize, limits: &[usize]) {
+    check_against_the_oracle_and_twin(server, None, organization, cases_per_collection, limits)
+}
+
+/// [`check_against_the_oracle`]; with `twins`, on the PostgreSQL server,
+/// each answer compared with the sled server's, byte for byte apart from
+/// cursors.
+fn check_against_the_oracle_and_twin(
+    server: &Server,
+    twins: Option<&common::postgres::Twins>,
+    organization: usize,
+    cases_per_collection: usize,
+    limits: &[usize],
+) {
+    let server = twins.map_or(server, |twins| &twins.postgres);
     let mut rng = StdRng::seed_from_u64(20_261_122);
     let (mut cases, mut non_empty, mut multi_page) = (0, 0, 0);
     for collection in collections() {
@@ -308,8 +322,20 @@ fn check_against_the_oracle(server: &Server, organization: usize, cases_per_coll
             // The cursor walk.
             let mut walked: Vec<Value> = Vec::new();
             let mut path = base.clone();
+            let mut twin_path = base.clone();
             loop {
-                let page = server.json_as(organization, &path);
+                let page = match twins {
+                    None => server.json_as(organization, &path),
+                    Some(twins) => {
+                        let (status, sled_body, body) = twins.same(organization, &twin_path, &path);
+                        assert_eq!(status, 200, "{what}");
+                        let sled_page: Value = serde_json::from_str(&sled_body).unwrap();
+                        if let Some(cursor) = sled_page["next_cursor"].as_str() {
+                            twin_path = format!("{base}&cursor={cursor}");
+                        }
+                        serde_json::from_str(&body).unwrap()
+                    }
+                };
                 assert_eq!(page["total"].as_u64(), Some(expected.len() as u64), "{what}: total");
                 let data = page["data"].as_array().unwrap();
                 assert!(data.len() <= limit);
@@ -327,7 +353,11 @@ fn check_against_the_oracle(server: &Server, organization: usize, cases_per_coll
 
             // An offset page agrees with the same slice.
             let offset = rng.gen_range(0..=expected.len());
-            let page = server.json_as(organization, &format!("{base}&offset={offset}"));
+            let offset_path = format!("{base}&offset={offset}");
+            let page = match twins {
+                None => server.json_as(organization, &offset_path),
+                Some(twins) => serde_json::from_str(&twins.same_at(organization, &offset_path).1).unwrap(),
+            };
             let end = (offset + limit).min(expected.len());
             assert_eq!(ids(page["data"].as_array().unwrap()), ids(&expected[offset..end]), "{what} offset {offset}");
         }
@@ -337,6 +367,15 @@ fn check_against_the_oracle(server: &Server, organization: usize, cases_per_coll
         non_empty * 2 > cases && multi_page * 4 > cases,
         "{non_empty} non-empty, {multi_page} multi-page of {cases}"
     );
+}
+
+/// The same data set on sled and on PostgreSQL: the oracle's cases answer
+/// alike on both, byte for byte apart from cursors.
+#[test]
+fn postgres_answers_the_oracle_cases_as_sled_does() {
+    let twins = common::postgres::Twins::start(&plugins_dir());
+    check_against_the_oracle_and_twin(&twins.postgres, Some(&twins), 0, 40, &[3, 7, 50, 100]);
+    check_against_the_oracle_and_twin(&twins.postgres, Some(&twins), 1, 10, &[7, 100]);
 }
 
 #[test]

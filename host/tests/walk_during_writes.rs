@@ -13,7 +13,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use esr::plugins::{Limits, PluginRegistry, QueryParam, Request, Tenant};
-use esr::store::Database;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -30,12 +29,12 @@ fn request(query: &[(&str, &str)]) -> Request {
 #[test]
 fn records_added_during_a_walk_never_duplicate_or_skip_existing_ones() {
     let data = tempfile::tempdir().unwrap();
-    let db = Database::open(data.path()).unwrap();
-    let keys = esr::seed::seed_demo_if_empty(&db, data.path()).unwrap().unwrap();
+    let db = esr::store::open(None, data.path()).unwrap();
+    let keys = esr::seed::seed_demo_if_empty(db.as_ref(), data.path()).unwrap().unwrap();
     let organization_id = keys.organizations[0].organization_id;
     let engine = esr::plugins::PluginEngine::new(Limits::default()).unwrap();
     let plugins = PluginRegistry::load(engine, &common::plugins_dir()).unwrap().current();
-    let tenant = Tenant { db: db.clone(), organization_id, organization_json: Arc::new(b"{}".to_vec()) };
+    let tenant = Tenant { store: db.clone(), organization_id, organization_json: Arc::new(b"{}".to_vec()) };
     let mut rng = StdRng::seed_from_u64(7);
 
     let template: Value = {

@@ -305,8 +305,7 @@ fn store_ceiling(
     if data_dir.exists() {
         std::fs::remove_dir_all(&data_dir)?;
     }
-    let db = esr::store::sled_config(&data_dir).open()?;
-    let tree = db.open_tree("records/vulnerability-findings")?;
+    let bare = esr::store::sled::BareRecords::open(&data_dir, "vulnerability-findings")?;
     let mut generator = esr::demo::Generator::new(11, spec, esr::demo::DEMO_ANCHOR_UNIX, "bench");
     let (mut written, mut time) = (0, Duration::ZERO);
     let mut pending: Vec<Value> = Vec::new();
@@ -319,21 +318,20 @@ fn store_ceiling(
         if take == 0 {
             break;
         }
-        let mut batch = sled::Batch::default();
+        let mut batch = Vec::with_capacity(take);
         for mut finding in pending.drain(..take) {
             let id: uuid::Uuid = finding["id"].as_str().unwrap_or_default().parse()?;
             finding["remediation_target_id"] = Value::Null;
             finding["created_at"] = Value::from("2026-11-23T12:00:00.000000Z");
             finding["updated_at"] = Value::from("2026-11-23T12:00:00.000000Z");
-            batch.insert(&esr::store::record_key(organization, id)[..], serde_json::to_vec(&finding)?);
+            batch.push((id, serde_json::to_vec(&finding)?));
         }
         let started = Instant::now();
-        tree.apply_batch(batch)?;
-        db.flush()?;
+        bare.write(organization, batch)?;
         time += started.elapsed();
         written += take;
     }
-    drop((tree, db));
+    drop(bare);
     std::fs::remove_dir_all(&data_dir).with_context(|| format!("removing {}", data_dir.display()))?;
     Ok((written, time))
 }

@@ -23,7 +23,7 @@ use super::{path_parameters, request_id};
 use crate::auth::{self, ALL_READ_SCOPES};
 use crate::ingest::{self, ImportError};
 use crate::plugins::{PluginInfo, PluginRegistry};
-use crate::store::{ApiKeyRecord, COLLECTIONS, Database, Organization, StoreError};
+use crate::store::{ApiKeyRecord, COLLECTIONS, Organization, Store, StoreError};
 
 /// The file the generated admin token is kept in, in the data directory.
 pub const ADMIN_TOKEN_FILE: &str = "admin-token";
@@ -31,7 +31,7 @@ pub const ADMIN_TOKEN_FILE: &str = "admin-token";
 #[derive(Clone)]
 pub struct AdminState {
     pub plugins: Arc<PluginRegistry>,
-    pub db: Database,
+    pub db: Arc<dyn Store>,
     /// SHA-256 of the admin token.
     pub token_hash: [u8; 32],
     /// The largest import body accepted, in bytes.
@@ -41,14 +41,25 @@ pub struct AdminState {
     pub metrics: Arc<crate::metrics::Metrics>,
 }
 
-/// The admin token: `ESR_ADMIN_TOKEN` when set, else the one in
-/// `<data-dir>/admin-token`, created (owner-only) on first start.
-pub fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
+/// The admin token: `ESR_ADMIN_TOKEN` when set; else, with a `shared`
+/// store (a database that several hosts serve), the one kept in it (created
+/// by the first host) and copied to `<data-dir>/admin-token` for the
+/// command line on this machine; else the one in `<data-dir>/admin-token`,
+/// created (owner-only) on first start.
+pub fn admin_token(data_dir: &Path, shared: Option<&dyn Store>) -> anyhow::Result<String> {
     if let Ok(token) = std::env::var("ESR_ADMIN_TOKEN") {
         anyhow::ensure!(token.len() >= 16, "ESR_ADMIN_TOKEN must be at least 16 characters");
         return Ok(token);
     }
     let path = data_dir.join(ADMIN_TOKEN_FILE);
+    if let Some(store) = shared {
+        let token = format!("esradm_{}", crate::plugins::hex(&store.secret("admin-token")?));
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(token.as_str()) {
+            std::fs::create_dir_all(data_dir)?;
+            crate::seed::write_private(&path, token.as_bytes())?;
+        }
+        return Ok(token);
+    }
     match std::fs::read_to_string(&path) {
         Ok(token) if !token.trim().is_empty() => Ok(token.trim().to_owned()),
         _ => {
@@ -159,7 +170,7 @@ fn parse_uuid(text: &str, name: &str) -> Result<Uuid, ApiError> {
     Uuid::try_parse(text).map_err(|_| ApiError::invalid_parameters(vec![(name.to_owned(), "not a UUID".to_owned())]))
 }
 
-fn organization_exists(db: &Database, id: Uuid) -> Result<(), ApiError> {
+fn organization_exists(db: &dyn Store, id: Uuid) -> Result<(), ApiError> {
     match db.organization(id).map_err(storage_failure)? {
         Some(_) => Ok(()),
         None => Err(ApiError::not_found(format!("no organization {id}"))),
@@ -256,8 +267,8 @@ async fn create_key(State(state): State<AdminState>, body: Bytes) -> Result<Resp
     };
     let db = state.db.clone();
     let created = blocking(move || {
-        organization_exists(&db, organization_id)?;
-        auth::create_key(&db, organization_id, &name, &scopes, expires_at).map_err(storage_failure)
+        organization_exists(db.as_ref(), organization_id)?;
+        auth::create_key(db.as_ref(), organization_id, &name, &scopes, expires_at).map_err(storage_failure)
     })
     .await?;
     tracing::info!(key_id = %created.record.id, %organization_id, "API key created");
@@ -278,7 +289,7 @@ async fn list_keys(State(state): State<AdminState>, RawQuery(query): RawQuery) -
     let db = state.db.clone();
     let keys = blocking(move || {
         if let Some(organization) = organization {
-            organization_exists(&db, organization)?;
+            organization_exists(db.as_ref(), organization)?;
         }
         db.api_keys(organization).map_err(storage_failure)
     })
@@ -343,10 +354,10 @@ async fn import(
     let (db, name, max_lines) = (state.db.clone(), collection.clone(), state.import_max_lines);
     let started = std::time::Instant::now();
     let outcome = blocking(move || {
-        organization_exists(&db, organization_id)?;
-        let outcome = ingest::import(&db, organization_id, &name, &body, max_lines);
+        organization_exists(db.as_ref(), organization_id)?;
+        let outcome = ingest::import(db.as_ref(), organization_id, &name, &body, max_lines);
         drop(body);
-        ingest::release_freed_memory();
+        db.release_freed_memory();
         Ok(outcome)
     })
     .await?;
@@ -437,10 +448,10 @@ async fn import_report(
         .collect::<String>();
     let started = std::time::Instant::now();
     let outcome = blocking(move || {
-        organization_exists(&db, organization_id)?;
-        let outcome = import_report_body(&db, &plugins, organization_id, &format, &body, &options, &request_id);
+        organization_exists(db.as_ref(), organization_id)?;
+        let outcome = import_report_body(db.as_ref(), &plugins, organization_id, &format, &body, &options, &request_id);
         drop(body);
-        ingest::release_freed_memory();
+        db.release_freed_memory();
         outcome
     })
     .await?;
@@ -459,7 +470,7 @@ fn unprocessable_report(detail: impl Into<String>) -> ApiError {
 
 /// Detects (or takes) the format, converts, and imports.
 fn import_report_body(
-    db: &Database,
+    db: &dyn Store,
     plugins: &crate::plugins::PluginSet,
     organization_id: Uuid,
     format: &str,

@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 use crate::auth::{self, AuthFailure, Principal};
 use crate::plugins::{self, CallError, PluginError, PluginRegistry, PluginSet, QueryParam, Tenant};
-use crate::store::Database;
+use crate::store::{Organization, Store, StoreError};
 use cursor::CursorBinding;
 pub use problem::ApiError;
 
@@ -53,7 +53,7 @@ impl std::ops::Deref for AppState {
 
 /// What an [`AppState`] points to.
 pub struct SharedState {
-    pub db: Database,
+    pub db: Arc<dyn Store>,
     pub plugins: Arc<PluginRegistry>,
     /// The API's public base URL, e.g. `http://127.0.0.1:8080` (no `/v1`).
     pub public_url: String,
@@ -108,9 +108,40 @@ fn public_route_template(route: Option<&MatchedPath>) -> &'static str {
 struct ServedOrganization(Uuid);
 
 /// Who is calling, as [`rate_limit`] authenticated the request once for
-/// the handlers after it.
+/// the handlers after it, with the organization of a valid key as stored
+/// (`None`: it no longer exists). Both are read on a blocking thread, in
+/// one task, on every request: a revoked key fails its next request.
 #[derive(Debug, Clone)]
-pub struct Caller(Result<Principal, AuthFailure>);
+pub struct Caller {
+    principal: Result<Principal, AuthFailure>,
+    organization: Option<Arc<Organization>>,
+}
+
+/// Authenticates an `Authorization` header and reads the key's
+/// organization, off the async threads (store calls block); a missing or
+/// malformed key is refused without the store.
+async fn identify(state: &AppState, authorization: Option<Option<&str>>) -> Result<Caller, StoreError> {
+    let key = match authorization {
+        None => Err(AuthFailure::Missing),
+        Some(None) => Err(AuthFailure::Invalid),
+        Some(Some(value)) => auth::bearer_key(Some(value)).map(str::to_owned),
+    };
+    let key = match key {
+        Ok(key) => key,
+        Err(failure) => return Ok(Caller { principal: Err(failure), organization: None }),
+    };
+    let db = state.db.clone();
+    let identified = tokio::task::spawn_blocking(move || {
+        let principal = auth::principal_of_key(db.as_ref(), &key)?;
+        let organization = match &principal {
+            Ok(principal) => db.organization(principal.organization_id)?.map(Arc::new),
+            Err(_) => None,
+        };
+        Ok(Caller { principal, organization })
+    })
+    .await;
+    identified.unwrap_or_else(|error| Err(StoreError::Backend(format!("authentication task: {error}"))))
+}
 
 /// A resource group as the router and the OpenAPI document see it: its
 /// path, the scope that reads it, how its records are named in messages,
@@ -294,12 +325,7 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
         return next.run(request).await;
     }
     let header = request.headers().get(header::AUTHORIZATION).map(|value| value.to_str().ok());
-    let caller = match header {
-        None => Ok(Err(AuthFailure::Missing)),
-        Some(None) => Ok(Err(AuthFailure::Invalid)),
-        Some(Some(value)) => auth::authenticate(&state.db, Some(value)),
-    };
-    let caller = match caller {
+    let caller = match identify(&state, header).await {
         Ok(caller) => caller,
         Err(error) => {
             tracing::error!(%error, "authenticating");
@@ -307,7 +333,7 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
         }
     };
     let limits = &state.rate_limits;
-    let decision = match &caller {
+    let decision = match &caller.principal {
         Ok(principal) if request.uri().path() == routes::AGENT_CONFIG => limits.agent_config.check(principal.key_id),
         Ok(principal) => limits.per_key.check(principal.key_id),
         Err(_) => {
@@ -318,9 +344,9 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
             limits.per_address.check(limits::address_key(address))
         }
     };
-    let organization = caller.as_ref().ok().map(|principal| principal.organization_id);
+    let organization = caller.principal.as_ref().ok().map(|principal| principal.organization_id);
     let mut response = if decision.allowed {
-        request.extensions_mut().insert(Caller(caller));
+        request.extensions_mut().insert(caller);
         next.run(request).await
     } else {
         state.metrics.rate_limited(decision.policy);
@@ -426,7 +452,7 @@ fn read_group(method: &Method, collection: &str, caller: &Caller) -> Result<(&'s
 
 /// The caller, if its key is valid and carries `scope`.
 fn authorize(caller: &Caller, scope: &str) -> Result<Principal, ApiError> {
-    match caller.0.clone() {
+    match caller.principal.clone() {
         Ok(principal) if principal.has_scope(scope) => Ok(principal),
         Ok(_) => Err(ApiError::forbidden(scope)),
         Err(AuthFailure::Missing) => Err(ApiError::unauthorized("an API key is required: Authorization: Bearer <key>")),
@@ -434,14 +460,11 @@ fn authorize(caller: &Caller, scope: &str) -> Result<Principal, ApiError> {
     }
 }
 
-fn tenant(state: &AppState, principal: &Principal) -> Result<Tenant, ApiError> {
-    let organization = state
-        .db
-        .organization(principal.organization_id)
-        .map_err(|error| {
-            tracing::error!(%error, "reading the organization");
-            ApiError::internal()
-        })?
+/// The caller's organization, bound for a component call.
+fn tenant(state: &AppState, caller: &Caller) -> Result<Tenant, ApiError> {
+    let organization = caller
+        .organization
+        .as_deref()
         .ok_or_else(|| ApiError::unauthorized("the API key's organization no longer exists"))?;
     let json = json!({
         "organization_id": organization.organization_id,
@@ -449,7 +472,7 @@ fn tenant(state: &AppState, principal: &Principal) -> Result<Tenant, ApiError> {
         "enrollment_token": organization.enrollment_token,
     });
     Ok(Tenant {
-        db: state.db.clone(),
+        store: state.db.clone(),
         organization_id: organization.organization_id,
         organization_json: Arc::new(json.to_string().into_bytes()),
     })
@@ -515,7 +538,7 @@ async fn list(
 ) -> Result<Response, ApiError> {
     let [collection] = path_parameters(&uri);
     let (group, principal) = read_group(&method, &collection, &caller)?;
-    let tenant = tenant(&state, &principal)?;
+    let tenant = tenant(&state, &caller)?;
     let mut query = query_pairs(raw.as_deref());
     let binding_query = query.clone();
     let binding = CursorBinding {
@@ -582,7 +605,7 @@ async fn item(
     let [collection, id] = path_parameters(&uri);
     let (group, principal) = read_group(&method, &collection, &caller)?;
     let id = parse_id(&id).ok_or_else(|| ApiError::invalid_id(group.resource))?;
-    let tenant = tenant(&state, &principal)?;
+    let tenant = tenant(&state, &caller)?;
     let path = format!("/v1/{}/{id}", group.collection);
     let request = plugin_request(&path, &state.public_url, &query_pairs(raw.as_deref()));
     let id_text = id.to_string();
@@ -653,7 +676,7 @@ async fn agent_config(
 ) -> Result<Response, ApiError> {
     allow_read_only(&method)?;
     let principal = authorize(&caller, auth::SCOPE_AGENT_CONFIG)?;
-    let tenant = tenant(&state, &principal)?;
+    let tenant = tenant(&state, &caller)?;
     let request = plugin_request("/v1/agent/config", &state.public_url, &query_pairs(raw.as_deref()));
     let rendered = call_plugin(&state, plugins::AGENT_GROUP, principal.organization_id, move |plugins| {
         plugins.render(plugins::AGENT_GROUP, tenant, &request, &request_id)
@@ -691,13 +714,17 @@ async fn openapi_document(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     allow_read_only(&method)?;
-    let body = state.plugins.current().openapi_document().to_vec();
+    let body = openapi::rendered(&state.plugins.current()).to_vec();
     Ok(conditional(&headers, body, "application/json"))
 }
 
 async fn health(State(state): State<AppState>, method: Method) -> Result<Response, ApiError> {
     allow_read_only(&method)?;
-    let storage = match state.db.probe() {
+    let db = state.db.clone();
+    let probe = tokio::task::spawn_blocking(move || db.probe())
+        .await
+        .unwrap_or_else(|error| Err(StoreError::Backend(format!("probe task: {error}"))));
+    let storage = match probe {
         Ok(()) => json!([{"status": "pass", "component_type": "datastore"}]),
         Err(error) => {
             tracing::error!(%error, "health: storage probe failed");

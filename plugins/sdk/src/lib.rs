@@ -374,19 +374,8 @@ pub mod testing {
             limit: u32,
             reverse: bool,
         ) -> Vec<Entry> {
-            let mut held = self.index_entries(collection, index, value);
-            if reverse {
-                held.reverse();
-            }
-            held.into_iter()
-                .filter(|(position, _)| match after {
-                    None => true,
-                    Some(after) if reverse => position < after,
-                    Some(after) => position > after,
-                })
-                .take(limit.min(1000) as usize)
-                .map(|(position, value)| Entry { id: position.id, value })
-                .collect()
+            let walked = self.walk(collection, index, value, after, limit, reverse);
+            walked.into_iter().map(|(position, value)| Entry { id: position.id, value }).collect()
         }
 
         fn index_positions(
@@ -398,19 +387,8 @@ pub mod testing {
             limit: u32,
             reverse: bool,
         ) -> Vec<IndexPosition> {
-            let mut held = self.index_entries(collection, index, value);
-            if reverse {
-                held.reverse();
-            }
-            held.into_iter()
-                .map(|(position, _)| position)
-                .filter(|position| match after {
-                    None => true,
-                    Some(after) if reverse => position < after,
-                    Some(after) => position > after,
-                })
-                .take(limit.min(1000) as usize)
-                .collect()
+            let walked = self.walk(collection, index, value, after, limit, reverse);
+            walked.into_iter().map(|(position, _)| position).collect()
         }
 
         fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
@@ -491,6 +469,32 @@ pub mod testing {
     }
 
     impl MemoryStore {
+        /// Up to `limit` of the records holding `value` in the index, in
+        /// index order (reversed when `reverse`), past `after`: the one
+        /// walk behind `index_scan` and `index_positions`.
+        fn walk(
+            &self,
+            collection: &str,
+            index: &str,
+            value: &str,
+            after: Option<&IndexPosition>,
+            limit: u32,
+            reverse: bool,
+        ) -> Vec<(IndexPosition, Vec<u8>)> {
+            let mut held = self.index_entries(collection, index, value);
+            if reverse {
+                held.reverse();
+            }
+            held.into_iter()
+                .filter(|(position, _)| match after {
+                    None => true,
+                    Some(after) if reverse => position < after,
+                    Some(after) => position > after,
+                })
+                .take(limit.min(1000) as usize)
+                .collect()
+        }
+
         /// The records holding `value` in the index, in index order, as the
         /// host keeps them.
         fn index_entries(&self, collection: &str, index: &str, value: &str) -> Vec<(IndexPosition, Vec<u8>)> {

@@ -712,7 +712,7 @@ mod tests {
     /// and agree with their directories.
     #[test]
     fn runs_follow_a_sorted_set() -> Result<(), StoreError> {
-        let dir = tempfile::tempdir().map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
+        let dir = tempfile::tempdir()?;
         let tree = sled::open(dir.path())?.open_tree("index")?;
         let prefixes = prefixes();
         let mut expected: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); 3];
@@ -784,7 +784,7 @@ mod tests {
     /// each entry is rewritten a few times, not once per write.
     #[test]
     fn scattered_additions_rewrite_little() -> Result<(), StoreError> {
-        let dir = tempfile::tempdir().map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
+        let dir = tempfile::tempdir()?;
         let tree = sled::open(dir.path())?.open_tree("index")?;
         let prefix = &prefixes()[0];
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);

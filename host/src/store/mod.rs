@@ -1,0 +1,355 @@
+//! Storage: the one seam between the host and its storage backends.
+//!
+//! Everything the host asks of storage goes through [`Store`] and the
+//! per-request [`StoreReader`] it opens: records by id and in order, index
+//! scans and counts, count-matching, organizations, API keys, secrets and
+//! markers, one atomic durable write per batch, a health probe, sizes. Each
+//! backend lives in its own module beside this one (`sled/`, the embedded
+//! default); no backend type appears in this module's API, and the store
+//! imports nothing from the layers above it (HTTP, the component runtime,
+//! ingest, auth).
+//!
+//! Every method may block (a disk read, a network round trip): call them on
+//! a blocking thread (`tokio::task::spawn_blocking`), never on the async
+//! runtime's worker threads.
+
+pub mod postgres;
+pub mod sled;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// The collections the public API serves, named as in its paths.
+pub const COLLECTIONS: [&str; 4] = ["endpoints", "remediation-targets", "scopes", "vulnerability-findings"];
+
+/// The most records (or positions) one scan returns, whatever limit it asks.
+pub const MAX_SCAN: usize = 1000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "the data directory {0} is in use by another esr process; stop it first, or talk to it through its admin listener"
+    )]
+    Locked(String),
+    #[error(
+        "the data directory {0} can be read by other users (mode {1:o}), and it holds the cursor-sealing key and every organization's enrollment token; make it private with `chmod -R go-rwx {0}`"
+    )]
+    NotPrivate(String, u32),
+    /// The backend failed (disk, connection, engine); its own error as text.
+    #[error("storage: {0}")]
+    Backend(String),
+    #[error("storage: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("invalid record: {0}")]
+    InvalidRecord(String),
+    #[error("unknown index: {0}")]
+    UnknownIndex(String),
+    /// A store call a component made with an argument it cannot mean.
+    #[error("malformed store call: {0}")]
+    MalformedCall(String),
+    /// A database URL no backend of this build serves.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// An organization (tenant).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Organization {
+    pub organization_id: Uuid,
+    pub name: String,
+    /// Enrollment-only secret handed to device agents; never an API key.
+    pub enrollment_token: String,
+    pub created_at: String,
+}
+
+/// An API key's stored form: everything but the key itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiKeyRecord {
+    pub id: Uuid,
+    pub organization_id: Uuid,
+    pub name: String,
+    pub scopes: Vec<String>,
+    /// The key's first characters, to recognise it in listings.
+    pub prefix: String,
+    pub created_at: String,
+    /// After this instant (RFC 3339) the key no longer authenticates.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+    /// Set when the key was revoked; it no longer authenticates.
+    #[serde(default)]
+    pub revoked_at: Option<String>,
+}
+
+/// One stored record: its id and its bytes exactly as written (the JSON a
+/// component gets).
+pub type StoredRecord = (Uuid, Vec<u8>);
+
+/// A place in an index: the entry's position (`created_at`, `updated_at`
+/// or the sort value, as Unix nanoseconds or an order-preserving code) and
+/// the record's id, which breaks ties.
+pub type IndexPosition = (i64, Uuid);
+
+/// A condition on an index: the record holds one of these values.
+pub type IndexCondition = (String, Vec<String>);
+
+/// The records a batch writes to one collection: JSON objects with a UUID
+/// `id` and RFC 3339 `created_at` and `updated_at`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectionWrite {
+    pub collection: String,
+    pub records: Vec<Value>,
+}
+
+/// What a write batch's `build` step decides, given a view of the store
+/// with the organization's write lock held: the records to write (none:
+/// nothing is written).
+pub type BuildBatch<'a> = dyn FnMut(&mut dyn StoreReader) -> Result<Vec<CollectionWrite>, StoreError> + 'a;
+
+/// A read session on one organization's records, held for one request (a
+/// component call, an import's validation). Every read of a session runs
+/// on one connection, and on a backend with snapshots in one snapshot, so
+/// a page and its `total` agree. Unknown collections hold nothing (reads
+/// answer empty, counts zero) except where an index is named: an index the
+/// table in `esr_plugin_sdk::indexes` does not declare for the collection
+/// is [`StoreError::UnknownIndex`].
+///
+/// Records are handed out as their stored bytes, copied at most once out
+/// of the backend.
+pub trait StoreReader: Send {
+    /// The record with this id, or `None`.
+    fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Up to `limit` (at most [`MAX_SCAN`]) records in id order (creation
+    /// order: ids are UUIDv7), strictly after `after` when given; `reverse`
+    /// walks from the newest, strictly before `after`.
+    fn scan(
+        &mut self,
+        collection: &str,
+        after: Option<Uuid>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError>;
+
+    /// How many records the organization holds in the collection.
+    fn count(&mut self, collection: &str) -> Result<u64, StoreError>;
+
+    /// Up to `limit` (at most [`MAX_SCAN`]) records holding `value` in the
+    /// index, in (position, id) order (descending when `reverse`), strictly
+    /// after `after` in that order when given. Each record once.
+    fn index_scan(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<IndexPosition>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError>;
+
+    /// The (position, id) of what [`StoreReader::index_scan`] would return
+    /// with the same arguments, read from the index alone.
+    fn index_positions(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<IndexPosition>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<IndexPosition>, StoreError>;
+
+    /// How many records hold `value` in the index (exact: a record counts
+    /// once per value it holds).
+    fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError>;
+
+    /// How many records hold one of each condition's values in its index
+    /// and, when given, were updated strictly after `updated_after` (Unix
+    /// nanoseconds). Each record counts once; a value repeated in a
+    /// condition counts once. No condition and no `updated_after`: every
+    /// record.
+    fn count_matching(
+        &mut self,
+        collection: &str,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError>;
+
+    /// How many records hold a sort value of the sort index `index` at a
+    /// (position, id) strictly between `after` and `before` (an absent end
+    /// is open), meet every condition and, when given, were updated
+    /// strictly after `updated_after`. An index that is not a sort index is
+    /// [`StoreError::MalformedCall`].
+    fn count_in_range(
+        &mut self,
+        collection: &str,
+        index: &str,
+        after: Option<IndexPosition>,
+        before: Option<IndexPosition>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError>;
+}
+
+/// A storage backend. A handle shared by every request (`Arc<dyn Store>`);
+/// each method may block and is called from blocking threads only (start-up
+/// and shutdown included). The last handle may be dropped on any thread: a
+/// backend whose client must not be dropped on an async runtime's thread
+/// moves it to a thread of its own in its `Drop`.
+///
+/// A new backend implements this trait and [`StoreReader`] in a module of
+/// its own beside `sled/`, gets a branch in [`open`], and runs the
+/// contract's tests by adding one line to `host/tests/store_contract.rs`.
+pub trait Store: Send + Sync {
+    /// A read session on the organization's records (see [`StoreReader`]).
+    fn reader(&self, organization: Uuid) -> Result<Box<dyn StoreReader>, StoreError>;
+
+    /// Writes one batch of the organization's records atomically and
+    /// durably. The backend takes the organization's write lock (one that
+    /// serializes every writer of that organization, on every host sharing
+    /// the store), then calls `build` with a view of the store as it is
+    /// under that lock: what `build` reads (references, the records it
+    /// replaces) is what the write replaces. `build` may be called more
+    /// than once (a backend retrying a conflict), so it must not keep
+    /// effects of an earlier call. Its records are written with their
+    /// index entries and counts in one transaction: all or nothing, on
+    /// disk when this returns. A record with an existing id replaces it and
+    /// its index entries; an id repeated in a batch ends as its last
+    /// record. An error of `build` writes nothing and is returned.
+    fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError>;
+
+    /// Writes records for an offline bulk load (`esr seed`, the demo), as
+    /// fast as the backend can: indexes may lag until
+    /// [`Store::finish_bulk_load`], and a load that stops half-way must be
+    /// re-indexed at the next open. Never used while the server serves.
+    fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError>;
+
+    /// Ends a bulk load: every index and count agrees with the records, durably.
+    fn finish_bulk_load(&self) -> Result<(), StoreError>;
+
+    /// Recomputes every index entry and count from the records and returns
+    /// each disagreement found, in words (empty when all is well).
+    fn verify_indexes(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Stores (or replaces) an organization, durably.
+    fn insert_organization(&self, organization: &Organization) -> Result<(), StoreError>;
+
+    fn organization(&self, id: Uuid) -> Result<Option<Organization>, StoreError>;
+
+    /// Every organization, in id (creation) order.
+    fn organizations(&self) -> Result<Vec<Organization>, StoreError>;
+
+    /// Whether no organization exists yet.
+    fn is_empty(&self) -> Result<bool, StoreError>;
+
+    /// Stores an API key's record under the SHA-256 of the key, durably.
+    fn insert_api_key(&self, key_hash: &[u8; 32], record: &ApiKeyRecord) -> Result<(), StoreError>;
+
+    /// The key record stored under this hash, as it is now (a revocation
+    /// is seen by the next lookup).
+    fn api_key(&self, key_hash: &[u8; 32]) -> Result<Option<ApiKeyRecord>, StoreError>;
+
+    /// Every key record (of one organization when given), oldest first.
+    fn api_keys(&self, organization: Option<Uuid>) -> Result<Vec<ApiKeyRecord>, StoreError>;
+
+    /// Marks the key with this id revoked at `revoked_at`, durably; `None`
+    /// when there is no such key. A revoked key keeps its first revocation
+    /// time.
+    fn revoke_api_key(&self, id: Uuid, revoked_at: &str) -> Result<Option<ApiKeyRecord>, StoreError>;
+
+    /// A 32-byte secret of this installation (e.g. the cursor-sealing key),
+    /// created at random on first use and the same ever after, for every
+    /// caller and every host sharing the store.
+    fn secret(&self, name: &str) -> Result<[u8; 32], StoreError>;
+
+    /// A small named marker (e.g. how far demo seeding got), or `None`.
+    fn marker(&self, name: &str) -> Result<Option<String>, StoreError>;
+
+    /// Sets a marker, durably.
+    fn set_marker(&self, name: &str, value: &str) -> Result<(), StoreError>;
+
+    /// Removes every organization, key, record, index entry and count;
+    /// secrets stay. Used to restart an interrupted demo load.
+    fn clear_data(&self) -> Result<(), StoreError>;
+
+    /// Health probe: a cheap read that reaches the storage engine (or the
+    /// database server) and fails when it cannot.
+    fn probe(&self) -> Result<(), StoreError>;
+
+    /// The store's size in bytes (on disk, or the database's).
+    fn size_on_disk(&self) -> Result<u64, StoreError>;
+
+    /// Makes every write so far durable (at shutdown).
+    fn flush(&self) -> Result<(), StoreError>;
+
+    /// Gives memory the backend freed during a large write back to the
+    /// system (after each import batch).
+    fn release_freed_memory(&self) {}
+}
+
+impl dyn Store + '_ {
+    /// Writes records of one collection as one batch (see
+    /// [`Store::write_batch`]), reading nothing first.
+    pub fn insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
+        self.write_batch(organization, &mut |_| {
+            Ok(vec![CollectionWrite { collection: collection.to_owned(), records: records.to_vec() }])
+        })
+    }
+
+    /// Reads with a session of its own: for one-off reads outside a request.
+    pub fn get(&self, organization: Uuid, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        self.reader(organization)?.get(collection, id)
+    }
+}
+
+/// Opens the store: sled in `data_dir` unless `database_url` names another
+/// backend.
+pub fn open(database_url: Option<&str>, data_dir: &Path) -> Result<Arc<dyn Store>, StoreError> {
+    open_with_pool(database_url, data_dir, None)
+}
+
+/// [`open`], with at most `pool_size` connections to a database server
+/// (default [`postgres::DEFAULT_POOL_SIZE`]).
+pub fn open_with_pool(
+    database_url: Option<&str>,
+    data_dir: &Path,
+    pool_size: Option<u32>,
+) -> Result<Arc<dyn Store>, StoreError> {
+    match database_url {
+        None => Ok(Arc::new(sled::SledStore::open(data_dir)?)),
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            // The data directory still holds the compile cache and key files.
+            if !data_dir.exists() {
+                use std::os::unix::fs::DirBuilderExt;
+                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(data_dir)?;
+            }
+            Ok(Arc::new(postgres::PgStore::open(url, pool_size.unwrap_or(postgres::DEFAULT_POOL_SIZE))?))
+        }
+        Some(url) => Err(StoreError::Unsupported(format!(
+            "unknown database URL scheme in {:?}: use postgres:// or postgresql://, or no URL for sled in the data directory",
+            url.split_once("://").map_or(url, |(scheme, _)| scheme)
+        ))),
+    }
+}
+
+/// Refuses an existing data directory that grants other users any access
+/// (the server's check before it opens one). A new directory is created
+/// owner-only, and the files inside get the process's file-creation mask
+/// (`esr` sets 0o077).
+pub fn check_data_dir_private(dir: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = match std::fs::metadata(dir) {
+        Ok(metadata) => metadata.permissions().mode() & 0o777,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(StoreError::Io(error)),
+    };
+    if mode & 0o077 != 0 {
+        return Err(StoreError::NotPrivate(dir.display().to_string(), mode));
+    }
+    Ok(())
+}

@@ -1,0 +1,50 @@
+//! Versioned schema migrations, embedded in the binary.
+//!
+//! `schema_version` holds one row: the number of the last migration
+//! applied. At start the host applies, in one transaction, every migration
+//! past it, under an advisory lock so that hosts starting together migrate
+//! once; a database whose schema is newer than this binary is refused.
+
+use crate::store::StoreError;
+
+/// The migrations, in order: migration `n` is `MIGRATIONS[n - 1]`. Never
+/// edit one that has shipped; add the next.
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_initial.sql")];
+
+/// The schema version this binary writes and reads.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// Any number the hosts of one database agree on: the advisory lock
+/// migrations hold.
+const MIGRATION_LOCK: i64 = 0x6573_725f_6d69_6772;
+
+/// Brings the schema to [`SCHEMA_VERSION`]; returns the version found.
+pub fn migrate(client: &mut postgres::Client) -> Result<i32, StoreError> {
+    let mut transaction = client.transaction()?;
+    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    transaction.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_version (
+             only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+             version integer NOT NULL
+         )",
+    )?;
+    let found: i32 = transaction.query_opt("SELECT version FROM schema_version", &[])?.map_or(0, |row| row.get(0));
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::Unsupported(format!(
+            "the database's schema is version {found}, newer than this esr knows ({SCHEMA_VERSION}): run the esr \
+             release that wrote it, or a newer one"
+        )));
+    }
+    for (number, sql) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+        transaction.batch_execute(sql).map_err(|error| {
+            StoreError::Backend(format!("schema migration {} failed: {}", number + 1, StoreError::from(error)))
+        })?;
+    }
+    transaction.execute(
+        "INSERT INTO schema_version (only_row, version) VALUES (true, $1) \
+         ON CONFLICT (only_row) DO UPDATE SET version = excluded.version",
+        &[&SCHEMA_VERSION],
+    )?;
+    transaction.commit()?;
+    Ok(found)
+}

@@ -1,0 +1,1168 @@
+//! The PostgreSQL backend: the same records, index entries and counts as
+//! the sled layout, as rows.
+//!
+//! Records are `(org_id, collection, id) → body` (the stored bytes, so
+//! ETags are byte-exact); an index entry is a row `(org_id, collection,
+//! index_name, value, position, id)`, and a walk is a keyset page on its
+//! primary key; counts (of index values, counted pairs and update hours)
+//! are rows kept in the write transaction, so a total never counts rows.
+//! A batch is one transaction that locks the organization's row first
+//! (which serializes the writers of one organization across hosts).
+//!
+//! Every call is blocking: callers run it on a blocking thread. Each pooled
+//! connection prepares a statement once and keeps it.
+
+mod migrations;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use esr_plugin_sdk::indexes::{self, CREATED_AT, UPDATED_AT};
+use esr_plugin_sdk::time::Timestamp;
+use postgres::binary_copy::BinaryCopyInWriter;
+use postgres::types::{ToSql, Type};
+use postgres::{GenericClient, NoTls, Statement};
+use r2d2_postgres::PostgresConnectionManager;
+use serde_json::Value;
+use uuid::Uuid;
+
+pub use migrations::{SCHEMA_VERSION, migrate};
+
+use crate::store::{
+    ApiKeyRecord, BuildBatch, COLLECTIONS, CollectionWrite, IndexCondition, IndexPosition, MAX_SCAN, Organization,
+    Store, StoreError, StoreReader, StoredRecord,
+};
+
+impl From<postgres::Error> for StoreError {
+    fn from(error: postgres::Error) -> StoreError {
+        // The server's own words: a `db error` alone says only that there is one.
+        match error.as_db_error() {
+            Some(db) => StoreError::Backend(format!("PostgreSQL: {}: {}", db.severity(), db.message())),
+            None => StoreError::Backend(match std::error::Error::source(&error) {
+                Some(source) => format!("PostgreSQL: {error}: {source}"),
+                None => format!("PostgreSQL: {error}"),
+            }),
+        }
+    }
+}
+
+/// The pool size when none is given: the blocking calls one host makes at
+/// once are bounded by its component call slots (64), but a few hosts must
+/// stay under PostgreSQL's default `max_connections` (100).
+pub const DEFAULT_POOL_SIZE: u32 = 16;
+
+/// A PostgreSQL database holding the product's tables, through a pool of
+/// connections.
+pub struct PgStore {
+    /// Always there until the store is dropped.
+    pool: Option<r2d2::Pool<Manager>>,
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        // Closing a connection blocks, which panics on an async runtime's
+        // thread (the server drops its store at the end of `serve`).
+        if let Some(pool) = self.pool.take()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            std::thread::spawn(move || drop(pool));
+        }
+    }
+}
+
+/// A pooled connection with the statements it has prepared.
+pub struct Connection {
+    client: postgres::Client,
+    statements: HashMap<String, Statement>,
+}
+
+/// Opens connections for the pool (`r2d2_postgres`), each with an empty
+/// statement cache.
+pub struct Manager(PostgresConnectionManager<NoTls>);
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = Connection;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> Result<Connection, postgres::Error> {
+        Ok(Connection { client: self.0.connect()?, statements: HashMap::new() })
+    }
+
+    fn is_valid(&self, connection: &mut Connection) -> Result<(), postgres::Error> {
+        self.0.is_valid(&mut connection.client)
+    }
+
+    fn has_broken(&self, connection: &mut Connection) -> bool {
+        self.0.has_broken(&mut connection.client)
+    }
+}
+
+/// The statement `sql`, prepared on this connection the first time.
+fn prepared(
+    statements: &mut HashMap<String, Statement>,
+    client: &mut impl GenericClient,
+    sql: &str,
+) -> Result<Statement, StoreError> {
+    if let Some(statement) = statements.get(sql) {
+        return Ok(statement.clone());
+    }
+    let statement = client.prepare(sql)?;
+    statements.insert(sql.to_owned(), statement.clone());
+    Ok(statement)
+}
+
+impl Connection {
+    fn statement(&mut self, sql: &str) -> Result<Statement, StoreError> {
+        prepared(&mut self.statements, &mut self.client, sql)
+    }
+
+    fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, StoreError> {
+        let statement = self.statement(sql)?;
+        Ok(self.client.query(&statement, params)?)
+    }
+
+    fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<postgres::Row>, StoreError> {
+        let statement = self.statement(sql)?;
+        Ok(self.client.query_opt(&statement, params)?)
+    }
+
+    fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        let statement = self.statement(sql)?;
+        Ok(self.client.execute(&statement, params)?)
+    }
+}
+
+impl PgStore {
+    /// Connects to `url` (a pool of at most `pool_size` connections, opened
+    /// as needed) and creates or migrates the schema; refuses a database
+    /// whose schema is newer than this binary knows.
+    pub fn open(url: &str, pool_size: u32) -> Result<PgStore, StoreError> {
+        let config = config_of(url)?;
+        let pool = r2d2::Pool::builder()
+            .max_size(pool_size.max(1))
+            .min_idle(Some(1))
+            // A validity query per checkout halves the throughput of short
+            // calls; a broken connection is found by `has_broken`.
+            .test_on_check_out(false)
+            .connection_timeout(Duration::from_secs(10))
+            .build_unchecked(Manager(PostgresConnectionManager::new(config, NoTls)));
+        // The first connection is made directly, so that an unreachable
+        // database is reported with PostgreSQL's own words.
+        let mut client = config_of(url)?.connect(NoTls)?;
+        migrate(&mut client)?;
+        Ok(PgStore { pool: Some(pool) })
+    }
+
+    /// A connection from the pool.
+    pub fn connection(&self) -> Result<r2d2::PooledConnection<Manager>, StoreError> {
+        let pool = self.pool.as_ref().ok_or_else(|| StoreError::Backend("the PostgreSQL store is closed".into()))?;
+        pool.get().map_err(|error| StoreError::Backend(format!("no PostgreSQL connection: {error}")))
+    }
+}
+
+impl Store for PgStore {
+    /// Whether any organization exists yet.
+    fn is_empty(&self) -> Result<bool, StoreError> {
+        Ok(self.connection()?.query_opt("SELECT 1 FROM organizations LIMIT 1", &[])?.is_none())
+    }
+
+    /// A small marker (e.g. how far demo seeding got).
+    fn marker(&self, name: &str) -> Result<Option<String>, StoreError> {
+        let row = self.connection()?.query_opt("SELECT value FROM settings WHERE name = $1", &[&marker_name(name)])?;
+        Ok(row.map(|row| String::from_utf8_lossy(row.get::<_, &[u8]>(0)).into_owned()))
+    }
+
+    fn set_marker(&self, name: &str, value: &str) -> Result<(), StoreError> {
+        self.connection()?.execute(
+            "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            &[&marker_name(name), &value.as_bytes()],
+        )?;
+        Ok(())
+    }
+
+    /// Removes every organization, key and record (secrets stay).
+    fn clear_data(&self) -> Result<(), StoreError> {
+        self.connection()?.client.batch_execute("TRUNCATE organizations, api_keys, records, index_entries, counts")?;
+        Ok(())
+    }
+
+    /// Health probe: one round trip to the database.
+    fn probe(&self) -> Result<(), StoreError> {
+        self.connection()?.query("SELECT 1", &[])?;
+        Ok(())
+    }
+
+    /// The database's size on disk, in bytes.
+    fn size_on_disk(&self) -> Result<u64, StoreError> {
+        let row = self.connection()?.query_opt("SELECT pg_database_size(current_database())", &[])?;
+        Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
+    }
+
+    /// A 32-byte secret shared by every host of this database, created on
+    /// first use (the first writer wins).
+    fn secret(&self, name: &str) -> Result<[u8; 32], StoreError> {
+        let mut connection = self.connection()?;
+        let key = format!("secret/{name}");
+        let mut fresh = [0u8; 32];
+        rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut fresh);
+        connection.execute(
+            "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            &[&key, &&fresh[..]],
+        )?;
+        let row = connection
+            .query_opt("SELECT value FROM settings WHERE name = $1", &[&key])?
+            .ok_or_else(|| StoreError::Corrupt(format!("{key} vanished")))?;
+        <[u8; 32]>::try_from(row.get::<_, &[u8]>(0)).map_err(|_| StoreError::Corrupt(format!("{key} is not 32 bytes")))
+    }
+
+    fn insert_organization(&self, organization: &Organization) -> Result<(), StoreError> {
+        self.connection()?.execute(
+            "INSERT INTO organizations (org_id, name, enrollment_token, created_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (org_id) DO UPDATE SET name = excluded.name, enrollment_token = excluded.enrollment_token, \
+             created_at = excluded.created_at",
+            &[
+                &organization.organization_id,
+                &organization.name,
+                &organization.enrollment_token,
+                &organization.created_at,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn organization(&self, id: Uuid) -> Result<Option<Organization>, StoreError> {
+        let row = self.connection()?.query_opt(
+            "SELECT org_id, name, enrollment_token, created_at FROM organizations WHERE org_id = $1",
+            &[&id],
+        )?;
+        Ok(row.map(|row| organization_of(&row)))
+    }
+
+    /// Every organization, in id (creation) order.
+    fn organizations(&self) -> Result<Vec<Organization>, StoreError> {
+        let rows = self
+            .connection()?
+            .query("SELECT org_id, name, enrollment_token, created_at FROM organizations ORDER BY org_id", &[])?;
+        Ok(rows.iter().map(organization_of).collect())
+    }
+
+    /// Stores an API key's record under the hash of the key.
+    fn insert_api_key(&self, key_hash: &[u8; 32], record: &ApiKeyRecord) -> Result<(), StoreError> {
+        self.connection()?.execute(
+            "INSERT INTO api_keys (key_hash, id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key_hash) DO UPDATE SET id = excluded.id, \
+             org_id = excluded.org_id, name = excluded.name, scopes = excluded.scopes, prefix = excluded.prefix, \
+             created_at = excluded.created_at, expires_at = excluded.expires_at, revoked_at = excluded.revoked_at",
+            &[
+                &&key_hash[..],
+                &record.id,
+                &record.organization_id,
+                &record.name,
+                &record.scopes,
+                &record.prefix,
+                &record.created_at,
+                &record.expires_at,
+                &record.revoked_at,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn api_key(&self, key_hash: &[u8; 32]) -> Result<Option<ApiKeyRecord>, StoreError> {
+        let row = self.connection()?.query_opt(
+            "SELECT id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at FROM api_keys \
+             WHERE key_hash = $1",
+            &[&&key_hash[..]],
+        )?;
+        Ok(row.map(|row| api_key_of(&row)))
+    }
+
+    /// The stored records of every key (of one organization when given), oldest first.
+    fn api_keys(&self, organization: Option<Uuid>) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        let rows = self.connection()?.query(
+            "SELECT id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at FROM api_keys \
+             WHERE $1::uuid IS NULL OR org_id = $1 ORDER BY id",
+            &[&organization],
+        )?;
+        Ok(rows.iter().map(api_key_of).collect())
+    }
+
+    /// Marks the key with this id revoked; `None` when there is no such
+    /// key. Revoking a revoked key keeps its first revocation time.
+    fn revoke_api_key(&self, id: Uuid, revoked_at: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        let row = self.connection()?.query_opt(
+            "UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1 \
+             RETURNING id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at",
+            &[&id, &revoked_at],
+        )?;
+        Ok(row.map(|row| api_key_of(&row)))
+    }
+
+    /// A read session on the organization's records: one pooled
+    /// connection, in one read-only snapshot from its first read on.
+    fn reader(&self, organization: Uuid) -> Result<Box<dyn StoreReader>, StoreError> {
+        Ok(Box::new(PgReader { connection: self.connection()?, organization, in_snapshot: false }))
+    }
+
+    /// Writes a batch in one transaction that first locks the
+    /// organization (see [`Store::write_batch`]); committed, so durable,
+    /// when this returns.
+    fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError> {
+        let mut connection = self.connection()?;
+        let Connection { client, statements } = &mut *connection;
+        let mut transaction = client.transaction()?;
+        lock_organization(&mut transaction, statements, organization)?;
+        let writes = build(&mut Session { client: &mut transaction, statements, organization })?;
+        write_in(&mut transaction, statements, organization, &writes)?;
+        transaction.commit()?;
+        Ok(())
+    }
+
+    /// Writes records for an offline bulk load (`esr seed`): one batch, its
+    /// indexes and counts included.
+    fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
+        let writes = [CollectionWrite { collection: collection.to_owned(), records: records.to_vec() }];
+        self.write_batch(organization, &mut |_| Ok(writes.to_vec()))
+    }
+
+    /// Bulk loads write their indexes as they go: nothing is left to do.
+    fn finish_bulk_load(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Every commit is durable already.
+    fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Checks that every index entry and count agrees with the records;
+    /// returns what does not (empty when all is well). Reads everything.
+    fn verify_indexes(&self) -> Result<Vec<String>, StoreError> {
+        let mut connection = self.connection()?;
+        let mut problems = Vec::new();
+        for collection in COLLECTIONS {
+            let organizations: Vec<Uuid> = connection
+                .query("SELECT DISTINCT org_id FROM records WHERE collection = $1 ORDER BY org_id", &[&collection])?
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            let (mut missing, mut extra, mut counts_differ) = (0, 0, false);
+            let stored_organizations: BTreeSet<Uuid> = connection
+                .query(
+                    "SELECT org_id FROM index_entries WHERE collection = $1 UNION SELECT org_id FROM counts WHERE collection = $1",
+                    &[&collection],
+                )?
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            for organization in stored_organizations.iter().chain(&organizations).collect::<BTreeSet<_>>() {
+                let mut entries = BTreeSet::new();
+                let mut counts: BTreeMap<(String, Vec<u8>), i64> = BTreeMap::new();
+                for row in connection.query(
+                    "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2",
+                    &[organization, &collection],
+                )? {
+                    let (id, body): (Uuid, &[u8]) = (row.get(0), row.get(1));
+                    let record: Value =
+                        serde_json::from_slice(body).map_err(|error| StoreError::Corrupt(error.to_string()))?;
+                    let found = record_entries(collection, id, &record)?;
+                    for (index, value, position) in found.entries {
+                        entries.insert((index.to_owned(), value.into_bytes(), position, id));
+                    }
+                    for (name, value) in found.tallies {
+                        *counts.entry((name, value.into_bytes())).or_default() += 1;
+                    }
+                }
+                let stored: BTreeSet<(String, Vec<u8>, i64, Uuid)> = connection
+                    .query(
+                        "SELECT index_name, value, position, id FROM index_entries WHERE org_id = $1 AND collection = $2",
+                        &[organization, &collection],
+                    )?
+                    .iter()
+                    .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
+                    .collect();
+                missing += entries.difference(&stored).count();
+                extra += stored.difference(&entries).count();
+                let stored_counts: BTreeMap<(String, Vec<u8>), i64> = connection
+                    .query(
+                        "SELECT name, value, n FROM counts WHERE org_id = $1 AND collection = $2",
+                        &[organization, &collection],
+                    )?
+                    .iter()
+                    .map(|row| ((row.get(0), row.get(1)), row.get(2)))
+                    .collect();
+                counts_differ |= stored_counts != counts;
+            }
+            if missing + extra > 0 {
+                problems.push(format!("{collection}: {missing} index entries missing, {extra} pointing at nothing"));
+            }
+            if counts_differ {
+                problems.push(format!("{collection}: index counts disagree with the records"));
+            }
+        }
+        Ok(problems)
+    }
+}
+
+/// Reads of one organization for one request (see [`PgStore::reader`]).
+pub struct PgReader {
+    connection: r2d2::PooledConnection<Manager>,
+    organization: Uuid,
+    in_snapshot: bool,
+}
+
+impl PgReader {
+    /// The session every read of this reader runs in; the snapshot begins
+    /// with the first read, so a page and its total agree.
+    pub fn session(&mut self) -> Result<Session<'_, postgres::Client>, StoreError> {
+        if !self.in_snapshot {
+            self.connection.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+            self.in_snapshot = true;
+        }
+        let Connection { client, statements } = &mut *self.connection;
+        Ok(Session { client, statements, organization: self.organization })
+    }
+}
+
+impl StoreReader for PgReader {
+    fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        self.session()?.get(collection, id)
+    }
+
+    fn scan(
+        &mut self,
+        collection: &str,
+        after: Option<Uuid>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        self.session()?.scan(collection, after, limit, reverse)
+    }
+
+    fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
+        self.session()?.count(collection)
+    }
+
+    fn index_scan(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<IndexPosition>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        self.session()?.index_scan(collection, index, value, after, limit, reverse)
+    }
+
+    fn index_positions(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<IndexPosition>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<IndexPosition>, StoreError> {
+        self.session()?.index_positions(collection, index, value, after, limit, reverse)
+    }
+
+    fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+        self.session()?.index_count(collection, index, value)
+    }
+
+    fn count_matching(
+        &mut self,
+        collection: &str,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        self.session()?.count_matching(collection, conditions, updated_after)
+    }
+
+    fn count_in_range(
+        &mut self,
+        collection: &str,
+        index: &str,
+        after: Option<IndexPosition>,
+        before: Option<IndexPosition>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        self.session()?.count_in_range(collection, index, after, before, conditions, updated_after)
+    }
+}
+
+/// The write transaction's reads, for a batch's build step.
+impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
+    fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        Session::get(self, collection, id)
+    }
+
+    fn scan(
+        &mut self,
+        collection: &str,
+        after: Option<Uuid>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        Session::scan(self, collection, after, limit, reverse)
+    }
+
+    fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
+        Session::count(self, collection)
+    }
+
+    fn index_scan(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<IndexPosition>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        Session::index_scan(self, collection, index, value, after, limit, reverse)
+    }
+
+    fn index_positions(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<IndexPosition>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<IndexPosition>, StoreError> {
+        Session::index_positions(self, collection, index, value, after, limit, reverse)
+    }
+
+    fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+        Session::index_count(self, collection, index, value)
+    }
+
+    fn count_matching(
+        &mut self,
+        collection: &str,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        Session::count_matching(self, collection, conditions, updated_after)
+    }
+
+    fn count_in_range(
+        &mut self,
+        collection: &str,
+        index: &str,
+        after: Option<IndexPosition>,
+        before: Option<IndexPosition>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        Session::count_in_range(self, collection, index, after, before, conditions, updated_after)
+    }
+}
+
+impl Drop for PgReader {
+    fn drop(&mut self) {
+        // The connection goes back to the pool outside any transaction.
+        if self.in_snapshot && self.connection.client.batch_execute("ROLLBACK").is_err() {
+            tracing::warn!("a database connection could not end its read snapshot");
+        }
+    }
+}
+
+fn config_of(url: &str) -> Result<postgres::Config, StoreError> {
+    url.parse().map_err(|error| StoreError::Unsupported(format!("the database URL: {error}")))
+}
+
+fn marker_name(name: &str) -> String {
+    format!("marker/{name}")
+}
+
+fn organization_of(row: &postgres::Row) -> Organization {
+    Organization { organization_id: row.get(0), name: row.get(1), enrollment_token: row.get(2), created_at: row.get(3) }
+}
+
+fn api_key_of(row: &postgres::Row) -> ApiKeyRecord {
+    ApiKeyRecord {
+        id: row.get(0),
+        organization_id: row.get(1),
+        name: row.get(2),
+        scopes: row.get(3),
+        prefix: row.get(4),
+        created_at: row.get(5),
+        expires_at: row.get(6),
+        revoked_at: row.get(7),
+    }
+}
+
+/// The reads of one organization's records on one client: a pooled
+/// connection (in a read-only snapshot) or a write transaction.
+pub struct Session<'a, C: GenericClient> {
+    client: &'a mut C,
+    statements: &'a mut HashMap<String, Statement>,
+    organization: Uuid,
+}
+
+impl<C: GenericClient> Session<'_, C> {
+    fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, StoreError> {
+        let statement = prepared(self.statements, self.client, sql)?;
+        Ok(self.client.query(&statement, params)?)
+    }
+
+    fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<postgres::Row>, StoreError> {
+        let statement = prepared(self.statements, self.client, sql)?;
+        Ok(self.client.query_opt(&statement, params)?)
+    }
+
+    /// The record with this id in the organization's collection.
+    pub fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        let organization = self.organization;
+        let row = self.query_opt(
+            "SELECT body FROM records WHERE org_id = $1 AND collection = $2 AND id = $3",
+            &[&organization, &collection, &id],
+        )?;
+        Ok(row.map(|row| row.get(0)))
+    }
+
+    /// Up to `limit` (at most [`MAX_SCAN`]) records in id order, after
+    /// `after` when given; `reverse` walks from the newest.
+    pub fn scan(
+        &mut self,
+        collection: &str,
+        after: Option<Uuid>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        let organization = self.organization;
+        let limit = limit.min(MAX_SCAN) as i64;
+        let (comparison, order) = if reverse { ("<", "DESC") } else { (">", "ASC") };
+        let rows = match after {
+            None => self.query(
+                &format!(
+                    "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2 ORDER BY id {order} LIMIT $3"
+                ),
+                &[&organization, &collection, &limit],
+            )?,
+            Some(after) => self.query(
+                &format!(
+                    "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2 AND id {comparison} $3 \
+                     ORDER BY id {order} LIMIT $4"
+                ),
+                &[&organization, &collection, &after, &limit],
+            )?,
+        };
+        Ok(rows.into_iter().map(|row| (row.get(0), row.get(1))).collect())
+    }
+
+    /// Up to `limit` (at most [`MAX_SCAN`]) records holding `value` in the
+    /// index, in position, id order, strictly after `after` (before it, in
+    /// reverse) when given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn index_scan(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<(i64, Uuid)>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        known_index(collection, index)?;
+        let rows = self.entries(collection, index, value, after, limit, reverse, true)?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in rows {
+            let body: Option<Vec<u8>> = row.get(2);
+            let body = body.ok_or_else(|| {
+                StoreError::Corrupt(format!("index {index} of {collection} points at a missing record"))
+            })?;
+            records.push((row.get(1), body));
+        }
+        Ok(records)
+    }
+
+    /// The positions of [`Connection::index_scan`]'s records (position,
+    /// id), read from the index alone.
+    #[allow(clippy::too_many_arguments)]
+    pub fn index_positions(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<(i64, Uuid)>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(i64, Uuid)>, StoreError> {
+        known_index(collection, index)?;
+        let rows = self.entries(collection, index, value, after, limit, reverse, false)?;
+        Ok(rows.into_iter().map(|row| (row.get(0), row.get(1))).collect())
+    }
+
+    /// One keyset page of an index value's entries: (position, id) rows,
+    /// with the record's body when `bodies`.
+    #[allow(clippy::too_many_arguments)]
+    fn entries(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<(i64, Uuid)>,
+        limit: usize,
+        reverse: bool,
+        bodies: bool,
+    ) -> Result<Vec<postgres::Row>, StoreError> {
+        let organization = self.organization;
+        let limit = limit.min(MAX_SCAN) as i64;
+        let (comparison, order) = if reverse { ("<", "DESC") } else { (">", "ASC") };
+        let (body, join) = if bodies {
+            (", r.body", " LEFT JOIN records r ON r.org_id = e.org_id AND r.collection = e.collection AND r.id = e.id")
+        } else {
+            ("", "")
+        };
+        let value = value.as_bytes();
+        let select = format!(
+            "SELECT e.position, e.id{body} FROM index_entries e{join} WHERE e.org_id = $1 AND e.collection = $2 \
+             AND e.index_name = $3 AND e.value = $4"
+        );
+        match after {
+            None => self.query(
+                &format!("{select} ORDER BY e.position {order}, e.id {order} LIMIT $5"),
+                &[&organization, &collection, &index, &value, &limit],
+            ),
+            Some((position, id)) => self.query(
+                &format!(
+                    "{select} AND (e.position, e.id) {comparison} ($5, $6) ORDER BY e.position {order}, e.id {order} \
+                     LIMIT $7"
+                ),
+                &[&organization, &collection, &index, &value, &position, &id, &limit],
+            ),
+        }
+    }
+
+    /// How many records hold `value` in the index.
+    pub fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+        known_index(collection, index)?;
+        self.stored_count(collection, index, value.as_bytes())
+    }
+
+    /// A count row (0 when absent).
+    fn stored_count(&mut self, collection: &str, name: &str, value: &[u8]) -> Result<u64, StoreError> {
+        let organization = self.organization;
+        let row = self.query_opt(
+            "SELECT n FROM counts WHERE org_id = $1 AND collection = $2 AND name = $3 AND value = $4",
+            &[&organization, &collection, &name, &value],
+        )?;
+        Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
+    }
+
+    /// How many records the organization holds in the collection.
+    pub fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
+        if !COLLECTIONS.contains(&collection) {
+            return Ok(0);
+        }
+        self.stored_count(collection, CREATED_AT, b"")
+    }
+
+    /// How many of the organization's records hold one of each
+    /// condition's values in its index and, when given, were updated
+    /// strictly after `updated_after` (Unix nanoseconds). Answered from
+    /// counts where the sled backend answers from counts (one condition, a
+    /// counted pair, `updatedAfter` alone); otherwise the conditions' index
+    /// entries are intersected in the database.
+    pub fn count_matching(
+        &mut self,
+        collection: &str,
+        conditions: &[(String, Vec<String>)],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        if conditions.is_empty() && !COLLECTIONS.contains(&collection) {
+            return Ok(0);
+        }
+        let mut sized = Vec::with_capacity(conditions.len());
+        for (index, values) in conditions {
+            known_index(collection, index)?;
+            // Each value once: a repeated value must not count its records twice.
+            let values: Vec<String> = values.iter().collect::<BTreeSet<_>>().into_iter().cloned().collect();
+            let everything =
+                indexes::find(collection, index).is_some_and(|found| found.key == indexes::IndexKey::Everything);
+            if everything && values.iter().any(String::is_empty) {
+                continue;
+            }
+            let mut held = 0;
+            for value in &values {
+                held += self.stored_count(collection, index, value.as_bytes())?;
+            }
+            sized.push((held, index.as_str(), values));
+        }
+        sized.sort_by_key(|(held, ..)| *held);
+        if let [(held, index, values)] = sized.as_slice()
+            && updated_after.is_none()
+            && (values.len() == 1 || single_valued(collection, index))
+        {
+            return Ok(*held);
+        }
+        if let [(_, a, a_values), (_, b, b_values)] = sized.as_slice()
+            && updated_after.is_none()
+        {
+            let pairs = indexes::counted_pairs(collection);
+            let ordered = if pairs.contains(&(a, b)) {
+                Some(((*a, a_values), (*b, b_values)))
+            } else if pairs.contains(&(b, a)) {
+                Some(((*b, b_values), (*a, a_values)))
+            } else {
+                None
+            };
+            if let Some(((first, first_values), (second, second_values))) = ordered {
+                let name = indexes::pair_name(first, second);
+                let mut total = 0;
+                for x in first_values {
+                    for y in second_values {
+                        total += self.stored_count(collection, &name, indexes::pair_value(x, y).as_bytes())?;
+                    }
+                }
+                return Ok(total);
+            }
+        }
+        if sized.is_empty() {
+            return match updated_after {
+                None => self.count(collection),
+                Some(after) => self.count_updated_after(collection, after),
+            };
+        }
+        if sized.first().is_some_and(|(held, ..)| *held == 0) {
+            return Ok(0);
+        }
+        let conditions: Vec<(String, Vec<String>)> =
+            sized.into_iter().map(|(_, index, values)| (index.to_owned(), values)).collect();
+        self.count_intersection(collection, None, &conditions, updated_after)
+    }
+
+    /// How many of the organization's records hold the sort value of the
+    /// sort index `index` at a position strictly between `after` and
+    /// `before` (an absent end is open), meet every condition and, when
+    /// given, were updated strictly after `updated_after`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn count_in_range(
+        &mut self,
+        collection: &str,
+        index: &str,
+        after: Option<(i64, Uuid)>,
+        before: Option<(i64, Uuid)>,
+        conditions: &[(String, Vec<String>)],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        known_index(collection, index)?;
+        if indexes::find(collection, index).is_none_or(|found| found.key != indexes::IndexKey::SortValue) {
+            return Err(StoreError::MalformedCall(format!("{index} of {collection} is not a sort index")));
+        }
+        for (index, _) in conditions {
+            known_index(collection, index)?;
+        }
+        let conditions: Vec<(String, Vec<String>)> = conditions
+            .iter()
+            .map(|(index, values)| {
+                (index.clone(), values.iter().collect::<BTreeSet<_>>().into_iter().cloned().collect())
+            })
+            .collect();
+        let range = Range { index: index.to_owned(), after, before };
+        self.count_intersection(collection, Some(range), &conditions, updated_after)
+    }
+
+    /// How many records were updated strictly after `after`: the updates of
+    /// the rest of its hour from the `updated_at` index, then the hourly
+    /// counts of every later hour.
+    fn count_updated_after(&mut self, collection: &str, after: i64) -> Result<u64, StoreError> {
+        let organization = self.organization;
+        let next_hour = indexes::next_hour_start(after);
+        let this_hour = self.query_opt(
+            "SELECT count(*) FROM index_entries WHERE org_id = $1 AND collection = $2 AND index_name = $3 \
+             AND value = '\\x'::bytea AND position > $4 AND position < $5",
+            &[&organization, &collection, &UPDATED_AT, &after, &next_hour],
+        )?;
+        let later = self.query_opt(
+            "SELECT coalesce(sum(n), 0)::bigint FROM counts WHERE org_id = $1 AND collection = $2 AND name = $3 \
+             AND value >= $4",
+            &[&organization, &collection, &indexes::UPDATED_HOUR, &indexes::hour_value(next_hour).as_bytes()],
+        )?;
+        let read = |row: Option<postgres::Row>| row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64);
+        Ok(read(this_hour) + read(later))
+    }
+
+    /// Counts the ids in every condition's entries (and the range, and
+    /// updated after `updated_after`) in one query.
+    fn count_intersection(
+        &mut self,
+        collection: &str,
+        range: Option<Range>,
+        conditions: &[(String, Vec<String>)],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        let organization = self.organization;
+        let mut params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(organization), Box::new(collection.to_owned())];
+        let mut parts = Vec::new();
+        let param = |params: &mut Vec<Box<dyn ToSql + Sync>>, value: Box<dyn ToSql + Sync>| {
+            params.push(value);
+            format!("${}", params.len())
+        };
+        const ENTRIES: &str = "SELECT id FROM index_entries WHERE org_id = $1 AND collection = $2";
+        if let Some(range) = range {
+            let name = param(&mut params, Box::new(range.index));
+            let mut part = format!("{ENTRIES} AND index_name = {name} AND value = '\\x'::bytea");
+            if let Some((position, id)) = range.after {
+                let (p, i) = (param(&mut params, Box::new(position)), param(&mut params, Box::new(id)));
+                part.push_str(&format!(" AND (position, id) > ({p}, {i})"));
+            }
+            if let Some((position, id)) = range.before {
+                let (p, i) = (param(&mut params, Box::new(position)), param(&mut params, Box::new(id)));
+                part.push_str(&format!(" AND (position, id) < ({p}, {i})"));
+            }
+            parts.push(part);
+        }
+        for (index, values) in conditions {
+            let name = param(&mut params, Box::new(index.clone()));
+            let values: Vec<Vec<u8>> = values.iter().map(|value| value.as_bytes().to_vec()).collect();
+            let values = param(&mut params, Box::new(values));
+            parts.push(format!("{ENTRIES} AND index_name = {name} AND value = ANY({values})"));
+        }
+        if let Some(after) = updated_after {
+            let after = param(&mut params, Box::new(after));
+            parts.push(format!(
+                "{ENTRIES} AND index_name = '{UPDATED_AT}' AND value = '\\x'::bytea AND position > {after}"
+            ));
+        }
+        if parts.is_empty() {
+            return self.count(collection);
+        }
+        // A record holding several of a condition's values is counted once.
+        let sql = format!("SELECT count(DISTINCT id) FROM ({}) matching", parts.join(" INTERSECT "));
+        let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|param| param.as_ref()).collect();
+        let row = self.query_opt(&sql, &params)?;
+        Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
+    }
+}
+
+/// A range of a sort index's entries, both ends exclusive.
+struct Range {
+    index: String,
+    after: Option<(i64, Uuid)>,
+    before: Option<(i64, Uuid)>,
+}
+
+fn known_index(collection: &str, index: &str) -> Result<(), StoreError> {
+    if !COLLECTIONS.contains(&collection) {
+        return Err(StoreError::UnknownIndex(format!("no collection {collection}")));
+    }
+    indexes::find(collection, index)
+        .map(|_| ())
+        .ok_or_else(|| StoreError::UnknownIndex(format!("{collection} has no index {index}")))
+}
+
+/// Whether a record holds at most one value of the index.
+fn single_valued(collection: &str, index: &str) -> bool {
+    indexes::find(collection, index).is_some_and(|found| !matches!(found.key, indexes::IndexKey::EachOf(_)))
+}
+
+/// What a record adds to the indexes: its entries (index, value, position)
+/// and the counts it adds one to (name, value): each entry's, each counted
+/// pair's and its update hour's.
+struct RecordEntries {
+    entries: Vec<(&'static str, String, i64)>,
+    tallies: Vec<(String, String)>,
+}
+
+fn record_entries(collection: &str, id: Uuid, record: &Value) -> Result<RecordEntries, StoreError> {
+    let mut updated = None;
+    for field in ["created_at", "updated_at"] {
+        let parsed =
+            record.get(field).and_then(Value::as_str).and_then(Timestamp::parse).ok_or_else(|| {
+                StoreError::InvalidRecord(format!("{collection} record {id} has no RFC 3339 {field}"))
+            })?;
+        updated = Some(parsed.0);
+    }
+    let mut found = RecordEntries { entries: Vec::new(), tallies: Vec::new() };
+    for index in indexes::indexes(collection) {
+        for value in index.values(record) {
+            found.tallies.push((index.name.to_owned(), value.clone()));
+            found.entries.push((index.name, value, index.position(record)));
+        }
+    }
+    for (first, second) in indexes::counted_pairs(collection) {
+        let values = |name: &str| indexes::find(collection, name).map(|index| index.values(record)).unwrap_or_default();
+        for a in values(first) {
+            for b in values(second) {
+                found.tallies.push((indexes::pair_name(first, second), indexes::pair_value(&a, &b)));
+            }
+        }
+    }
+    if let Some(updated) = updated {
+        found.tallies.push((indexes::UPDATED_HOUR.to_owned(), indexes::hour_value(updated)));
+    }
+    Ok(found)
+}
+
+/// The record's `id`, which must be a UUID.
+fn record_uuid(collection: &str, record: &Value) -> Result<Uuid, StoreError> {
+    record
+        .get("id")
+        .and_then(Value::as_str)
+        .and_then(|id| Uuid::parse_str(id).ok())
+        .ok_or_else(|| StoreError::InvalidRecord(format!("a {collection} record has no UUID id")))
+}
+
+/// Takes the organization's write lock for the rest of the transaction:
+/// its row, locked, which serializes the writers of one organization on
+/// every host; an organization without a row (records written before or
+/// without one) is locked by an advisory lock on its id instead.
+fn lock_organization(
+    transaction: &mut postgres::Transaction<'_>,
+    statements: &mut HashMap<String, Statement>,
+    organization: Uuid,
+) -> Result<(), StoreError> {
+    let lock = prepared(statements, transaction, "SELECT 1 FROM organizations WHERE org_id = $1 FOR UPDATE")?;
+    if transaction.query(&lock, &[&organization])?.is_empty() {
+        let (high, low) = organization.as_u64_pair();
+        let advisory = prepared(statements, transaction, "SELECT pg_advisory_xact_lock($1)")?;
+        transaction.query(&advisory, &[&((high ^ low) as i64)])?;
+    }
+    Ok(())
+}
+
+/// An index entry: (index, value, position, record id).
+type EntryKey = (&'static str, String, i64, Uuid);
+
+/// Writes a batch inside `transaction` (see [`PgStore::write_records`]).
+fn write_in(
+    transaction: &mut postgres::Transaction<'_>,
+    statements: &mut HashMap<String, Statement>,
+    organization: Uuid,
+    writes: &[CollectionWrite],
+) -> Result<(), StoreError> {
+    for CollectionWrite { collection, records } in writes.iter().filter(|write| !write.records.is_empty()) {
+        let collection: &str = collection;
+        if !COLLECTIONS.contains(&collection) {
+            return Err(StoreError::InvalidRecord(format!("unknown collection {collection}")));
+        }
+        let ready = crate::parallel::map_in_order(records, |record| -> Result<_, StoreError> {
+            let id = record_uuid(collection, record)?;
+            let bytes = serde_json::to_vec(record).map_err(|error| StoreError::InvalidRecord(error.to_string()))?;
+            let found = record_entries(collection, id, record)?;
+            Ok((id, bytes, found))
+        })
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+        let ids: Vec<Uuid> = ready.iter().map(|(id, ..)| *id).collect::<BTreeSet<_>>().into_iter().collect();
+        let read_stored = prepared(
+            statements,
+            transaction,
+            "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2 AND id = ANY($3)",
+        )?;
+        let mut stored: HashMap<Uuid, RecordEntries> = HashMap::new();
+        for row in transaction.query(&read_stored, &[&organization, &collection, &ids])? {
+            let (id, body): (Uuid, &[u8]) = (row.get(0), row.get(1));
+            let record: Value = serde_json::from_slice(body).map_err(|error| StoreError::Corrupt(error.to_string()))?;
+            stored.insert(id, record_entries(collection, id, &record)?);
+        }
+        let replaced: Vec<Uuid> = stored.keys().copied().collect();
+        // Whether each entry the batch touches was there before and is
+        // there after; how each count moves; each id's last line.
+        let mut entries: BTreeMap<EntryKey, (bool, bool)> = BTreeMap::new();
+        let mut deltas: BTreeMap<(String, String), i64> = BTreeMap::new();
+        let mut rows: BTreeMap<Uuid, Vec<u8>> = BTreeMap::new();
+        let mut written: HashMap<Uuid, RecordEntries> = HashMap::new();
+        for (id, bytes, found) in ready {
+            // An id on several lines replaces, from its second line on, what
+            // its line before wrote.
+            if let Some(previous) = written.remove(&id).or_else(|| stored.remove(&id)) {
+                for (index, value, position) in previous.entries {
+                    entries.entry((index, value, position, id)).or_insert((true, true)).1 = false;
+                }
+                for tally in previous.tallies {
+                    *deltas.entry(tally).or_default() -= 1;
+                }
+            }
+            for (index, value, position) in &found.entries {
+                entries.entry((index, value.clone(), *position, id)).or_insert((false, false)).1 = true;
+            }
+            for tally in &found.tallies {
+                *deltas.entry(tally.clone()).or_default() += 1;
+            }
+            written.insert(id, found);
+            rows.insert(id, bytes);
+        }
+        let (mut removed, mut added) = (Vec::new(), Vec::new());
+        for (key, (before, after)) in entries {
+            match (before, after) {
+                (true, false) => removed.push(key),
+                (false, true) => added.push(key),
+                _ => {}
+            }
+        }
+        if !removed.is_empty() {
+            let remove = prepared(
+                statements,
+                transaction,
+                "DELETE FROM index_entries e USING unnest($3::text[], $4::bytea[], $5::int8[], $6::uuid[]) \
+                 AS gone(index_name, value, position, id) WHERE e.org_id = $1 AND e.collection = $2 \
+                 AND e.index_name = gone.index_name AND e.value = gone.value AND e.position = gone.position \
+                 AND e.id = gone.id",
+            )?;
+            let names: Vec<&str> = removed.iter().map(|entry| entry.0).collect();
+            let values: Vec<&[u8]> = removed.iter().map(|entry| entry.1.as_bytes()).collect();
+            let positions: Vec<i64> = removed.iter().map(|entry| entry.2).collect();
+            let ids: Vec<Uuid> = removed.iter().map(|entry| entry.3).collect();
+            transaction.execute(&remove, &[&organization, &collection, &names, &values, &positions, &ids])?;
+        }
+        if !added.is_empty() {
+            let sink = transaction.copy_in(
+                "COPY index_entries (org_id, collection, index_name, value, position, id) FROM STDIN BINARY",
+            )?;
+            let mut writer = BinaryCopyInWriter::new(
+                sink,
+                &[Type::UUID, Type::TEXT, Type::TEXT, Type::BYTEA, Type::INT8, Type::UUID],
+            );
+            for (index, value, position, id) in &added {
+                writer.write(&[&organization, &collection, index, &value.as_bytes(), position, id])?;
+            }
+            writer.finish()?;
+        }
+        if !replaced.is_empty() {
+            let remove = prepared(
+                statements,
+                transaction,
+                "DELETE FROM records WHERE org_id = $1 AND collection = $2 AND id = ANY($3)",
+            )?;
+            transaction.execute(&remove, &[&organization, &collection, &replaced])?;
+        }
+        let sink = transaction.copy_in("COPY records (org_id, collection, id, body) FROM STDIN BINARY")?;
+        let mut writer = BinaryCopyInWriter::new(sink, &[Type::UUID, Type::TEXT, Type::UUID, Type::BYTEA]);
+        for (id, bytes) in &rows {
+            writer.write(&[&organization, &collection, id, bytes])?;
+        }
+        writer.finish()?;
+        deltas.retain(|_, delta| *delta != 0);
+        if !deltas.is_empty() {
+            // In key order, so concurrent writers never wait on each other in a cycle.
+            let names: Vec<&str> = deltas.keys().map(|(name, _)| name.as_str()).collect();
+            let values: Vec<&[u8]> = deltas.keys().map(|(_, value)| value.as_bytes()).collect();
+            let changes: Vec<i64> = deltas.values().copied().collect();
+            let upsert = prepared(
+                statements,
+                transaction,
+                "INSERT INTO counts (org_id, collection, name, value, n) \
+                 SELECT $1, $2, name, value, n FROM unnest($3::text[], $4::bytea[], $5::int8[]) AS change(name, value, n) \
+                 ON CONFLICT (org_id, collection, name, value) DO UPDATE SET n = counts.n + excluded.n",
+            )?;
+            transaction.execute(&upsert, &[&organization, &collection, &names, &values, &changes])?;
+            let drop_zeros = prepared(
+                statements,
+                transaction,
+                "DELETE FROM counts c USING unnest($3::text[], $4::bytea[]) AS change(name, value) \
+                 WHERE c.org_id = $1 AND c.collection = $2 AND c.name = change.name AND c.value = change.value \
+                 AND c.n <= 0",
+            )?;
+            transaction.execute(&drop_zeros, &[&organization, &collection, &names, &values])?;
+        }
+    }
+    Ok(())
+}

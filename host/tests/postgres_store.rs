@@ -1,0 +1,309 @@
+//! The PostgreSQL backend answers every store question exactly as the sled
+//! backend does: the same batches are written to both (new records,
+//! replacements, an id twice in one batch, two organizations), then every
+//! read the components make is asked of both and compared.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::postgres::TestDatabase;
+use esr::store::{self, CollectionWrite};
+use esr_plugin_sdk::indexes;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+const SEVERITIES: [&str; 4] = ["critical", "high", "medium", "low"];
+const STATUSES: [&str; 3] = ["open", "resolved", "suppressed"];
+
+fn id(n: u128) -> Uuid {
+    Uuid::from_u128(0x0192_0000_0000_7000_8000_0000_0000_0000 + n)
+}
+
+fn timestamp(rng: &mut impl Rng) -> String {
+    format!(
+        "2026-0{}-{:02}T{:02}:{:02}:{:02}Z",
+        rng.gen_range(1..4),
+        rng.gen_range(1..29),
+        rng.gen_range(0..24),
+        rng.gen_range(0..60),
+        rng.gen_range(0..60)
+    )
+}
+
+fn finding(rng: &mut impl Rng, n: u128) -> Value {
+    let created = timestamp(rng);
+    json!({
+        "id": id(n).to_string(),
+        "endpoint_id": id(10_000 + n % 7).to_string(),
+        "severity": SEVERITIES[rng.gen_range(0..4)],
+        "status": STATUSES[rng.gen_range(0..3)],
+        "finding_type": if rng.gen_bool(0.7) { "vulnerability" } else { "misconfiguration" },
+        "cve_id": if rng.gen_bool(0.5) { Value::from(format!("CVE-2024-{}", rng.gen_range(1000..1010))) } else { Value::Null },
+        "kev": rng.gen_bool(0.2),
+        "source": {"scanner": (["trivy", "grype"][rng.gen_range(0..2)])},
+        "first_seen_at": if rng.gen_bool(0.9) { Value::from(timestamp(rng)) } else { Value::Null },
+        "last_seen_at": timestamp(rng),
+        "cvss": if rng.gen_bool(0.8) { json!({"base_score": rng.gen_range(0..100) as f64 / 10.0}) } else { Value::Null },
+        "created_at": created,
+        "updated_at": timestamp(rng),
+    })
+}
+
+fn endpoint(rng: &mut impl Rng, n: u128) -> Value {
+    let tags: Vec<&str> = ["prod", "eu", "db", "web"].into_iter().filter(|_| rng.gen_bool(0.4)).collect();
+    json!({
+        "id": id(10_000 + n).to_string(),
+        "hostname": format!("{}-{n}", ["web", "db", "Web", "cache"][rng.gen_range(0..4)]),
+        "operating_system": {"family": (["linux", "windows", "macos"][rng.gen_range(0..3)])},
+        "agent_id": if rng.gen_bool(0.6) { Value::from(id(20_000 + n).to_string()) } else { Value::Null },
+        "tags": tags,
+        "last_seen_at": if rng.gen_bool(0.9) { Value::from(timestamp(rng)) } else { Value::Null },
+        "created_at": timestamp(rng),
+        "updated_at": timestamp(rng),
+    })
+}
+
+/// Every value each index holds in these records, plus one nobody holds.
+fn values_of(index: &indexes::Index, records: &[Value]) -> Vec<String> {
+    let mut values: Vec<String> = records.iter().flat_map(|record| index.values(record)).collect();
+    values.push("nobody".into());
+    values.sort();
+    values.dedup();
+    values
+}
+
+#[test]
+fn postgres_answers_every_store_question_as_sled_does() {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let dir =
+        tempfile::Builder::new().permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700)).tempdir().unwrap();
+    let sled = store::open(None, dir.path()).unwrap();
+    let database = TestDatabase::new();
+    let pg = store::open(Some(&database.url), dir.path()).unwrap();
+    let (acme, globex) = (Uuid::now_v7(), Uuid::now_v7());
+
+    let mut findings: Vec<Value> = (0..300).map(|n| finding(&mut rng, n)).collect();
+    let endpoints: Vec<Value> = (0..40).map(|n| endpoint(&mut rng, n)).collect();
+    let write = |organization: Uuid, batches: &[(&str, &[Value])]| {
+        let writes: Vec<CollectionWrite> = batches
+            .iter()
+            .map(|(collection, records)| CollectionWrite {
+                collection: (*collection).into(),
+                records: records.to_vec(),
+            })
+            .collect();
+        sled.write_batch(organization, &mut |_| Ok(writes.clone())).unwrap();
+        pg.write_batch(organization, &mut |_| Ok(writes.clone())).unwrap();
+    };
+    write(acme, &[("vulnerability-findings", &findings[..200]), ("endpoints", &endpoints)]);
+    write(globex, &[("vulnerability-findings", &findings[150..])]);
+    // Replacements: some records change, one id twice in a batch, some unchanged.
+    for n in (0..200).step_by(3) {
+        findings[n] = finding(&mut rng, n as u128);
+    }
+    let mut batch: Vec<Value> = findings[..250].to_vec();
+    batch.push(finding(&mut rng, 5));
+    write(acme, &[("vulnerability-findings", &batch)]);
+    let final_acme: Vec<Value> = {
+        let mut by_id = std::collections::BTreeMap::new();
+        for record in findings[..250].iter().chain([&batch[250]]) {
+            by_id.insert(record["id"].as_str().unwrap().to_owned(), record.clone());
+        }
+        by_id.into_values().collect()
+    };
+
+    for organization in [acme, globex, Uuid::now_v7()] {
+        let mut sled_reads = sled.reader(organization).unwrap();
+        let mut pg_reads = pg.reader(organization).unwrap();
+        for (collection, records) in [("vulnerability-findings", &final_acme), ("endpoints", &endpoints)] {
+            assert_eq!(sled_reads.count(collection).unwrap(), pg_reads.count(collection).unwrap());
+            // Scans in id order, both ways, from the start and from the middle.
+            for after in [None, Some(id(77)), Some(id(10_020))] {
+                for reverse in [false, true] {
+                    let from_sled: Vec<(Uuid, Vec<u8>)> = sled_reads.scan(collection, after, 50, reverse).unwrap();
+                    assert_eq!(from_sled, pg_reads.scan(collection, after, 50, reverse).unwrap());
+                }
+            }
+            for n in [0, 5, 77, 299, 10_003, 99_999] {
+                assert_eq!(sled_reads.get(collection, id(n)).unwrap(), pg_reads.get(collection, id(n)).unwrap());
+            }
+            for index in indexes::indexes(collection) {
+                for value in values_of(index, records) {
+                    let count = sled_reads.index_count(collection, index.name, &value).unwrap();
+                    assert_eq!(count, pg_reads.index_count(collection, index.name, &value).unwrap());
+                    for reverse in [false, true] {
+                        let positions =
+                            sled_reads.index_positions(collection, index.name, &value, None, 1000, reverse).unwrap();
+                        assert_eq!(
+                            positions,
+                            pg_reads.index_positions(collection, index.name, &value, None, 1000, reverse).unwrap(),
+                            "{collection} {} {value:?}",
+                            index.name
+                        );
+                        // Pages resumed from the middle.
+                        if let Some(middle) = positions.get(positions.len() / 2).copied() {
+                            let from_sled: Vec<(Uuid, Vec<u8>)> = sled_reads
+                                .index_scan(collection, index.name, &value, Some(middle), 7, reverse)
+                                .unwrap();
+                            assert_eq!(
+                                from_sled,
+                                pg_reads.index_scan(collection, index.name, &value, Some(middle), 7, reverse).unwrap()
+                            );
+                        }
+                    }
+                    if index.key == indexes::IndexKey::SortValue && value == indexes::SORTED {
+                        let positions =
+                            sled_reads.index_positions(collection, index.name, &value, None, 1000, false).unwrap();
+                        let bounds: Vec<Option<(i64, Uuid)>> = [None]
+                            .into_iter()
+                            .chain([positions.len() / 4, positions.len() * 3 / 4].map(|at| positions.get(at).copied()))
+                            .collect();
+                        for after in &bounds {
+                            for before in &bounds {
+                                for conditions in [vec![], vec![("status".to_owned(), vec!["open".to_owned()])]] {
+                                    let conditions: Vec<(String, Vec<String>)> = conditions
+                                        .into_iter()
+                                        .filter(|(index, _)| indexes::find(collection, index).is_some())
+                                        .collect();
+                                    for updated_after in [None, Some(1_772_000_000_000_000_000)] {
+                                        assert_eq!(
+                                            sled_reads
+                                                .count_in_range(
+                                                    collection,
+                                                    index.name,
+                                                    *after,
+                                                    *before,
+                                                    &conditions,
+                                                    updated_after
+                                                )
+                                                .unwrap(),
+                                            pg_reads
+                                                .count_in_range(
+                                                    collection,
+                                                    index.name,
+                                                    *after,
+                                                    *before,
+                                                    &conditions,
+                                                    updated_after
+                                                )
+                                                .unwrap(),
+                                            "{collection} {} {after:?}..{before:?} {conditions:?} {updated_after:?}",
+                                            index.name
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Totals of combinations of filters, with and without updatedAfter.
+        let condition = |index: &str, values: &[&str]| {
+            (index.to_owned(), values.iter().map(|v| (*v).to_owned()).collect::<Vec<_>>())
+        };
+        let combinations = [
+            vec![],
+            vec![condition("status", &["open"])],
+            vec![condition("status", &["open", "resolved", "open"])],
+            vec![condition("status", &["open"]), condition("severity", &["critical", "high"])],
+            vec![condition("kev", &["true"]), condition("severity", &["low"])],
+            vec![condition("status", &["resolved"]), condition("scanner", &["trivy"])],
+            vec![condition("status", &["open"]), condition("severity", &["high"]), condition("kev", &["false"])],
+            vec![
+                condition("cve_id", &["CVE-2024-1003", "CVE-2024-1004"]),
+                condition("endpoint_id", &[&id(10_003).to_string()]),
+            ],
+            vec![condition("created_at", &[""]), condition("status", &["suppressed"])],
+        ];
+        for conditions in &combinations {
+            for updated_after in
+                [None, Some(0), Some(1_770_000_000_000_000_000), Some(1_772_123_456_000_000_000), Some(i64::MAX)]
+            {
+                assert_eq!(
+                    sled_reads.count_matching("vulnerability-findings", conditions, updated_after).unwrap(),
+                    pg_reads.count_matching("vulnerability-findings", conditions, updated_after).unwrap(),
+                    "{conditions:?} after {updated_after:?}"
+                );
+            }
+        }
+        for conditions in [
+            vec![condition("tag", &["prod", "eu"])],
+            vec![condition("tag", &["db"]), condition("os_family", &["linux"])],
+            vec![condition("os_family", &["linux"]), condition("has_agent", &["true"])],
+        ] {
+            assert_eq!(
+                sled_reads.count_matching("endpoints", &conditions, None).unwrap(),
+                pg_reads.count_matching("endpoints", &conditions, None).unwrap(),
+                "{conditions:?}"
+            );
+        }
+    }
+    assert!(matches!(
+        pg.reader(acme).unwrap().index_count("scopes", "colour", "red"),
+        Err(esr::store::StoreError::UnknownIndex(_))
+    ));
+    assert_eq!(pg.verify_indexes().unwrap(), Vec::<String>::new());
+    assert_eq!(sled.verify_indexes().unwrap(), Vec::<String>::new());
+
+    // A record without created_at is refused and nothing of its batch is written.
+    let count = || pg.reader(acme).unwrap().count("scopes").unwrap();
+    let before = count();
+    let bad = [
+        json!({"id": Uuid::now_v7().to_string(), "status": "active", "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}),
+        json!({"id": Uuid::now_v7().to_string(), "status": "active"}),
+    ];
+    assert!(pg.insert_records(acme, "scopes", &bad).is_err());
+    assert_eq!(count(), before);
+
+    // Lost index entries are found.
+    let lost = database
+        .client()
+        .execute(
+            "DELETE FROM index_entries WHERE collection = 'endpoints' AND index_name = 'tag' AND value = 'prod'",
+            &[],
+        )
+        .unwrap();
+    assert!(lost > 0);
+    assert_eq!(
+        pg.verify_indexes().unwrap(),
+        [format!("endpoints: {lost} index entries missing, 0 pointing at nothing")]
+    );
+}
+
+#[test]
+fn hosts_of_one_database_share_its_secrets_and_schema() {
+    let database = TestDatabase::empty();
+    let dir = tempfile::tempdir().unwrap();
+    let no_data_dir = dir.path();
+    let first = store::open(Some(&database.url), no_data_dir).unwrap();
+    // A second host finds the schema in place and the same secrets.
+    let second = store::open(Some(&database.url), no_data_dir).unwrap();
+    assert_eq!(first.secret("cursor").unwrap(), second.secret("cursor").unwrap());
+    assert_ne!(first.secret("cursor").unwrap(), second.secret("admin-token").unwrap());
+    first.set_marker("demo", "done").unwrap();
+    assert_eq!(second.marker("demo").unwrap().as_deref(), Some("done"));
+    let version: i32 = database.client().query_one("SELECT version FROM schema_version", &[]).unwrap().get(0);
+    assert_eq!(version, esr::store::postgres::SCHEMA_VERSION);
+}
+
+#[test]
+fn a_schema_newer_than_the_binary_is_refused() {
+    let database = TestDatabase::new();
+    database.client().execute("UPDATE schema_version SET version = version + 1", &[]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let refused = store::open(Some(&database.url), dir.path()).err().expect("a newer schema must be refused");
+    let message = refused.to_string();
+    assert!(message.contains("newer than this esr knows"), "{message}");
+    assert!(message.contains(&format!("version {}", esr::store::postgres::SCHEMA_VERSION + 1)), "{message}");
+}
+
+#[test]
+fn an_unreachable_database_is_named_in_the_error() {
+    let url = common::postgres::cluster().url("no_such_database");
+    let message =
+        store::open(Some(&url), tempfile::tempdir().unwrap().path()).err().expect("no such database").to_string();
+    assert!(message.contains("no_such_database"), "{message}");
+}

@@ -1,0 +1,596 @@
+//! The store's contract, written once against `esr::store::Store` and run
+//! against every backend: records by id and in order, index scans,
+//! positions and counts, count-matching and count-in-range (against brute
+//! force), organizations, API keys and their revocation, secrets and
+//! markers across a reopen, the write batch (all or nothing, validation
+//! under the write lock, writers serialized), the probe and sizes, clearing,
+//! bulk loads and the index check.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use esr::store::{self, ApiKeyRecord, CollectionWrite, IndexPosition, Organization, Store, StoreError, StoreReader};
+use esr_plugin_sdk::indexes::{self, SORTED, UNSORTED};
+use esr_plugin_sdk::time::Timestamp;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// A backend under test: a store over one place (a directory, a database)
+/// that can be opened again after the previous store was dropped.
+trait Backend {
+    fn open(&self) -> Arc<dyn Store>;
+}
+
+/// sled in a fresh temporary directory.
+struct Sled(tempfile::TempDir);
+
+impl Backend for Sled {
+    fn open(&self) -> Arc<dyn Store> {
+        store::open(None, self.0.path()).expect("opening sled")
+    }
+}
+
+fn sled() -> Sled {
+    Sled(tempfile::tempdir().expect("temporary directory"))
+}
+
+/// PostgreSQL: a database of its own on the test binary's cluster (and the
+/// host's directory, which then holds no data).
+struct Postgres(common::postgres::TestDatabase, tempfile::TempDir);
+
+impl Backend for Postgres {
+    fn open(&self) -> Arc<dyn Store> {
+        store::open(Some(&self.0.url), self.1.path()).expect("opening PostgreSQL")
+    }
+}
+
+fn postgres() -> Postgres {
+    Postgres(common::postgres::TestDatabase::new(), tempfile::tempdir().expect("temporary directory"))
+}
+
+/// One test per check for a backend (a function returning a fresh [`Backend`]).
+macro_rules! contract {
+    ($backend:ident) => {
+        mod $backend {
+            contract!(@checks $backend:
+                records_by_id_and_in_order,
+                scans_return_at_most_max_scan,
+                index_scans_walk_positions,
+                count_matching_agrees_with_brute_force,
+                count_in_range_agrees_with_brute_force,
+                organizations_and_api_keys,
+                secrets_and_markers_survive_a_reopen,
+                a_batch_is_all_or_nothing,
+                a_batch_reads_and_writes_under_one_lock,
+                probe_and_size,
+                clearing_keeps_secrets,
+                a_bulk_load_ends_with_agreeing_indexes,
+            );
+        }
+    };
+    (@checks $backend:ident: $($check:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                super::$check(&super::$backend());
+            }
+        )*
+    };
+}
+
+// Each backend adds itself here with one line.
+contract!(sled);
+contract!(postgres);
+
+const FINDINGS: &str = "vulnerability-findings";
+
+fn timestamp(day: usize, minute: usize) -> String {
+    format!("2026-01-{:02}T{:02}:{:02}:30Z", day % 28 + 1, minute / 60 % 24, minute % 60)
+}
+
+/// A finding with the fields the findings' indexes read (the store checks
+/// no schema: only the id and the two timestamps are required).
+fn finding(n: usize) -> Value {
+    let statuses = ["open", "resolved", "suppressed"];
+    let severities = ["critical", "high", "medium", "low"];
+    let mut record = json!({
+        "id": Uuid::now_v7().to_string(),
+        "status": statuses[n % 3],
+        "severity": severities[n % 4],
+        "kev": n.is_multiple_of(5),
+        "finding_type": if n.is_multiple_of(2) { "os_package" } else { "application" },
+        // Created out of id order, so that index order is not id order.
+        "created_at": timestamp(27 - n % 28, n * 7),
+        "updated_at": timestamp(n % 28, n * 13),
+    });
+    if !n.is_multiple_of(6) {
+        // Ties on purpose: the id breaks them.
+        record["cvss"] = json!({"base_score": (n % 50) as f64 / 5.0});
+    }
+    record
+}
+
+fn id_of(record: &Value) -> Uuid {
+    record["id"].as_str().and_then(|id| Uuid::parse_str(id).ok()).expect("a record id")
+}
+
+fn reader(store: &dyn Store, organization: Uuid) -> Box<dyn StoreReader> {
+    store.reader(organization).expect("a read session")
+}
+
+/// Where the index puts a record (position, id), as the SDK computes it.
+fn position(collection: &str, index: &str, record: &Value) -> IndexPosition {
+    (indexes::find(collection, index).expect("a known index").position(record), id_of(record))
+}
+
+fn conditions(list: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+    list.iter().map(|(index, values)| ((*index).to_owned(), values.iter().map(|v| (*v).to_owned()).collect())).collect()
+}
+
+/// Whether a record meets every condition (one of its values) and was
+/// updated strictly after `updated_after`.
+fn matches(record: &Value, conditions: &[(String, Vec<String>)], updated_after: Option<i64>) -> bool {
+    let updated = record["updated_at"].as_str().and_then(Timestamp::parse).map_or(i64::MIN, |t| t.0);
+    conditions.iter().all(|(index, values)| {
+        let held = indexes::find(FINDINGS, index).expect("a known index").values(record);
+        values.iter().any(|value| held.contains(value))
+    }) && updated_after.is_none_or(|after| updated > after)
+}
+
+fn records_by_id_and_in_order(backend: &dyn Backend) {
+    let store = backend.open();
+    let (acme, globex) = (Uuid::now_v7(), Uuid::now_v7());
+    let scopes: Vec<Value> = (0..5)
+        .map(|n| {
+            let at = timestamp(5 - n, n);
+            json!({"id": Uuid::now_v7().to_string(), "name": format!("scope {n}"), "status": "active",
+                   "created_at": at, "updated_at": at})
+        })
+        .collect();
+    let ids: Vec<Uuid> = scopes.iter().map(id_of).collect();
+    store.insert_records(acme, "scopes", &scopes[..3]).unwrap();
+    store.insert_records(globex, "scopes", &scopes[3..]).unwrap();
+
+    let mut acme_reader = reader(&*store, acme);
+    assert_eq!(acme_reader.count("scopes").unwrap(), 3);
+    let scanned = |reader: &mut dyn StoreReader, after: Option<Uuid>, limit: usize, reverse: bool| -> Vec<Uuid> {
+        reader.scan("scopes", after, limit, reverse).unwrap().into_iter().map(|(id, _)| id).collect()
+    };
+    assert_eq!(scanned(&mut *acme_reader, None, 100, false), ids[..3], "id order, this organization only");
+    assert_eq!(scanned(&mut *acme_reader, Some(ids[0]), 100, false), ids[1..3], "strictly after");
+    assert_eq!(scanned(&mut *acme_reader, None, 2, false), ids[..2], "a limit");
+    assert_eq!(scanned(&mut *acme_reader, None, 100, true), [ids[2], ids[1], ids[0]], "newest first");
+    assert_eq!(scanned(&mut *acme_reader, Some(ids[2]), 100, true), [ids[1], ids[0]], "strictly before");
+    assert_eq!(scanned(&mut *acme_reader, Some(ids[0]), 100, true), Vec::<Uuid>::new());
+
+    // The bytes are the record's JSON, the same through every read.
+    let by_id = acme_reader.get("scopes", ids[1]).unwrap().expect("stored");
+    assert_eq!(serde_json::from_slice::<Value>(&by_id).unwrap(), scopes[1]);
+    let in_scan = acme_reader.scan("scopes", Some(ids[0]), 1, false).unwrap();
+    assert_eq!(in_scan, [(ids[1], by_id.clone())]);
+    let in_index = acme_reader.index_scan("scopes", "status", "active", None, 100, false).unwrap();
+    assert!(in_index.contains(&(ids[1], by_id)));
+
+    // Another organization's records, and collections that do not exist, hold nothing.
+    assert_eq!(acme_reader.get("scopes", ids[4]).unwrap(), None);
+    assert!(reader(&*store, globex).get("scopes", ids[4]).unwrap().is_some());
+    assert_eq!(reader(&*store, globex).count("scopes").unwrap(), 2);
+    assert_eq!(acme_reader.get("no-such-collection", ids[0]).unwrap(), None);
+    assert_eq!(acme_reader.scan("no-such-collection", None, 100, false).unwrap(), Vec::new());
+    assert_eq!(acme_reader.count("no-such-collection").unwrap(), 0);
+    assert_eq!(reader(&*store, Uuid::now_v7()).count("scopes").unwrap(), 0);
+}
+
+fn scans_return_at_most_max_scan(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let findings: Vec<Value> = (0..store::MAX_SCAN + 5).map(|n| finding(n * 3)).collect();
+    store.insert_records(organization, FINDINGS, &findings).unwrap();
+    let mut reader = reader(&*store, organization);
+    assert_eq!(reader.count(FINDINGS).unwrap(), findings.len() as u64);
+    assert_eq!(reader.scan(FINDINGS, None, usize::MAX, false).unwrap().len(), store::MAX_SCAN);
+    let open = reader.index_count(FINDINGS, "status", "open").unwrap() as usize;
+    assert_eq!(open, findings.len(), "every third finding is open");
+    assert_eq!(reader.index_scan(FINDINGS, "status", "open", None, usize::MAX, true).unwrap().len(), store::MAX_SCAN);
+    assert_eq!(
+        reader.index_positions(FINDINGS, "status", "open", None, usize::MAX, false).unwrap().len(),
+        store::MAX_SCAN
+    );
+}
+
+fn index_scans_walk_positions(backend: &dyn Backend) {
+    let store = backend.open();
+    let (acme, globex) = (Uuid::now_v7(), Uuid::now_v7());
+    let mut findings: Vec<Value> = (0..60).map(finding).collect();
+    store.insert_records(acme, FINDINGS, &findings).unwrap();
+    store.insert_records(globex, FINDINGS, &findings[..7]).unwrap();
+    // Replacing records moves their index entries and counts.
+    for n in (0..60).step_by(4) {
+        findings[n]["status"] = json!("resolved");
+        findings[n]["updated_at"] = json!(timestamp(20, n));
+    }
+    store.insert_records(acme, FINDINGS, &findings).unwrap();
+
+    let mut reader = reader(&*store, acme);
+    for (index, value) in [
+        ("status", "open"),
+        ("status", "resolved"),
+        ("severity", "low"),
+        ("created_at", ""),
+        ("updated_at", ""),
+        ("by_cvss", SORTED),
+        ("by_cvss", UNSORTED),
+    ] {
+        let mut expected: Vec<IndexPosition> = findings
+            .iter()
+            .filter(|record| indexes::find(FINDINGS, index).unwrap().values(record).iter().any(|v| v == value))
+            .map(|record| position(FINDINGS, index, record))
+            .collect();
+        expected.sort();
+        assert_eq!(reader.index_count(FINDINGS, index, value).unwrap(), expected.len() as u64, "{index}={value}");
+        let positions = reader.index_positions(FINDINGS, index, value, None, 1000, false).unwrap();
+        assert_eq!(positions, expected, "{index}={value}: (position, id) order");
+        let records = reader.index_scan(FINDINGS, index, value, None, 1000, false).unwrap();
+        let ids: Vec<Uuid> = records.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, expected.iter().map(|(_, id)| *id).collect::<Vec<_>>(), "{index}={value}: records");
+        for (id, bytes) in &records {
+            let stored = findings.iter().find(|record| id_of(record) == *id).unwrap();
+            assert_eq!(&serde_json::from_slice::<Value>(bytes).unwrap(), stored);
+        }
+        // From a position on, both ways; positions and records agree.
+        if let Some(middle) = expected.get(expected.len() / 2).copied() {
+            let later: Vec<IndexPosition> = expected.iter().copied().filter(|p| *p > middle).collect();
+            let earlier: Vec<IndexPosition> = expected.iter().rev().copied().filter(|p| *p < middle).collect();
+            assert_eq!(reader.index_positions(FINDINGS, index, value, Some(middle), 1000, false).unwrap(), later);
+            assert_eq!(reader.index_positions(FINDINGS, index, value, Some(middle), 1000, true).unwrap(), earlier);
+            let ids: Vec<Uuid> = reader
+                .index_scan(FINDINGS, index, value, Some(middle), 3, true)
+                .unwrap()
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect();
+            assert_eq!(ids, earlier.iter().take(3).map(|(_, id)| *id).collect::<Vec<_>>());
+        }
+    }
+    assert_eq!(reader.index_count(FINDINGS, "status", "no-such-status").unwrap(), 0);
+    assert!(matches!(reader.index_count(FINDINGS, "colour", "red"), Err(StoreError::UnknownIndex(_))));
+    assert!(matches!(reader.index_scan(FINDINGS, "colour", "red", None, 10, false), Err(StoreError::UnknownIndex(_))));
+    assert!(matches!(
+        reader.index_positions("no-such-collection", "status", "open", None, 10, false),
+        Err(StoreError::UnknownIndex(_))
+    ));
+    let globex_entries = self::reader(&*store, globex).index_count(FINDINGS, "created_at", "").unwrap();
+    assert_eq!(globex_entries, 7, "the other organization's entries are its own");
+    assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
+}
+
+fn count_matching_agrees_with_brute_force(backend: &dyn Backend) {
+    let store = backend.open();
+    let (acme, globex) = (Uuid::now_v7(), Uuid::now_v7());
+    let mut findings: Vec<Value> = (0..90).map(finding).collect();
+    store.insert_records(acme, FINDINGS, &findings).unwrap();
+    store.insert_records(globex, FINDINGS, &findings[..10]).unwrap();
+    // Re-imports move records between pairs and update hours.
+    for n in (0..90).step_by(5) {
+        findings[n]["status"] = json!("resolved");
+        findings[n]["updated_at"] = json!(timestamp(27, 400 + n));
+    }
+    store.insert_records(acme, FINDINGS, &findings).unwrap();
+
+    let mut reader = reader(&*store, acme);
+    let cases: Vec<Vec<(String, Vec<String>)>> = vec![
+        conditions(&[]),
+        conditions(&[("status", &["open"])]),
+        conditions(&[("status", &["open", "suppressed", "open"])]),
+        conditions(&[("severity", &["critical"]), ("status", &["open"])]),
+        conditions(&[("status", &["open", "suppressed"]), ("severity", &["critical", "low"])]),
+        conditions(&[("status", &["resolved"]), ("kev", &["true"])]),
+        conditions(&[("status", &["open"]), ("severity", &["high", "low"]), ("finding_type", &["application"])]),
+        conditions(&[("created_at", &[""])]),
+        conditions(&[("status", &["none-such"])]),
+    ];
+    let afters = [
+        None,
+        Some("2026-01-01T00:00:00Z"),
+        Some("2026-01-11T02:10:30Z"),
+        Some("2026-01-11T02:10:31Z"),
+        Some("2026-01-28T06:59:59Z"),
+    ];
+    for case in &cases {
+        for after in afters {
+            let updated_after = after.map(|after| Timestamp::parse(after).unwrap().0);
+            let expected = findings.iter().filter(|record| matches(record, case, updated_after)).count() as u64;
+            assert_eq!(
+                reader.count_matching(FINDINGS, case, updated_after).unwrap(),
+                expected,
+                "{case:?} after {after:?}"
+            );
+        }
+    }
+    let globex_updated = self::reader(&*store, globex).count_matching(FINDINGS, &[], Some(i64::MIN)).unwrap();
+    assert_eq!(globex_updated, 10, "the other organization's counts are its own");
+    assert_eq!(reader.count_matching("no-such-collection", &[], None).unwrap(), 0);
+    assert!(matches!(
+        reader.count_matching(FINDINGS, &conditions(&[("colour", &["red"])]), None),
+        Err(StoreError::UnknownIndex(_))
+    ));
+}
+
+fn count_in_range_agrees_with_brute_force(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let findings: Vec<Value> = (0..80).map(finding).collect();
+    store.insert_records(organization, FINDINGS, &findings).unwrap();
+    store.insert_records(Uuid::now_v7(), FINDINGS, &findings[..20]).unwrap();
+    let mut reader = reader(&*store, organization);
+    let mut sorted: Vec<(IndexPosition, &Value)> = findings
+        .iter()
+        .filter(|record| record.pointer("/cvss/base_score").is_some())
+        .map(|record| (position(FINDINGS, "by_cvss", record), record))
+        .collect();
+    sorted.sort_by_key(|(position, _)| *position);
+    let at = |n: usize| Some(sorted[n].0);
+    let bounds = [(None, None), (at(3), None), (None, at(40)), (at(3), at(40)), (at(40), at(3)), (at(10), at(11))];
+    let cases = [
+        conditions(&[]),
+        conditions(&[("status", &["open"])]),
+        conditions(&[("status", &["open", "resolved"]), ("severity", &["low", "critical"])]),
+    ];
+    for (after, before) in bounds {
+        for case in &cases {
+            for updated_after in [None, Some(Timestamp::parse("2026-01-14T00:00:00Z").unwrap().0)] {
+                let expected = sorted
+                    .iter()
+                    .filter(|(position, _)| after.is_none_or(|after| *position > after))
+                    .filter(|(position, _)| before.is_none_or(|before| *position < before))
+                    .filter(|(_, record)| matches(record, case, updated_after))
+                    .count() as u64;
+                assert_eq!(
+                    reader.count_in_range(FINDINGS, "by_cvss", after, before, case, updated_after).unwrap(),
+                    expected,
+                    "({after:?}, {before:?}) {case:?} after {updated_after:?}"
+                );
+            }
+        }
+    }
+    assert!(matches!(
+        reader.count_in_range(FINDINGS, "status", None, None, &[], None),
+        Err(StoreError::MalformedCall(_))
+    ));
+    assert!(matches!(
+        reader.count_in_range(FINDINGS, "by_colour", None, None, &[], None),
+        Err(StoreError::UnknownIndex(_))
+    ));
+}
+
+fn organization(name: &str) -> Organization {
+    Organization {
+        organization_id: Uuid::now_v7(),
+        name: name.to_owned(),
+        enrollment_token: format!("enroll_{name}"),
+        created_at: "2026-01-01T00:00:00Z".to_owned(),
+    }
+}
+
+fn key_record(organization: Uuid, name: &str) -> ApiKeyRecord {
+    ApiKeyRecord {
+        id: Uuid::now_v7(),
+        organization_id: organization,
+        name: name.to_owned(),
+        scopes: vec!["scopes:read".to_owned()],
+        prefix: "esr_abcdef".to_owned(),
+        created_at: "2026-01-01T00:00:00Z".to_owned(),
+        expires_at: None,
+        revoked_at: None,
+    }
+}
+
+fn organizations_and_api_keys(backend: &dyn Backend) {
+    let store = backend.open();
+    assert!(store.is_empty().unwrap());
+    assert_eq!(store.organizations().unwrap(), Vec::new());
+    let (acme, globex) = (organization("acme"), organization("globex"));
+    store.insert_organization(&globex).unwrap();
+    store.insert_organization(&acme).unwrap();
+    assert!(!store.is_empty().unwrap());
+    assert_eq!(store.organization(acme.organization_id).unwrap(), Some(acme.clone()));
+    assert_eq!(store.organization(Uuid::now_v7()).unwrap(), None);
+    assert_eq!(store.organizations().unwrap(), [acme.clone(), globex.clone()], "in id order");
+
+    let hashes: Vec<[u8; 32]> = (0..3u8).map(|n| [n + 1; 32]).collect();
+    let keys = [
+        key_record(acme.organization_id, "first"),
+        key_record(globex.organization_id, "second"),
+        key_record(acme.organization_id, "third"),
+    ];
+    for (hash, key) in hashes.iter().zip(&keys) {
+        store.insert_api_key(hash, key).unwrap();
+    }
+    assert_eq!(store.api_key(&hashes[1]).unwrap(), Some(keys[1].clone()));
+    assert_eq!(store.api_key(&[9; 32]).unwrap(), None);
+    assert_eq!(store.api_keys(None).unwrap(), keys, "oldest first");
+    assert_eq!(store.api_keys(Some(acme.organization_id)).unwrap(), [keys[0].clone(), keys[2].clone()]);
+    assert_eq!(store.api_keys(Some(Uuid::now_v7())).unwrap(), Vec::new());
+
+    // A revocation is seen by the next lookup, and keeps its first time.
+    let revoked = store.revoke_api_key(keys[2].id, "2026-02-01T00:00:00Z").unwrap().expect("a key");
+    assert_eq!(revoked.revoked_at.as_deref(), Some("2026-02-01T00:00:00Z"));
+    assert_eq!(store.api_key(&hashes[2]).unwrap(), Some(revoked.clone()));
+    let again = store.revoke_api_key(keys[2].id, "2026-03-01T00:00:00Z").unwrap().expect("a key");
+    assert_eq!(again.revoked_at.as_deref(), Some("2026-02-01T00:00:00Z"));
+    assert_eq!(store.revoke_api_key(Uuid::now_v7(), "2026-03-01T00:00:00Z").unwrap(), None);
+    assert_eq!(store.api_key(&hashes[0]).unwrap(), Some(keys[0].clone()), "others unaffected");
+}
+
+fn secrets_and_markers_survive_a_reopen(backend: &dyn Backend) {
+    let organization = Uuid::now_v7();
+    let record = finding(1);
+    let (cursor, other) = {
+        let store = backend.open();
+        let cursor = store.secret("cursor").unwrap();
+        assert_eq!(store.secret("cursor").unwrap(), cursor, "the same on every use");
+        let other = store.secret("other").unwrap();
+        assert_ne!(cursor, other);
+        assert_ne!(cursor, [0; 32]);
+        assert_eq!(store.marker("demo").unwrap(), None);
+        store.set_marker("demo", "in-progress").unwrap();
+        store.set_marker("demo", "complete").unwrap();
+        store.insert_records(organization, FINDINGS, std::slice::from_ref(&record)).unwrap();
+        store.insert_organization(&self::organization("acme")).unwrap();
+        store.flush().unwrap();
+        (cursor, other)
+    };
+    let store = backend.open();
+    assert_eq!(store.secret("cursor").unwrap(), cursor);
+    assert_eq!(store.secret("other").unwrap(), other);
+    assert_eq!(store.marker("demo").unwrap().as_deref(), Some("complete"));
+    assert_eq!(store.organizations().unwrap().len(), 1);
+    let bytes = reader(&*store, organization).get(FINDINGS, id_of(&record)).unwrap().expect("kept");
+    assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), record);
+    assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
+}
+
+fn a_batch_is_all_or_nothing(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let endpoint = json!({"id": Uuid::now_v7().to_string(), "hostname": "a", "created_at": timestamp(1, 1),
+                          "updated_at": timestamp(1, 1)});
+    let good = finding(3);
+    assert_eq!(good["status"], "open");
+    let mut no_timestamp = finding(2);
+    no_timestamp.as_object_mut().unwrap().remove("created_at");
+    let writes = |records: Vec<Value>| {
+        vec![
+            CollectionWrite { collection: "endpoints".into(), records: vec![endpoint.clone()] },
+            CollectionWrite { collection: FINDINGS.into(), records },
+        ]
+    };
+    let nothing_written = |store: &dyn Store| {
+        let mut reader = reader(store, organization);
+        assert_eq!(reader.count("endpoints").unwrap(), 0);
+        assert_eq!(reader.count(FINDINGS).unwrap(), 0);
+        assert_eq!(reader.get(FINDINGS, id_of(&good)).unwrap(), None);
+        assert_eq!(reader.index_count(FINDINGS, "status", "resolved").unwrap(), 0);
+    };
+
+    // A record the store refuses: neither collection is written.
+    let refused = store.write_batch(organization, &mut |_| Ok(writes(vec![good.clone(), no_timestamp.clone()])));
+    assert!(matches!(refused, Err(StoreError::InvalidRecord(_))), "{refused:?}");
+    nothing_written(&*store);
+    let unknown = store.write_batch(organization, &mut |_| {
+        Ok(vec![CollectionWrite { collection: "no-such-collection".into(), records: vec![good.clone()] }])
+    });
+    assert!(unknown.is_err());
+    nothing_written(&*store);
+    // A build step that fails: its error, nothing written.
+    let failed = store.write_batch(organization, &mut |_| Err(StoreError::Corrupt("refused by the build".into())));
+    assert!(matches!(failed, Err(StoreError::Corrupt(message)) if message == "refused by the build"));
+    nothing_written(&*store);
+    // Nothing to write.
+    store.write_batch(organization, &mut |_| Ok(Vec::new())).unwrap();
+    nothing_written(&*store);
+
+    // Two collections in one batch; an id repeated ends as its last record.
+    let mut later = good.clone();
+    later["status"] = json!("resolved");
+    store.write_batch(organization, &mut |_| Ok(writes(vec![good.clone(), later.clone()]))).unwrap();
+    let mut reader = reader(&*store, organization);
+    assert_eq!(reader.count("endpoints").unwrap(), 1);
+    assert_eq!(reader.count(FINDINGS).unwrap(), 1);
+    let stored = reader.get(FINDINGS, id_of(&good)).unwrap().expect("written");
+    assert_eq!(serde_json::from_slice::<Value>(&stored).unwrap(), later);
+    assert_eq!(reader.index_count(FINDINGS, "status", "resolved").unwrap(), 1);
+    assert_eq!(reader.index_count(FINDINGS, "status", good["status"].as_str().unwrap()).unwrap(), 0);
+    assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
+}
+
+fn a_batch_reads_and_writes_under_one_lock(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let mut counter = finding(3);
+    counter["count"] = json!(0);
+    let id = id_of(&counter);
+    store.insert_records(organization, FINDINGS, std::slice::from_ref(&counter)).unwrap();
+    // The build step sees the store as the lock holds it: concurrent
+    // read-modify-write batches lose no increment.
+    const WRITERS: usize = 4;
+    const INCREMENTS: u64 = 15;
+    std::thread::scope(|scope| {
+        for _ in 0..WRITERS {
+            scope.spawn(|| {
+                for _ in 0..INCREMENTS {
+                    store
+                        .write_batch(organization, &mut |view| {
+                            let bytes = view.get(FINDINGS, id)?.ok_or_else(|| StoreError::Corrupt("gone".into()))?;
+                            let mut record: Value = serde_json::from_slice(&bytes).unwrap();
+                            record["count"] = json!(record["count"].as_u64().unwrap() + 1);
+                            Ok(vec![CollectionWrite { collection: FINDINGS.into(), records: vec![record] }])
+                        })
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let bytes = reader(&*store, organization).get(FINDINGS, id).unwrap().unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap()["count"], json!(WRITERS as u64 * INCREMENTS));
+}
+
+fn probe_and_size(backend: &dyn Backend) {
+    let store = backend.open();
+    store.probe().unwrap();
+    let findings: Vec<Value> = (0..200).map(finding).collect();
+    store.insert_records(Uuid::now_v7(), FINDINGS, &findings).unwrap();
+    store.flush().unwrap();
+    store.probe().unwrap();
+    let size = store.size_on_disk().unwrap();
+    let bytes: usize = findings.iter().map(|record| record.to_string().len()).sum();
+    assert!(size >= bytes as u64, "{size} bytes on disk for {bytes} bytes of records");
+}
+
+fn clearing_keeps_secrets(backend: &dyn Backend) {
+    let store = backend.open();
+    let cursor = store.secret("cursor").unwrap();
+    let acme = organization("acme");
+    store.insert_organization(&acme).unwrap();
+    store.insert_api_key(&[7; 32], &key_record(acme.organization_id, "k")).unwrap();
+    let findings: Vec<Value> = (0..30).map(finding).collect();
+    store.insert_records(acme.organization_id, FINDINGS, &findings).unwrap();
+    store.clear_data().unwrap();
+    assert!(store.is_empty().unwrap());
+    assert_eq!(store.api_key(&[7; 32]).unwrap(), None);
+    assert_eq!(store.api_keys(None).unwrap(), Vec::new());
+    let mut reader = reader(&*store, acme.organization_id);
+    assert_eq!(reader.count(FINDINGS).unwrap(), 0);
+    assert_eq!(reader.index_count(FINDINGS, "status", "open").unwrap(), 0);
+    assert_eq!(reader.count_matching(FINDINGS, &conditions(&[("status", &["open"])]), None).unwrap(), 0);
+    assert_eq!(store.secret("cursor").unwrap(), cursor);
+    assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
+}
+
+fn a_bulk_load_ends_with_agreeing_indexes(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let findings: Vec<Value> = (0..120).map(finding).collect();
+    for chunk in findings.chunks(50) {
+        store.bulk_insert_records(organization, FINDINGS, chunk).unwrap();
+    }
+    store.finish_bulk_load().unwrap();
+    assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
+    let mut reader = reader(&*store, organization);
+    assert_eq!(reader.count(FINDINGS).unwrap(), 120);
+    let open: BTreeSet<Uuid> = findings.iter().filter(|record| record["status"] == "open").map(id_of).collect();
+    let walked: BTreeSet<Uuid> = reader
+        .index_scan(FINDINGS, "status", "open", None, 1000, false)
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(walked, open);
+    let pair = conditions(&[("status", &["open"]), ("severity", &["critical"])]);
+    let expected = findings.iter().filter(|record| matches(record, &pair, None)).count() as u64;
+    assert_eq!(reader.count_matching(FINDINGS, &pair, None).unwrap(), expected);
+}
