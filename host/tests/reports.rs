@@ -463,3 +463,24 @@ fn findings_on_one_installed_package_become_one_target_queued_by_matching_scopes
     assert_eq!((answer["resolved"].as_u64(), answer["targets_updated"].as_u64()), (Some(5), Some(5)), "{answer}");
     assert!(all(&server, &key, "remediation-targets", "").iter().all(|t| t["status"] == "obsolete"));
 }
+
+#[test]
+fn a_partial_report_resolves_nothing_a_complete_one_does() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = new_organization(&server, "partial");
+    // One page (10 of 125 hits) of a Wazuh indexer search: partial.
+    let mut page = read_json(&reports_dir().join("wazuh/defectdojo_wazuh-4.8-indexer.json"));
+    let first = import_ok(&server, &organization, "format=wazuh", serde_json::to_vec(&page).unwrap());
+    assert_eq!(first["created"], 10, "{first}");
+
+    // The page without its last hit (agent 002 keeps two of its three).
+    page["hits"]["hits"].as_array_mut().unwrap().pop();
+    let answer = import_ok(&server, &organization, "format=wazuh", serde_json::to_vec(&page).unwrap());
+    assert_eq!(answer["resolved"], 0, "{answer}");
+    assert!(all(&server, &key, "vulnerability-findings", "").iter().all(|f| f["status"] == "open"));
+
+    // The same hits as a complete response: the missing one is resolved.
+    page["hits"]["total"] = json!({"value": 9, "relation": "eq"});
+    let answer = import_ok(&server, &organization, "format=wazuh", serde_json::to_vec(&page).unwrap());
+    assert_eq!(answer["resolved"], 1, "{answer}");
+}
