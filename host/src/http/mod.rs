@@ -93,7 +93,7 @@ pub const MAX_PUBLIC_URL_CHARS: usize = 2048;
 pub const MAX_LINK_CHARS: usize = 32 * 1024;
 
 /// The largest document a document component may render.
-pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024 * 1024;
 
 /// The route template of a request no route matched, in logs and metrics.
 const UNMATCHED: &str = "unmatched";
