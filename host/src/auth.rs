@@ -91,15 +91,27 @@ pub fn create_key(
 
 /// The principal for an `Authorization` header value.
 pub fn authenticate(db: &dyn Store, authorization: Option<&str>) -> Result<Result<Principal, AuthFailure>, StoreError> {
-    let Some(header) = authorization else { return Ok(Err(AuthFailure::Missing)) };
-    let Some((scheme, key)) = header.trim().split_once(' ') else { return Ok(Err(AuthFailure::Invalid)) };
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return Ok(Err(AuthFailure::Invalid));
+    match bearer_key(authorization) {
+        Ok(key) => principal_of_key(db, key),
+        Err(failure) => Ok(Err(failure)),
     }
+}
+
+/// The well-formed API key an `Authorization` header value carries, found
+/// without the store.
+pub fn bearer_key(authorization: Option<&str>) -> Result<&str, AuthFailure> {
+    let header = authorization.ok_or(AuthFailure::Missing)?;
+    let (scheme, key) = header.trim().split_once(' ').ok_or(AuthFailure::Invalid)?;
     let key = key.trim();
-    if !is_well_formed(key) {
-        return Ok(Err(AuthFailure::Invalid));
+    if !scheme.eq_ignore_ascii_case("bearer") || !is_well_formed(key) {
+        return Err(AuthFailure::Invalid);
     }
+    Ok(key)
+}
+
+/// The principal of a well-formed key: its stored record, when the key is
+/// neither revoked nor expired.
+pub fn principal_of_key(db: &dyn Store, key: &str) -> Result<Result<Principal, AuthFailure>, StoreError> {
     Ok(match db.api_key(&hash_key(key))? {
         Some(record) if is_usable(&record) => {
             Ok(Principal { key_id: record.id, organization_id: record.organization_id, scopes: record.scopes })

@@ -338,7 +338,7 @@ fn check_plugin(file: &std::path::Path) -> anyhow::Result<()> {
 fn print_openapi(plugins_dir: &Path) -> anyhow::Result<()> {
     let engine = PluginEngine::new(Limits::default())?;
     let plugins = esr::plugins::PluginSet::load_dir(&engine, plugins_dir)?;
-    std::io::Write::write_all(&mut std::io::stdout().lock(), plugins.openapi_document())?;
+    std::io::Write::write_all(&mut std::io::stdout().lock(), esr::http::openapi::rendered(&plugins))?;
     Ok(())
 }
 

@@ -9,7 +9,26 @@ use std::cell::RefCell;
 
 use esr_plugin_sdk::{DocumentPlugin, ResourcePlugin};
 
-use crate::plugins::{CallError, InvalidParam, Page, PluginError, Rendered, Request, Tenant, TenantSession};
+use crate::plugins::{
+    CallError, InvalidParam, NativeCalls, Page, PluginError, Rendered, Request, Tenant, TenantSession,
+};
+
+/// The native baseline as the component runtime calls it.
+pub struct NativeBaseline;
+
+impl NativeCalls for NativeBaseline {
+    fn list(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Page, CallError> {
+        list(group, tenant, request)
+    }
+
+    fn get_record(&self, group: &str, tenant: &Tenant, id: &str, request: &Request) -> Result<Vec<u8>, CallError> {
+        get_record(group, tenant, id, request)
+    }
+
+    fn render(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Rendered, CallError> {
+        render(group, tenant, request)
+    }
+}
 
 /// The SDK's `Store` on a tenant's read session; the first failed call is
 /// kept and fails the request, as a trap would.

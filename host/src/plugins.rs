@@ -663,6 +663,15 @@ pub enum CallError {
     Failed(String),
 }
 
+/// Calls answered without the components: the native baseline
+/// (`native.rs`, measurement only), handed in by whoever starts the
+/// server, so the component runtime does not depend on it.
+pub trait NativeCalls: Send + Sync {
+    fn list(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Page, CallError>;
+    fn get_record(&self, group: &str, tenant: &Tenant, id: &str, request: &Request) -> Result<Vec<u8>, CallError>;
+    fn render(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Rendered, CallError>;
+}
+
 /// The components being served, replaceable while requests run.
 ///
 /// A request takes the current [`PluginSet`] once and finishes on it, so a
@@ -672,7 +681,7 @@ pub struct PluginRegistry {
     engine: PluginEngine,
     dir: PathBuf,
     /// Serve with the native baseline instead of the components.
-    native: bool,
+    native: Option<Arc<dyn NativeCalls>>,
     current: std::sync::RwLock<Arc<PluginSet>>,
     /// Serializes reloads, so two at once cannot interleave.
     reloading: std::sync::Mutex<()>,
@@ -681,19 +690,19 @@ pub struct PluginRegistry {
 impl PluginRegistry {
     /// Loads the plugins directory; fails if it is not servable.
     pub fn load(engine: PluginEngine, dir: &Path) -> anyhow::Result<PluginRegistry> {
-        PluginRegistry::load_serving(engine, dir, false)
+        PluginRegistry::load_serving(engine, dir, None)
     }
 
     /// Loads the plugins directory; with `native`, requests are served by
     /// the native baseline (the components still describe the API and
-    /// answer health). Fails if `native` is asked of a host built without
-    /// the `native-baseline` feature.
-    pub fn load_serving(engine: PluginEngine, dir: &Path, native: bool) -> anyhow::Result<PluginRegistry> {
-        if native && !cfg!(feature = "native-baseline") {
-            bail!("--native-handlers needs a host built with `cargo build --features native-baseline`");
-        }
+    /// answer health).
+    pub fn load_serving(
+        engine: PluginEngine,
+        dir: &Path,
+        native: Option<Arc<dyn NativeCalls>>,
+    ) -> anyhow::Result<PluginRegistry> {
         let mut set = PluginSet::load_dir(&engine, dir)?;
-        set.native = native;
+        set.native = native.clone();
         Ok(PluginRegistry {
             engine,
             native,
@@ -716,7 +725,7 @@ impl PluginRegistry {
     pub fn reload(&self) -> anyhow::Result<Arc<PluginSet>> {
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut fresh = PluginSet::load_dir(&self.engine, &self.dir)?;
-        fresh.native = self.native;
+        fresh.native = self.native.clone();
         let fresh = Arc::new(fresh);
         match self.current.write() {
             Ok(mut current) => *current = fresh.clone(),
@@ -732,8 +741,8 @@ pub struct PluginSet {
     plugins: BTreeMap<String, LoadedPlugin>,
     /// The OpenAPI document these components make, rendered once.
     openapi: std::sync::OnceLock<Vec<u8>>,
-    /// Calls go to the native baseline (`native-baseline` builds only).
-    native: bool,
+    /// Calls go to the native baseline instead (measurement only).
+    native: Option<Arc<dyn NativeCalls>>,
 }
 
 impl PluginSet {
@@ -776,18 +785,14 @@ impl PluginSet {
                 missing.join(", ")
             );
         }
-        Ok(PluginSet { engine: engine.clone(), plugins, openapi: std::sync::OnceLock::new(), native: false })
+        Ok(PluginSet { engine: engine.clone(), plugins, openapi: std::sync::OnceLock::new(), native: None })
     }
 
-    /// The API's OpenAPI document with these components' parameters and
-    /// record schemas (JSON, pretty-printed).
-    pub fn openapi_document(&self) -> &[u8] {
-        self.openapi.get_or_init(|| {
-            let mut text = serde_json::to_vec_pretty(&crate::http::openapi::document(self.infos()))
-                .unwrap_or_else(|_| b"{}".to_vec());
-            text.push(b'\n');
-            text
-        })
+    /// The API's OpenAPI document for these components, made by `render`
+    /// on first use and kept while the set serves (`http::openapi::rendered`
+    /// is the one caller).
+    pub fn openapi_document(&self, render: impl FnOnce(&PluginSet) -> Vec<u8>) -> &[u8] {
+        self.openapi.get_or_init(|| render(self))
     }
 
     pub fn infos(&self) -> impl Iterator<Item = &PluginInfo> {
@@ -809,9 +814,8 @@ impl PluginSet {
 
     /// One page of a group's list.
     pub fn list(&self, group: &str, tenant: Tenant, request: &Request, request_id: &str) -> Result<Page, CallError> {
-        #[cfg(feature = "native-baseline")]
-        if self.native {
-            return crate::native::list(group, &tenant, request);
+        if let Some(native) = &self.native {
+            return native.list(group, &tenant, request);
         }
         let (plugin, mut store) = self.start(group, Some(&tenant), request_id)?;
         let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} is not a list"))) };
@@ -830,9 +834,8 @@ impl PluginSet {
         request: &Request,
         request_id: &str,
     ) -> Result<Vec<u8>, CallError> {
-        #[cfg(feature = "native-baseline")]
-        if self.native {
-            return crate::native::get_record(group, &tenant, id, request);
+        if let Some(native) = &self.native {
+            return native.get_record(group, &tenant, id, request);
         }
         let (plugin, mut store) = self.start(group, Some(&tenant), request_id)?;
         let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} has no records"))) };
@@ -850,9 +853,8 @@ impl PluginSet {
         request: &Request,
         request_id: &str,
     ) -> Result<Rendered, CallError> {
-        #[cfg(feature = "native-baseline")]
-        if self.native {
-            return crate::native::render(group, &tenant, request);
+        if let Some(native) = &self.native {
+            return native.render(group, &tenant, request);
         }
         let (plugin, mut store) = self.start(group, Some(&tenant), request_id)?;
         let Pre::Document(pre) = &plugin.pre else {

@@ -126,7 +126,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     };
     let engine = PluginEngine::new(limits)?.with_cache(options.data_dir.join("component-cache"));
     let plugins = Arc::new(tokio::task::block_in_place(|| {
-        PluginRegistry::load_serving(engine, &options.plugins_dir, options.native_handlers)
+        PluginRegistry::load_serving(engine, &options.plugins_dir, native_calls(options.native_handlers)?)
     })?);
     if options.native_handlers {
         tracing::warn!("serving with the native baseline: no isolation, deadlines or memory caps (measurement only)");
@@ -196,6 +196,21 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     tokio::task::block_in_place(|| db.flush())?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The native baseline when asked for (`--native-handlers`).
+#[cfg(feature = "native-baseline")]
+fn native_calls(wanted: bool) -> anyhow::Result<Option<Arc<dyn crate::plugins::NativeCalls>>> {
+    Ok(wanted.then(|| Arc::new(crate::native::NativeBaseline) as Arc<dyn crate::plugins::NativeCalls>))
+}
+
+/// The native baseline when asked for: not in this build.
+#[cfg(not(feature = "native-baseline"))]
+fn native_calls(wanted: bool) -> anyhow::Result<Option<Arc<dyn crate::plugins::NativeCalls>>> {
+    if wanted {
+        anyhow::bail!("--native-handlers needs a host built with `cargo build --features native-baseline`");
+    }
+    Ok(None)
 }
 
 /// The public listener's connection handling; its cap, with the admin

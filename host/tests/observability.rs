@@ -59,15 +59,18 @@ fn every_request_is_logged_once_as_json_and_counted() {
     assert!(!server.log().contains(&server.keys[0]), "never a key");
 }
 
-/// The `request` log lines (JSON) for the request with this id.
+/// The `request` log lines (JSON) for the request with this id, once
+/// there is one (other lines of the request, such as a component's
+/// failure, are written before it).
 fn request_lines(server: &Server, request_id: &str) -> Vec<Value> {
-    server.wait_for_log(30, |log| log.contains(request_id));
-    server
-        .log()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|line| line["fields"]["request_id"] == request_id && line["fields"]["message"] == "request")
-        .collect()
+    let lines = |log: &str| -> Vec<Value> {
+        log.lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|line| line["fields"]["request_id"] == request_id && line["fields"]["message"] == "request")
+            .collect()
+    };
+    server.wait_for_log(30, |log| !lines(log).is_empty());
+    lines(&server.log())
 }
 
 #[test]

@@ -118,16 +118,21 @@ pub struct Caller {
 }
 
 /// Authenticates an `Authorization` header and reads the key's
-/// organization, off the async threads (store calls block).
+/// organization, off the async threads (store calls block); a missing or
+/// malformed key is refused without the store.
 async fn identify(state: &AppState, authorization: Option<Option<&str>>) -> Result<Caller, StoreError> {
-    let header = match authorization {
-        None => return Ok(Caller { principal: Err(AuthFailure::Missing), organization: None }),
-        Some(None) => return Ok(Caller { principal: Err(AuthFailure::Invalid), organization: None }),
-        Some(Some(value)) => value.to_owned(),
+    let key = match authorization {
+        None => Err(AuthFailure::Missing),
+        Some(None) => Err(AuthFailure::Invalid),
+        Some(Some(value)) => auth::bearer_key(Some(value)).map(str::to_owned),
+    };
+    let key = match key {
+        Ok(key) => key,
+        Err(failure) => return Ok(Caller { principal: Err(failure), organization: None }),
     };
     let db = state.db.clone();
     let identified = tokio::task::spawn_blocking(move || {
-        let principal = auth::authenticate(db.as_ref(), Some(&header))?;
+        let principal = auth::principal_of_key(db.as_ref(), &key)?;
         let organization = match &principal {
             Ok(principal) => db.organization(principal.organization_id)?.map(Arc::new),
             Err(_) => None,
@@ -709,7 +714,7 @@ async fn openapi_document(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     allow_read_only(&method)?;
-    let body = state.plugins.current().openapi_document().to_vec();
+    let body = openapi::rendered(&state.plugins.current()).to_vec();
     Ok(conditional(&headers, body, "application/json"))
 }
 

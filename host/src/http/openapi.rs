@@ -9,7 +9,17 @@
 use serde_json::{Map, Value, json};
 
 use super::GROUPS;
-use crate::plugins::{AGENT_GROUP, ParameterDoc, PluginInfo};
+use crate::plugins::{AGENT_GROUP, ParameterDoc, PluginInfo, PluginSet};
+
+/// The OpenAPI document of a set of components as served (JSON,
+/// pretty-printed), rendered once per set.
+pub fn rendered(plugins: &PluginSet) -> &[u8] {
+    plugins.openapi_document(|plugins| {
+        let mut text = serde_json::to_vec_pretty(&document(plugins.infos())).unwrap_or_else(|_| b"{}".to_vec());
+        text.push(b'\n');
+        text
+    })
+}
 
 /// The OpenAPI document for the API served by these components.
 pub fn document<'a>(plugins: impl Iterator<Item = &'a PluginInfo>) -> Value {

@@ -197,7 +197,14 @@ pub trait StoreReader: Send {
 }
 
 /// A storage backend. A handle shared by every request (`Arc<dyn Store>`);
-/// each method may block and is called from blocking threads only.
+/// each method may block and is called from blocking threads only (start-up
+/// and shutdown included). The last handle may be dropped on any thread: a
+/// backend whose client must not be dropped on an async runtime's thread
+/// moves it to a thread of its own in its `Drop`.
+///
+/// A new backend implements this trait and [`StoreReader`] in a module of
+/// its own beside `sled/`, gets a branch in [`open`], and runs the
+/// contract's tests by adding one line to `host/tests/store_contract.rs`.
 pub trait Store: Send + Sync {
     /// A read session on the organization's records (see [`StoreReader`]).
     fn reader(&self, organization: Uuid) -> Result<Box<dyn StoreReader>, StoreError>;
