@@ -20,8 +20,12 @@ ESR_SCANNER_REPORTS_DIR ?= $(abspath ../shared/scanner-reports)
 # The Python tools the OpenAPI tests run (validator, schemathesis, client generator).
 VENV        := target/venv
 PYTHON_REQUIREMENTS := host/tests/python/requirements.txt
+# The OpenAPI linters the tests run (Redocly CLI, Spectral with the OWASP
+# ruleset), pinned in host/tests/lint/package-lock.json, in target/npm.
+NPM_DIR     := target/npm
+LINT_PACKAGES := host/tests/lint/package.json host/tests/lint/package-lock.json
 
-.PHONY: run run-postgres test plugins test-plugins host wasm-target lint fmt bench wrk postgresql plugin-new venv openapi
+.PHONY: run run-postgres test plugins test-plugins host wasm-target lint fmt bench wrk postgresql plugin-new venv openapi npm-tools nodejs
 
 run: host plugins
 	$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR)
@@ -37,9 +41,9 @@ run-postgres: host plugins postgresql
 # with the dev-dependencies).
 # The native baseline is built in, so its test runs too; serving still
 # defaults to the components.
-test: plugins test-plugins venv postgresql
+test: plugins test-plugins venv npm-tools postgresql
 	ESR_PLUGINS_DIR=$(abspath $(PLUGINS_DIR)) ESR_TEST_PLUGINS_DIR=$(abspath $(TEST_PLUGINS_DIR)) \
-		ESR_PYTHON_VENV=$(abspath $(VENV)) ESR_SCANNER_REPORTS_DIR=$(ESR_SCANNER_REPORTS_DIR) \
+		ESR_PYTHON_VENV=$(abspath $(VENV)) ESR_NPM_DIR=$(abspath $(NPM_DIR)) ESR_SCANNER_REPORTS_DIR=$(ESR_SCANNER_REPORTS_DIR) \
 		$(CARGO) test --workspace --features esr/native-baseline
 
 venv: $(VENV)/.installed
@@ -48,6 +52,22 @@ $(VENV)/.installed: $(PYTHON_REQUIREMENTS)
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PYTHON_REQUIREMENTS)
 	@touch $@
+
+npm-tools: $(NPM_DIR)/.installed
+
+# Exactly the locked versions; no install scripts (none of the linters needs one).
+$(NPM_DIR)/.installed: $(LINT_PACKAGES) | nodejs
+	@mkdir -p $(NPM_DIR)
+	cp $(LINT_PACKAGES) $(NPM_DIR)/
+	cd $(NPM_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# Node.js and npm from Debian's packages when missing (as root), else a
+# message saying what to install.
+nodejs:
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then apt-get install -y -q nodejs npm; \
+		else echo "make test needs Node.js (18.17 or later) and npm: sudo apt-get install nodejs npm" >&2; exit 1; fi; }
 
 # Rewrites docs/openapi.json from the components (a test fails when it drifts).
 openapi: host plugins

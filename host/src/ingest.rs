@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use esr_plugin_sdk::contract::{SEVERITIES, transition_allowed};
-use esr_plugin_sdk::schema::{Field, Kind, Owner, schema};
+use esr_plugin_sdk::schema::{Field, Kind, MAX_ARRAY_ITEMS, Owner, schema};
 use esr_plugin_sdk::time::Timestamp;
 use serde::Serialize;
 use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
@@ -28,8 +28,6 @@ use crate::store::{CollectionWrite, Store, StoreError, StoreReader};
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
 /// The most invalid lines one answer lists.
 const MAX_REPORTED: usize = 1000;
-/// The most items an array field may hold.
-const MAX_ARRAY_ITEMS: usize = 1000;
 
 /// Why one line of a batch was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -211,7 +211,7 @@ struct ServeArgs {
     #[arg(long, env = "ESR_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
     /// Base URL clients reach this API at (default: http:// + the bound address).
-    #[arg(long, env = "ESR_PUBLIC_URL")]
+    #[arg(long, env = "ESR_PUBLIC_URL", value_parser = parse_public_url)]
     public_url: Option<String>,
     /// Memory cap of one component call, in MiB.
     #[arg(long, env = "ESR_PLUGIN_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u16).range(2..=1024))]
@@ -635,4 +635,14 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--public-url`: at most [`esr::http::MAX_PUBLIC_URL_CHARS`] characters,
+/// the bound the OpenAPI document states for the URLs built from it.
+fn parse_public_url(text: &str) -> Result<String, String> {
+    let limit = esr::http::MAX_PUBLIC_URL_CHARS;
+    if text.chars().count() > limit {
+        return Err(format!("longer than {limit} characters"));
+    }
+    Ok(text.to_owned())
 }

@@ -1,10 +1,14 @@
 //! The OpenAPI document: served without a key, made from the loaded
 //! components, equal to the checked-in `docs/openapi.json`, accepted by an
 //! independent validator, honoured by the live server under schemathesis,
-//! and usable through a client generated from it.
+//! held to the linters API teams use (Redocly's recommended rules, Spectral
+//! with the OWASP API Security ruleset), and usable through a client
+//! generated from it.
 //!
 //! The Python tools run from the virtualenv `make test` creates
-//! (`target/venv`, from `host/tests/python/requirements.txt`).
+//! (`target/venv`, from `host/tests/python/requirements.txt`); the linters
+//! from the npm packages it installs (`target/npm`, from
+//! `host/tests/lint/package-lock.json`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -33,6 +37,36 @@ fn venv_program(name: &str) -> PathBuf {
     let program = venv.join("bin").join(name);
     assert!(program.exists(), "{} is missing: run `make test`, which creates the virtualenv", program.display());
     program
+}
+
+fn lint_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("lint")
+}
+
+/// The pinned npm tools' directory (`$ESR_NPM_DIR`, set by `make test`, or
+/// `target/npm`).
+fn npm_dir() -> PathBuf {
+    std::env::var_os("ESR_NPM_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target").join("npm"))
+}
+
+/// A command running one of the pinned npm tools, with telemetry off.
+fn npm_program(name: &str) -> Command {
+    let modules = npm_dir().join("node_modules");
+    let program = modules.join(".bin").join(name);
+    assert!(program.exists(), "{} is missing: run `make test`, which installs the linters", program.display());
+    let mut command = Command::new(program);
+    // The Spectral ruleset's `extends` names an npm package: found here.
+    command.env("NODE_PATH", &modules);
+    command.env("REDOCLY_TELEMETRY", "off").env("REDOCLY_SUPPRESS_UPDATE_NOTICE", "true").env("DO_NOT_TRACK", "1");
+    command
+}
+
+/// The document the live server answers, in a file of its own.
+fn served_document_file(server: &Server) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("openapi.json"), serde_json::to_vec_pretty(&served_document(server)).unwrap())
+        .unwrap();
+    dir
 }
 
 /// Runs a command to its end; panics with its output unless it succeeds.
@@ -105,7 +139,10 @@ fn the_document_covers_every_operation_and_takes_parameters_from_the_components(
     let sort = query_parameter(&document, "/v1/vulnerability-findings", "sort").unwrap();
     assert!(sort["schema"]["enum"].as_array().unwrap().contains(&"-cvss".into()));
     let limit = query_parameter(&document, "/v1/endpoints", "limit").unwrap();
-    assert_eq!(limit["schema"], serde_json::json!({"type": "integer", "minimum": 1, "maximum": 100, "default": 50}));
+    assert_eq!(
+        limit["schema"],
+        serde_json::json!({"type": "integer", "format": "int32", "minimum": 1, "maximum": 100, "default": 50})
+    );
     let platform = query_parameter(&document, "/v1/agent/config", "platform").unwrap();
     assert_eq!(platform["required"], true);
     let finding = &document["components"]["schemas"]["VulnerabilityFinding"];
@@ -150,6 +187,8 @@ fn schemathesis_finds_no_failure_against_the_live_server() {
         .current_dir(reports.path())
         .env("SCHEMATHESIS_HOOKS", "schemathesis_hooks")
         .env("PYTHONPATH", python_dir())
+        .arg("--config-file")
+        .arg(python_dir().join("schemathesis.toml"))
         .args(["--no-color", "run", &server.url("/v1/openapi.json")])
         .args(["--checks", "all", "--seed", "20261123", "--max-examples", "25", "--workers", "2"])
         .args(["--header", &format!("Authorization: Bearer {}", server.keys[0])]));
@@ -184,5 +223,142 @@ fn a_generated_python_client_pages_through_every_collection() {
         assert_eq!(seen[collection]["total"], total, "{collection}: {seen}");
         let first = server.json(&format!("/v1/{collection}?limit=1"))["data"][0]["id"].clone();
         assert_eq!(seen[collection]["first"], first, "{collection}");
+    }
+}
+
+#[test]
+fn redocly_lint_passes_without_warnings() {
+    let server = Server::start(&plugins_dir());
+    let dir = served_document_file(&server);
+    let report = run(npm_program("redocly")
+        .args(["lint", "--format", "json", "--config"])
+        .arg(lint_dir().join("redocly.yaml"))
+        .arg(dir.path().join("openapi.json")));
+    let report: Value = serde_json::from_str(&report).unwrap_or_else(|error| panic!("{error}: {report}"));
+    assert_eq!(report["totals"]["errors"], 0, "{report:#}");
+    assert_eq!(report["totals"]["warnings"], 0, "{report:#}");
+}
+
+#[test]
+fn spectral_owasp_reports_no_errors() {
+    let server = Server::start(&plugins_dir());
+    let dir = served_document_file(&server);
+    // Exits non-zero on any error; each rule left out is in the ruleset
+    // with its reason.
+    let report = run(npm_program("spectral")
+        .args(["lint", "--format", "json", "--fail-severity", "error", "--ruleset"])
+        .arg(lint_dir().join("spectral.yaml"))
+        .arg(dir.path().join("openapi.json")));
+    assert!(errors_in_spectral_report(&report).is_empty(), "{report}");
+}
+
+/// The rules Spectral's JSON report names at severity error (0).
+fn errors_in_spectral_report(report: &str) -> Vec<String> {
+    let problems: Value = serde_json::from_str(report).unwrap_or_else(|error| panic!("{error}: {report}"));
+    let problems = problems.as_array().unwrap_or_else(|| panic!("not a list of problems: {report}"));
+    problems.iter().filter(|problem| problem["severity"] == 0).map(|problem| problem["code"].to_string()).collect()
+}
+
+#[test]
+fn the_linters_fail_a_document_missing_what_they_require() {
+    // Without this, a tool that never ran (or a ruleset that never loaded)
+    // would pass the two tests above.
+    let server = Server::start(&plugins_dir());
+    let mut document = served_document(&server);
+    document["tags"][0].as_object_mut().unwrap().remove("description");
+    let list_ok = &mut document["paths"]["/v1/scopes"]["get"]["responses"]["200"];
+    list_ok["headers"].as_object_mut().unwrap().remove("RateLimit");
+    document["components"]["schemas"]["Problem"]["properties"]["title"] = serde_json::json!({"type": "string"});
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("openapi.json");
+    std::fs::write(&file, serde_json::to_vec_pretty(&document).unwrap()).unwrap();
+
+    let redocly = npm_program("redocly")
+        .args(["lint", "--format", "json", "--config"])
+        .arg(lint_dir().join("redocly.yaml"))
+        .arg(&file)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&redocly.stdout).unwrap();
+    assert_eq!(report["totals"]["warnings"], 1, "{report:#}");
+    assert_eq!(report["problems"][0]["ruleId"], "tag-description", "{report:#}");
+
+    let spectral = npm_program("spectral")
+        .args(["lint", "--format", "json", "--fail-severity", "error", "--ruleset"])
+        .arg(lint_dir().join("spectral.yaml"))
+        .arg(&file)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&spectral.stdout);
+    assert!(!spectral.status.success(), "{said}");
+    let mut errors = errors_in_spectral_report(&said);
+    errors.sort();
+    assert_eq!(errors, ["\"esr-rate-limit-fields\"", "\"owasp:api4:2023-string-limit\""], "{said}");
+}
+
+#[test]
+fn every_stated_query_length_is_one_the_server_keeps() {
+    // A value one character past a query parameter's maxLength is refused
+    // with 400 naming it, whatever the parameter.
+    let server = Server::start(&plugins_dir());
+    let document = served_document(&server);
+    let mut checked = 0;
+    for (path, item) in document["paths"].as_object().unwrap() {
+        let parameters = item["get"]["parameters"].as_array().unwrap();
+        for parameter in parameters.iter().filter(|p| p["in"] == "query") {
+            let Some(max) = parameter["schema"]["maxLength"].as_u64() else { continue };
+            // Beyond the request target's own limit the answer is 414 (tested in request_limits.rs).
+            if max > 7 * 1024 {
+                continue;
+            }
+            let name = parameter["name"].as_str().unwrap();
+            let mut query = vec![(name.to_owned(), "a".repeat(max as usize + 1))];
+            if path == "/v1/agent/config" && name != "platform" {
+                query.push(("platform".to_owned(), "linux".to_owned()));
+            }
+            let response =
+                server.client.get(server.url(path)).bearer_auth(&server.keys[0]).query(&query).send().unwrap();
+            assert_eq!(response.status(), 400, "{path} {name}");
+            let problem: Value = response.json().unwrap();
+            let expected = serde_json::json!({"name": name, "reason": format!("longer than {max} characters")});
+            assert!(problem["invalid_params"].as_array().unwrap().contains(&expected), "{path} {name}: {problem}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} parameters state a maxLength");
+}
+
+#[test]
+fn each_list_links_to_its_item_operation_by_a_real_id() {
+    let server = Server::start(&plugins_dir());
+    let document = served_document(&server);
+    let lists = [
+        ("/v1/endpoints", "getEndpoint", "endpointId"),
+        ("/v1/remediation-targets", "getRemediationTarget", "targetId"),
+        ("/v1/scopes", "getScope", "scopeId"),
+        ("/v1/vulnerability-findings", "getVulnerabilityFinding", "findingId"),
+    ];
+    for (path, operation_id, parameter) in lists {
+        let links = document["paths"][path]["get"]["responses"]["200"]["links"].as_object().unwrap();
+        assert_eq!(links.len(), 1, "{path}: {links:?}");
+        let link = &links[operation_id];
+        assert_eq!(link["operationId"], operation_id, "{path}");
+        let expression = link["parameters"][parameter].as_str().unwrap();
+        // Follow the link as a client would: the expression's JSON pointer
+        // into the list's body gives the item operation's parameter.
+        let pointer = expression.strip_prefix("$response.body#").unwrap();
+        let page = server.json(&format!("{path}?limit=3"));
+        let id = page.pointer(pointer).and_then(Value::as_str).unwrap_or_else(|| panic!("{path}: {expression}"));
+        let (item_path, item) = document["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(_, item)| item["get"]["operationId"] == operation_id)
+            .unwrap();
+        assert!(
+            item["get"]["parameters"].as_array().unwrap().iter().any(|p| p["name"] == parameter && p["in"] == "path")
+        );
+        let record = server.json(&item_path.replace(&format!("{{{parameter}}}"), id));
+        assert_eq!(record, page["data"][0], "{path}");
     }
 }

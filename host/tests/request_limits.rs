@@ -31,10 +31,57 @@ fn oversized_targets_and_headers_get_clear_problems() {
     assert_eq!(big.status(), 431);
     assert_eq!(big.headers()["content-type"], "application/problem+json");
 
-    // Just under the limit, the component judges the parameter itself.
+    // Just under the limit, the parameter's own bound answers.
     let under = server.get(&format!("/v1/endpoints?hostname={}", "a".repeat(7 * 1024)));
     assert_eq!(under.status(), 400);
-    assert_eq!(under.json::<Value>().unwrap()["invalid_params"][0]["name"], "hostname");
+    assert_eq!(
+        under.json::<Value>().unwrap()["invalid_params"][0],
+        serde_json::json!({"name": "hostname", "reason": "longer than 255 characters"})
+    );
+}
+
+const RATE_LIMIT_FIELDS: [&str; 5] =
+    ["ratelimit-policy", "ratelimit", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"];
+
+#[test]
+fn refusals_before_a_handler_carry_the_rate_limit_fields_and_count_against_the_address() {
+    // Oversized requests are charged to the client address before any key
+    // is looked up; 406 comes after the key's own limit.
+    let server =
+        Server::start_with(&plugins_dir(), &["--address-rate-limit-per-minute=1", "--address-rate-limit-burst=3"]);
+    let oversized = |key: Option<&str>| {
+        let mut request = server.client.get(server.url(&format!("/v1/scopes?q={}", "a".repeat(9 * 1024))));
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        request.send().unwrap()
+    };
+    let first = oversized(Some(&server.keys[0]));
+    assert_eq!(first.status(), 414);
+    for field in RATE_LIMIT_FIELDS {
+        assert!(first.headers().contains_key(field), "414 without {field}: {:?}", first.headers());
+    }
+    assert!(first.headers()["ratelimit-policy"].to_str().unwrap().starts_with("\"per-address\""));
+
+    let unacceptable = server
+        .client
+        .get(server.url("/v1/scopes"))
+        .bearer_auth(&server.keys[0])
+        .header("accept", "text/html")
+        .send()
+        .unwrap();
+    assert_eq!(unacceptable.status(), 406);
+    for field in RATE_LIMIT_FIELDS {
+        assert!(unacceptable.headers().contains_key(field), "406 without {field}: {:?}", unacceptable.headers());
+    }
+    assert!(unacceptable.headers()["ratelimit-policy"].to_str().unwrap().starts_with("\"per-key\""));
+
+    // The address's burst is spent by oversized requests alone.
+    let statuses: Vec<u16> = (0..6).map(|_| oversized(None).status().as_u16()).collect();
+    assert!(statuses.contains(&429), "{statuses:?}");
+    let refused = oversized(None);
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
 }
 
 #[test]

@@ -30,6 +30,8 @@ use crate::auth::{self, AuthFailure, Principal};
 use crate::plugins::{self, CallError, PluginError, PluginRegistry, PluginSet, QueryParam, Tenant};
 use crate::store::{Organization, Store, StoreError};
 use cursor::CursorBinding;
+use esr_plugin_sdk::list::MAX_LIMIT;
+use esr_plugin_sdk::query::MAX_CURSOR_CHARS;
 pub use problem::ApiError;
 
 /// Everything a request handler needs, behind one pointer (the router
@@ -81,6 +83,17 @@ mod routes {
     pub const ITEM: &str = "/v1/{collection}/{id}";
     pub const ALL: [&str; 5] = [HEALTH, OPENAPI, AGENT_CONFIG, LIST, ITEM];
 }
+
+/// The longest `--public-url`, so every URL built from it has a bound the
+/// OpenAPI document states.
+pub const MAX_PUBLIC_URL_CHARS: usize = 2048;
+
+/// The longest `Link` header sent; a longer one (a query near the target
+/// limit, re-encoded) is left out: `next_cursor` in the body still leads on.
+pub const MAX_LINK_CHARS: usize = 32 * 1024;
+
+/// The largest document a document component may render.
+pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024 * 1024;
 
 /// The route template of a request no route matched, in logs and metrics.
 const UNMATCHED: &str = "unmatched";
@@ -152,6 +165,8 @@ struct Group {
     resource: &'static str,
     /// The OpenAPI tag, as the contract titles the group.
     tag: &'static str,
+    /// What the group holds, for the OpenAPI tag.
+    tag_description: &'static str,
     /// The item path's parameter, e.g. `endpointId`.
     id_parameter: &'static str,
     /// The record schema's name, also the stem of operation ids.
@@ -164,6 +179,7 @@ const GROUPS: [Group; 4] = [
         scope: auth::SCOPE_ENDPOINTS,
         resource: "endpoint",
         tag: "Endpoints",
+        tag_description: "The devices the service manages.",
         id_parameter: "endpointId",
         schema: "Endpoint",
     },
@@ -172,6 +188,7 @@ const GROUPS: [Group; 4] = [
         scope: auth::SCOPE_TARGETS,
         resource: "remediation target",
         tag: "Remediation Targets",
+        tag_description: "Concrete remediation work on one endpoint: one installation of one subject that needs fixing.",
         id_parameter: "targetId",
         schema: "RemediationTarget",
     },
@@ -180,6 +197,7 @@ const GROUPS: [Group; 4] = [
         scope: auth::SCOPE_SCOPES,
         resource: "scope",
         tag: "Remediation Scopes",
+        tag_description: "Standing policies of what to keep healthy: subject, endpoint and finding filters, and fix-by times.",
         id_parameter: "scopeId",
         schema: "Scope",
     },
@@ -188,6 +206,7 @@ const GROUPS: [Group; 4] = [
         scope: auth::SCOPE_FINDINGS,
         resource: "vulnerability finding",
         tag: "Vulnerability Findings",
+        tag_description: "What vulnerability scanners found on each endpoint.",
         id_parameter: "findingId",
         schema: "VulnerabilityFinding",
     },
@@ -206,6 +225,7 @@ pub fn router(state: AppState) -> Router {
         .route(routes::LIST, any(list))
         .route(routes::ITEM, any(item))
         .fallback(not_found)
+        .layer(middleware::from_fn(acceptable))
         .layer(middleware::from_fn_with_state(state.clone(), rate_limit))
         .layer(middleware::from_fn_with_state(state.clone(), request_limits))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
@@ -247,32 +267,47 @@ async fn observe(State(state): State<AppState>, request: Request, next: Next) ->
 }
 
 /// Bounds what one request may be and how many run at once: a request
-/// target over 8 KiB is `414`, headers over 64 KiB are `431`, an `Accept`
-/// that admits nothing the API answers is `406`, and when
-/// every permit is taken the request is shed at once with `503` and
-/// `Retry-After` rather than queued without bound.
+/// target over 8 KiB is `414` and headers over 64 KiB are `431`, charged to
+/// the client address's rate limit before any key is looked up (so they
+/// carry its fields like every other answer); when every permit is taken
+/// the request is shed at once with `503` and `Retry-After` rather than
+/// queued without bound.
 async fn request_limits(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let oversized = |status, kind, title, what: &str, size: usize, limit: usize| {
-        let detail = format!("the {what} is {size} bytes; at most {limit} are served");
-        ApiError::new(status, kind, title, detail).into_response()
-    };
     let target = request.uri().path_and_query().map_or(0, |target| target.as_str().len());
-    if target > limits::MAX_REQUEST_TARGET_BYTES {
-        let (status, limit) = (StatusCode::URI_TOO_LONG, limits::MAX_REQUEST_TARGET_BYTES);
-        return oversized(status, "uri-too-long", "URI too long", "request target", target, limit);
-    }
     let header_bytes: usize = request.headers().iter().map(|(name, value)| name.as_str().len() + value.len() + 4).sum();
-    if header_bytes > limits::MAX_HEADER_BYTES {
-        let (status, limit) = (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, limits::MAX_HEADER_BYTES);
-        return oversized(
-            status,
+    let oversized = if target > limits::MAX_REQUEST_TARGET_BYTES {
+        let detail =
+            format!("the request target is {target} bytes; at most {} are served", limits::MAX_REQUEST_TARGET_BYTES);
+        Some(ApiError::new(StatusCode::URI_TOO_LONG, "uri-too-long", "URI too long", detail))
+    } else if header_bytes > limits::MAX_HEADER_BYTES {
+        let detail =
+            format!("the header block is {header_bytes} bytes; at most {} are served", limits::MAX_HEADER_BYTES);
+        Some(ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             "headers-too-large",
             "Request header fields too large",
-            "header block",
-            header_bytes,
-            limit,
-        );
+            detail,
+        ))
+    } else {
+        None
+    };
+    if let Some(problem) = oversized {
+        let decision = state.rate_limits.per_address.check(limits::address_key(client_address(&request)));
+        let mut response =
+            if decision.allowed { problem.into_response() } else { too_many_requests(&state, &decision) };
+        decision.write_headers(response.headers_mut());
+        return response;
     }
+    let Ok(_permit) = state.request_permits.clone().try_acquire_owned() else {
+        state.metrics.shed();
+        return ApiError::unavailable("the service is at capacity; retry shortly").into_response();
+    };
+    next.run(request).await
+}
+
+/// `406` when `Accept` admits nothing the API answers; after the rate
+/// limit, so the answer carries its fields.
+async fn acceptable(request: Request, next: Next) -> Response {
     if !accepts_what_the_api_answers(request.headers()) {
         return ApiError::new(
             StatusCode::NOT_ACCEPTABLE,
@@ -282,11 +317,31 @@ async fn request_limits(State(state): State<AppState>, request: Request, next: N
         )
         .into_response();
     }
-    let Ok(_permit) = state.request_permits.clone().try_acquire_owned() else {
-        state.metrics.shed();
-        return ApiError::unavailable("the service is at capacity; retry shortly").into_response();
-    };
     next.run(request).await
+}
+
+/// The address the request came from (unspecified when unknown).
+fn client_address(request: &Request) -> std::net::IpAddr {
+    request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |info| info.0.ip())
+}
+
+/// The `429` of a refused rate-limit decision, with `Retry-After`.
+fn too_many_requests(state: &AppState, decision: &limits::Decision) -> Response {
+    state.metrics.rate_limited(decision.policy);
+    let retry_after = decision.retry_after_seconds.to_string();
+    let mut problem = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate-limited",
+        "Too many requests",
+        format!("over the {} rate limit; retry after {retry_after} s", decision.policy),
+    );
+    if let Ok(value) = HeaderValue::from_str(&retry_after) {
+        problem.headers.push((header::RETRY_AFTER, value));
+    }
+    problem.into_response()
 }
 
 /// What the API's operations answer, errors included.
@@ -336,31 +391,14 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
     let decision = match &caller.principal {
         Ok(principal) if request.uri().path() == routes::AGENT_CONFIG => limits.agent_config.check(principal.key_id),
         Ok(principal) => limits.per_key.check(principal.key_id),
-        Err(_) => {
-            let address = request
-                .extensions()
-                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-                .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
-            limits.per_address.check(limits::address_key(address))
-        }
+        Err(_) => limits.per_address.check(limits::address_key(client_address(&request))),
     };
     let organization = caller.principal.as_ref().ok().map(|principal| principal.organization_id);
     let mut response = if decision.allowed {
         request.extensions_mut().insert(caller);
         next.run(request).await
     } else {
-        state.metrics.rate_limited(decision.policy);
-        let retry_after = decision.retry_after_seconds.to_string();
-        let mut problem = ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate-limited",
-            "Too many requests",
-            format!("over the {} rate limit; retry after {retry_after} s", decision.policy),
-        );
-        if let Ok(value) = HeaderValue::from_str(&retry_after) {
-            problem.headers.push((header::RETRY_AFTER, value));
-        }
-        problem.into_response()
+        too_many_requests(&state, &decision)
     };
     decision.write_headers(response.headers_mut());
     if let Some(organization) = organization {
@@ -540,6 +578,7 @@ async fn list(
     let (group, principal) = read_group(&method, &collection, &caller)?;
     let tenant = tenant(&state, &caller)?;
     let mut query = query_pairs(raw.as_deref());
+    within_declared_lengths(&state, group.collection, &query)?;
     let binding_query = query.clone();
     let binding = CursorBinding {
         organization_id: principal.organization_id,
@@ -560,12 +599,22 @@ async fn list(
         plugins.list(group.collection, tenant, &request, &request_id)
     })
     .await?;
-    if !is_json(&page.data, b'[') {
-        tracing::error!(plugin = group.collection, "list data is not a JSON array");
+    if !is_page_envelope(&page) {
+        tracing::error!(
+            plugin = group.collection,
+            "list page is not a JSON array of at most 100 records and its bounds"
+        );
         return Err(ApiError::internal());
     }
     let next_cursor = match page.next_cursor.as_deref() {
-        Some(inner) => Some(binding.seal(&state.cursor_key, inner).ok_or_else(ApiError::internal)?),
+        Some(inner) => {
+            let sealed = binding.seal(&state.cursor_key, inner).ok_or_else(ApiError::internal)?;
+            if sealed.len() > MAX_CURSOR_CHARS {
+                tracing::error!(plugin = group.collection, "the component's cursor is too long to seal");
+                return Err(ApiError::internal());
+            }
+            Some(sealed)
+        }
         None => None,
     };
     let mut body = Vec::with_capacity(page.data.len() + 160);
@@ -586,7 +635,9 @@ async fn list(
         }
         link_query.append_pair("cursor", &token);
         let link = format!("<{}{}?{}>; rel=\"next\"", state.public_url, path, link_query.finish());
-        if let Ok(value) = HeaderValue::from_str(&link) {
+        if link.len() <= MAX_LINK_CHARS
+            && let Ok(value) = HeaderValue::from_str(&link)
+        {
             response.headers_mut().insert(header::LINK, value);
         }
     }
@@ -625,6 +676,39 @@ async fn item(
         return Err(ApiError::internal());
     }
     Ok(conditional(&headers, record, "application/json"))
+}
+
+/// Refuses (`400`, naming each) a query value longer than the `maxLength`
+/// the group's component declares for it: a bound the OpenAPI document
+/// states is a bound the server keeps, whatever the component checks.
+fn within_declared_lengths(state: &AppState, group: &str, query: &[(String, String)]) -> Result<(), ApiError> {
+    let plugins = state.plugins.current();
+    let Some(info) = plugins.infos().find(|info| info.group == group) else { return Ok(()) };
+    let mut too_long = Vec::new();
+    for (name, value) in query {
+        let declared = info.parameters.iter().find(|parameter| parameter.name == *name);
+        let limit = declared.and_then(|parameter| parameter.schema.get("maxLength")).and_then(Value::as_u64);
+        if let Some(limit) = limit
+            && value.chars().count() as u64 > limit
+            && !too_long.iter().any(|(seen, _): &(String, String)| seen == name)
+        {
+            too_long.push((name.clone(), format!("longer than {limit} characters")));
+        }
+    }
+    if too_long.is_empty() { Ok(()) } else { Err(ApiError::invalid_parameters(too_long)) }
+}
+
+/// Whether a component's page keeps the envelope's stated bounds: `data`
+/// a JSON array of at most [`MAX_LIMIT`] records, `limit` from 1 to
+/// [`MAX_LIMIT`], `total` and `offset` within a signed 64-bit integer.
+fn is_page_envelope(page: &plugins::Page) -> bool {
+    let within_i64 = |n: u64| i64::try_from(n).is_ok();
+    page.data.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
+        && serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(&page.data)
+            .is_ok_and(|records| records.len() <= MAX_LIMIT as usize)
+        && (1..=MAX_LIMIT).contains(&page.limit)
+        && within_i64(page.total)
+        && page.offset.is_none_or(within_i64)
 }
 
 /// A UUID as the contract spells it (hyphenated; any case on input).
@@ -677,11 +761,17 @@ async fn agent_config(
     allow_read_only(&method)?;
     let principal = authorize(&caller, auth::SCOPE_AGENT_CONFIG)?;
     let tenant = tenant(&state, &caller)?;
-    let request = plugin_request("/v1/agent/config", &state.public_url, &query_pairs(raw.as_deref()));
+    let query = query_pairs(raw.as_deref());
+    within_declared_lengths(&state, plugins::AGENT_GROUP, &query)?;
+    let request = plugin_request("/v1/agent/config", &state.public_url, &query);
     let rendered = call_plugin(&state, plugins::AGENT_GROUP, principal.organization_id, move |plugins| {
         plugins.render(plugins::AGENT_GROUP, tenant, &request, &request_id)
     })
     .await?;
+    if rendered.body.len() > MAX_DOCUMENT_BYTES {
+        tracing::error!(bytes = rendered.body.len(), "agent plugin rendered a document over the size limit");
+        return Err(ApiError::internal());
+    }
     let content_type = match rendered.content_type.as_str() {
         "application/json" => "application/json",
         "application/toml" => "application/toml",

@@ -8,7 +8,12 @@
 
 use serde_json::{Map, Value, json};
 
-use super::GROUPS;
+use esr_plugin_sdk::list::MAX_LIMIT;
+use esr_plugin_sdk::query::MAX_CURSOR_CHARS;
+
+use super::limits::{MAX_HEADER_BYTES, MAX_REQUEST_TARGET_BYTES};
+use super::problem::{MAX_DETAIL_CHARS, MAX_INVALID_PARAMS, MAX_REASON_CHARS};
+use super::{GROUPS, MAX_DOCUMENT_BYTES, MAX_LINK_CHARS};
 use crate::plugins::{AGENT_GROUP, ParameterDoc, PluginInfo, PluginSet};
 
 /// The OpenAPI document of a set of components as served (JSON,
@@ -44,16 +49,23 @@ pub fn document<'a>(plugins: impl Iterator<Item = &'a PluginInfo>) -> Value {
     paths.insert("/v1/health".to_owned(), json!({"get": health_operation()}));
     paths.insert("/v1/openapi.json".to_owned(), json!({"get": openapi_operation()}));
 
-    let mut tags: Vec<Value> = GROUPS.iter().map(|group| json!({"name": group.tag})).collect();
-    tags.extend([json!({"name": "Agent"}), json!({"name": "System"})]);
+    let mut tags: Vec<Value> =
+        GROUPS.iter().map(|group| json!({"name": group.tag, "description": group.tag_description})).collect();
+    tags.extend([
+        json!({"name": "Agent", "description": "The configuration file a device agent is installed with."}),
+        json!({"name": "System", "description": "Health of the service and this document; no key needed."}),
+    ]);
     json!({
         "openapi": "3.1.0",
         "info": {
             "title": "Endpoint Security Remediation API",
             "version": env!("CARGO_PKG_VERSION"),
             "description": DESCRIPTION,
+            "license": {"name": "Apache-2.0", "url": "https://www.apache.org/licenses/LICENSE-2.0"},
+            "contact": {"name": "The operator of this server"},
         },
-        "servers": [{"url": "/", "description": "this server"}],
+        // The document is served by each deployment and names none.
+        "servers": [{"url": "/", "description": "The server this document was fetched from.", "x-internal": false}],
         "security": [{"bearerAuth": []}],
         "tags": tags,
         "paths": paths,
@@ -65,13 +77,13 @@ pub fn document<'a>(plugins: impl Iterator<Item = &'a PluginInfo>) -> Value {
                 "IfNoneMatch": {
                     "name": "If-None-Match", "in": "header", "required": false,
                     "description": "ETags of copies the client holds; a match answers 304.",
-                    "schema": {"type": "string"},
+                    "schema": {"type": "string", "maxLength": MAX_HEADER_BYTES},
                 },
                 "RequestId": {
                     "name": "X-Request-Id", "in": "header", "required": false,
                     "description": "The caller's request id (1 to 128 visible ASCII characters), echoed back; \
                                     another value is replaced by a generated one.",
-                    "schema": {"type": "string"},
+                    "schema": {"type": "string", "maxLength": MAX_HEADER_BYTES},
                 },
             },
             "securitySchemes": {
@@ -109,17 +121,14 @@ fn query_parameter(parameter: &ParameterDoc) -> Value {
     })
 }
 
-/// The headers every answer of an authenticated operation may carry.
+/// The rate-limit fields every answer of a rate-limited operation carries.
+const RATE_LIMIT_HEADERS: [&str; 5] =
+    ["RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"];
+
+/// The headers every answer of a rate-limited operation carries.
 fn common_headers() -> Map<String, Value> {
     let mut headers = Map::new();
-    for name in [
-        "X-Request-Id",
-        "RateLimit-Policy",
-        "RateLimit",
-        "X-RateLimit-Limit",
-        "X-RateLimit-Remaining",
-        "X-RateLimit-Reset",
-    ] {
+    for name in std::iter::once("X-Request-Id").chain(RATE_LIMIT_HEADERS) {
         headers.insert(name.to_owned(), reference("headers", name));
     }
     headers
@@ -165,6 +174,15 @@ fn list_operation(group: &super::Group, info: &PluginInfo) -> Value {
             &["Link"],
         ),
     );
+    // Each record of the page leads to its item operation; the first one's
+    // link is what generated clients and stateful testers follow.
+    answers["200"]["links"] = json!({
+        format!("get{}", group.schema): {
+            "operationId": format!("get{}", group.schema),
+            "parameters": {group.id_parameter: "$response.body#/data/0/id"},
+            "description": format!("The first {} of the page, by its id.", group.resource),
+        },
+    });
     answers.insert("304".to_owned(), not_modified());
     json!({
         "operationId": format!("list{}s", group.schema),
@@ -202,7 +220,7 @@ fn item_operation(group: &super::Group) -> Value {
             {
                 "name": group.id_parameter, "in": "path", "required": true,
                 "description": format!("The {}'s id.", group.resource),
-                "schema": {"type": "string", "format": "uuid"},
+                "schema": {"type": "string", "format": "uuid", "maxLength": 36},
             },
             reference("parameters", "IfNoneMatch"),
             reference("parameters", "RequestId"),
@@ -226,7 +244,7 @@ fn agent_operation(info: &PluginInfo) -> Value {
             "headers": headers,
             "content": {
                 "application/json": {"schema": reference("schemas", "AgentConfig")},
-                "application/toml": {"schema": {"type": "string"}},
+                "application/toml": {"schema": {"type": "string", "maxLength": MAX_DOCUMENT_BYTES}},
             },
         }),
     );
@@ -246,7 +264,10 @@ fn health_operation() -> Value {
     let answer = |description: &str| {
         json!({
             "description": description,
-            "headers": {"X-Request-Id": reference("headers", "X-Request-Id"), "Cache-Control": reference("headers", "Cache-Control")},
+            "headers": {
+                "X-Request-Id": reference("headers", "X-Request-Id"),
+                "Cache-Control": reference("headers", "Cache-Control"),
+            },
             "content": {"application/health+json": {"schema": reference("schemas", "Health")}},
         })
     };
@@ -285,15 +306,18 @@ fn list_envelope(schema: &str) -> Value {
         "type": "object",
         "required": ["data", "total", "limit", "offset", "next_cursor"],
         "properties": {
-            "data": {"type": "array", "items": reference("schemas", schema)},
-            "total": {"type": "integer", "minimum": 0, "description": "The exact number of matching records."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+            "data": {"type": "array", "items": reference("schemas", schema), "maxItems": MAX_LIMIT},
+            "total": {
+                "type": "integer", "format": "int64", "minimum": 0, "maximum": i64::MAX,
+                "description": "The exact number of matching records.",
+            },
+            "limit": {"type": "integer", "format": "int32", "minimum": 1, "maximum": MAX_LIMIT},
             "offset": {
-                "type": ["integer", "null"], "minimum": 0,
+                "type": ["integer", "null"], "format": "int64", "minimum": 0, "maximum": i64::MAX,
                 "description": "null when the page was addressed by cursor.",
             },
             "next_cursor": {
-                "type": ["string", "null"],
+                "type": ["string", "null"], "maxLength": MAX_CURSOR_CHARS,
                 "description": "The cursor of the next page; null on the last page.",
             },
         },
@@ -306,13 +330,13 @@ fn shared_schemas() -> Map<String, Value> {
         "required": ["status"],
         "properties": {
             "status": {"type": "string", "enum": ["pass", "warn", "fail"]},
-            "component_type": {"type": "string"},
-            "name": {"type": "string"},
-            "version": {"type": "string"},
-            "content_hash": {"type": "string"},
-            "wit_version": {"type": "string"},
-            "loaded_at": {"type": "string", "format": "date-time"},
-            "output": {"type": "string"},
+            "component_type": {"type": "string", "enum": ["datastore", "component"]},
+            "name": {"type": "string", "maxLength": 64},
+            "version": {"type": "string", "maxLength": 64},
+            "content_hash": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$", "maxLength": 71},
+            "wit_version": {"type": "string", "maxLength": 64},
+            "loaded_at": {"type": "string", "format": "date-time", "maxLength": 30},
+            "output": {"type": "string", "maxLength": 256},
         },
     });
     let mut schemas = Map::new();
@@ -323,14 +347,19 @@ fn shared_schemas() -> Map<String, Value> {
             "description": "An error (RFC 9457), with the `error` member clients of the published API read.",
             "required": ["type", "title", "status", "detail", "error", "instance", "request_id"],
             "properties": {
-                "type": {"type": "string", "description": "The kind of problem, e.g. /v1/problems/invalid-parameter."},
-                "title": {"type": "string"},
-                "status": {"type": "integer", "minimum": 400, "maximum": 599},
-                "detail": {"type": "string"},
-                "error": {"type": "string", "description": "The same text as detail."},
-                "instance": {"type": "string"},
-                "request_id": {"type": "string"},
-                "invalid_params": {"type": "array", "items": reference("schemas", "InvalidParam")},
+                "type": {
+                    "type": "string", "pattern": "^/v1/problems/[a-z-]+$", "maxLength": 64,
+                    "description": "The kind of problem, e.g. /v1/problems/invalid-parameter.",
+                },
+                "title": {"type": "string", "maxLength": 64},
+                "status": {"type": "integer", "format": "int32", "minimum": 400, "maximum": 599},
+                "detail": {"type": "string", "maxLength": MAX_DETAIL_CHARS},
+                "error": {"type": "string", "maxLength": MAX_DETAIL_CHARS, "description": "The same text as detail."},
+                "instance": {"type": "string", "maxLength": MAX_REQUEST_TARGET_BYTES},
+                "request_id": {"type": "string", "maxLength": 128},
+                "invalid_params": {
+                    "type": "array", "items": reference("schemas", "InvalidParam"), "maxItems": MAX_INVALID_PARAMS,
+                },
             },
         }),
     );
@@ -339,7 +368,10 @@ fn shared_schemas() -> Map<String, Value> {
         json!({
             "type": "object",
             "required": ["name", "reason"],
-            "properties": {"name": {"type": "string"}, "reason": {"type": "string"}},
+            "properties": {
+                "name": {"type": "string", "maxLength": MAX_REQUEST_TARGET_BYTES},
+                "reason": {"type": "string", "maxLength": MAX_REASON_CHARS},
+            },
         }),
     );
     schemas.insert(
@@ -349,8 +381,8 @@ fn shared_schemas() -> Map<String, Value> {
             "required": ["status", "version", "checks"],
             "properties": {
                 "status": {"type": "string", "enum": ["pass", "warn", "fail"]},
-                "version": {"type": "string"},
-                "checks": {"type": "object", "additionalProperties": {"type": "array", "items": check}},
+                "version": {"type": "string", "maxLength": 64},
+                "checks": {"type": "object", "additionalProperties": {"type": "array", "items": check, "maxItems": 1}},
             },
         }),
     );
@@ -358,8 +390,16 @@ fn shared_schemas() -> Map<String, Value> {
 }
 
 fn shared_responses() -> Value {
-    let problem = |description: &str, extra: &[&str]| {
+    // Errors of the limits in front of the rate limit (`414`, `431`) are
+    // charged to the client address's; only a shed `503` and a `500` before
+    // authentication go without the fields.
+    let problem = |description: &str, extra: &[&str], rate_limited: bool| {
         let mut headers = common_headers();
+        if !rate_limited {
+            for name in RATE_LIMIT_HEADERS {
+                headers.insert(name.to_owned(), reference("headers", &format!("{name}-Optional")));
+            }
+        }
         for name in extra {
             headers.insert((*name).to_owned(), reference("headers", name));
         }
@@ -370,35 +410,45 @@ fn shared_responses() -> Value {
         })
     };
     json!({
-        "Status400": problem("A parameter or the id is malformed, unknown, repeated or out of range; invalid_params names each.", &[]),
-        "Status401": problem("No API key, or one that is not valid (unknown, revoked, expired).", &["WWW-Authenticate"]),
-        "Status403": problem("The API key lacks the scope this operation needs.", &[]),
-        "Status404": problem("No such record in the caller's organization.", &[]),
-        "Status406": problem("The Accept header admits no media type this operation answers.", &[]),
-        "Status414": problem("The request target is longer than 8 KiB.", &[]),
-        "Status429": problem("Rate limit exceeded; retry after Retry-After seconds.", &["Retry-After"]),
-        "Status431": problem("The request headers are larger than 64 KiB.", &[]),
-        "Status500": problem("An internal error; details are logged, never sent.", &[]),
-        "Status503": problem("Overloaded or a handler overran its time; retry after Retry-After seconds.", &["Retry-After"]),
+        "Status400": problem("A parameter or the id is malformed, unknown, repeated, too long or out of range; invalid_params names each.", &[], true),
+        "Status401": problem("No API key, or one that is not valid (unknown, revoked, expired).", &["WWW-Authenticate"], true),
+        "Status403": problem("The API key lacks the scope this operation needs.", &[], true),
+        "Status404": problem("No such record in the caller's organization.", &[], true),
+        "Status406": problem("The Accept header admits no media type this operation answers.", &[], true),
+        "Status414": problem("The request target is longer than 8 KiB.", &[], true),
+        "Status429": problem("Rate limit exceeded; retry after Retry-After seconds.", &["Retry-After"], true),
+        "Status431": problem("The request headers are larger than 64 KiB.", &[], true),
+        "Status500": problem("An internal error; details are logged, never sent.", &[], false),
+        "Status503": problem("Overloaded or a handler overran its time; retry after Retry-After seconds.", &["Retry-After"], false),
     })
 }
 
 fn shared_headers() -> Value {
     let header = |description: &str, schema: Value, required: bool| json!({"description": description, "required": required, "schema": schema});
-    let text = json!({"type": "string"});
-    let count = json!({"type": "integer", "minimum": 0});
-    json!({
-        "X-Request-Id": header("The request's id: the caller's when sane, else generated.", text.clone(), true),
-        "ETag": header("A strong validator of the body.", text.clone(), true),
-        "Link": header("RFC 8288: rel=\"next\" while there is a next page.", text.clone(), false),
-        "RateLimit-Policy": header("The caller's rate-limit policy (IETF httpapi draft).", text.clone(), false),
-        "RateLimit": header("What remains of the caller's limit (IETF httpapi draft).", text.clone(), false),
-        "X-RateLimit-Limit": header("Requests per window.", count.clone(), false),
-        "X-RateLimit-Remaining": header("Requests left in the window.", count.clone(), false),
-        "X-RateLimit-Reset": header("Seconds until the limit is whole again.", count.clone(), false),
-        "Retry-After": header("Seconds to wait before retrying.", count, true),
-        "WWW-Authenticate": header("Bearer.", text.clone(), true),
-        "Content-Disposition": header("attachment; filename=\"agent-config.json\" (or .toml).", text.clone(), true),
-        "Cache-Control": header("no-store.", text, true),
-    })
+    let text = |max: usize| json!({"type": "string", "maxLength": max});
+    let seconds = json!({"type": "integer", "format": "int64", "minimum": 0, "maximum": i64::MAX});
+    let requests = json!({"type": "integer", "format": "int64", "minimum": 0, "maximum": u32::MAX});
+    let policy = "The caller's rate-limit policy (IETF httpapi draft), e.g. \"per-key\";q=600;w=60.";
+    let remaining = "What remains of the caller's limit (IETF httpapi draft), e.g. \"per-key\";r=99;t=1.";
+    let mut headers = json!({
+        "X-Request-Id": header("The request's id: the caller's when sane, else generated.", text(128), true),
+        "ETag": header("A strong validator of the body.", json!({"type": "string", "pattern": "^\"[0-9a-f]{32}\"$", "maxLength": 34}), true),
+        "Link": header("RFC 8288: rel=\"next\" while there is a next page.", text(MAX_LINK_CHARS), false),
+        "RateLimit-Policy": header(policy, text(128), true),
+        "RateLimit": header(remaining, text(128), true),
+        "X-RateLimit-Limit": header("Requests per minute.", requests.clone(), true),
+        "X-RateLimit-Remaining": header("Requests left now.", requests.clone(), true),
+        "X-RateLimit-Reset": header("Seconds until the limit is whole again.", seconds.clone(), true),
+        "Retry-After": header("Seconds to wait before retrying.", seconds, true),
+        "WWW-Authenticate": header("Bearer.", json!({"type": "string", "enum": ["Bearer"]}), true),
+        "Content-Disposition": header("attachment; filename=\"agent-config.json\" (or .toml).", text(128), true),
+        "Cache-Control": header("no-store.", json!({"type": "string", "enum": ["no-store"]}), true),
+    });
+    // The same fields where an answer may go without them.
+    for name in RATE_LIMIT_HEADERS {
+        let mut optional = headers[name].clone();
+        optional["required"] = json!(false);
+        headers[format!("{name}-Optional")] = optional;
+    }
+    headers
 }

@@ -10,6 +10,25 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 /// One problem, before it is rendered.
+/// The longest `detail` (and `error`) sent; longer text is cut, ending in `…`
+/// (`invalid_params` names each parameter).
+pub const MAX_DETAIL_CHARS: usize = 4096;
+/// The most `invalid_params` entries sent (a request may name thousands).
+pub const MAX_INVALID_PARAMS: usize = 100;
+/// The longest `reason` of an invalid parameter sent (a component writes it).
+pub const MAX_REASON_CHARS: usize = 1024;
+
+/// `text` cut to at most `max` characters, the last of them `…` when cut.
+fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => text.into(),
+        Some(_) => {
+            let kept: String = text.chars().take(max - 1).collect();
+            format!("{kept}…").into()
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ApiError {
     pub status: StatusCode,
@@ -107,18 +126,23 @@ impl ApiError {
 
     /// The response body, for the request with this id and path.
     pub fn render(&self, request_id: &str, instance: &str) -> Response {
+        let detail = cut(&self.detail, MAX_DETAIL_CHARS);
         let mut body = json!({
             "type": format!("/v1/problems/{}", self.kind),
             "title": self.title,
             "status": self.status.as_u16(),
-            "detail": self.detail,
-            "error": self.detail,
+            "detail": detail,
+            "error": detail,
             "instance": instance,
             "request_id": request_id,
         });
         if !self.invalid_params.is_empty() {
-            body["invalid_params"] =
-                self.invalid_params.iter().map(|(name, reason)| json!({"name": name, "reason": reason})).collect();
+            body["invalid_params"] = self
+                .invalid_params
+                .iter()
+                .take(MAX_INVALID_PARAMS)
+                .map(|(name, reason)| json!({"name": name, "reason": cut(reason, MAX_REASON_CHARS)}))
+                .collect();
         }
         for (name, value) in self.members.iter().flat_map(|members| members.iter()) {
             body[name] = value.clone();
@@ -140,5 +164,36 @@ impl IntoResponse for ApiError {
         let mut response = self.status.into_response();
         response.extensions_mut().insert(self);
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_text_is_cut_to_its_bound_in_characters() {
+        assert_eq!(cut("short", 5), "short");
+        assert_eq!(cut("ééééé", 4), "ééé…");
+        assert_eq!(cut("abcdef", 4).chars().count(), 4);
+    }
+
+    #[test]
+    fn a_rendered_problem_keeps_the_bounds_the_document_states() {
+        let many: Vec<(String, String)> =
+            (0..MAX_INVALID_PARAMS + 50).map(|n| (format!("p{n}"), "x".repeat(MAX_REASON_CHARS + 10))).collect();
+        let response = ApiError::invalid_parameters(many).render("id", "/v1/scopes");
+        let body = body_json(response);
+        assert_eq!(body["detail"].as_str().map(|d| d.chars().count()), Some(MAX_DETAIL_CHARS));
+        assert_eq!(body["detail"], body["error"]);
+        let params = body["invalid_params"].as_array().map(Vec::len);
+        assert_eq!(params, Some(MAX_INVALID_PARAMS));
+        assert_eq!(body["invalid_params"][0]["reason"].as_str().map(|r| r.chars().count()), Some(MAX_REASON_CHARS));
+    }
+
+    fn body_json(response: Response) -> serde_json::Value {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let bytes = runtime.block_on(axum::body::to_bytes(response.into_body(), usize::MAX)).expect("body");
+        serde_json::from_slice(&bytes).expect("json")
     }
 }

@@ -22,6 +22,11 @@ const SCAN_BATCH: u32 = 1000;
 /// a file they do not understand.
 const SCHEMA_VERSION: u32 = 1;
 const CHECKIN_INTERVAL_SECONDS: u32 = 300;
+/// The most active scope ids a file lists (scopes are standing policies, but
+/// benchmarks hold 100,000); more is an error rather than a file without bound.
+const MAX_ACTIVE_SCOPES: usize = 1_000_000;
+/// The longest `api_base_url`: the host's public URL is at most 2,048 characters, plus `/v1`.
+const MAX_BASE_URL_CHARS: usize = 2051;
 const LOG_LEVEL: &str = "info";
 
 const PARAMETERS: &[Param] = &[
@@ -63,14 +68,26 @@ fn config_schema() -> Value {
     serde_json::json!({
         "type": "object",
         "properties": {
-            "schema_version": {"type": "integer", "const": SCHEMA_VERSION},
-            "organization_id": {"type": "string", "format": "uuid"},
-            "api_base_url": {"type": "string", "format": "uri"},
-            "enrollment_token": {"type": "string", "description": "The organization's enrollment-only secret; never an API key."},
-            "checkin_interval_seconds": {"type": "integer", "minimum": 1},
+            "schema_version": {
+                "type": "integer", "format": "int32", "const": SCHEMA_VERSION,
+                "minimum": SCHEMA_VERSION, "maximum": SCHEMA_VERSION,
+            },
+            "organization_id": {"type": "string", "format": "uuid", "maxLength": 36},
+            "api_base_url": {"type": "string", "format": "uri", "maxLength": MAX_BASE_URL_CHARS},
+            "enrollment_token": {
+                "type": "string", "maxLength": 256,
+                "description": "The organization's enrollment-only secret; never an API key.",
+            },
+            "checkin_interval_seconds": {
+                "type": "integer", "format": "int32",
+                "minimum": CHECKIN_INTERVAL_SECONDS, "maximum": CHECKIN_INTERVAL_SECONDS,
+            },
             "platform": {"type": "string", "enum": PLATFORMS},
             "log_level": {"type": "string", "enum": ["error", "warn", "info", "debug"]},
-            "active_scope_ids": {"type": "array", "items": {"type": "string", "format": "uuid"}},
+            "active_scope_ids": {
+                "type": "array", "maxItems": MAX_ACTIVE_SCOPES,
+                "items": {"type": "string", "format": "uuid", "maxLength": 36},
+            },
         },
         "required": [
             "schema_version", "organization_id", "api_base_url", "enrollment_token",
@@ -144,6 +161,9 @@ fn active_scope_ids(store: &dyn Store) -> Result<Vec<String>, PluginError> {
         let done = batch.len() < SCAN_BATCH as usize;
         after = batch.last().cloned();
         ids.extend(batch.into_iter().map(|position| position.id));
+        if ids.len() > MAX_ACTIVE_SCOPES {
+            return Err(PluginError::Internal(format!("more than {MAX_ACTIVE_SCOPES} active scope ids to list")));
+        }
         if done {
             return Ok(ids);
         }

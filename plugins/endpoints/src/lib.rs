@@ -19,8 +19,15 @@ const FILTERS: &[Param] = &[
         "true: only endpoints with an enrolled agent; false: only those without.",
     ),
     Param::new("hostname", ParamKind::Text { max: 255 }, "Hostname prefix, case-insensitive."),
-    Param::new("tag", ParamKind::ListOf("[^,]*"), "Only endpoints carrying one of these tags, comma-separated."),
+    Param::new(
+        "tag",
+        ParamKind::ListOf { pattern: "[^,]{0,256}", max: MAX_TAG_CHARS },
+        "Only endpoints carrying one of these tags, comma-separated.",
+    ),
 ];
+
+/// The longest tag a record holds (the schema's short text).
+const MAX_TAG_CHARS: usize = 256;
 
 const SORTS: &[(&str, SortField)] = &[
     ("created_at", SortField::Timestamp("/created_at")),
@@ -42,7 +49,11 @@ impl ResourcePlugin for Endpoints {
         let os_families = query.any_of("osFamily", OS_FAMILIES);
         let has_agent = query.boolean("hasAgent");
         let hostname_prefix = query.text("hostname", 255).map(str::to_lowercase);
-        let tags = query.list("tag", |t| Some(t.to_owned()), "not a tag");
+        let tags = query.list(
+            "tag",
+            |tag| (tag.chars().count() <= MAX_TAG_CHARS).then(|| tag.to_owned()),
+            "not a tag (at most 256 characters)",
+        );
         query.finish()?;
 
         let mut filters = Vec::new();
@@ -131,6 +142,14 @@ mod tests {
         let Err(PluginError::InvalidParameters(list)) = result else { panic!("expected 400") };
         let names: Vec<&str> = list.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["osFamily", "hasAgent"]);
+
+        // A tag longer than any a record holds is refused, as the schema's pattern says.
+        let long_tag = format!("laptop,{}", "t".repeat(MAX_TAG_CHARS + 1));
+        let result = Endpoints::list(&store(), &Request::with_query("/v1/endpoints", &[("tag", &long_tag)]));
+        let Err(PluginError::InvalidParameters(list)) = result else { panic!("expected 400") };
+        assert_eq!(list[0].name, "tag");
+        let longest = "t".repeat(MAX_TAG_CHARS);
+        assert!(Endpoints::list(&store(), &Request::with_query("/v1/endpoints", &[("tag", &longest)])).is_ok());
     }
 
     #[test]

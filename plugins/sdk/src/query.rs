@@ -31,9 +31,9 @@ pub enum ParamKind {
     AnyOf(&'static [&'static str]),
     /// Comma-separated UUIDs ([`Query::uuids`]).
     Uuids,
-    /// Comma-separated values, each matching this regular expression
-    /// (ECMA-262, as JSON Schema reads it) ([`Query::list`]).
-    ListOf(&'static str),
+    /// Comma-separated values, each matching `pattern` (ECMA-262, as JSON
+    /// Schema reads it) and at most `max` characters long ([`Query::list`]).
+    ListOf { pattern: &'static str, max: usize },
     /// `true` or `false` ([`Query::boolean`]).
     Boolean,
     /// A whole number in this range ([`Query::integer`]).
@@ -48,6 +48,13 @@ pub enum ParamKind {
 
 /// The most values a comma-separated parameter takes ([`Query::list`]).
 pub const MAX_LIST_VALUES: usize = 100;
+
+/// The longest cursor the host issues or accepts, in characters.
+pub const MAX_CURSOR_CHARS: usize = 4096;
+
+/// The longest timestamp parameter accepted, in characters (RFC 3339
+/// allows any number of fraction digits; beyond nanoseconds they are dropped).
+pub const MAX_TIMESTAMP_CHARS: usize = 64;
 
 /// A UUID in any case, as [`normalize_uuid`] accepts it.
 const UUID_PATTERN: &str = "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}";
@@ -68,24 +75,35 @@ impl Param {
         Param { default: Some(default), ..self }
     }
 
-    /// The JSON Schema of the values the parser accepts.
+    /// The JSON Schema of the values the parser accepts. Every string
+    /// states its longest value (`maxLength`, which the host enforces
+    /// before a component sees the request) and every integer its format.
     pub fn schema(&self) -> serde_json::Value {
         use serde_json::json;
         let mut schema = match self.kind {
             ParamKind::Text { max } => json!({"type": "string", "minLength": 1, "maxLength": max}),
             ParamKind::OneOf(values) => json!({"type": "string", "enum": values}),
             ParamKind::AnyOf(values) => {
-                // Duplicates collapse, so any number of them is accepted.
+                // Duplicates collapse, so any number of them is accepted
+                // within the length of the most distinct values.
                 let one = format!("({})", values.join("|"));
-                json!({"type": "string", "pattern": format!("^{one}(,{one})*$")})
+                let longest = values.iter().map(|value| value.chars().count()).max().unwrap_or(0);
+                json!({
+                    "type": "string",
+                    "pattern": format!("^{one}(,{one})*$"),
+                    "maxLength": list_max_chars(longest),
+                })
             }
-            ParamKind::Uuids => list_schema(UUID_PATTERN),
-            ParamKind::ListOf(pattern) => list_schema(pattern),
+            ParamKind::Uuids => list_schema(UUID_PATTERN, 36),
+            ParamKind::ListOf { pattern, max } => list_schema(pattern, max),
             ParamKind::Boolean => json!({"type": "boolean"}),
-            ParamKind::Integer { min, max } => json!({"type": "integer", "minimum": min, "maximum": max}),
+            ParamKind::Integer { min, max } => {
+                let format = if max > i32::MAX as u64 { "int64" } else { "int32" };
+                json!({"type": "integer", "format": format, "minimum": min, "maximum": max})
+            }
             ParamKind::Number { min, max } => json!({"type": "number", "minimum": min, "maximum": max}),
-            ParamKind::Timestamp => json!({"type": "string", "format": "date-time"}),
-            ParamKind::Cursor => json!({"type": "string", "minLength": 1}),
+            ParamKind::Timestamp => json!({"type": "string", "format": "date-time", "maxLength": MAX_TIMESTAMP_CHARS}),
+            ParamKind::Cursor => json!({"type": "string", "minLength": 1, "maxLength": MAX_CURSOR_CHARS}),
         };
         if let Some(default) = self.default {
             schema["default"] = match self.kind {
@@ -97,10 +115,22 @@ impl Param {
     }
 }
 
-/// A comma-separated list of 1 to [`MAX_LIST_VALUES`] values matching `one`.
-fn list_schema(one: &str) -> serde_json::Value {
+/// The longest comma-separated list of [`MAX_LIST_VALUES`] values of at
+/// most `longest` characters each.
+fn list_max_chars(longest: usize) -> usize {
+    MAX_LIST_VALUES * (longest + 1) - 1
+}
+
+/// A comma-separated list of 1 to [`MAX_LIST_VALUES`] values matching `one`,
+/// each at most `longest` characters.
+fn list_schema(one: &str, longest: usize) -> serde_json::Value {
     let more = MAX_LIST_VALUES - 1;
-    serde_json::json!({"type": "string", "minLength": 1, "pattern": format!("^({one})(,({one})){{0,{more}}}$")})
+    serde_json::json!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": list_max_chars(longest),
+        "pattern": format!("^({one})(,({one})){{0,{more}}}$"),
+    })
 }
 
 /// The parameters of one request, being parsed.

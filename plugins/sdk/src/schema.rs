@@ -52,9 +52,12 @@ pub enum Kind {
     CveId,
     /// An object with these fields; no others.
     Object(&'static [Field]),
-    /// An array of items of this kind (at most 1,000).
+    /// An array of items of this kind (at most [`MAX_ARRAY_ITEMS`]).
     Array(&'static Kind),
 }
+
+/// The most items an array field holds.
+pub const MAX_ARRAY_ITEMS: usize = 1000;
 
 /// Who sets a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -324,18 +327,23 @@ fn kind_schema(kind: Kind) -> serde_json::Value {
         Kind::Text { max, .. } => json!({"type": "string", "maxLength": max}),
         Kind::Hostname => json!({"type": "string", "maxLength": 253}),
         Kind::Email => json!({"type": "string", "maxLength": 256}),
-        Kind::Token | Kind::IpAddress => json!({"type": "string"}),
+        Kind::Token => json!({"type": "string", "pattern": "^[a-z0-9._-]{1,64}$", "maxLength": 64}),
+        // The longest text form of an address: IPv4-mapped IPv6.
+        Kind::IpAddress => json!({"type": "string", "maxLength": 45}),
         Kind::Enum(values) => json!({"type": "string", "enum": values}),
-        Kind::Uuid | Kind::Reference(_) => json!({"type": "string", "format": "uuid"}),
-        Kind::Timestamp => json!({"type": "string", "format": "date-time"}),
+        Kind::Uuid | Kind::Reference(_) => json!({"type": "string", "format": "uuid", "maxLength": 36}),
+        // As stored: UTC, at most nine fraction digits.
+        Kind::Timestamp => json!({"type": "string", "format": "date-time", "maxLength": 30}),
         Kind::Bool => json!({"type": "boolean"}),
         Kind::Number { min, max } => json!({"type": "number", "minimum": min, "maximum": max}),
-        Kind::Integer { min, max } if max == i64::MAX => json!({"type": "integer", "minimum": min}),
-        Kind::Integer { min, max } => json!({"type": "integer", "minimum": min, "maximum": max}),
-        Kind::MacAddress => json!({"type": "string", "pattern": "^[0-9a-f]{2}(:[0-9a-f]{2}){5}$"}),
-        Kind::CveId => json!({"type": "string", "pattern": "^CVE-[0-9]{4}-[0-9]{4,}$"}),
+        Kind::Integer { min, max } => {
+            let format = if i32::try_from(min).is_ok() && i32::try_from(max).is_ok() { "int32" } else { "int64" };
+            json!({"type": "integer", "format": format, "minimum": min, "maximum": max})
+        }
+        Kind::MacAddress => json!({"type": "string", "pattern": "^[0-9a-f]{2}(:[0-9a-f]{2}){5}$", "maxLength": 17}),
+        Kind::CveId => json!({"type": "string", "pattern": "^CVE-[0-9]{4}-[0-9]{4,19}$", "maxLength": 28}),
         Kind::Object(fields) => json_schema(fields),
-        Kind::Array(item) => json!({"type": "array", "items": kind_schema(*item)}),
+        Kind::Array(item) => json!({"type": "array", "items": kind_schema(*item), "maxItems": MAX_ARRAY_ITEMS}),
     }
 }
 
@@ -362,7 +370,7 @@ mod tests {
         assert_eq!(finding["properties"]["severity"], json!({"type": "string", "enum": SEVERITIES}));
         assert_eq!(
             finding["properties"]["remediation_target_id"],
-            json!({"type": ["string", "null"], "format": "uuid"})
+            json!({"type": ["string", "null"], "format": "uuid", "maxLength": 36})
         );
         assert_eq!(finding["properties"]["cvss"]["type"], json!(["object", "null"]));
         assert_eq!(finding["properties"]["cvss"]["properties"]["base_score"]["maximum"], json!(10.0));
@@ -383,7 +391,7 @@ mod tests {
         assert!(sla_required.is_empty(), "days per severity are each optional");
         assert_eq!(
             json_schema(ENDPOINT)["properties"]["tags"],
-            json!({"type": "array", "items": {"type": "string", "maxLength": 256}})
+            json!({"type": "array", "items": {"type": "string", "maxLength": 256}, "maxItems": 1000})
         );
     }
 }
