@@ -407,23 +407,7 @@ pub mod testing {
 
         fn count_matching(&self, collection: &str, conditions: &[IndexCondition], updated_after: Option<i64>) -> u64 {
             let records = self.parsed(collection);
-            let holds = |record: &serde_json::Value, condition: &IndexCondition| {
-                crate::indexes::find(collection, &condition.index)
-                    .is_some_and(|index| index.values(record).iter().any(|value| condition.values.contains(value)))
-            };
-            records
-                .iter()
-                .filter(|record| conditions.iter().all(|condition| holds(record, condition)))
-                .filter(|record| {
-                    updated_after.is_none_or(|after| {
-                        record
-                            .get("updated_at")
-                            .and_then(serde_json::Value::as_str)
-                            .and_then(crate::time::Timestamp::parse)
-                            .is_some_and(|updated| updated.0 > after)
-                    })
-                })
-                .count() as u64
+            records.iter().filter(|record| matches_all(collection, record, conditions, updated_after)).count() as u64
         }
     }
 
@@ -445,27 +429,36 @@ pub mod testing {
                 .map(|(position, _)| position.id)
                 .collect();
             let records = self.parsed(collection);
-            let holds = |record: &serde_json::Value, condition: &IndexCondition| {
-                crate::indexes::find(collection, &condition.index)
-                    .is_some_and(|index| index.values(record).iter().any(|value| condition.values.contains(value)))
-            };
             records
                 .iter()
                 .filter(|record| {
                     record.get("id").and_then(serde_json::Value::as_str).is_some_and(|id| in_range.contains(id))
                 })
-                .filter(|record| conditions.iter().all(|condition| holds(record, condition)))
-                .filter(|record| {
-                    updated_after.is_none_or(|after| {
-                        record
-                            .get("updated_at")
-                            .and_then(serde_json::Value::as_str)
-                            .and_then(crate::time::Timestamp::parse)
-                            .is_some_and(|updated| updated.0 > after)
-                    })
-                })
+                .filter(|record| matches_all(collection, record, conditions, updated_after))
                 .count() as u64
         }
+    }
+
+    /// Whether a record holds one of each condition's values and, when
+    /// given, was updated after `updated_after`: what the host's counts count.
+    fn matches_all(
+        collection: &str,
+        record: &serde_json::Value,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> bool {
+        let holds = |condition: &IndexCondition| {
+            crate::indexes::find(collection, &condition.index)
+                .is_some_and(|index| index.values(record).iter().any(|value| condition.values.contains(value)))
+        };
+        conditions.iter().all(holds)
+            && updated_after.is_none_or(|after| {
+                record
+                    .get("updated_at")
+                    .and_then(serde_json::Value::as_str)
+                    .and_then(crate::time::Timestamp::parse)
+                    .is_some_and(|updated| updated.0 > after)
+            })
     }
 
     impl MemoryStore {
