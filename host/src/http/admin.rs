@@ -337,14 +337,8 @@ async fn import(
         ));
     }
     let limit = state.import_max_bytes;
-    let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload-too-large",
-            "Payload too large",
-            format!("a batch may hold at most {limit} bytes; split the file into smaller batches"),
-        )
-    };
+    let too_large =
+        || payload_too_large(format!("a batch may hold at most {limit} bytes; split the file into smaller batches"));
     // A declared length over the limit is refused before reading any of it.
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit as u64) {
@@ -425,14 +419,8 @@ async fn import_report(
         return Err(ApiError::invalid_parameters(invalid));
     }
     let limit = state.import_max_bytes;
-    let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload-too-large",
-            "Payload too large",
-            format!("a report may hold at most {limit} bytes (esr serve --import-max-mib)"),
-        )
-    };
+    let too_large =
+        || payload_too_large(format!("a report may hold at most {limit} bytes (esr serve --import-max-mib)"));
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit as u64) {
         return Err(too_large());
@@ -677,4 +665,12 @@ async fn reload(State(state): State<AdminState>) -> Result<Response, ApiError> {
             Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "reload-refused", "Reload refused", reason))
         }
     }
+}
+
+/// `413` for a body over the limit. The rest of the body is never read, so
+/// the connection closes after the answer: saying so keeps a client from
+/// sending its next request on a connection that is about to close.
+fn payload_too_large(detail: String) -> ApiError {
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "Payload too large", detail)
+        .with_header(header::CONNECTION, "close")
 }
