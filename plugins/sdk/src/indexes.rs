@@ -13,7 +13,7 @@
 use serde_json::Value;
 
 use crate::contract::SEVERITY_RANK;
-use crate::list::{SortField, SortValue};
+use crate::sort::{SortField, SortValue};
 
 /// How an index reads its values from a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,6 +26,7 @@ pub mod report;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod scanner_reports;
 pub mod schema;
+pub mod sort;
 mod stored;
 pub mod time;
 
