@@ -105,15 +105,21 @@ impl Default for Metrics {
         registry.register("esr_rate_limited", "Requests refused with 429, by policy", metrics.rate_limited.clone());
         registry.register("esr_shed_requests", "Requests shed with 503 at the concurrency limit", metrics.shed.clone());
         registry.register("esr_store_size_bytes", "The store's size on disk", metrics.store_bytes.clone());
-        // Every policy's count is there from the start, at 0.
-        for policy in crate::http::limits::POLICIES {
-            drop(metrics.rate_limited.get_or_create(&PolicyLabels { policy }));
-        }
         Metrics { registry, ..metrics }
     }
 }
 
 impl Metrics {
+    /// Metrics whose 429 count of each rate-limit policy is there from the
+    /// start, at 0, so a dashboard sees every policy before it first refuses.
+    pub fn with_rate_limit_policies(policies: &[&'static str]) -> Metrics {
+        let metrics = Metrics::default();
+        for &policy in policies {
+            drop(metrics.rate_limited.get_or_create(&PolicyLabels { policy }));
+        }
+        metrics
+    }
+
     /// One answered request; `route` is its template (or `unmatched`).
     pub fn request(&self, route: &'static str, status: u16, elapsed: Duration) {
         self.requests.get_or_create(&RequestLabels { route, status }).inc();

@@ -11,9 +11,10 @@ use tokio::sync::Semaphore;
 
 use crate::connections::{self, ConnectionSettings, serve_connections};
 use crate::http::admin::{self, AdminState};
-use crate::http::limits::{Quota, RateLimits};
+use crate::http::limits::{self, Quota, RateLimits};
 use crate::http::slots::CallSlots;
 use crate::http::{self, AppState, SharedState};
+use crate::metrics::Metrics;
 use crate::plugins::{Limits, PluginEngine, PluginRegistry, PluginSet};
 use crate::seed::{self, DemoKeys};
 
@@ -157,7 +158,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             options.plugin_slot_wait,
         ),
         request_permits: Arc::new(Semaphore::new(options.max_concurrent_requests)),
-        metrics: Arc::default(),
+        metrics: Arc::new(Metrics::with_rate_limit_policies(&limits::POLICIES)),
         component_health: std::sync::Mutex::default(),
         rate_limits: RateLimits::new(options.rate_limit, options.agent_config_rate_limit, options.address_rate_limit),
     });
