@@ -91,50 +91,16 @@ impl Family {
 }
 
 /// Finding severity; the derived order is by rank (`Info` lowest).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Severity {
-    Info,
-    Low,
-    Medium,
-    High,
-    Critical,
-}
+pub use esr_plugin_sdk::report::Severity;
 
-impl Severity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Low => "low",
-            Severity::Medium => "medium",
-            Severity::High => "high",
-            Severity::Critical => "critical",
-        }
-    }
-
-    /// CVSS v3 qualitative rating; a zero score (CVSS "none") maps to `info`.
-    pub fn from_cvss(score: f64) -> Severity {
-        if score >= 9.0 {
-            Severity::Critical
-        } else if score >= 7.0 {
-            Severity::High
-        } else if score >= 4.0 {
-            Severity::Medium
-        } else if score > 0.0 {
-            Severity::Low
-        } else {
-            Severity::Info
-        }
-    }
-
-    /// Index into a scope's `[critical, high, medium, low]` SLA days.
-    fn sla_index(self) -> Option<usize> {
-        match self {
-            Severity::Critical => Some(0),
-            Severity::High => Some(1),
-            Severity::Medium => Some(2),
-            Severity::Low => Some(3),
-            Severity::Info => None,
-        }
+/// Index into a scope's `[critical, high, medium, low]` SLA days.
+fn sla_index(severity: Severity) -> Option<usize> {
+    match severity {
+        Severity::Critical => Some(0),
+        Severity::High => Some(1),
+        Severity::Medium => Some(2),
+        Severity::Low => Some(3),
+        Severity::Info => None,
     }
 }
 
@@ -1126,7 +1092,7 @@ impl Generator {
 
     fn severity_of(&self, origin: Origin) -> Severity {
         match origin {
-            Origin::Cve(hit) => Severity::from_cvss(self.cve_scores[hit.cve]),
+            Origin::Cve(hit) => Severity::from_score(self.cve_scores[hit.cve]),
             Origin::Check(check) => CHECKS[check].severity,
         }
     }
@@ -1357,7 +1323,7 @@ impl Generator {
 
         let worst = members.iter().map(|&m| drafts[m].severity).max().unwrap_or(Severity::Info);
         let due_at = scope_indices.first().and_then(|&index| {
-            let days = self.scopes[index].template.sla_days[worst.sla_index()?];
+            let days = self.scopes[index].template.sla_days[sla_index(worst)?];
             Some(created_at + i64::from(days) * DAY)
         });
         let discovery_method = if host.has_agent() {
@@ -1991,11 +1957,11 @@ mod tests {
         for (vector, expected) in cases {
             assert_eq!(cvss31_base_score(vector), Ok(expected), "{vector}");
         }
-        assert_eq!(Severity::from_cvss(9.0), Severity::Critical);
-        assert_eq!(Severity::from_cvss(8.9), Severity::High);
-        assert_eq!(Severity::from_cvss(4.0), Severity::Medium);
-        assert_eq!(Severity::from_cvss(3.9), Severity::Low);
-        assert_eq!(Severity::from_cvss(0.0), Severity::Info);
+        assert_eq!(Severity::from_score(9.0), Severity::Critical);
+        assert_eq!(Severity::from_score(8.9), Severity::High);
+        assert_eq!(Severity::from_score(4.0), Severity::Medium);
+        assert_eq!(Severity::from_score(3.9), Severity::Low);
+        assert_eq!(Severity::from_score(0.0), Severity::Info);
     }
 
     #[test]
@@ -2108,7 +2074,7 @@ mod tests {
             assert!(year.len() == 4 && number.len() >= 4, "{}", cve.id);
             assert!(year.chars().chain(number.chars()).all(|c| c.is_ascii_digit()), "{}", cve.id);
             let score = cvss31_base_score(cve.vector).unwrap_or_else(|error| panic!("{}: {error}", cve.id));
-            catalogue_severities.insert(Severity::from_cvss(score));
+            catalogue_severities.insert(Severity::from_score(score));
             assert!((0.0..=1.0).contains(&cve.epss), "{}", cve.id);
             assert!(!cve.title.is_empty() && !cve.description.is_empty() && !cve.fixes.is_empty(), "{}", cve.id);
             // The same CVE listed for several products agrees on its facts.
@@ -2679,7 +2645,7 @@ mod tests {
                 let cvss = &finding["cvss"];
                 let score = cvss["base_score"].as_f64().expect("a numeric base score");
                 assert_eq!(cvss31_base_score(text(cvss, "vector")), Ok(score), "{finding}");
-                assert_eq!(Severity::from_cvss(score).as_str(), severity, "{finding}");
+                assert_eq!(Severity::from_score(score).as_str(), severity, "{finding}");
                 let catalogued = CVES.iter().find(|cve| cve.id == text(finding, "cve_id")).expect("a catalogued CVE");
                 assert_eq!(finding["kev"], json!(catalogued.kev));
                 if !finding["epss"].is_null() {
