@@ -11,6 +11,7 @@ pub mod demo;
 pub mod http;
 pub mod ingest;
 pub mod metrics;
+pub mod migrate;
 #[cfg(feature = "native-baseline")]
 pub mod native;
 mod parallel;

@@ -83,6 +83,17 @@ enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Copy a sled deployment (organizations, keys, records, indexes,
+    /// secrets) into an empty PostgreSQL database (server stopped); API
+    /// keys, cursors and the admin token keep working.
+    Migrate {
+        /// The sled deployment's data directory.
+        #[arg(long, env = "ESR_DATA_DIR")]
+        from: PathBuf,
+        /// The PostgreSQL database (`postgres://…`), empty.
+        #[arg(long, env = "ESR_DATABASE_URL")]
+        to: String,
+    },
     /// Check that every index agrees with the records (server stopped).
     Check {
         #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
@@ -627,6 +638,12 @@ fn main() -> ExitCode {
             _ => Err(anyhow::anyhow!("give --collection and a file, or --report")),
         },
         Command::Check { data_dir, database } => check(&data_dir, &database),
+        Command::Migrate { from, to } => esr::migrate::migrate(&from, &to).map(|copied| {
+            println!(
+                "copied {} organizations, {} API keys, {} records and {} secrets; every index agrees with the records",
+                copied.organizations, copied.api_keys, copied.records, copied.secrets
+            );
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -424,6 +424,9 @@ fn organizations_and_api_keys(backend: &dyn Backend) {
     assert_eq!(again.revoked_at.as_deref(), Some("2026-02-01T00:00:00Z"));
     assert_eq!(store.revoke_api_key(Uuid::now_v7(), "2026-03-01T00:00:00Z").unwrap(), None);
     assert_eq!(store.api_key(&hashes[0]).unwrap(), Some(keys[0].clone()), "others unaffected");
+    // Every key with its hash, oldest first (what a copy of the store needs).
+    let with_hashes = vec![(hashes[0], keys[0].clone()), (hashes[1], keys[1].clone()), (hashes[2], revoked)];
+    assert_eq!(store.api_keys_with_hashes().unwrap(), with_hashes);
 }
 
 fn secrets_and_markers_survive_a_reopen(backend: &dyn Backend) {
@@ -439,6 +442,9 @@ fn secrets_and_markers_survive_a_reopen(backend: &dyn Backend) {
         assert_eq!(store.marker("demo").unwrap(), None);
         store.set_marker("demo", "in-progress").unwrap();
         store.set_marker("demo", "complete").unwrap();
+        // Secrets set as given (a copied deployment's), of any length.
+        store.set_secret("copied", &[7; 32]).unwrap();
+        store.set_secret("text", b"esradm_copied").unwrap();
         store.insert_records(organization, FINDINGS, std::slice::from_ref(&record)).unwrap();
         store.insert_organization(&self::organization("acme")).unwrap();
         store.flush().unwrap();
@@ -448,6 +454,17 @@ fn secrets_and_markers_survive_a_reopen(backend: &dyn Backend) {
     assert_eq!(store.secret("cursor").unwrap(), cursor);
     assert_eq!(store.secret("other").unwrap(), other);
     assert_eq!(store.marker("demo").unwrap().as_deref(), Some("complete"));
+    assert_eq!(store.markers().unwrap(), [("demo".to_owned(), "complete".to_owned())]);
+    assert_eq!(store.secret("copied").unwrap(), [7; 32]);
+    let mut secrets = store.secrets().unwrap();
+    secrets.sort();
+    let expected = [
+        ("copied", vec![7; 32]),
+        ("cursor", cursor.to_vec()),
+        ("other", other.to_vec()),
+        ("text", b"esradm_copied".to_vec()),
+    ];
+    assert_eq!(secrets, expected.map(|(name, value)| (name.to_owned(), value)));
     assert_eq!(store.organizations().unwrap().len(), 1);
     let bytes = reader(&*store, organization).get(FINDINGS, id_of(&record)).unwrap().expect("kept");
     assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), record);

@@ -41,11 +41,15 @@ pub struct AdminState {
     pub metrics: Arc<crate::metrics::Metrics>,
 }
 
+/// The secret holding, as text, an admin token a shared store took over
+/// from a sled deployment (`esr migrate`), which keeps working.
+pub const ADMIN_TOKEN_TEXT_SECRET: &str = "admin-token-text";
+
 /// The admin token: `ESR_ADMIN_TOKEN` when set; else, with a `shared`
-/// store (a database that several hosts serve), the one kept in it (created
-/// by the first host) and copied to `<data-dir>/admin-token` for the
-/// command line on this machine; else the one in `<data-dir>/admin-token`,
-/// created (owner-only) on first start.
+/// store (a database that several hosts serve), the one kept in it (copied
+/// from a sled deployment, or created by the first host) and copied to
+/// `<data-dir>/admin-token` for the command line on this machine; else the
+/// one in `<data-dir>/admin-token`, created (owner-only) on first start.
 pub fn admin_token(data_dir: &Path, shared: Option<&dyn Store>) -> anyhow::Result<String> {
     if let Ok(token) = std::env::var("ESR_ADMIN_TOKEN") {
         anyhow::ensure!(token.len() >= 16, "ESR_ADMIN_TOKEN must be at least 16 characters");
@@ -53,7 +57,11 @@ pub fn admin_token(data_dir: &Path, shared: Option<&dyn Store>) -> anyhow::Resul
     }
     let path = data_dir.join(ADMIN_TOKEN_FILE);
     if let Some(store) = shared {
-        let token = format!("esradm_{}", crate::plugins::hex(&store.secret("admin-token")?));
+        let copied = store.secrets()?.into_iter().find(|(name, _)| name == ADMIN_TOKEN_TEXT_SECRET);
+        let token = match copied {
+            Some((_, text)) => String::from_utf8(text).context("the stored admin token is not text")?,
+            None => format!("esradm_{}", crate::plugins::hex(&store.secret("admin-token")?)),
+        };
         if std::fs::read_to_string(&path).ok().as_deref() != Some(token.as_str()) {
             std::fs::create_dir_all(data_dir)?;
             crate::seed::write_private(&path, token.as_bytes())?;

@@ -53,6 +53,8 @@ pub enum StoreError {
     /// A store call a component made with an argument it cannot mean.
     #[error("malformed store call: {0}")]
     MalformedCall(String),
+    #[error("{0} holds no esr data (no sled store in it): give the data directory of a deployment")]
+    NotADeployment(String),
     /// A database URL no backend of this build serves.
     #[error("{0}")]
     Unsupported(String),
@@ -257,6 +259,10 @@ pub trait Store: Send + Sync {
     /// Every key record (of one organization when given), oldest first.
     fn api_keys(&self, organization: Option<Uuid>) -> Result<Vec<ApiKeyRecord>, StoreError>;
 
+    /// Every key record with the SHA-256 it is stored under, oldest first
+    /// (copying a deployment: the keys themselves are never stored).
+    fn api_keys_with_hashes(&self) -> Result<Vec<([u8; 32], ApiKeyRecord)>, StoreError>;
+
     /// Marks the key with this id revoked at `revoked_at`, durably; `None`
     /// when there is no such key. A revoked key keeps its first revocation
     /// time.
@@ -267,11 +273,23 @@ pub trait Store: Send + Sync {
     /// caller and every host sharing the store.
     fn secret(&self, name: &str) -> Result<[u8; 32], StoreError>;
 
+    /// Every secret of this installation by name, as stored (copying a
+    /// deployment to another store: `esr migrate`).
+    fn secrets(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
+
+    /// Stores a secret under `name` as given, replacing any there, durably
+    /// (copying a deployment). [`Store::secret`] reads only 32-byte ones.
+    fn set_secret(&self, name: &str, value: &[u8]) -> Result<(), StoreError>;
+
     /// A small named marker (e.g. how far demo seeding got), or `None`.
     fn marker(&self, name: &str) -> Result<Option<String>, StoreError>;
 
     /// Sets a marker, durably.
     fn set_marker(&self, name: &str, value: &str) -> Result<(), StoreError>;
+
+    /// Every marker set through [`Store::set_marker`], by name (the
+    /// backend's own bookkeeping aside).
+    fn markers(&self) -> Result<Vec<(String, String)>, StoreError>;
 
     /// Removes every organization, key, record, index entry and count;
     /// secrets stay. Used to restart an interrupted demo load.
@@ -305,6 +323,13 @@ impl dyn Store + '_ {
     pub fn get(&self, organization: Uuid, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
         self.reader(organization)?.get(collection, id)
     }
+}
+
+/// Opens the sled store of an existing deployment in `data_dir`, creating
+/// nothing: a directory that holds no sled store is
+/// [`StoreError::NotADeployment`].
+pub fn open_existing_sled(data_dir: &Path) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(Arc::new(sled::SledStore::open_existing(data_dir)?))
 }
 
 /// Opens the store: sled in `data_dir` unless `database_url` names another

@@ -66,6 +66,8 @@ impl Drop for TestDatabase {
 pub struct Twins {
     pub sled: super::Server,
     pub postgres: super::Server,
+    /// What `esr migrate` printed, for twins made by it.
+    pub migration: Option<std::process::Output>,
     _loaded: super::Server,
     _database: TestDatabase,
     _postgres_dir: tempfile::TempDir,
@@ -123,7 +125,50 @@ impl Twins {
         let sled = super::Server::start_on_with(plugins, loaded.data_dir(), &[public_url]);
         let postgres =
             super::Server::start_on_with(plugins, postgres_dir.path(), &["--database", &database.url, public_url]);
-        Twins { sled, postgres, _loaded: loaded, _database: database, _postgres_dir: postgres_dir }
+        Twins { sled, postgres, migration: None, _loaded: loaded, _database: database, _postgres_dir: postgres_dir }
+    }
+
+    /// The same data served twice by way of `esr migrate`: a sled server
+    /// with the demo data set, on which `prepare` runs first, is stopped;
+    /// its directory is migrated into a new database, `esr check` passes
+    /// on it, and a PostgreSQL server serves it with the sled deployment's
+    /// demo keys beside the sled server.
+    pub fn migrated(plugins: &std::path::Path, prepare: impl FnOnce(&super::Server)) -> Twins {
+        let mut loaded = super::Server::start(plugins);
+        prepare(&loaded);
+        loaded.stop();
+        let database = TestDatabase::new();
+        let postgres_dir = super::private_tempdir();
+        let migration = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
+            .args(["migrate", "--to", &database.url, "--from"])
+            .arg(loaded.data_dir())
+            .output()
+            .unwrap();
+        assert!(migration.status.success(), "esr migrate: {}", String::from_utf8_lossy(&migration.stderr));
+        let check = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
+            .args(["check", "--database", &database.url, "--data-dir"])
+            .arg(postgres_dir.path())
+            .output()
+            .unwrap();
+        assert!(check.status.success(), "esr check: {}", String::from_utf8_lossy(&check.stderr));
+        assert!(String::from_utf8_lossy(&check.stdout).contains("every index agrees"));
+        std::fs::copy(
+            loaded.data_dir().join(esr::seed::DEMO_KEYS_FILE),
+            postgres_dir.path().join(esr::seed::DEMO_KEYS_FILE),
+        )
+        .unwrap();
+        let public_url = "--public-url=http://esr.test";
+        let sled = super::Server::start_on_with(plugins, loaded.data_dir(), &[public_url]);
+        let postgres =
+            super::Server::start_on_with(plugins, postgres_dir.path(), &["--database", &database.url, public_url]);
+        Twins {
+            sled,
+            postgres,
+            migration: Some(migration),
+            _loaded: loaded,
+            _database: database,
+            _postgres_dir: postgres_dir,
+        }
     }
 
     /// `GET path` as the organization with this index on both servers
@@ -173,4 +218,117 @@ impl Twins {
         let (status, body, _) = self.same(organization, path, path);
         (status, body)
     }
+}
+
+/// Asks both twins every case of the public API (items, errors, pages,
+/// sorts, totals, cursor walks, filters, the agent configuration, the
+/// OpenAPI document, health) and asserts they answer alike (see
+/// [`Twins::same`]); returns how many requests were compared.
+pub fn assert_answers_alike(twins: &Twins) -> usize {
+    const COLLECTIONS: [&str; 4] = ["endpoints", "remediation-targets", "scopes", "vulnerability-findings"];
+    let mut cases = 0;
+    for organization in 0..2 {
+        for collection in COLLECTIONS {
+            let records = twins.sled.all(organization, collection);
+            assert!(!records.is_empty(), "{collection}");
+            // Items, with their ETags.
+            for record in records.iter().take(60) {
+                let path = format!("/v1/{collection}/{}", record["id"].as_str().unwrap());
+                assert_eq!(twins.same_at(organization, &path).0, 200);
+                cases += 1;
+            }
+            // Errors: another organization's record, no such record, a bad id.
+            let other = twins.sled.all(1 - organization, collection);
+            for path in [
+                format!("/v1/{collection}/{}", other[0]["id"].as_str().unwrap()),
+                format!("/v1/{collection}/01900000-0000-7000-8000-000000000000"),
+                format!("/v1/{collection}/not-a-uuid"),
+                format!("/v1/{collection}?limit=0"),
+                format!("/v1/{collection}?sort=nonsense"),
+                format!("/v1/{collection}?cursor=forged"),
+                format!("/v1/{collection}?unknownParameter=1"),
+            ] {
+                assert_ne!(twins.same_at(organization, &path).0, 200, "{path}");
+                cases += 1;
+            }
+            // Pages, sorts and totals.
+            for query in [
+                "",
+                "limit=1",
+                "limit=5&offset=3",
+                "limit=100&offset=100000",
+                "sort=-created_at",
+                "sort=updated_at&limit=7",
+            ] {
+                assert_eq!(twins.same_at(organization, &format!("/v1/{collection}?{query}")).0, 200);
+                cases += 1;
+            }
+            // A cursor walk, each server on its own cursors.
+            let base = format!("/v1/{collection}?limit=9&sort=-updated_at");
+            let (mut sled_path, mut postgres_path) = (base.clone(), base.clone());
+            loop {
+                let (status, sled_body, postgres_body) = twins.same(organization, &sled_path, &postgres_path);
+                assert_eq!(status, 200);
+                cases += 1;
+                let (sled_page, postgres_page): (serde_json::Value, serde_json::Value) = (
+                    serde_json::from_str::<serde_json::Value>(&sled_body).unwrap(),
+                    serde_json::from_str(&postgres_body).unwrap(),
+                );
+                match (sled_page["next_cursor"].as_str(), postgres_page["next_cursor"].as_str()) {
+                    (Some(a), Some(b)) => {
+                        sled_path = format!("{base}&cursor={a}");
+                        postgres_path = format!("{base}&cursor={b}");
+                    }
+                    _ => break,
+                }
+            }
+        }
+    }
+    // Filters whose totals come from counts, pairs, hours or intersections.
+    for query in [
+        "status=open",
+        "status=open&severity=critical",
+        "status=open,resolved&severity=high,critical&kev=true",
+        "severity=critical&findingType=vulnerability",
+        "updatedAfter=2020-01-01T00:00:00Z",
+        "status=open&updatedAfter=2020-01-01T00:00:00Z",
+        "minCvss=7.5&sort=-cvss",
+        "minCvss=5&status=open&sort=severity",
+        "firstSeenAfter=2025-01-01T00:00:00Z&sort=first_seen_at",
+        "sort=-last_seen_at&limit=50",
+    ] {
+        assert_eq!(twins.same_at(0, &format!("/v1/vulnerability-findings?{query}")).0, 200, "{query}");
+        cases += 1;
+    }
+    for query in ["osFamily=linux", "osFamily=linux&hasAgent=true", "hostname=W", "sort=hostname", "tag=production"] {
+        assert_eq!(twins.same_at(0, &format!("/v1/endpoints?{query}")).0, 200, "{query}");
+        cases += 1;
+    }
+    for query in [
+        "status=actionable&targetType=software",
+        "status=identified,queued&packageManager=apt",
+        "dueBefore=2030-01-01T00:00:00Z&sort=due_at",
+    ] {
+        assert_eq!(twins.same_at(0, &format!("/v1/remediation-targets?{query}")).0, 200, "{query}");
+        cases += 1;
+    }
+    // The agent configuration, the OpenAPI document, health.
+    for path in ["/v1/agent/config?platform=linux", "/v1/agent/config?platform=windows", "/v1/openapi.json"] {
+        for organization in 0..2 {
+            assert_eq!(twins.same_at(organization, path).0, 200, "{path}");
+            cases += 1;
+        }
+    }
+    // Health, but for when each server loaded its components.
+    let health = |server: &super::Server| -> serde_json::Value {
+        let mut health: serde_json::Value = server.client.get(server.url("/v1/health")).send().unwrap().json().unwrap();
+        for checks in health["checks"].as_object_mut().unwrap().values_mut() {
+            for check in checks.as_array_mut().unwrap() {
+                check.as_object_mut().unwrap().remove("loaded_at");
+            }
+        }
+        health
+    };
+    assert_eq!(health(&twins.sled), health(&twins.postgres));
+    cases
 }

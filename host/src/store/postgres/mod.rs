@@ -180,6 +180,42 @@ impl Store for PgStore {
         Ok(())
     }
 
+    /// Every marker by name.
+    fn markers(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let rows = self
+            .connection()?
+            .query("SELECT name, value FROM settings WHERE name LIKE 'marker/%' ORDER BY name", &[])?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let name: &str = row.get(0);
+                (name["marker/".len()..].to_owned(), String::from_utf8_lossy(row.get::<_, &[u8]>(1)).into_owned())
+            })
+            .collect())
+    }
+
+    /// Every stored secret by name.
+    fn secrets(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let rows = self
+            .connection()?
+            .query("SELECT name, value FROM settings WHERE name LIKE 'secret/%' ORDER BY name", &[])?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let name: &str = row.get(0);
+                (name["secret/".len()..].to_owned(), row.get::<_, Vec<u8>>(1))
+            })
+            .collect())
+    }
+
+    fn set_secret(&self, name: &str, value: &[u8]) -> Result<(), StoreError> {
+        self.connection()?.execute(
+            "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            &[&format!("secret/{name}"), &value],
+        )?;
+        Ok(())
+    }
+
     /// Removes every organization, key and record (secrets stay).
     fn clear_data(&self) -> Result<(), StoreError> {
         self.connection()?.client.batch_execute("TRUNCATE organizations, api_keys, records, index_entries, counts")?;
@@ -285,6 +321,22 @@ impl Store for PgStore {
             &[&organization],
         )?;
         Ok(rows.iter().map(api_key_of).collect())
+    }
+
+    fn api_keys_with_hashes(&self) -> Result<Vec<([u8; 32], ApiKeyRecord)>, StoreError> {
+        let rows = self.connection()?.query(
+            "SELECT id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at, key_hash FROM api_keys \
+             ORDER BY id",
+            &[],
+        )?;
+        rows.iter()
+            .map(|row| {
+                let hash = <[u8; 32]>::try_from(row.get::<_, &[u8]>(8)).map_err(|_| {
+                    StoreError::Corrupt("an API key is stored under a hash that is not 32 bytes".into())
+                })?;
+                Ok((hash, api_key_of(row)))
+            })
+            .collect()
     }
 
     /// Marks the key with this id revoked; `None` when there is no such

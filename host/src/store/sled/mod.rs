@@ -126,6 +126,15 @@ impl SledStore {
         database.rebuild_indexes_if_stale()?;
         Ok(database)
     }
+
+    /// Opens the store of an existing deployment: refuses a directory
+    /// without sled's files in it instead of creating a store there.
+    pub fn open_existing(dir: &Path) -> Result<SledStore, StoreError> {
+        if !dir.join("conf").is_file() || !dir.join("db").is_file() {
+            return Err(StoreError::NotADeployment(dir.display().to_string()));
+        }
+        SledStore::open(dir)
+    }
 }
 
 impl Trees {
@@ -305,6 +314,51 @@ impl Trees {
         }
         let stored = self.meta.get(&key)?.ok_or_else(|| StoreError::Corrupt(format!("{key} vanished")))?;
         <[u8; 32]>::try_from(stored.as_ref()).map_err(|_| StoreError::Corrupt(format!("{key} is not 32 bytes")))
+    }
+
+    /// Every stored secret by name.
+    fn secrets(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.meta
+            .scan_prefix("secret/")
+            .map(|entry| {
+                let (key, value) = entry?;
+                let name = String::from_utf8_lossy(&key["secret/".len()..]).into_owned();
+                Ok((name, value.to_vec()))
+            })
+            .collect()
+    }
+
+    fn set_secret(&self, name: &str, value: &[u8]) -> Result<(), StoreError> {
+        self.meta.insert(format!("secret/{name}"), value)?;
+        self.flush()
+    }
+
+    /// Every marker by name but the index-table marker, which describes
+    /// this directory's index layout, not the deployment.
+    fn markers(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let mut markers = Vec::new();
+        for entry in self.meta.scan_prefix("marker/") {
+            let (key, value) = entry?;
+            let name = String::from_utf8_lossy(&key["marker/".len()..]).into_owned();
+            if name != INDEXES_MARKER {
+                markers.push((name, String::from_utf8_lossy(&value).into_owned()));
+            }
+        }
+        Ok(markers)
+    }
+
+    fn api_keys_with_hashes(&self) -> Result<Vec<([u8; 32], ApiKeyRecord)>, StoreError> {
+        let mut keys = Vec::new();
+        for entry in self.api_keys.iter() {
+            let (hash, bytes) = entry?;
+            let hash = <[u8; 32]>::try_from(hash.as_ref())
+                .map_err(|_| StoreError::Corrupt("an API key is stored under a hash that is not 32 bytes".into()))?;
+            let record: ApiKeyRecord =
+                serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            keys.push((hash, record));
+        }
+        keys.sort_by_key(|(_, key)| key.id);
+        Ok(keys)
     }
 
     fn insert_organization(&self, organization: &Organization) -> Result<(), StoreError> {
@@ -1015,12 +1069,28 @@ impl Store for SledStore {
         self.0.secret(name)
     }
 
+    fn secrets(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.0.secrets()
+    }
+
+    fn set_secret(&self, name: &str, value: &[u8]) -> Result<(), StoreError> {
+        self.0.set_secret(name, value)
+    }
+
     fn marker(&self, name: &str) -> Result<Option<String>, StoreError> {
         self.0.marker(name)
     }
 
     fn set_marker(&self, name: &str, value: &str) -> Result<(), StoreError> {
         self.0.set_marker(name, value)
+    }
+
+    fn markers(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.0.markers()
+    }
+
+    fn api_keys_with_hashes(&self) -> Result<Vec<([u8; 32], ApiKeyRecord)>, StoreError> {
+        self.0.api_keys_with_hashes()
     }
 
     fn clear_data(&self) -> Result<(), StoreError> {
