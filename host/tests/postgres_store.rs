@@ -271,6 +271,24 @@ fn postgres_answers_every_store_question_as_sled_does() {
         pg.verify_indexes().unwrap(),
         [format!("endpoints: {lost} index entries missing, 0 pointing at nothing")]
     );
+
+    // So are entries of no record, and counts that drifted.
+    database
+        .client()
+        .batch_execute(&format!(
+            "INSERT INTO index_entries VALUES ('{acme}', 'scopes', 'status', 'active', 0, '{}');
+             INSERT INTO counts VALUES ('{acme}', 'scopes', 'status', 'drifted', 1)",
+            Uuid::now_v7()
+        ))
+        .unwrap();
+    assert_eq!(
+        pg.verify_indexes().unwrap(),
+        [
+            format!("endpoints: {lost} index entries missing, 0 pointing at nothing"),
+            "scopes: 0 index entries missing, 1 pointing at nothing".to_owned(),
+            "scopes: index counts disagree with the records".to_owned(),
+        ]
+    );
 }
 
 #[test]

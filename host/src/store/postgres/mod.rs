@@ -391,59 +391,30 @@ impl Store for PgStore {
     /// returns what does not (empty when all is well). Reads everything.
     fn verify_indexes(&self) -> Result<Vec<String>, StoreError> {
         let mut connection = self.connection()?;
+        let mut transaction = connection.client.transaction()?;
+        // The entries the records imply are written here and compared in SQL,
+        // so checking a million records holds one chunk of them in memory.
+        transaction.batch_execute(
+            "CREATE TEMP TABLE expected_entries (index_name text COLLATE \"C\", value bytea, position bigint, id uuid) \
+             ON COMMIT DROP",
+        )?;
         let mut problems = Vec::new();
         for collection in COLLECTIONS {
-            let organizations: Vec<Uuid> = connection
-                .query("SELECT DISTINCT org_id FROM records WHERE collection = $1 ORDER BY org_id", &[&collection])?
-                .iter()
-                .map(|row| row.get(0))
-                .collect();
-            let (mut missing, mut extra, mut counts_differ) = (0, 0, false);
-            let stored_organizations: BTreeSet<Uuid> = connection
+            let organizations: BTreeSet<Uuid> = transaction
                 .query(
-                    "SELECT org_id FROM index_entries WHERE collection = $1 UNION SELECT org_id FROM counts WHERE collection = $1",
+                    "SELECT org_id FROM records WHERE collection = $1 UNION SELECT org_id FROM index_entries \
+                     WHERE collection = $1 UNION SELECT org_id FROM counts WHERE collection = $1",
                     &[&collection],
                 )?
                 .iter()
                 .map(|row| row.get(0))
                 .collect();
-            for organization in stored_organizations.iter().chain(&organizations).collect::<BTreeSet<_>>() {
-                let mut entries = BTreeSet::new();
-                let mut counts: BTreeMap<(String, Vec<u8>), i64> = BTreeMap::new();
-                for row in connection.query(
-                    "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2",
-                    &[organization, &collection],
-                )? {
-                    let (id, body): (Uuid, &[u8]) = (row.get(0), row.get(1));
-                    let record: Value =
-                        serde_json::from_slice(body).map_err(|error| StoreError::Corrupt(error.to_string()))?;
-                    let found = record_entries(collection, id, &record)?;
-                    for (index, value, position) in found.entries {
-                        entries.insert((index.to_owned(), value.into_bytes(), position, id));
-                    }
-                    for (name, value) in found.tallies {
-                        *counts.entry((name, value.into_bytes())).or_default() += 1;
-                    }
-                }
-                let stored: BTreeSet<(String, Vec<u8>, i64, Uuid)> = connection
-                    .query(
-                        "SELECT index_name, value, position, id FROM index_entries WHERE org_id = $1 AND collection = $2",
-                        &[organization, &collection],
-                    )?
-                    .iter()
-                    .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
-                    .collect();
-                missing += entries.difference(&stored).count();
-                extra += stored.difference(&entries).count();
-                let stored_counts: BTreeMap<(String, Vec<u8>), i64> = connection
-                    .query(
-                        "SELECT name, value, n FROM counts WHERE org_id = $1 AND collection = $2",
-                        &[organization, &collection],
-                    )?
-                    .iter()
-                    .map(|row| ((row.get(0), row.get(1)), row.get(2)))
-                    .collect();
-                counts_differ |= stored_counts != counts;
+            let (mut missing, mut extra, mut counts_differ) = (0, 0, false);
+            for organization in organizations {
+                let found = verify_organization_indexes(&mut transaction, organization, collection)?;
+                missing += found.missing;
+                extra += found.extra;
+                counts_differ |= found.counts_differ;
             }
             if missing + extra > 0 {
                 problems.push(format!("{collection}: {missing} index entries missing, {extra} pointing at nothing"));
@@ -452,8 +423,73 @@ impl Store for PgStore {
                 problems.push(format!("{collection}: index counts disagree with the records"));
             }
         }
+        transaction.rollback()?;
         Ok(problems)
     }
+}
+
+/// What one organization's collection holds against what its records imply.
+struct IndexDisagreement {
+    missing: i64,
+    extra: i64,
+    counts_differ: bool,
+}
+
+/// How many records [`verify_organization_indexes`] reads at a time.
+const VERIFY_CHUNK: i32 = 1_000;
+
+fn verify_organization_indexes(
+    transaction: &mut postgres::Transaction<'_>,
+    organization: Uuid,
+    collection: &str,
+) -> Result<IndexDisagreement, StoreError> {
+    transaction.batch_execute("TRUNCATE expected_entries")?;
+    let mut counts: BTreeMap<(String, Vec<u8>), i64> = BTreeMap::new();
+    let records = transaction
+        .bind("SELECT id, body FROM records WHERE org_id = $1 AND collection = $2", &[&organization, &collection])?;
+    loop {
+        let rows = transaction.query_portal(&records, VERIFY_CHUNK)?;
+        if rows.is_empty() {
+            break;
+        }
+        let sink = transaction.copy_in("COPY expected_entries (index_name, value, position, id) FROM STDIN BINARY")?;
+        let mut writer = BinaryCopyInWriter::new(sink, &[Type::TEXT, Type::BYTEA, Type::INT8, Type::UUID]);
+        for row in &rows {
+            let (id, body): (Uuid, &[u8]) = (row.get(0), row.get(1));
+            let record: Value = serde_json::from_slice(body).map_err(|error| StoreError::Corrupt(error.to_string()))?;
+            let found = record_entries(collection, id, &record)?;
+            for (index, value, position) in found.entries {
+                writer.write(&[&index, &value.as_bytes(), &position, &id])?;
+            }
+            for (name, value) in found.tallies {
+                *counts.entry((name, value.into_bytes())).or_default() += 1;
+            }
+        }
+        writer.finish()?;
+    }
+    let stored = "SELECT index_name, value, position, id FROM index_entries WHERE org_id = $1 AND collection = $2";
+    let expected = "SELECT index_name, value, position, id FROM expected_entries";
+    let missing: i64 = transaction
+        .query_one(
+            &format!("SELECT count(*) FROM ({expected} EXCEPT {stored}) AS missing"),
+            &[&organization, &collection],
+        )?
+        .get(0);
+    let extra: i64 = transaction
+        .query_one(
+            &format!("SELECT count(*) FROM ({stored} EXCEPT {expected}) AS extra"),
+            &[&organization, &collection],
+        )?
+        .get(0);
+    let stored_counts: BTreeMap<(String, Vec<u8>), i64> = transaction
+        .query(
+            "SELECT name, value, n FROM counts WHERE org_id = $1 AND collection = $2",
+            &[&organization, &collection],
+        )?
+        .iter()
+        .map(|row| ((row.get(0), row.get(1)), row.get(2)))
+        .collect();
+    Ok(IndexDisagreement { missing, extra, counts_differ: stored_counts != counts })
 }
 
 /// Reads of one organization for one request (see [`PgStore::reader`]).
