@@ -281,6 +281,16 @@ pub trait Store: Send + Sync {
     /// database server) and fails when it cannot.
     fn probe(&self) -> Result<(), StoreError>;
 
+    /// How many blocking calls may use the store at once without waiting
+    /// inside it (a connection pool's size); `None` when callers are not
+    /// bounded. A call holds at most one connection at a time, so the
+    /// server takes one of this many permits, in async code, before it
+    /// starts a blocking call: an exhausted pool then makes requests wait
+    /// as tasks, not as parked blocking threads.
+    fn concurrent_calls(&self) -> Option<usize> {
+        None
+    }
+
     /// The store's size in bytes (on disk, or the database's).
     fn size_on_disk(&self) -> Result<u64, StoreError>;
 
