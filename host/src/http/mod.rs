@@ -128,9 +128,9 @@ struct ServedOrganization(Uuid);
 
 /// Who is calling, as [`rate_limit`] authenticated the request once for
 /// the handlers after it, with the organization of a valid key as stored
-/// (`None`: it no longer exists). Both are read on a blocking thread, in
-/// one task, on every request (no cache): a revoked key fails its next
-/// request.
+/// (`None`: it no longer exists). Both are read together (see
+/// [`identify`]) on every request (no cache): a revoked key fails its
+/// next request.
 #[derive(Debug, Clone)]
 pub struct Caller {
     principal: Result<Principal, AuthFailure>,
@@ -141,7 +141,8 @@ pub struct Caller {
 
 /// Authenticates an `Authorization` header and reads the key's
 /// organization, on a blocking thread with a store permit (store calls
-/// block); a missing or malformed key is refused without the store.
+/// block) unless the store's short reads are local (sled); a missing or
+/// malformed key is refused without the store.
 async fn identify(state: &AppState, authorization: Option<Option<&str>>) -> Result<Caller, ApiError> {
     let deadline = tokio::time::Instant::now() + state.request_deadline;
     let key = match authorization {
@@ -156,7 +157,7 @@ async fn identify(state: &AppState, authorization: Option<Option<&str>>) -> Resu
     let db = state.db.clone();
     let identified = state
         .store_calls
-        .run(deadline, move || -> Result<Caller, StoreError> {
+        .run_short(deadline, move || -> Result<Caller, StoreError> {
             let principal = auth::principal_of_key(db.as_ref(), &key)?;
             let organization = match &principal {
                 Ok(principal) => db.organization(principal.organization_id)?.map(Arc::new),
@@ -823,7 +824,7 @@ async fn health(State(state): State<AppState>, method: Method) -> Result<Respons
     allow_read_only(&method)?;
     let db = state.db.clone();
     let deadline = tokio::time::Instant::now() + state.request_deadline;
-    let probe = state.store_calls.run(deadline, move || db.probe()).await?;
+    let probe = state.store_calls.run_short(deadline, move || db.probe()).await?;
     let storage = match probe {
         Ok(()) => json!([{"status": "pass", "component_type": "datastore"}]),
         Err(error) => {

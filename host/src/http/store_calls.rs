@@ -25,13 +25,19 @@ pub struct StoreCalls {
     permits: Option<Arc<Semaphore>>,
     /// How many permits there are.
     capacity: usize,
+    /// Whether short reads run in place ([`Store::short_reads_are_local`]).
+    short_reads_in_place: bool,
 }
 
 impl StoreCalls {
     /// As many permits as `store` serves calls at once.
     pub fn for_store(store: &dyn Store) -> StoreCalls {
         let capacity = store.concurrent_calls().map_or(0, |calls| calls.max(1));
-        StoreCalls { permits: (capacity > 0).then(|| Arc::new(Semaphore::new(capacity))), capacity }
+        StoreCalls {
+            permits: (capacity > 0).then(|| Arc::new(Semaphore::new(capacity))),
+            capacity,
+            short_reads_in_place: store.short_reads_are_local(),
+        }
     }
 
     /// A permit, waited for until `until` at most.
@@ -45,6 +51,21 @@ impl StoreCalls {
                 self.capacity
             ))),
         }
+    }
+
+    /// Runs a short read (an API key, an organization, the probe): in
+    /// place when the store says such reads are local, else as [`run`].
+    ///
+    /// [`run`]: StoreCalls::run
+    pub async fn run_short<T: Send + 'static>(
+        &self,
+        until: Instant,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        if self.short_reads_in_place {
+            return Ok(work());
+        }
+        self.run(until, work).await
     }
 
     /// Runs `work` on a blocking thread once a permit is held (waiting

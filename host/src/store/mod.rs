@@ -291,6 +291,15 @@ pub trait Store: Send + Sync {
         None
     }
 
+    /// Whether the short reads of every request (an API key, an
+    /// organization, the probe) are lookups in this process's memory or
+    /// the operating system's cache, quick enough to make on an async
+    /// runtime's thread (the hop to a blocking thread would cost more than
+    /// the read); `false` when they may wait on a network or a pool.
+    fn short_reads_are_local(&self) -> bool {
+        false
+    }
+
     /// The store's size in bytes (on disk, or the database's).
     fn size_on_disk(&self) -> Result<u64, StoreError>;
 
