@@ -106,9 +106,11 @@ test-plugins: wasm-target
 
 # Latencies on 10,000 endpoints / 1,000,000 findings (generated once into
 # target/bench/), throughput under wrk with the components and with the
-# native baseline, and import throughput; the report is printed and written
-# to target/bench/report.txt. wrk comes from Debian's packages.
-bench: host plugins wrk
+# native baseline, and import throughput; then the same on sled and on
+# PostgreSQL side by side (a durable cluster kept in target/bench/postgres);
+# the report is printed and written to target/bench/report.txt. wrk and
+# PostgreSQL come from Debian's packages.
+bench: host plugins wrk postgresql
 	target/debug/esr-bench --plugins-dir $(PLUGINS_DIR) --out target/bench
 
 wrk:

@@ -13,6 +13,7 @@ use crate::connections::{self, ConnectionSettings, serve_connections};
 use crate::http::admin::{self, AdminState};
 use crate::http::limits::{self, Quota, RateLimits};
 use crate::http::slots::CallSlots;
+use crate::http::store_calls::StoreCalls;
 use crate::http::{self, AppState, SharedState};
 use crate::metrics::Metrics;
 use crate::plugins::{Limits, PluginEngine, PluginRegistry, PluginSet};
@@ -147,6 +148,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", options.listen))?;
     let bound = listener.local_addr()?;
+    let store_calls = StoreCalls::for_store(db.as_ref());
     let state = AppState::new(SharedState {
         cursor_key: tokio::task::block_in_place(|| db.secret("cursor"))?,
         db: db.clone(),
@@ -157,6 +159,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             options.plugin_slots_per_organization.unwrap_or_else(CallSlots::default_per_organization),
             options.plugin_slot_wait,
         ),
+        store_calls: store_calls.clone(),
+        request_deadline: Duration::from_millis(options.plugin_deadline_ms),
         request_permits: Arc::new(Semaphore::new(options.max_concurrent_requests)),
         metrics: Arc::new(Metrics::with_rate_limit_policies(&limits::POLICIES)),
         component_health: std::sync::Mutex::default(),
@@ -169,6 +173,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let admin_state = AdminState {
         plugins: state.plugins.clone(),
         db: db.clone(),
+        store_calls,
         import_max_bytes: options.import_max_bytes,
         import_max_lines: options.import_max_lines,
         metrics: state.metrics.clone(),

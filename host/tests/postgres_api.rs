@@ -109,3 +109,42 @@ fn esr_seed_writes_an_organization_into_postgres() {
         .unwrap();
     assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
 }
+
+#[test]
+fn an_exhausted_pool_makes_requests_wait_their_deadline_then_answer_503() {
+    // Endpoint lists are served by a component that waits until its
+    // deadline, holding the pool's only connection all along.
+    let database = common::postgres::TestDatabase::new();
+    let sleeper = common::test_plugins_dir().join("sleeper.wasm");
+    let dir = common::plugins_dir_with(&["endpoints.wasm"], &[("sleeper.wasm", &sleeper)]);
+    let server = common::Server::start_with(
+        dir.path(),
+        &["--database", &database.url, "--database-pool-size", "1", "--plugin-deadline-ms", "1000"],
+    );
+    let answers: Vec<(u16, Option<String>, String, String)> = std::thread::scope(|scope| {
+        let requests: Vec<_> = (0..8)
+            .map(|_| {
+                scope.spawn(|| {
+                    let response = server.get("/v1/endpoints?wait=sleep");
+                    let header = |name: &str| response.headers().get(name).map(|v| v.to_str().unwrap().to_owned());
+                    let (retry_after, content_type) = (header("retry-after"), header("content-type").unwrap());
+                    (response.status().as_u16(), retry_after, content_type, response.text().unwrap())
+                })
+            })
+            .collect();
+        requests.into_iter().map(|request| request.join().unwrap()).collect()
+    });
+    // The call that holds the connection runs into its deadline; the others
+    // wait for the connection, as tasks, until theirs.
+    for (status, retry_after, content_type, body) in &answers {
+        assert_eq!(*status, 503, "{body}");
+        assert_eq!(content_type, "application/problem+json", "{body}");
+        assert!(retry_after.is_some(), "{body}");
+    }
+    let waited_out = answers.iter().filter(|answer| answer.3.contains("every database connection")).count();
+    assert!(waited_out >= 1, "no request waited out its deadline for the connection: {answers:?}");
+    // Every permit came back: the pool serves again.
+    let findings = server.get("/v1/vulnerability-findings?limit=1");
+    assert_eq!(findings.status(), 200);
+    assert_eq!(server.get("/v1/health").status(), 200);
+}

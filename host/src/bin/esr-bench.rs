@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use clap::Parser;
+use esr::pg_cluster::{Cluster, Durability};
 use rand::{Rng, SeedableRng};
 use reqwest::blocking::Client;
 use serde_json::Value;
@@ -59,6 +60,10 @@ struct Args {
     /// sorts on the endpoints and scopes, and the agent configuration.
     #[arg(long)]
     wide_lists_only: bool,
+    /// Only sled and PostgreSQL side by side (latencies, wrk, import into
+    /// PostgreSQL), on a cluster kept in `<out>/postgres`.
+    #[arg(long)]
+    backends_only: bool,
 }
 
 /// The server under test; stopped on drop.
@@ -189,12 +194,62 @@ fn settle_writes(data_dir: &Path) -> anyhow::Result<()> {
 /// Returns the report lines. Only time spent in requests counts: the
 /// generator runs between them, while the server is idle.
 fn bench_import(args: &Args) -> anyhow::Result<String> {
-    const FINDINGS_PER_ENDPOINT: usize = 100;
     let data_dir = args.out.join("import-data");
     if data_dir.exists() {
         std::fs::remove_dir_all(&data_dir)?;
     }
     let (server, admin) = start_server_with_admin(&data_dir, &args.plugins_dir)?;
+    let imported = import_generated(args, &data_dir, &admin)?;
+    drop(server);
+    // Gigabytes at a million findings, and made afresh by every run.
+    std::fs::remove_dir_all(&data_dir).with_context(|| format!("removing {}", data_dir.display()))?;
+    let Imported { organization, spec, endpoint_count, endpoint_time, finding_count, finding_time, wall } = imported;
+    let (ceiling_count, ceiling_time) = store_ceiling(args, organization, spec, finding_count)?;
+    let rate = |count: usize, time: Duration| count as f64 / time.as_secs_f64().max(1e-9);
+    Ok(format!(
+        "\nimport (validated, durable, through the admin listener; batches of {} lines):\n\
+         {:<44} {:>9.0} records/s  ({} in {:.1} s of requests)\n\
+         {:<44} {:>9.0} records/s  ({} in {:.1} s of requests)  target ≥ 50,000/s\n\
+         {:<44} {:>9.0} records/s  ({} in {:.1} s)\n\
+         import ÷ sled alone: {:.2}\n\
+         wall time with generation: {:.1} s\n",
+        args.import_batch,
+        "endpoints",
+        rate(endpoint_count, endpoint_time),
+        endpoint_count,
+        endpoint_time.as_secs_f64(),
+        "vulnerability findings",
+        rate(finding_count, finding_time),
+        finding_count,
+        finding_time.as_secs_f64(),
+        "sled alone: the same findings' bytes, no index",
+        rate(ceiling_count, ceiling_time),
+        ceiling_count,
+        ceiling_time.as_secs_f64(),
+        rate(finding_count, finding_time) / rate(ceiling_count, ceiling_time).max(1e-9),
+        wall.as_secs_f64(),
+    ))
+}
+
+/// What [`import_generated`] imported, and the time its requests took.
+struct Imported {
+    organization: uuid::Uuid,
+    spec: esr::demo::DemoSpec,
+    endpoint_count: usize,
+    endpoint_time: Duration,
+    finding_count: usize,
+    finding_time: Duration,
+    /// The whole import, generation included.
+    wall: Duration,
+}
+
+/// Creates an organization through the admin listener at `admin` (its
+/// token in `data_dir`) and imports generated endpoints and then
+/// `args.import_findings` findings into it, in batches of
+/// `args.import_batch` lines, each validated and durable before the next
+/// is sent.
+fn import_generated(args: &Args, data_dir: &Path, admin: &str) -> anyhow::Result<Imported> {
+    const FINDINGS_PER_ENDPOINT: usize = 100;
     let token = std::fs::read_to_string(data_dir.join("admin-token"))?;
     let client = Client::builder().timeout(Duration::from_secs(600)).build()?;
     let created: Value = client
@@ -258,35 +313,15 @@ fn bench_import(args: &Args) -> anyhow::Result<String> {
         }
     }
     eprintln!();
-    drop(server);
-    // Gigabytes at a million findings, and made afresh by every run.
-    std::fs::remove_dir_all(&data_dir).with_context(|| format!("removing {}", data_dir.display()))?;
-    let organization: uuid::Uuid = organization.parse()?;
-    let (ceiling_count, ceiling_time) = store_ceiling(args, organization, spec, finding_count)?;
-    let rate = |count: usize, time: Duration| count as f64 / time.as_secs_f64().max(1e-9);
-    Ok(format!(
-        "\nimport (validated, durable, through the admin listener; batches of {} lines):\n\
-         {:<44} {:>9.0} records/s  ({} in {:.1} s of requests)\n\
-         {:<44} {:>9.0} records/s  ({} in {:.1} s of requests)  target ≥ 50,000/s\n\
-         {:<44} {:>9.0} records/s  ({} in {:.1} s)\n\
-         import ÷ sled alone: {:.2}\n\
-         wall time with generation: {:.1} s\n",
-        args.import_batch,
-        "endpoints",
-        rate(endpoint_count, endpoint_time),
+    Ok(Imported {
+        organization: organization.parse()?,
+        spec,
         endpoint_count,
-        endpoint_time.as_secs_f64(),
-        "vulnerability findings",
-        rate(finding_count, finding_time),
+        endpoint_time,
         finding_count,
-        finding_time.as_secs_f64(),
-        "sled alone: the same findings' bytes, no index",
-        rate(ceiling_count, ceiling_time),
-        ceiling_count,
-        ceiling_time.as_secs_f64(),
-        rate(finding_count, finding_time) / rate(ceiling_count, ceiling_time).max(1e-9),
-        wall.elapsed().as_secs_f64(),
-    ))
+        finding_time,
+        wall: wall.elapsed(),
+    })
 }
 
 /// What sled alone takes to write the same findings: the generator's
@@ -306,6 +341,22 @@ fn store_ceiling(
         std::fs::remove_dir_all(&data_dir)?;
     }
     let bare = esr::store::sled::BareRecords::open(&data_dir, "vulnerability-findings")?;
+    let outcome = write_ceiling_batches(args, spec, findings, |batch| Ok(bare.write(organization, batch)?))?;
+    drop(bare);
+    std::fs::remove_dir_all(&data_dir).with_context(|| format!("removing {}", data_dir.display()))?;
+    Ok(outcome)
+}
+
+/// Hands `write` the bytes of the findings an import of `spec` sends (the
+/// generator's lines again, each with the two timestamps the service adds)
+/// in the import's batches; returns the records written and the time
+/// `write` took.
+fn write_ceiling_batches(
+    args: &Args,
+    spec: esr::demo::DemoSpec,
+    findings: usize,
+    mut write: impl FnMut(Vec<(uuid::Uuid, Vec<u8>)>) -> anyhow::Result<()>,
+) -> anyhow::Result<(usize, Duration)> {
     let mut generator = esr::demo::Generator::new(11, spec, esr::demo::DEMO_ANCHOR_UNIX, "bench");
     let (mut written, mut time) = (0, Duration::ZERO);
     let mut pending: Vec<Value> = Vec::new();
@@ -327,12 +378,10 @@ fn store_ceiling(
             batch.push((id, serde_json::to_vec(&finding)?));
         }
         let started = Instant::now();
-        bare.write(organization, batch)?;
+        write(batch)?;
         time += started.elapsed();
         written += take;
     }
-    drop(bare);
-    std::fs::remove_dir_all(&data_dir).with_context(|| format!("removing {}", data_dir.display()))?;
     Ok((written, time))
 }
 
@@ -951,6 +1000,13 @@ fn main() -> anyhow::Result<()> {
     let data_dir = args.out.join(format!("data-{}x{}", args.endpoints, args.findings_per_endpoint));
     let key = ensure_data(&args, &data_dir)?;
     warm_page_cache(&data_dir)?;
+    if args.backends_only {
+        let report = bench_backends(&args, &data_dir, &key)?;
+        print!("{report}");
+        std::fs::create_dir_all(&args.out)?;
+        std::fs::write(args.out.join("backends-report.txt"), &report)?;
+        return Ok(());
+    }
     if args.wide_lists_only {
         let report = bench_wide_lists(&args, &data_dir, &key)?;
         print!("{report}");
@@ -1099,8 +1155,459 @@ fn main() -> anyhow::Result<()> {
     if args.import_findings > 0 {
         report.push_str(&bench_import(&args)?);
     }
+    report.push_str(&bench_backends(&args, &data_dir, &key)?);
     print!("{report}");
     std::fs::create_dir_all(&args.out)?;
     std::fs::write(args.out.join("report.txt"), &report)?;
     Ok(())
+}
+
+/// The latency cases of the main loop, with their targets, as the backend
+/// comparison measures them (see [`latency_paths`]).
+const BACKEND_CASES: [(&str, &str); 10] = [
+    ("health (HTTP floor, no component)", ""),
+    ("finding by id", "≤ 2× sled"),
+    ("findings?endpointId=… first page", "≤ 2× sled"),
+    ("findings?severity=critical (exact total)", "≤ 2× sled"),
+    ("findings page 1 (limit 50)", "≤ 2× sled"),
+    ("findings page 1,000 by cursor", "≤ 2× sled"),
+    ("findings?severity=critical&sort=-cvss", "≤ 2× sled"),
+    ("findings?status=open&severity=critical", "≤ 2× sled"),
+    ("findings?sort=-severity page 1", "≤ 2× sled"),
+    ("findings?updatedAfter=<median> (wide)", "≤ 2× sled"),
+];
+
+/// One backend's server for the comparison, and what its cases ask for.
+struct Backend {
+    name: &'static str,
+    data_dir: PathBuf,
+    /// `esr serve` flags choosing the backend.
+    flags: Vec<String>,
+    key: String,
+    /// The cursor of page 1,000 (limit 50): cursors are sealed per installation.
+    page_1000: String,
+    /// `updatedAfter` at the median record's update time.
+    wide_sync: String,
+}
+
+impl Backend {
+    fn start(&self, plugins_dir: &Path) -> anyhow::Result<(Server, String)> {
+        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        start_server_in_mode(&self.data_dir, plugins_dir, &flags)
+    }
+}
+
+/// The benchmark's PostgreSQL cluster, in `<out>/postgres` and kept between
+/// runs like the generated data sets, with PostgreSQL's defaults (`fsync`,
+/// `synchronous_commit` and `full_page_writes` on: the import is measured
+/// durable).
+fn bench_cluster(args: &Args) -> anyhow::Result<Cluster> {
+    Ok(Cluster::persistent(&args.out.join("postgres"), Durability::Durable)?)
+}
+
+/// The main data set (`esr seed`, same generator and sizes as the sled
+/// one) in a database of the cluster, loaded once and kept; returns the
+/// host's data directory (its key file, the compile cache) and the URL.
+fn ensure_postgres_data(args: &Args, cluster: &Cluster) -> anyhow::Result<(PathBuf, String)> {
+    let name = format!("bench_{}x{}", args.endpoints, args.findings_per_endpoint);
+    let data_dir = args.out.join(format!("postgres-host-{}x{}", args.endpoints, args.findings_per_endpoint));
+    let url = cluster.url(&name);
+    if !data_dir.join(esr::seed::SEED_KEYS_FILE).exists() {
+        eprintln!("loading the data set into PostgreSQL database {name} (once; it is kept)");
+        if data_dir.exists() {
+            std::fs::remove_dir_all(&data_dir)?;
+        }
+        cluster.execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
+        cluster.execute(&format!("CREATE DATABASE {name}"))?;
+        // Loading the read data set need not wait for each commit's flush;
+        // the setting is reset before anything is measured.
+        cluster.execute(&format!("ALTER DATABASE {name} SET synchronous_commit = off"))?;
+        let status = Command::new(esr_binary()?)
+            .args(["seed", "--endpoints", &args.endpoints.to_string()])
+            .args(["--findings-per-endpoint", &args.findings_per_endpoint.to_string()])
+            .args(["--database", &url, "--data-dir"])
+            .arg(&data_dir)
+            .status()?;
+        if !status.success() {
+            bail!("esr seed --database failed");
+        }
+        cluster.execute(&format!("ALTER DATABASE {name} RESET synchronous_commit"))?;
+        // Statistics and visibility maps, as autovacuum would leave them.
+        cluster.config(&name).connect(postgres::NoTls)?.batch_execute("VACUUM ANALYZE")?;
+        cluster.execute("CHECKPOINT")?;
+    }
+    Ok((data_dir, url))
+}
+
+/// [`warm_page_cache`] for every file under `dir` (a PostgreSQL cluster's
+/// databases, as the sled data set's files are warmed).
+fn warm_page_cache_under(dir: &Path) -> anyhow::Result<()> {
+    warm_page_cache(dir)?;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            warm_page_cache_under(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// The key `esr seed` wrote into `data_dir`.
+fn seeded_key(data_dir: &Path) -> anyhow::Result<String> {
+    let keys_file = data_dir.join(esr::seed::SEED_KEYS_FILE);
+    let keys: Value = serde_json::from_slice(&std::fs::read(&keys_file)?)?;
+    keys["organizations"][0]["api_key"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow!("no key in {}", keys_file.display()))
+}
+
+/// Walks to page 1,000 (limit 50) and finds the median update time: what a
+/// backend's server needs for the cases of [`latency_paths`].
+fn cursor_and_median(client: &mut ApiClient) -> anyhow::Result<(String, String)> {
+    let mut cursor: Option<String> = None;
+    for _ in 1..1000 {
+        let path = match &cursor {
+            Some(c) => format!("/v1/vulnerability-findings?limit=50&cursor={c}"),
+            None => "/v1/vulnerability-findings?limit=50".to_owned(),
+        };
+        cursor = client.get(&path)?.1["next_cursor"].as_str().map(str::to_owned);
+        if cursor.is_none() {
+            bail!("fewer than 1,000 pages of findings");
+        }
+    }
+    let page_1000 = format!("/v1/vulnerability-findings?limit=50&cursor={}", cursor.unwrap_or_default());
+    let (_, newest) = client.get("/v1/vulnerability-findings?sort=-updated_at&limit=1")?;
+    let (_, oldest) = client.get("/v1/vulnerability-findings?sort=updated_at&limit=1")?;
+    let instant = |page: &Value| {
+        page["data"][0]["updated_at"].as_str().and_then(esr_plugin_sdk::time::Timestamp::parse).map_or(0, |t| t.0)
+    };
+    let middle = esr_plugin_sdk::time::Timestamp(instant(&oldest) / 2 + instant(&newest) / 2).format();
+    Ok((page_1000, format!("/v1/vulnerability-findings?updatedAfter={middle}")))
+}
+
+/// The paths of [`BACKEND_CASES`] on a backend, for one finding and endpoint.
+fn latency_paths(backend: &Backend, finding: &str, endpoint: &str) -> [String; 10] {
+    [
+        "/v1/health".to_owned(),
+        format!("/v1/vulnerability-findings/{finding}"),
+        format!("/v1/vulnerability-findings?endpointId={endpoint}"),
+        "/v1/vulnerability-findings?severity=critical".to_owned(),
+        "/v1/vulnerability-findings?limit=50".to_owned(),
+        backend.page_1000.clone(),
+        "/v1/vulnerability-findings?severity=critical&sort=-cvss".to_owned(),
+        "/v1/vulnerability-findings?status=open&severity=critical".to_owned(),
+        "/v1/vulnerability-findings?sort=-severity".to_owned(),
+        backend.wide_sync.clone(),
+    ]
+}
+
+/// sled and PostgreSQL on the same generated data in one run: every
+/// latency case with the backends alternating round by round, every wrk
+/// case with the backends alternating round by round (with the host's
+/// memory), and the import into PostgreSQL beside that engine's own
+/// ceiling; PostgreSQL ÷ sled for each.
+fn bench_backends(args: &Args, sled_dir: &Path, sled_key: &str) -> anyhow::Result<String> {
+    let cluster = bench_cluster(args)?;
+    let (postgres_dir, url) = ensure_postgres_data(args, &cluster)?;
+    warm_page_cache(sled_dir)?;
+    warm_page_cache_under(&cluster.data_dir().join("base"))?;
+    let mut backends = [
+        Backend {
+            name: "sled",
+            data_dir: sled_dir.to_path_buf(),
+            flags: Vec::new(),
+            key: sled_key.to_owned(),
+            page_1000: String::new(),
+            wide_sync: String::new(),
+        },
+        Backend {
+            name: "postgres",
+            data_dir: postgres_dir.clone(),
+            flags: vec!["--database".to_owned(), url.clone()],
+            key: seeded_key(&postgres_dir)?,
+            page_1000: String::new(),
+            wide_sync: String::new(),
+        },
+    ];
+    // Both servers run through the latency loop; each waits idle while the
+    // other answers.
+    let mut servers = Vec::new();
+    let mut ids = None;
+    for backend in &mut backends {
+        let (server, _) = backend.start(&args.plugins_dir)?;
+        let mut client = ApiClient::connect(&server.base, &backend.key)?;
+        (backend.page_1000, backend.wide_sync) = cursor_and_median(&mut client)?;
+        // Ids from the sled data set, the same in PostgreSQL (one generator).
+        let (finding_ids, _) = ids.get_or_insert(sample_ids(&mut client)?);
+        client.get(&format!("/v1/vulnerability-findings/{}", finding_ids[0])).context(
+            "the PostgreSQL data set does not hold the sled data set's findings: remove target/bench/postgres-host-* to reload it",
+        )?;
+        servers.push(server);
+    }
+    let (finding_ids, endpoint_ids) = ids.ok_or_else(|| anyhow!("no backend"))?;
+    // Fresh connections: the first one idled out while the other backend was set up.
+    let mut servers: Vec<(Server, ApiClient)> = servers
+        .into_iter()
+        .zip(&backends)
+        .map(|(server, backend)| {
+            let client = ApiClient::connect(&server.base, &backend.key)?;
+            Ok((server, client))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let mut samples: Vec<Vec<Vec<Duration>>> = vec![vec![Vec::new(); BACKEND_CASES.len()]; backends.len()];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+    for round in 0..args.rounds + 10 {
+        let finding = &finding_ids[rng.gen_range(0..finding_ids.len())];
+        let endpoint = &endpoint_ids[rng.gen_range(0..endpoint_ids.len())];
+        // Which backend goes first alternates too.
+        for turn in 0..backends.len() {
+            let index = (turn + round) % backends.len();
+            for (case, path) in latency_paths(&backends[index], finding, endpoint).iter().enumerate() {
+                let elapsed = servers[index].1.get(path)?.0;
+                if round >= 10 {
+                    samples[index][case].push(elapsed);
+                }
+            }
+        }
+    }
+    drop(servers);
+    let mut report = format!(
+        "\nsled and PostgreSQL on the same data ({} endpoints × {} findings; PostgreSQL {} in {}, \
+         fsync on); latency: {} rounds, cases interleaved, backends alternating\n\
+         {:<44} {:>9} {:>9} {:>9} {:>9} {:>9}  target\n",
+        args.endpoints,
+        args.findings_per_endpoint,
+        postgres_version(&cluster)?,
+        cluster.data_dir().display(),
+        args.rounds,
+        "case",
+        "sled p50",
+        "pg p50",
+        "pg÷sled",
+        "sled p90",
+        "pg p90"
+    );
+    for (case, (name, target)) in BACKEND_CASES.iter().enumerate() {
+        let p50 = |backend: usize| ms(percentile(&samples[backend][case], 0.5));
+        let p90 = |backend: usize| ms(percentile(&samples[backend][case], 0.9));
+        report.push_str(&format!(
+            "{:<44} {:>9.3} {:>9.3} {:>9.2} {:>9.3} {:>9.3}  {}\n",
+            name,
+            p50(0),
+            p50(1),
+            p50(1) / p50(0).max(f64::EPSILON),
+            p90(0),
+            p90(1),
+            target
+        ));
+    }
+    // Each part is shown as soon as it is measured: the whole takes long.
+    eprint!("{report}");
+    if args.load_seconds > 0 {
+        let part = backends_under_load(args, &backends, &finding_ids[0], &endpoint_ids[0])?;
+        eprint!("{part}");
+        report.push_str(&part);
+    }
+    if args.import_findings > 0 {
+        report.push_str(&bench_import_postgres(args, &cluster)?);
+    }
+    Ok(report)
+}
+
+/// Up to 100 endpoint ids and the ids of the findings of 20 of them.
+fn sample_ids(client: &mut ApiClient) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    let ids = |page: &Value| -> Vec<String> {
+        page["data"].as_array().into_iter().flatten().filter_map(|r| r["id"].as_str().map(str::to_owned)).collect()
+    };
+    let endpoint_ids = ids(&client.get("/v1/endpoints?limit=100")?.1);
+    let mut finding_ids = Vec::new();
+    for endpoint in endpoint_ids.iter().take(20) {
+        finding_ids.extend(ids(&client.get(&format!("/v1/vulnerability-findings?endpointId={endpoint}&limit=100"))?.1));
+    }
+    if endpoint_ids.is_empty() || finding_ids.is_empty() {
+        bail!("the data set has no endpoints or findings");
+    }
+    Ok((finding_ids, endpoint_ids))
+}
+
+fn postgres_version(cluster: &Cluster) -> anyhow::Result<String> {
+    let row = cluster.config("postgres").connect(postgres::NoTls)?.query_one("SHOW server_version", &[])?;
+    Ok(row.get(0))
+}
+
+/// The wrk operations on each backend, backends alternating round by
+/// round (a fresh server each round), medians of 3 rounds; the host's
+/// memory at rest and its peak under load.
+fn backends_under_load(args: &Args, backends: &[Backend], finding: &str, endpoint: &str) -> anyhow::Result<String> {
+    const ROUNDS: usize = 3;
+    let operations = |backend: &Backend| {
+        [
+            ("finding by id", format!("/v1/vulnerability-findings/{finding}")),
+            ("findings?endpointId=… first page", format!("/v1/vulnerability-findings?endpointId={endpoint}")),
+            ("findings?severity=critical (with total)", "/v1/vulnerability-findings?severity=critical".to_owned()),
+            ("findings page 1,000 by cursor", backend.page_1000.clone()),
+        ]
+    };
+    let mut runs: Vec<Vec<Vec<Load>>> = backends.iter().map(|_| vec![Vec::new(); 4]).collect();
+    let mut at_rest = vec![0.0; backends.len()];
+    for _ in 0..ROUNDS {
+        for (index, backend) in backends.iter().enumerate() {
+            let (server, _) = backend.start(&args.plugins_dir)?;
+            std::thread::sleep(Duration::from_secs(1));
+            at_rest[index] = f64::max(at_rest[index], resident_mib(server.child.id()));
+            for (operation, (_, path)) in operations(backend).iter().enumerate() {
+                let load = wrk(&format!("{}{path}", server.base), &backend.key, args.load_seconds, server.child.id())?;
+                runs[index][operation].push(load);
+            }
+        }
+    }
+    let results: Vec<Vec<Load>> = runs.iter().map(|backend| backend.iter().map(|l| median_load(l)).collect()).collect();
+    let mut report = format!(
+        "\nunder load, sled and PostgreSQL: wrk -t2 -c32 -d{}s --latency per operation and backend, \
+         backends alternating, medians of {ROUNDS} rounds\n{:<40} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}\n",
+        args.load_seconds, "operation", "backend", "req/s", "p50 ms", "p99 ms", "peak MiB", "pg÷sled"
+    );
+    for (operation, (name, _)) in operations(&backends[0]).iter().enumerate() {
+        for (index, backend) in backends.iter().enumerate() {
+            let load = &results[index][operation];
+            let ratio = if index == 1 {
+                format!("{:.2}", load.requests_per_second / results[0][operation].requests_per_second.max(f64::EPSILON))
+            } else {
+                String::new()
+            };
+            report.push_str(&format!(
+                "{:<40} {:>9} {:>9.0} {:>9.2} {:>10.2} {:>10.0} {:>9}\n",
+                name, backend.name, load.requests_per_second, load.p50_ms, load.p99_ms, load.peak_rss_mib, ratio
+            ));
+        }
+    }
+    let peak = |index: usize| results[index].iter().map(|l| l.peak_rss_mib).fold(0.0, f64::max);
+    report.push_str(&format!(
+        "host resident memory at rest: sled {:.0} MiB, PostgreSQL {:.0} MiB; under load at most: sled {:.0} MiB, \
+         PostgreSQL {:.0} MiB (target on PostgreSQL < 150 MiB)\n",
+        at_rest[0],
+        at_rest[1],
+        peak(0),
+        peak(1)
+    ));
+    Ok(report)
+}
+
+/// The validated, durable import into PostgreSQL (a fresh database of the
+/// cluster, through the admin listener, as into sled), beside what
+/// PostgreSQL alone takes to store the same findings' bytes in the same
+/// batches: binary `COPY` into a table with only its primary key, one
+/// committed transaction per batch.
+fn bench_import_postgres(args: &Args, cluster: &Cluster) -> anyhow::Result<String> {
+    const IMPORT_DATABASE: &str = "bench_import";
+    const CEILING_DATABASE: &str = "bench_ceiling";
+    for database in [IMPORT_DATABASE, CEILING_DATABASE] {
+        cluster.execute(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))?;
+        cluster.execute(&format!("CREATE DATABASE {database}"))?;
+    }
+    let data_dir = args.out.join("postgres-import-host");
+    if data_dir.exists() {
+        std::fs::remove_dir_all(&data_dir)?;
+    }
+    let url = cluster.url(IMPORT_DATABASE);
+    let (server, admin) = start_server_in_mode(&data_dir, &args.plugins_dir, &["--database", &url])?;
+    let postmaster = postmaster_pid(cluster)?;
+    let of_cluster = |pid: u32| pid == postmaster || parent_pid(pid) == Some(postmaster);
+    let cpu_before = (cpu_seconds(|pid| pid == server.child.id()), cpu_seconds(of_cluster));
+    let imported = import_generated(args, &data_dir, &admin)?;
+    let host_cpu = cpu_seconds(|pid| pid == server.child.id()) - cpu_before.0;
+    let postgres_cpu = cpu_seconds(of_cluster) - cpu_before.1;
+    let host_rss = resident_mib(server.child.id());
+    drop(server);
+    std::fs::remove_dir_all(&data_dir)?;
+    let mut database = cluster.config(IMPORT_DATABASE).connect(postgres::NoTls)?;
+    let size: i64 = database.query_one("SELECT pg_database_size(current_database())", &[])?.get(0);
+    drop(database);
+
+    let mut ceiling = cluster.config(CEILING_DATABASE).connect(postgres::NoTls)?;
+    ceiling.batch_execute(
+        "CREATE TABLE ceiling (org_id uuid NOT NULL, collection text COLLATE \"C\" NOT NULL, id uuid NOT NULL, \
+         body bytea NOT NULL, PRIMARY KEY (org_id, collection, id))",
+    )?;
+    let organization = imported.organization;
+    let (ceiling_count, ceiling_time) = write_ceiling_batches(args, imported.spec, imported.finding_count, |batch| {
+        use postgres::types::Type;
+        let mut transaction = ceiling.transaction()?;
+        let sink = transaction.copy_in("COPY ceiling (org_id, collection, id, body) FROM STDIN BINARY")?;
+        let mut writer =
+            postgres::binary_copy::BinaryCopyInWriter::new(sink, &[Type::UUID, Type::TEXT, Type::UUID, Type::BYTEA]);
+        for (id, body) in &batch {
+            writer.write(&[&organization, &"vulnerability-findings", id, body])?;
+        }
+        writer.finish()?;
+        transaction.commit()?;
+        Ok(())
+    })?;
+    drop(ceiling);
+    for database in [IMPORT_DATABASE, CEILING_DATABASE] {
+        cluster.execute(&format!("DROP DATABASE {database} WITH (FORCE)"))?;
+    }
+    let rate = |count: usize, time: Duration| count as f64 / time.as_secs_f64().max(1e-9);
+    let (import_rate, ceiling_rate) =
+        (rate(imported.finding_count, imported.finding_time), rate(ceiling_count, ceiling_time));
+    Ok(format!(
+        "\nimport into PostgreSQL (validated, durable, through the admin listener; batches of {} lines; fsync on):\n\
+         {:<52} {:>9.0} records/s  ({} in {:.1} s of requests)\n\
+         {:<52} {:>9.0} records/s  ({} in {:.1} s of requests)  target ≥ 20,000/s\n\
+         {:<52} {:>9.0} records/s  ({} in {:.1} s)\n\
+         import ÷ PostgreSQL alone: {:.2}; database size after the import {:.0} MiB; host RSS after it {:.0} MiB\n\
+         CPU during the import (endpoints, findings and the generation between batches): host {:.0} s, \
+         PostgreSQL's processes {:.0} s, wall {:.0} s\n",
+        args.import_batch,
+        "endpoints",
+        rate(imported.endpoint_count, imported.endpoint_time),
+        imported.endpoint_count,
+        imported.endpoint_time.as_secs_f64(),
+        "vulnerability findings",
+        import_rate,
+        imported.finding_count,
+        imported.finding_time.as_secs_f64(),
+        "PostgreSQL alone: the same bytes, binary COPY, pk only",
+        ceiling_rate,
+        ceiling_count,
+        ceiling_time.as_secs_f64(),
+        import_rate / ceiling_rate.max(1e-9),
+        size as f64 / (1 << 20) as f64,
+        host_rss,
+        host_cpu,
+        postgres_cpu,
+        imported.wall.as_secs_f64(),
+    ))
+}
+
+/// The CPU time (user and system) of the processes `pick` chooses by pid,
+/// in seconds, from `/proc`.
+fn cpu_seconds(pick: impl Fn(u32) -> bool) -> f64 {
+    let ticks_per_second = 100.0; // USER_HZ on Linux
+    let mut ticks = 0u64;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else { continue };
+        if !pick(pid) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+        let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+        ticks += fields.get(11).and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
+        ticks += fields.get(12).and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
+    }
+    ticks as f64 / ticks_per_second
+}
+
+/// The cluster's server process (the parent of its backends).
+fn postmaster_pid(cluster: &Cluster) -> anyhow::Result<u32> {
+    let file = cluster.data_dir().join("postmaster.pid");
+    let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    text.lines().next().and_then(|line| line.trim().parse().ok()).ok_or_else(|| anyhow!("no pid in {}", file.display()))
+}
+
+fn parent_pid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| line.strip_prefix("PPid:")).and_then(|ppid| ppid.trim().parse().ok())
 }

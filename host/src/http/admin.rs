@@ -32,6 +32,8 @@ pub const ADMIN_TOKEN_FILE: &str = "admin-token";
 pub struct AdminState {
     pub plugins: Arc<PluginRegistry>,
     pub db: Arc<dyn Store>,
+    /// The store permits the public listener takes too.
+    pub store_calls: super::store_calls::StoreCalls,
     /// SHA-256 of the admin token.
     pub token_hash: [u8; 32],
     /// The largest import body accepted, in bytes.
@@ -131,11 +133,18 @@ async fn authorize(State(state): State<AdminState>, request: Request, next: Next
     next.run(request).await
 }
 
-/// Runs blocking storage work off the async threads.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
-) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work).await.map_err(|_| ApiError::internal())?
+/// How long an admin request waits for a store permit (an import waits
+/// behind the reads in progress, never inside the connection pool).
+const ADMIN_STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl AdminState {
+    /// Runs blocking storage work off the async threads, with a store permit.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        self.store_calls.run(tokio::time::Instant::now() + ADMIN_STORE_WAIT, work).await?
+    }
 }
 
 /// A storage failure: logged, answered `500`.
@@ -207,7 +216,7 @@ async fn create_organization(State(state): State<AdminState>, body: Bytes) -> Re
     }
     let organization = auth::new_organization(&name, now_text());
     let (db, stored) = (state.db.clone(), organization.clone());
-    blocking(move || db.insert_organization(&stored).map_err(storage_failure)).await?;
+    state.blocking(move || db.insert_organization(&stored).map_err(storage_failure)).await?;
     tracing::info!(organization_id = %organization.organization_id, "organization created");
     Ok((StatusCode::CREATED, Json(organization_json(&organization))).into_response())
 }
@@ -215,7 +224,7 @@ async fn create_organization(State(state): State<AdminState>, body: Bytes) -> Re
 /// `GET /admin/v1/organizations`.
 async fn list_organizations(State(state): State<AdminState>) -> Result<Response, ApiError> {
     let db = state.db.clone();
-    let organizations = blocking(move || db.organizations().map_err(storage_failure)).await?;
+    let organizations = state.blocking(move || db.organizations().map_err(storage_failure)).await?;
     Ok(Json(json!({"data": organizations.iter().map(organization_json).collect::<Vec<_>>()})).into_response())
 }
 
@@ -274,11 +283,12 @@ async fn create_key(State(state): State<AdminState>, body: Bytes) -> Result<Resp
         return Err(ApiError::invalid_parameters(problems));
     };
     let db = state.db.clone();
-    let created = blocking(move || {
-        organization_exists(db.as_ref(), organization_id)?;
-        auth::create_key(db.as_ref(), organization_id, &name, &scopes, expires_at).map_err(storage_failure)
-    })
-    .await?;
+    let created = state
+        .blocking(move || {
+            organization_exists(db.as_ref(), organization_id)?;
+            auth::create_key(db.as_ref(), organization_id, &name, &scopes, expires_at).map_err(storage_failure)
+        })
+        .await?;
     tracing::info!(key_id = %created.record.id, %organization_id, "API key created");
     let mut body = key_json(&created.record);
     body["api_key"] = json!(created.api_key);
@@ -295,13 +305,14 @@ async fn list_keys(State(state): State<AdminState>, RawQuery(query): RawQuery) -
         }
     }
     let db = state.db.clone();
-    let keys = blocking(move || {
-        if let Some(organization) = organization {
-            organization_exists(db.as_ref(), organization)?;
-        }
-        db.api_keys(organization).map_err(storage_failure)
-    })
-    .await?;
+    let keys = state
+        .blocking(move || {
+            if let Some(organization) = organization {
+                organization_exists(db.as_ref(), organization)?;
+            }
+            db.api_keys(organization).map_err(storage_failure)
+        })
+        .await?;
     Ok(Json(json!({"data": keys.iter().map(key_json).collect::<Vec<_>>()})).into_response())
 }
 
@@ -310,7 +321,7 @@ async fn revoke_key(State(state): State<AdminState>, uri: Uri) -> Result<Respons
     let [key_id] = path_parameters(&uri);
     let key_id = parse_uuid(&key_id, "keyId")?;
     let db = state.db.clone();
-    match blocking(move || db.revoke_api_key(key_id, &now_text()).map_err(storage_failure)).await? {
+    match state.blocking(move || db.revoke_api_key(key_id, &now_text()).map_err(storage_failure)).await? {
         Some(_) => {
             tracing::info!(%key_id, "API key revoked");
             Ok(StatusCode::NO_CONTENT.into_response())
@@ -355,14 +366,15 @@ async fn import(
     let body = axum::body::to_bytes(body, limit).await.map_err(|_| too_large())?;
     let (db, name, max_lines) = (state.db.clone(), collection.clone(), state.import_max_lines);
     let started = std::time::Instant::now();
-    let outcome = blocking(move || {
-        organization_exists(db.as_ref(), organization_id)?;
-        let outcome = ingest::import(db.as_ref(), organization_id, &name, &body, max_lines);
-        drop(body);
-        db.release_freed_memory();
-        Ok(outcome)
-    })
-    .await?;
+    let outcome = state
+        .blocking(move || {
+            organization_exists(db.as_ref(), organization_id)?;
+            let outcome = ingest::import(db.as_ref(), organization_id, &name, &body, max_lines);
+            drop(body);
+            db.release_freed_memory();
+            Ok(outcome)
+        })
+        .await?;
     match outcome {
         Ok(summary) => {
             tracing::info!(
@@ -443,14 +455,16 @@ async fn import_report(
         .take(64)
         .collect::<String>();
     let started = std::time::Instant::now();
-    let outcome = blocking(move || {
-        organization_exists(db.as_ref(), organization_id)?;
-        let outcome = import_report_body(db.as_ref(), &plugins, organization_id, &format, &body, &options, &request_id);
-        drop(body);
-        db.release_freed_memory();
-        outcome
-    })
-    .await?;
+    let outcome = state
+        .blocking(move || {
+            organization_exists(db.as_ref(), organization_id)?;
+            let outcome =
+                import_report_body(db.as_ref(), &plugins, organization_id, &format, &body, &options, &request_id);
+            drop(body);
+            db.release_freed_memory();
+            outcome
+        })
+        .await?;
     tracing::info!(
         %organization_id, format = %outcome.format, created = outcome.created, updated = outcome.updated,
         unchanged = outcome.unchanged, resolved = outcome.resolved, reopened = outcome.reopened,
@@ -639,7 +653,7 @@ fn rank(confidence: crate::plugins::Confidence) -> u8 {
 /// `GET /metrics`: the OpenMetrics text format (Prometheus scrapes it).
 async fn metrics(State(state): State<AdminState>) -> Result<Response, ApiError> {
     let db = state.db.clone();
-    let store_bytes = blocking(move || db.size_on_disk().map_err(storage_failure)).await?;
+    let store_bytes = state.blocking(move || db.size_on_disk().map_err(storage_failure)).await?;
     let body = state.metrics.render(store_bytes);
     Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response())
 }

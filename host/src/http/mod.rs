@@ -11,6 +11,7 @@ pub mod limits;
 pub mod openapi;
 pub mod problem;
 pub mod slots;
+pub mod store_calls;
 
 use std::sync::Arc;
 
@@ -64,6 +65,11 @@ pub struct SharedState {
     /// and each organization's share of them.
     pub plugin_slots: slots::CallSlots,
     pub rate_limits: limits::RateLimits,
+    /// Permits for blocking store calls (one per database connection).
+    pub store_calls: store_calls::StoreCalls,
+    /// How long a request may wait for what it needs (a database
+    /// connection) before it is answered `503`: its component call's deadline.
+    pub request_deadline: std::time::Duration,
     /// Requests in progress at most; beyond, a fast `503` instead of a queue.
     pub request_permits: Arc<Semaphore>,
     pub metrics: Arc<crate::metrics::Metrics>,
@@ -122,18 +128,23 @@ struct ServedOrganization(Uuid);
 
 /// Who is calling, as [`rate_limit`] authenticated the request once for
 /// the handlers after it, with the organization of a valid key as stored
-/// (`None`: it no longer exists). Both are read on a blocking thread, in
-/// one task, on every request: a revoked key fails its next request.
+/// (`None`: it no longer exists). Both are read together (see
+/// [`identify`]) on every request (no cache): a revoked key fails its
+/// next request.
 #[derive(Debug, Clone)]
 pub struct Caller {
     principal: Result<Principal, AuthFailure>,
     organization: Option<Arc<Organization>>,
+    /// Until when the request may wait for a database connection.
+    deadline: tokio::time::Instant,
 }
 
 /// Authenticates an `Authorization` header and reads the key's
-/// organization, off the async threads (store calls block); a missing or
+/// organization, on a blocking thread with a store permit (store calls
+/// block) unless the store's short reads are local (sled); a missing or
 /// malformed key is refused without the store.
-async fn identify(state: &AppState, authorization: Option<Option<&str>>) -> Result<Caller, StoreError> {
+async fn identify(state: &AppState, authorization: Option<Option<&str>>) -> Result<Caller, ApiError> {
+    let deadline = tokio::time::Instant::now() + state.request_deadline;
     let key = match authorization {
         None => Err(AuthFailure::Missing),
         Some(None) => Err(AuthFailure::Invalid),
@@ -141,19 +152,24 @@ async fn identify(state: &AppState, authorization: Option<Option<&str>>) -> Resu
     };
     let key = match key {
         Ok(key) => key,
-        Err(failure) => return Ok(Caller { principal: Err(failure), organization: None }),
+        Err(failure) => return Ok(Caller { principal: Err(failure), organization: None, deadline }),
     };
     let db = state.db.clone();
-    let identified = tokio::task::spawn_blocking(move || {
-        let principal = auth::principal_of_key(db.as_ref(), &key)?;
-        let organization = match &principal {
-            Ok(principal) => db.organization(principal.organization_id)?.map(Arc::new),
-            Err(_) => None,
-        };
-        Ok(Caller { principal, organization })
+    let identified = state
+        .store_calls
+        .run_short(deadline, move || -> Result<Caller, StoreError> {
+            let principal = auth::principal_of_key(db.as_ref(), &key)?;
+            let organization = match &principal {
+                Ok(principal) => db.organization(principal.organization_id)?.map(Arc::new),
+                Err(_) => None,
+            };
+            Ok(Caller { principal, organization, deadline })
+        })
+        .await?;
+    identified.map_err(|error| {
+        tracing::error!(%error, "authenticating");
+        ApiError::internal()
     })
-    .await;
-    identified.unwrap_or_else(|error| Err(StoreError::Backend(format!("authentication task: {error}"))))
 }
 
 /// A resource group as the router and the OpenAPI document see it: its
@@ -382,10 +398,7 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
     let header = request.headers().get(header::AUTHORIZATION).map(|value| value.to_str().ok());
     let caller = match identify(&state, header).await {
         Ok(caller) => caller,
-        Err(error) => {
-            tracing::error!(%error, "authenticating");
-            return ApiError::internal().into_response();
-        }
+        Err(problem) => return problem.into_response(),
     };
     let limits = &state.rate_limits;
     let decision = match &caller.principal {
@@ -530,20 +543,19 @@ fn plugin_request(path: &str, base_url: &str, query: &[(String, String)]) -> plu
 }
 
 /// Runs a component call off the async threads, in one of the calling
-/// organization's slots.
+/// organization's slots, with a store permit (its read session holds a
+/// database connection) waited for until the caller's deadline.
 async fn call_plugin<T: Send + 'static>(
     state: &AppState,
     group: &'static str,
+    caller: &Caller,
     organization: Uuid,
     call: impl FnOnce(&PluginSet) -> Result<T, CallError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let _slot = state.plugin_slots.acquire(organization).await?;
     let plugins = state.plugins.current();
     let started = std::time::Instant::now();
-    let outcome = tokio::task::spawn_blocking(move || call(&plugins)).await.map_err(|error| {
-        tracing::error!(%error, "plugin task");
-        ApiError::internal()
-    })?;
+    let outcome = state.store_calls.run(caller.deadline, move || call(&plugins)).await?;
     let failure = match &outcome {
         Err(CallError::Timeout) => Some("timeout"),
         Err(CallError::Failed(_)) => Some("trap"),
@@ -595,7 +607,7 @@ async fn list(
     }
     let path = format!("/v1/{}", group.collection);
     let request = plugin_request(&path, &state.public_url, &query);
-    let page = call_plugin(&state, group.collection, principal.organization_id, move |plugins| {
+    let page = call_plugin(&state, group.collection, &caller, principal.organization_id, move |plugins| {
         plugins.list(group.collection, tenant, &request, &request_id)
     })
     .await?;
@@ -660,7 +672,7 @@ async fn item(
     let path = format!("/v1/{}/{id}", group.collection);
     let request = plugin_request(&path, &state.public_url, &query_pairs(raw.as_deref()));
     let id_text = id.to_string();
-    let record = call_plugin(&state, group.collection, principal.organization_id, move |plugins| {
+    let record = call_plugin(&state, group.collection, &caller, principal.organization_id, move |plugins| {
         plugins.get_record(group.collection, tenant, &id_text, &request, &request_id)
     })
     .await
@@ -764,7 +776,7 @@ async fn agent_config(
     let query = query_pairs(raw.as_deref());
     within_declared_lengths(&state, plugins::AGENT_GROUP, &query)?;
     let request = plugin_request("/v1/agent/config", &state.public_url, &query);
-    let rendered = call_plugin(&state, plugins::AGENT_GROUP, principal.organization_id, move |plugins| {
+    let rendered = call_plugin(&state, plugins::AGENT_GROUP, &caller, principal.organization_id, move |plugins| {
         plugins.render(plugins::AGENT_GROUP, tenant, &request, &request_id)
     })
     .await?;
@@ -811,9 +823,8 @@ async fn openapi_document(
 async fn health(State(state): State<AppState>, method: Method) -> Result<Response, ApiError> {
     allow_read_only(&method)?;
     let db = state.db.clone();
-    let probe = tokio::task::spawn_blocking(move || db.probe())
-        .await
-        .unwrap_or_else(|error| Err(StoreError::Backend(format!("probe task: {error}"))));
+    let deadline = tokio::time::Instant::now() + state.request_deadline;
+    let probe = state.store_calls.run_short(deadline, move || db.probe()).await?;
     let storage = match probe {
         Ok(()) => json!([{"status": "pass", "component_type": "datastore"}]),
         Err(error) => {

@@ -299,6 +299,25 @@ pub trait Store: Send + Sync {
     /// database server) and fails when it cannot.
     fn probe(&self) -> Result<(), StoreError>;
 
+    /// How many blocking calls may use the store at once without waiting
+    /// inside it (a connection pool's size); `None` when callers are not
+    /// bounded. A call holds at most one connection at a time, so the
+    /// server takes one of this many permits, in async code, before it
+    /// starts a blocking call: an exhausted pool then makes requests wait
+    /// as tasks, not as parked blocking threads.
+    fn concurrent_calls(&self) -> Option<usize> {
+        None
+    }
+
+    /// Whether the short reads of every request (an API key, an
+    /// organization, the probe) are lookups in this process's memory or
+    /// the operating system's cache, quick enough to make on an async
+    /// runtime's thread (the hop to a blocking thread would cost more than
+    /// the read); `false` when they may wait on a network or a pool.
+    fn short_reads_are_local(&self) -> bool {
+        false
+    }
+
     /// The store's size in bytes (on disk, or the database's).
     fn size_on_disk(&self) -> Result<u64, StoreError>;
 

@@ -228,6 +228,11 @@ impl Store for PgStore {
         Ok(())
     }
 
+    /// The pool's size: each blocking call holds one connection at most.
+    fn concurrent_calls(&self) -> Option<usize> {
+        self.pool.as_ref().map(|pool| pool.max_size() as usize)
+    }
+
     /// The database's size on disk, in bytes.
     fn size_on_disk(&self) -> Result<u64, StoreError> {
         let row = self.connection()?.query_opt("SELECT pg_database_size(current_database())", &[])?;

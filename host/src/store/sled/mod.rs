@@ -1101,6 +1101,11 @@ impl Store for SledStore {
         self.0.probe()
     }
 
+    /// Keys and organizations are small trees that stay in sled's cache.
+    fn short_reads_are_local(&self) -> bool {
+        true
+    }
+
     fn size_on_disk(&self) -> Result<u64, StoreError> {
         self.0.size_on_disk()
     }

@@ -1,0 +1,89 @@
+//! Store calls off the async threads, within what the store can serve at once.
+//!
+//! Every store call blocks, so it runs on the blocking pool. A backend with
+//! a bounded pool of connections (PostgreSQL) says how many calls it serves
+//! at once ([`Store::concurrent_calls`]); a call takes one of that many
+//! permits here, in async code, before its blocking task starts, and keeps
+//! it until the task ends (even when the request is abandoned). When every
+//! connection is busy, requests wait as cheap tasks until their deadline
+//! and are then answered `503` with `Retry-After`, rather than parking
+//! blocking threads inside the pool. Permits are handed out in arrival
+//! order (tokio's semaphores are fair).
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use super::ApiError;
+use crate::store::Store;
+
+/// The permits of one server's store calls, shared by both listeners.
+#[derive(Clone)]
+pub struct StoreCalls {
+    /// One per connection; `None` when the backend does not bound its callers.
+    permits: Option<Arc<Semaphore>>,
+    /// How many permits there are.
+    capacity: usize,
+    /// Whether short reads run in place ([`Store::short_reads_are_local`]).
+    short_reads_in_place: bool,
+}
+
+impl StoreCalls {
+    /// As many permits as `store` serves calls at once.
+    pub fn for_store(store: &dyn Store) -> StoreCalls {
+        let capacity = store.concurrent_calls().map_or(0, |calls| calls.max(1));
+        StoreCalls {
+            permits: (capacity > 0).then(|| Arc::new(Semaphore::new(capacity))),
+            capacity,
+            short_reads_in_place: store.short_reads_are_local(),
+        }
+    }
+
+    /// A permit, waited for until `until` at most.
+    async fn permit(&self, until: Instant) -> Result<Option<OwnedSemaphorePermit>, ApiError> {
+        let Some(permits) = &self.permits else { return Ok(None) };
+        match tokio::time::timeout_at(until, permits.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(Some(permit)),
+            Ok(Err(_)) => Err(ApiError::unavailable("the service is shutting down")),
+            Err(_) => Err(ApiError::unavailable(&format!(
+                "every database connection of this server is busy ({} at once); retry shortly",
+                self.capacity
+            ))),
+        }
+    }
+
+    /// Runs a short read (an API key, an organization, the probe): in
+    /// place when the store says such reads are local, else as [`run`].
+    ///
+    /// [`run`]: StoreCalls::run
+    pub async fn run_short<T: Send + 'static>(
+        &self,
+        until: Instant,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        if self.short_reads_in_place {
+            return Ok(work());
+        }
+        self.run(until, work).await
+    }
+
+    /// Runs `work` on a blocking thread once a permit is held (waiting
+    /// until `until` at most); the permit is given back when `work` ends.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        until: Instant,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let permit = self.permit(until).await?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work()
+        })
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "a store task failed");
+            ApiError::internal()
+        })
+    }
+}
