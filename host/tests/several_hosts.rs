@@ -482,7 +482,8 @@ fn tables_of(sql: &str) -> BTreeSet<&str> {
         .filter(|pair| ["FROM", "JOIN", "INTO", "UPDATE"].contains(&pair[0].to_ascii_uppercase().as_str()))
         .map(|pair| pair[1].trim_end_matches(';'))
         .filter(|word| !word.contains('(') && !word.contains(')') && !word.eq_ignore_ascii_case("stdin"))
-        .filter(|word| !word.is_empty())
+        // Keywords are upper case (`ON CONFLICT … DO UPDATE SET`), tables lower.
+        .filter(|word| word.starts_with(|c: char| c.is_ascii_lowercase()))
         .collect()
 }
 
