@@ -12,7 +12,6 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicI64, Ordering};
 
 use esr_plugin_sdk::contract::{SEVERITIES, transition_allowed};
 use esr_plugin_sdk::schema::{Field, Kind, MAX_ARRAY_ITEMS, Owner, schema};
@@ -100,7 +99,7 @@ pub fn import(
     // Validation runs inside the write, under the organization's write
     // lock: what it reads is what the write replaces.
     let mut outcome = None;
-    db.write_batch(organization, &mut |view| {
+    db.write_batch(organization, &mut |view, now| {
         let mut batch = Batch::new(view, collection);
         let mut lines = lines();
         loop {
@@ -116,7 +115,7 @@ pub fn import(
             outcome = Some(Err(ImportError::Invalid { lines: batch.errors.lines, total: batch.errors.total }));
             return Ok(Vec::new());
         }
-        let (summary, writes) = batch.commit(service_now())?;
+        let (summary, writes) = batch.commit(now)?;
         outcome = Some(Ok(summary));
         Ok(writes)
     })?;
@@ -144,9 +143,11 @@ pub type CheckedSummary = Vec<(&'static str, ImportSummary)>;
 /// records to write: those that change something, with the endpoints whose
 /// open counts they move. Every record carries its `id`. `view` is the
 /// store under the write lock of the batch that writes them
-/// ([`Store::write_batch`]), where the caller read what they replace.
+/// ([`Store::write_batch`]), where the caller read what they replace;
+/// `now` is that batch's write time.
 pub fn write_records_checked(
     view: &mut dyn StoreReader,
+    now: Timestamp,
     sets: &[(&'static str, Vec<Value>)],
 ) -> Result<(CheckedSummary, Vec<CollectionWrite>), Result<Vec<RecordError>, StoreError>> {
     let mut pending: HashMap<(&'static str, Uuid), Value> = HashMap::new();
@@ -157,7 +158,7 @@ pub fn write_records_checked(
             }
         }
     }
-    let now_text = service_now().format();
+    let now_text = now.format();
     let mut errors: Vec<RecordError> = Vec::new();
     let mut summaries = Vec::new();
     let mut written: Vec<(&'static str, Vec<Value>)> = Vec::new();
@@ -436,22 +437,6 @@ fn check_state_fields(collection: &str, line: usize, content: &Map<String, Value
         errors.add(line, field, format!("required when status is {status}"));
     }
     errors
-}
-
-/// The service's clock for `created_at`/`updated_at`: microseconds, and
-/// strictly increasing across batches, so that `updatedAfter` with the
-/// latest `updated_at` a client has seen never misses a later change.
-fn service_now() -> Timestamp {
-    static LAST: AtomicI64 = AtomicI64::new(i64::MIN);
-    let wall = crate::auth::unix_now_nanos() / 1000 * 1000;
-    let mut last = LAST.load(Ordering::SeqCst);
-    loop {
-        let next = wall.max(last.saturating_add(1000));
-        match LAST.compare_exchange(last, next, Ordering::SeqCst, Ordering::SeqCst) {
-            Ok(_) => return Timestamp(next),
-            Err(seen) => last = seen,
-        }
-    }
 }
 
 #[derive(Default)]

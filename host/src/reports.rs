@@ -131,18 +131,18 @@ pub fn import(
             "the {format} importer names the scanner {scanner:?}, which is not a token of lowercase letters, digits and dashes"
         )));
     }
-    let now = Timestamp(crate::auth::unix_now_nanos() / 1000 * 1000);
-    let (scanned_at, timeless) = match report.scanned_at.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+    let scanned_at = match report.scanned_at.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
         Some(text) => match Timestamp::parse_saturating(text) {
-            Some(at) => (at, false),
+            Some(at) => Some(at),
             None => return Err(ReportError::Unusable(format!("the report's time {text:?} is not an RFC 3339 time"))),
         },
-        None => (now, true),
+        None => None,
     };
     let mut result = None;
-    db.write_batch(organization, &mut |view| {
+    db.write_batch(organization, &mut |view, now| {
         // Worked out afresh on each call (a backend may retry the write).
-        let planned = plan(view, format, &scanner, &report, options, Moment { now, scanned_at, timeless });
+        let moment = Moment { now, scanned_at: scanned_at.unwrap_or(now), timeless: scanned_at.is_none() };
+        let planned = plan(view, format, &scanner, &report, options, moment);
         match planned {
             Ok((outcome, writes)) => {
                 result = Some(Ok(outcome));
@@ -276,7 +276,7 @@ fn plan(
         (TARGETS, std::mem::take(&mut records.targets)),
         (FINDINGS, std::mem::take(&mut records.findings)),
     ];
-    match crate::ingest::write_records_checked(view, &sets) {
+    match crate::ingest::write_records_checked(view, now, &sets) {
         Ok((summaries, writes)) => {
             for (collection, summary) in summaries {
                 match collection {

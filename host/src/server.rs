@@ -149,7 +149,11 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", options.listen))?;
     let bound = listener.local_addr()?;
     let store_calls = StoreCalls::for_store(db.as_ref());
+    let host = host_name(bound.port());
+    let rate_limits = RateLimits::new(options.rate_limit, options.agent_config_rate_limit, options.address_rate_limit);
+    rate_limits.set_hosts(tokio::task::block_in_place(|| db.host_heartbeat(&host, HOSTS_SEEN_WITHIN))?);
     let state = AppState::new(SharedState {
+        host: host.clone(),
         cursor_key: tokio::task::block_in_place(|| db.secret("cursor"))?,
         db: db.clone(),
         plugins,
@@ -164,8 +168,9 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         request_permits: Arc::new(Semaphore::new(options.max_concurrent_requests)),
         metrics: Arc::new(Metrics::with_rate_limit_policies(&limits::POLICIES)),
         component_health: std::sync::Mutex::default(),
-        rate_limits: RateLimits::new(options.rate_limit, options.agent_config_rate_limit, options.address_rate_limit),
+        rate_limits,
     });
+    let heartbeats = tokio::spawn(heartbeat(state.clone()));
     let admin_listener = tokio::net::TcpListener::bind(options.admin_listen)
         .await
         .with_context(|| format!("cannot listen on {} (admin)", options.admin_listen))?;
@@ -207,9 +212,45 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     serve_connections("public", listener, http::router(state), connections, shutdown_signal()).await;
     let _ = stop_admin.send(());
     let _ = admin.await;
-    tokio::task::block_in_place(|| db.flush())?;
+    heartbeats.abort();
+    tokio::task::block_in_place(|| {
+        if let Err(error) = db.host_leaving(&host) {
+            tracing::warn!(%error, "could not record that this host stopped serving");
+        }
+        db.flush()
+    })?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// How often a host tells the store it serves.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
+/// A host not heard from for this long no longer shares the rate limits.
+const HOSTS_SEEN_WITHIN: Duration = Duration::from_secs(10);
+
+/// This host's name among the hosts of one database, as health gives it:
+/// the machine's host name and the public port.
+fn host_name(port: u16) -> String {
+    let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let machine = machine.trim();
+    format!("{}:{port}", if machine.is_empty() { "localhost" } else { machine })
+}
+
+/// Tells the store this host serves, every [`HEARTBEAT_EVERY`], and
+/// divides the rate limits among the hosts it counts; a failed beat keeps
+/// the last count.
+async fn heartbeat(state: AppState) {
+    let mut ticks = tokio::time::interval(HEARTBEAT_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let (db, host) = (state.db.clone(), state.host.clone());
+        match tokio::task::spawn_blocking(move || db.host_heartbeat(&host, HOSTS_SEEN_WITHIN)).await {
+            Ok(Ok(hosts)) => state.rate_limits.set_hosts(hosts),
+            Ok(Err(error)) => tracing::warn!(%error, "heartbeat: the store did not answer"),
+            Err(error) => tracing::warn!(%error, "heartbeat task failed"),
+        }
+    }
 }
 
 /// The native baseline when asked for (`--native-handlers`).

@@ -94,8 +94,8 @@ fn postgres_answers_every_store_question_as_sled_does() {
                 records: records.to_vec(),
             })
             .collect();
-        sled.write_batch(organization, &mut |_| Ok(writes.clone())).unwrap();
-        pg.write_batch(organization, &mut |_| Ok(writes.clone())).unwrap();
+        sled.write_batch(organization, &mut |_, _| Ok(writes.clone())).unwrap();
+        pg.write_batch(organization, &mut |_, _| Ok(writes.clone())).unwrap();
     };
     write(acme, &[("vulnerability-findings", &findings[..200]), ("endpoints", &endpoints)]);
     write(globex, &[("vulnerability-findings", &findings[150..])]);

@@ -66,6 +66,7 @@ macro_rules! contract {
                 secrets_and_markers_survive_a_reopen,
                 a_batch_is_all_or_nothing,
                 a_batch_reads_and_writes_under_one_lock,
+                write_times_increase_in_commit_order,
                 probe_and_size,
                 clearing_keeps_secrets,
                 a_bulk_load_ends_with_agreeing_indexes,
@@ -495,26 +496,26 @@ fn a_batch_is_all_or_nothing(backend: &dyn Backend) {
     };
 
     // A record the store refuses: neither collection is written.
-    let refused = store.write_batch(organization, &mut |_| Ok(writes(vec![good.clone(), no_timestamp.clone()])));
+    let refused = store.write_batch(organization, &mut |_, _| Ok(writes(vec![good.clone(), no_timestamp.clone()])));
     assert!(matches!(refused, Err(StoreError::InvalidRecord(_))), "{refused:?}");
     nothing_written(&*store);
-    let unknown = store.write_batch(organization, &mut |_| {
+    let unknown = store.write_batch(organization, &mut |_, _| {
         Ok(vec![CollectionWrite { collection: "no-such-collection".into(), records: vec![good.clone()] }])
     });
     assert!(unknown.is_err());
     nothing_written(&*store);
     // A build step that fails: its error, nothing written.
-    let failed = store.write_batch(organization, &mut |_| Err(StoreError::Corrupt("refused by the build".into())));
+    let failed = store.write_batch(organization, &mut |_, _| Err(StoreError::Corrupt("refused by the build".into())));
     assert!(matches!(failed, Err(StoreError::Corrupt(message)) if message == "refused by the build"));
     nothing_written(&*store);
     // Nothing to write.
-    store.write_batch(organization, &mut |_| Ok(Vec::new())).unwrap();
+    store.write_batch(organization, &mut |_, _| Ok(Vec::new())).unwrap();
     nothing_written(&*store);
 
     // Two collections in one batch; an id repeated ends as its last record.
     let mut later = good.clone();
     later["status"] = json!("resolved");
-    store.write_batch(organization, &mut |_| Ok(writes(vec![good.clone(), later.clone()]))).unwrap();
+    store.write_batch(organization, &mut |_, _| Ok(writes(vec![good.clone(), later.clone()]))).unwrap();
     let mut reader = reader(&*store, organization);
     assert_eq!(reader.count("endpoints").unwrap(), 1);
     assert_eq!(reader.count(FINDINGS).unwrap(), 1);
@@ -541,7 +542,7 @@ fn a_batch_reads_and_writes_under_one_lock(backend: &dyn Backend) {
             scope.spawn(|| {
                 for _ in 0..INCREMENTS {
                     store
-                        .write_batch(organization, &mut |view| {
+                        .write_batch(organization, &mut |view, _| {
                             let bytes = view.get(FINDINGS, id)?.ok_or_else(|| StoreError::Corrupt("gone".into()))?;
                             let mut record: Value = serde_json::from_slice(&bytes).unwrap();
                             record["count"] = json!(record["count"].as_u64().unwrap() + 1);
@@ -554,6 +555,60 @@ fn a_batch_reads_and_writes_under_one_lock(backend: &dyn Backend) {
     });
     let bytes = reader(&*store, organization).get(FINDINGS, id).unwrap().unwrap();
     assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap()["count"], json!(WRITERS as u64 * INCREMENTS));
+}
+
+fn write_times_increase_in_commit_order(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let mut counter = finding(5);
+    counter["count"] = json!(0);
+    let id = id_of(&counter);
+    store.insert_records(organization, FINDINGS, std::slice::from_ref(&counter)).unwrap();
+    // Each batch reads the counter under the lock (its place in commit
+    // order) and keeps the write time it was given.
+    let seen = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..10 {
+                    let mut given = None;
+                    store
+                        .write_batch(organization, &mut |view, now| {
+                            let bytes = view.get(FINDINGS, id)?.ok_or_else(|| StoreError::Corrupt("gone".into()))?;
+                            let mut record: Value = serde_json::from_slice(&bytes).unwrap();
+                            let place = record["count"].as_u64().unwrap() + 1;
+                            record["count"] = json!(place);
+                            record["updated_at"] = json!(now.format());
+                            given = Some((place, now.0));
+                            Ok(vec![CollectionWrite { collection: FINDINGS.into(), records: vec![record] }])
+                        })
+                        .unwrap();
+                    seen.lock().unwrap().push(given.unwrap());
+                }
+            });
+        }
+    });
+    let mut seen = seen.into_inner().unwrap();
+    seen.sort();
+    assert_eq!(seen.iter().map(|(place, _)| *place).collect::<Vec<_>>(), (1..=40).collect::<Vec<u64>>());
+    for pair in seen.windows(2) {
+        assert!(pair[0].1 < pair[1].1, "write times out of commit order: {pair:?}");
+        assert_eq!(pair[1].1 % 1000, 0, "write times are whole microseconds");
+    }
+    // A record written with a time of its own (a copy, a bulk load) later
+    // than the clock: the next write time is later still.
+    let mut ahead = finding(6);
+    ahead["updated_at"] = json!("2200-01-01T00:00:00Z");
+    store.insert_records(organization, FINDINGS, &[ahead]).unwrap();
+    let mut next = None;
+    store
+        .write_batch(organization, &mut |_, now| {
+            next = Some(now);
+            Ok(Vec::new())
+        })
+        .unwrap();
+    let ahead_at = Timestamp::parse("2200-01-01T00:00:00Z").unwrap();
+    assert!(next.unwrap().0 > ahead_at.0, "{:?} is not past a stored update", next);
 }
 
 fn probe_and_size(backend: &dyn Backend) {

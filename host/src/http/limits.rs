@@ -3,11 +3,16 @@
 //! valid key. Every limited response carries the IETF `RateLimit-Policy`
 //! and `RateLimit` fields and the `X-RateLimit-*` ones; `429` adds
 //! `Retry-After`.
+//!
+//! Several hosts sharing one database divide every quota among them: each
+//! request costs as many of its bucket's requests as there are hosts
+//! serving (as the store counts them), so a caller's requests spread over
+//! the hosts by a load balancer get the quota once, not once per host.
 
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv6Addr};
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
@@ -115,6 +120,8 @@ pub struct Limiter<K: Hash + Eq + Clone, C: Clock = DefaultClock> {
     start: C::Instant,
     /// Nanoseconds from `start` to the last sweep of full buckets.
     last_sweep: AtomicU64,
+    /// How many hosts share the quota (see the module's documentation).
+    hosts: AtomicU32,
 }
 
 /// The outcome of one request against a policy.
@@ -145,39 +152,57 @@ impl<K: Hash + Eq + Clone, C: Clock> Limiter<K, C> {
         let governed = quota.governor();
         let buckets = RateLimiter::<_, _, _, StateInformationMiddleware>::new(governed, store, clock);
         let (period, burst) = (governed.replenish_interval(), governed.burst_size().get());
-        Limiter { name, quota, period, burst, bound, buckets, start, last_sweep: AtomicU64::new(0) }
+        Limiter {
+            name,
+            quota,
+            period,
+            burst,
+            bound,
+            buckets,
+            start,
+            last_sweep: AtomicU64::new(0),
+            hosts: AtomicU32::new(1),
+        }
     }
 
-    /// Takes one request from the caller's bucket, if it has one left.
+    /// Takes one request from the caller's bucket, if it has one left: as
+    /// many of the bucket's requests as there are hosts sharing the quota.
     pub fn check(&self, caller: K) -> Decision {
         self.sweep_if_due();
         let (period, burst) = (self.period, self.burst);
+        let share = self.hosts.load(Ordering::Relaxed).clamp(1, burst.max(1));
+        let cost = NonZeroU32::new(share).unwrap_or(NonZeroU32::MIN);
         let seconds = |duration: Duration| duration.as_secs() + u64::from(duration.subsec_nanos() > 0);
-        match self.buckets.check_key(&Slot::Caller(caller)) {
-            Ok(state) => {
-                let remaining = state.remaining_burst_capacity();
+        let refused = |wait: Duration| Decision {
+            allowed: false,
+            policy: self.name,
+            quota: self.quota,
+            remaining: 0,
+            // The bucket is full once the next request's wait and the rest of the burst have passed.
+            reset_seconds: seconds(wait + period * (burst - share)),
+            retry_after_seconds: seconds(wait).max(1),
+        };
+        match self.buckets.check_key_n(&Slot::Caller(caller), cost) {
+            Ok(Ok(state)) => {
+                let left = state.remaining_burst_capacity();
                 Decision {
                     allowed: true,
                     policy: self.name,
                     quota: self.quota,
-                    remaining,
-                    reset_seconds: seconds(period * (burst - remaining)),
+                    remaining: left / share,
+                    reset_seconds: seconds(period * (burst - left)),
                     retry_after_seconds: 0,
                 }
             }
-            Err(not_until) => {
-                let wait = not_until.wait_time_from(self.buckets.clock().now());
-                Decision {
-                    allowed: false,
-                    policy: self.name,
-                    quota: self.quota,
-                    remaining: 0,
-                    // The bucket is full once the next request's wait and the rest of the burst have passed.
-                    reset_seconds: seconds(wait + period * (burst - 1)),
-                    retry_after_seconds: seconds(wait).max(1),
-                }
-            }
+            Ok(Err(not_until)) => refused(not_until.wait_time_from(self.buckets.clock().now())),
+            // Never: the cost is at most the burst.
+            Err(_) => refused(period * share),
         }
+    }
+
+    /// Sets how many hosts share this quota (at least one).
+    pub fn set_hosts(&self, hosts: u32) {
+        self.hosts.store(hosts.max(1), Ordering::Relaxed);
     }
 
     /// Forgets callers whose bucket is full (a new bucket would be the
@@ -230,6 +255,18 @@ impl RateLimits {
             agent_config: Limiter::new(POLICIES[1], agent_config),
             per_address: Limiter::new(POLICIES[2], per_address),
         }
+    }
+
+    /// Divides every policy's quota among this many hosts.
+    pub fn set_hosts(&self, hosts: u32) {
+        self.per_key.set_hosts(hosts);
+        self.agent_config.set_hosts(hosts);
+        self.per_address.set_hosts(hosts);
+    }
+
+    /// How many hosts the quotas are divided among.
+    pub fn hosts(&self) -> u32 {
+        self.per_key.hosts.load(Ordering::Relaxed)
     }
 }
 
@@ -315,6 +352,20 @@ mod tests {
         clock.advance(Duration::from_secs(121));
         assert!(limiter.check(throttled).allowed, "refilled after two minutes");
         assert!(limiter.tracked() <= 2, "{} buckets kept after the flood", limiter.tracked());
+    }
+
+    #[test]
+    fn hosts_sharing_a_quota_each_allow_their_share() {
+        let (limiter, clock) = limiter(Quota { per_minute: 60, burst: 6 }, MAX_TRACKED);
+        limiter.set_hosts(3);
+        let caller = Uuid::now_v7();
+        let decisions: Vec<Decision> = (0..3).map(|_| limiter.check(caller)).collect();
+        assert_eq!(decisions.iter().map(|d| d.allowed).collect::<Vec<_>>(), [true, true, false], "6 / 3 hosts");
+        assert_eq!(decisions.iter().map(|d| d.remaining).collect::<Vec<_>>(), [1, 0, 0]);
+        assert_eq!(decisions[2].retry_after_seconds, 3, "a third of the rate: one request per 3 s");
+        clock.advance(Duration::from_secs(3));
+        assert!(limiter.check(caller).allowed);
+        assert!(!limiter.check(caller).allowed);
     }
 
     #[test]

@@ -56,6 +56,8 @@ impl std::ops::Deref for AppState {
 
 /// What an [`AppState`] points to.
 pub struct SharedState {
+    /// This host's name among the hosts sharing the store (health gives it).
+    pub host: String,
     pub db: Arc<dyn Store>,
     pub plugins: Arc<PluginRegistry>,
     /// The API's public base URL, e.g. `http://127.0.0.1:8080` (no `/v1`).
@@ -857,9 +859,15 @@ async fn health(State(state): State<AppState>, method: Method) -> Result<Respons
             }]),
         );
     }
+    // The hosts the rate limits are divided among (see `limits.rs`).
+    checks.insert(
+        "hosts".into(),
+        json!([{"status": "pass", "component_type": "system", "observed_value": state.rate_limits.hosts()}]),
+    );
     let storage_ok = healthy;
     let status = if storage_ok { "pass" } else { "fail" };
-    let body: Value = json!({"status": status, "version": env!("CARGO_PKG_VERSION"), "checks": checks});
+    let body: Value =
+        json!({"status": status, "version": env!("CARGO_PKG_VERSION"), "host": state.host, "checks": checks});
     let code = if storage_ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let mut response = (code, body.to_string()).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/health+json"));

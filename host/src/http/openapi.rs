@@ -330,13 +330,17 @@ fn shared_schemas() -> Map<String, Value> {
         "required": ["status"],
         "properties": {
             "status": {"type": "string", "enum": ["pass", "warn", "fail"]},
-            "component_type": {"type": "string", "enum": ["datastore", "component"]},
+            "component_type": {"type": "string", "enum": ["datastore", "component", "system"]},
             "name": {"type": "string", "maxLength": 64},
             "version": {"type": "string", "maxLength": 64},
             "content_hash": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$", "maxLength": 71},
             "wit_version": {"type": "string", "maxLength": 64},
             "loaded_at": {"type": "string", "format": "date-time", "maxLength": 30},
             "output": {"type": "string", "maxLength": 256},
+            "observed_value": {
+                "type": "integer", "format": "int64", "minimum": 1, "maximum": u32::MAX,
+                "description": "The `hosts` check: how many hosts share the store and divide the rate limits.",
+            },
         },
     });
     let mut schemas = Map::new();
@@ -382,6 +386,10 @@ fn shared_schemas() -> Map<String, Value> {
             "properties": {
                 "status": {"type": "string", "enum": ["pass", "warn", "fail"]},
                 "version": {"type": "string", "maxLength": 64},
+                "host": {
+                    "type": "string", "maxLength": 72,
+                    "description": "The host that answered: its machine name and public port.",
+                },
                 "checks": {"type": "object", "additionalProperties": {"type": "array", "items": check, "maxItems": 1}},
             },
         }),

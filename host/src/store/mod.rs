@@ -109,9 +109,17 @@ pub struct CollectionWrite {
 }
 
 /// What a write batch's `build` step decides, given a view of the store
-/// with the organization's write lock held: the records to write (none:
-/// nothing is written).
-pub type BuildBatch<'a> = dyn FnMut(&mut dyn StoreReader) -> Result<Vec<CollectionWrite>, StoreError> + 'a;
+/// with the organization's write lock held and the batch's write time: the
+/// records to write (none: nothing is written).
+pub type BuildBatch<'a> = dyn FnMut(&mut dyn StoreReader, WriteTime) -> Result<Vec<CollectionWrite>, StoreError> + 'a;
+
+/// A batch's write time, the `updated_at` of what it changes: Unix
+/// nanoseconds in whole microseconds, given by the backend under the
+/// organization's write lock, strictly later than the organization's
+/// previous write time and than every `updated_at` it holds. So write times
+/// increase in commit order, on every host sharing the store, and an
+/// `updatedAfter` poller misses nothing.
+pub use esr_plugin_sdk::time::Timestamp as WriteTime;
 
 /// A read session on one organization's records, held for one request (a
 /// component call, an import's validation). Every read of a session runs
@@ -215,8 +223,8 @@ pub trait Store: Send + Sync {
     /// durably. The backend takes the organization's write lock (one that
     /// serializes every writer of that organization, on every host sharing
     /// the store), then calls `build` with a view of the store as it is
-    /// under that lock: what `build` reads (references, the records it
-    /// replaces) is what the write replaces. `build` may be called more
+    /// under that lock and the batch's [`WriteTime`]: what `build` reads
+    /// (references, the records it replaces) is what the write replaces. `build` may be called more
     /// than once (a backend retrying a conflict), so it must not keep
     /// effects of an earlier call. Its records are written with their
     /// index entries and counts in one transaction: all or nothing, on
@@ -327,13 +335,25 @@ pub trait Store: Send + Sync {
     /// Gives memory the backend freed during a large write back to the
     /// system (after each import batch).
     fn release_freed_memory(&self) {}
+
+    /// Records that the host named `host` serves from this store now, and
+    /// returns how many hosts (this one included) did so within the last
+    /// `within`. A store one process owns (sled) has one host.
+    fn host_heartbeat(&self, _host: &str, _within: std::time::Duration) -> Result<u32, StoreError> {
+        Ok(1)
+    }
+
+    /// Records that the host named `host` stopped serving (at shutdown).
+    fn host_leaving(&self, _host: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 impl dyn Store + '_ {
     /// Writes records of one collection as one batch (see
     /// [`Store::write_batch`]), reading nothing first.
     pub fn insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
-        self.write_batch(organization, &mut |_| {
+        self.write_batch(organization, &mut |_, _| {
             Ok(vec![CollectionWrite { collection: collection.to_owned(), records: records.to_vec() }])
         })
     }
@@ -349,6 +369,18 @@ impl dyn Store + '_ {
 /// [`StoreError::NotADeployment`].
 pub fn open_existing_sled(data_dir: &Path) -> Result<Arc<dyn Store>, StoreError> {
     Ok(Arc::new(sled::SledStore::open_existing(data_dir)?))
+}
+
+/// The latest `updated_at` (Unix nanoseconds) among the records of a
+/// batch: a backend keeps its write clock past it, so a record written
+/// with a time of its own (a bulk load, a copy) never outruns a later write.
+pub fn latest_update(writes: &[CollectionWrite]) -> Option<i64> {
+    writes
+        .iter()
+        .flat_map(|write| &write.records)
+        .filter_map(|record| record.get("updated_at")?.as_str().and_then(WriteTime::parse))
+        .map(|at| at.0)
+        .max()
 }
 
 /// Opens the store: sled in `data_dir` unless `database_url` names another

@@ -319,9 +319,12 @@ pub fn assert_answers_alike(twins: &Twins) -> usize {
             cases += 1;
         }
     }
-    // Health, but for when each server loaded its components.
+    // Health, but for when each server loaded its components and which host answered.
     let health = |server: &super::Server| -> serde_json::Value {
         let mut health: serde_json::Value = server.client.get(server.url("/v1/health")).send().unwrap().json().unwrap();
+        let port = server.base.rsplit(':').next().unwrap();
+        assert!(health["host"].as_str().unwrap().ends_with(&format!(":{port}")), "{health}");
+        health.as_object_mut().unwrap().remove("host");
         for checks in health["checks"].as_object_mut().unwrap().values_mut() {
             for check in checks.as_array_mut().unwrap() {
                 check.as_object_mut().unwrap().remove("loaded_at");

@@ -30,7 +30,7 @@ pub use migrations::{SCHEMA_VERSION, migrate};
 
 use crate::store::{
     ApiKeyRecord, BuildBatch, COLLECTIONS, CollectionWrite, IndexCondition, IndexPosition, MAX_SCAN, Organization,
-    Store, StoreError, StoreReader, StoredRecord,
+    Store, StoreError, StoreReader, StoredRecord, WriteTime,
 };
 
 impl From<postgres::Error> for StoreError {
@@ -369,9 +369,39 @@ impl Store for PgStore {
         let Connection { client, statements } = &mut *connection;
         let mut transaction = client.transaction()?;
         lock_organization(&mut transaction, statements, organization)?;
-        let writes = build(&mut Session { client: &mut transaction, statements, organization })?;
+        let now = next_write_time(&mut transaction, statements, organization)?;
+        let writes = build(&mut Session { client: &mut transaction, statements, organization }, now)?;
         write_in(&mut transaction, statements, organization, &writes)?;
+        if let Some(latest) = crate::store::latest_update(&writes).filter(|latest| *latest > now.0) {
+            let keep_past = prepared(
+                statements,
+                &mut transaction,
+                "UPDATE write_clocks SET last_write = greatest(last_write, $2) WHERE org_id = $1",
+            )?;
+            transaction.execute(&keep_past, &[&organization, &latest])?;
+        }
         transaction.commit()?;
+        Ok(())
+    }
+
+    /// Records this host in `hosts` (the database's clock) and counts the
+    /// hosts seen within `within`; rows of hosts gone for a day are removed.
+    fn host_heartbeat(&self, host: &str, within: Duration) -> Result<u32, StoreError> {
+        let mut connection = self.connection()?;
+        connection.execute(
+            "INSERT INTO hosts (name, last_seen) VALUES ($1, now()) ON CONFLICT (name) DO UPDATE SET last_seen = now()",
+            &[&host],
+        )?;
+        connection.execute("DELETE FROM hosts WHERE last_seen < now() - interval '1 day'", &[])?;
+        let row = connection.query_opt(
+            "SELECT count(*) FROM hosts WHERE last_seen > now() - make_interval(secs => $1)",
+            &[&within.as_secs_f64()],
+        )?;
+        Ok(row.map_or(1, |row| row.get::<_, i64>(0).clamp(1, i64::from(u32::MAX)) as u32))
+    }
+
+    fn host_leaving(&self, host: &str) -> Result<(), StoreError> {
+        self.connection()?.execute("DELETE FROM hosts WHERE name = $1", &[&host])?;
         Ok(())
     }
 
@@ -379,7 +409,7 @@ impl Store for PgStore {
     /// indexes and counts included.
     fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
         let writes = [CollectionWrite { collection: collection.to_owned(), records: records.to_vec() }];
-        self.write_batch(organization, &mut |_| Ok(writes.to_vec()))
+        self.write_batch(organization, &mut |_, _| Ok(writes.to_vec()))
     }
 
     /// Bulk loads write their indexes as they go: nothing is left to do.
@@ -1119,6 +1149,25 @@ fn lock_organization(
         transaction.query(&advisory, &[&((high ^ low) as i64)])?;
     }
     Ok(())
+}
+
+/// The batch's write time, from the database's clock under the
+/// organization's lock: strictly later than the organization's last one
+/// (see [`crate::store::WriteTime`]).
+fn next_write_time(
+    transaction: &mut postgres::Transaction<'_>,
+    statements: &mut HashMap<String, Statement>,
+    organization: Uuid,
+) -> Result<WriteTime, StoreError> {
+    let tick = prepared(
+        statements,
+        transaction,
+        "INSERT INTO write_clocks (org_id, last_write) \
+         VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000) \
+         ON CONFLICT (org_id) DO UPDATE SET last_write = greatest(excluded.last_write, write_clocks.last_write + 1000) \
+         RETURNING last_write",
+    )?;
+    Ok(WriteTime(transaction.query_one(&tick, &[&organization])?.get(0)))
 }
 
 /// An index entry: (index, value, position, record id).

@@ -23,7 +23,7 @@ use uuid::Uuid;
 use self::index_blocks::value_prefix;
 use crate::store::{
     ApiKeyRecord, BuildBatch, COLLECTIONS, CollectionWrite, IndexCondition, IndexPosition, MAX_SCAN, Organization,
-    Store, StoreError, StoreReader, StoredRecord,
+    Store, StoreError, StoreReader, StoredRecord, WriteTime,
 };
 
 const ORGANIZATIONS: &str = "organizations";
@@ -62,8 +62,10 @@ pub struct Trees {
     collections: BTreeMap<&'static str, CollectionTrees>,
     /// Held by whoever validates and writes a batch, so that what was
     /// validated is what gets replaced. One process owns a sled directory,
-    /// so an in-process lock serializes every writer.
-    writer: Mutex<()>,
+    /// so an in-process lock serializes every writer. It guards the last
+    /// write time given (see [`crate::store::WriteTime`]): one clock for
+    /// every organization of the process.
+    writer: Mutex<i64>,
     /// Held while a write reads the index blocks it then replaces.
     index_writer: Mutex<()>,
 }
@@ -1015,10 +1017,17 @@ impl Store for SledStore {
 
     fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError> {
         // One process owns the directory: this lock serializes its writers.
-        let _writer = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut last_write = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| i64::try_from(since.as_micros()).unwrap_or(i64::MAX / 1000) * 1000);
+        let now = wall.max(last_write.saturating_add(1000));
         let mut view = SledReader { trees: self.0.clone(), organization };
-        let writes = build(&mut view)?;
-        self.write_records(organization, writes)
+        let writes = build(&mut view, WriteTime(now))?;
+        let latest = crate::store::latest_update(&writes).unwrap_or(now);
+        self.write_records(organization, writes)?;
+        *last_write = now.max(latest);
+        Ok(())
     }
 
     fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
