@@ -138,16 +138,23 @@ pub struct RecordError {
 /// collection in the order given.
 pub type CheckedSummary = Vec<(&'static str, ImportSummary)>;
 
+/// Records the caller already read from the same view, by collection and
+/// id (`None`: known not to be stored), so the checks read each of them
+/// once: a report's records are read in bulk, not one lookup each.
+pub type KnownRecords = HashMap<&'static str, HashMap<Uuid, Option<Value>>>;
+
 /// Checks records of several collections exactly as import lines of their
 /// collections are checked (schema, references, state machines), where a
 /// reference may also name a record of the same call, and returns the
 /// records to write: those that change something, with the endpoints whose
 /// open counts they move. Every record carries its `id`. `view` is the
 /// store under the write lock of the batch that writes them
-/// ([`Store::write_batch`]), where the caller read what they replace.
+/// ([`Store::write_batch`]), where the caller read what they replace;
+/// `known` holds what it read (the checks read anything else themselves).
 pub fn write_records_checked(
     view: &mut dyn StoreReader,
     sets: &[(&'static str, Vec<Value>)],
+    known: &KnownRecords,
 ) -> Result<(CheckedSummary, Vec<CollectionWrite>), Result<Vec<RecordError>, StoreError>> {
     let mut pending: HashMap<(&'static str, Uuid), Value> = HashMap::new();
     for (collection, records) in sets {
@@ -169,6 +176,7 @@ pub fn write_records_checked(
         // before the call (records of the call are `pending`).
         let mut batch = Batch::new(&mut *view, collection);
         batch.pending = Some(&pending);
+        batch.known = Some(known);
         let lines: Vec<(usize, Vec<u8>)> = records
             .iter()
             .enumerate()
@@ -221,7 +229,9 @@ pub fn write_records_checked(
             }
         }
     }
-    let endpoints = Batch::new(view, "endpoints").endpoints_with_counts(stored_deltas, &now_text).map_err(Err)?;
+    let mut endpoint_batch = Batch::new(view, "endpoints");
+    endpoint_batch.known = Some(known);
+    let endpoints = endpoint_batch.endpoints_with_counts(stored_deltas, &now_text).map_err(Err)?;
     match written.iter_mut().find(|(collection, _)| *collection == "endpoints") {
         Some((_, records)) => records.extend(endpoints),
         None => written.push(("endpoints", endpoints)),
@@ -502,6 +512,8 @@ struct Batch<'a> {
     /// Records written by the same call (of any collection), which
     /// references may name before they are stored.
     pending: Option<&'a HashMap<(&'static str, Uuid), Value>>,
+    /// Stored records the caller already read from the view.
+    known: Option<&'a KnownRecords>,
 }
 
 impl<'a> Batch<'a> {
@@ -515,6 +527,7 @@ impl<'a> Batch<'a> {
             stored_before: HashMap::new(),
             referenced: HashMap::new(),
             pending: None,
+            known: None,
         }
     }
 
@@ -588,6 +601,9 @@ impl<'a> Batch<'a> {
     }
 
     fn stored(&mut self, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
+        if let Some(known) = self.known.and_then(|known| known.get(collection)?.get(&id)) {
+            return Ok(known.clone());
+        }
         match self.view.get(collection, id)? {
             Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
             None => Ok(None),
