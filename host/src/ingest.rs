@@ -156,11 +156,11 @@ pub fn write_records_checked(
     sets: &[(&'static str, Vec<Value>)],
     known: &KnownRecords,
 ) -> Result<(CheckedSummary, Vec<CollectionWrite>), Result<Vec<RecordError>, StoreError>> {
-    let mut pending: HashMap<(&'static str, Uuid), Value> = HashMap::new();
+    let mut pending: HashMap<(&'static str, Uuid), &Value> = HashMap::new();
     for (collection, records) in sets {
         for record in records {
             if let Some(id) = record.get("id").and_then(canonical_uuid) {
-                pending.insert((*collection, id), record.clone());
+                pending.insert((*collection, id), record);
             }
         }
     }
@@ -507,11 +507,12 @@ struct Batch<'a> {
     current_status: HashMap<Uuid, Option<String>>,
     /// The stored record of each id the batch touches (`None`: new).
     stored_before: HashMap<Uuid, Option<Value>>,
-    /// Referenced records, by collection and id.
-    referenced: HashMap<(&'static str, Uuid), Option<Value>>,
+    /// Referenced records' endpoints, by collection and id (`None`: no
+    /// such record; `Some(None)`: a record on no endpoint).
+    referenced: HashMap<(&'static str, Uuid), Option<Option<String>>>,
     /// Records written by the same call (of any collection), which
     /// references may name before they are stored.
-    pending: Option<&'a HashMap<(&'static str, Uuid), Value>>,
+    pending: Option<&'a HashMap<(&'static str, Uuid), &'a Value>>,
     /// Stored records the caller already read from the view.
     known: Option<&'a KnownRecords>,
 }
@@ -546,7 +547,7 @@ impl<'a> Batch<'a> {
         let errors_before = self.errors.total;
         self.errors.append(shape_errors);
         for reference in references {
-            let Some(record) = self.referenced_record(reference.collection, reference.id)? else {
+            let Some(their_endpoint) = self.referenced_endpoint(reference.collection, reference.id)? else {
                 self.errors.add(
                     line,
                     &reference.field,
@@ -554,7 +555,7 @@ impl<'a> Batch<'a> {
                 );
                 continue;
             };
-            if let Some(reason) = endpoint_mismatch(&content, &record) {
+            if let Some(reason) = endpoint_mismatch(&content, their_endpoint.as_deref()) {
                 self.errors.add(line, &reference.field, reason);
             }
         }
@@ -588,16 +589,27 @@ impl<'a> Batch<'a> {
         Ok(status)
     }
 
-    fn referenced_record(&mut self, collection: &'static str, id: Uuid) -> Result<Option<Value>, StoreError> {
+    /// Whether a referenced record exists (in the call or stored), and on
+    /// which endpoint it is: all a reference is checked against, so the
+    /// record itself is not kept.
+    fn referenced_endpoint(
+        &mut self,
+        collection: &'static str,
+        id: Uuid,
+    ) -> Result<Option<Option<String>>, StoreError> {
+        let endpoint_of = |record: &Value| record.get("endpoint_id").and_then(Value::as_str).map(str::to_owned);
         if let Some(known) = self.referenced.get(&(collection, id)) {
             return Ok(known.clone());
         }
         if let Some(record) = self.pending.and_then(|pending| pending.get(&(collection, id))) {
-            return Ok(Some(record.clone()));
+            return Ok(Some(endpoint_of(record)));
         }
-        let stored = self.stored(collection, id)?;
-        self.referenced.insert((collection, id), stored.clone());
-        Ok(stored)
+        let referenced = match self.known.and_then(|known| known.get(collection)?.get(&id)) {
+            Some(known) => known.as_ref().map(endpoint_of),
+            None => self.stored(collection, id)?.as_ref().map(endpoint_of),
+        };
+        self.referenced.insert((collection, id), referenced.clone());
+        Ok(referenced)
     }
 
     fn stored(&mut self, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
@@ -739,9 +751,9 @@ fn stored_record(
 
 /// When a line and a record it references both name an endpoint, they must
 /// name the same one: a finding's target, a target's findings.
-fn endpoint_mismatch(content: &Map<String, Value>, referenced: &Value) -> Option<String> {
+fn endpoint_mismatch(content: &Map<String, Value>, theirs: Option<&str>) -> Option<String> {
     let mine = content.get("endpoint_id")?.as_str()?;
-    let theirs = referenced.get("endpoint_id")?.as_str()?;
+    let theirs = theirs?;
     (mine != theirs).then(|| format!("it is on endpoint {theirs}, not on this record's endpoint {mine}"))
 }
 
