@@ -109,7 +109,7 @@ test-plugins: wasm-target
 # native baseline, and import throughput; the report is printed and written
 # to target/bench/report.txt. wrk comes from Debian's packages.
 bench: host plugins wrk
-	target/debug/esr-bench --plugins-dir $(PLUGINS_DIR) --out target/bench
+	target/debug/esr-bench --plugins-dir $(PLUGINS_DIR) --out target/bench --scanner-reports-dir $(ESR_SCANNER_REPORTS_DIR)
 
 wrk:
 	@command -v wrk >/dev/null 2>&1 || { \
