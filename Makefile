@@ -111,7 +111,7 @@ test-plugins: wasm-target
 # the report is printed and written to target/bench/report.txt. wrk and
 # PostgreSQL come from Debian's packages.
 bench: host plugins wrk postgresql
-	target/debug/esr-bench --plugins-dir $(PLUGINS_DIR) --out target/bench
+	target/debug/esr-bench --plugins-dir $(PLUGINS_DIR) --out target/bench --scanner-reports-dir $(ESR_SCANNER_REPORTS_DIR)
 
 wrk:
 	@command -v wrk >/dev/null 2>&1 || { \

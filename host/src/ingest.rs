@@ -137,6 +137,11 @@ pub struct RecordError {
 /// collection in the order given.
 pub type CheckedSummary = Vec<(&'static str, ImportSummary)>;
 
+/// Records the caller already read from the same view, by collection and
+/// id (`None`: known not to be stored), so the checks read each of them
+/// once: a report's records are read in bulk, not one lookup each.
+pub type KnownRecords = HashMap<&'static str, HashMap<Uuid, Option<Value>>>;
+
 /// Checks records of several collections exactly as import lines of their
 /// collections are checked (schema, references, state machines), where a
 /// reference may also name a record of the same call, and returns the
@@ -145,16 +150,18 @@ pub type CheckedSummary = Vec<(&'static str, ImportSummary)>;
 /// store under the write lock of the batch that writes them
 /// ([`Store::write_batch`]), where the caller read what they replace;
 /// `now` is that batch's write time.
+/// `known` holds what it read (the checks read anything else themselves).
 pub fn write_records_checked(
     view: &mut dyn StoreReader,
     now: Timestamp,
     sets: &[(&'static str, Vec<Value>)],
+    known: &KnownRecords,
 ) -> Result<(CheckedSummary, Vec<CollectionWrite>), Result<Vec<RecordError>, StoreError>> {
-    let mut pending: HashMap<(&'static str, Uuid), Value> = HashMap::new();
+    let mut pending: HashMap<(&'static str, Uuid), &Value> = HashMap::new();
     for (collection, records) in sets {
         for record in records {
             if let Some(id) = record.get("id").and_then(canonical_uuid) {
-                pending.insert((*collection, id), record.clone());
+                pending.insert((*collection, id), record);
             }
         }
     }
@@ -170,6 +177,7 @@ pub fn write_records_checked(
         // before the call (records of the call are `pending`).
         let mut batch = Batch::new(&mut *view, collection);
         batch.pending = Some(&pending);
+        batch.known = Some(known);
         let lines: Vec<(usize, Vec<u8>)> = records
             .iter()
             .enumerate()
@@ -222,7 +230,9 @@ pub fn write_records_checked(
             }
         }
     }
-    let endpoints = Batch::new(view, "endpoints").endpoints_with_counts(stored_deltas, &now_text).map_err(Err)?;
+    let mut endpoint_batch = Batch::new(view, "endpoints");
+    endpoint_batch.known = Some(known);
+    let endpoints = endpoint_batch.endpoints_with_counts(stored_deltas, &now_text).map_err(Err)?;
     match written.iter_mut().find(|(collection, _)| *collection == "endpoints") {
         Some((_, records)) => records.extend(endpoints),
         None => written.push(("endpoints", endpoints)),
@@ -482,11 +492,14 @@ struct Batch<'a> {
     current_status: HashMap<Uuid, Option<String>>,
     /// The stored record of each id the batch touches (`None`: new).
     stored_before: HashMap<Uuid, Option<Value>>,
-    /// Referenced records, by collection and id.
-    referenced: HashMap<(&'static str, Uuid), Option<Value>>,
+    /// Referenced records' endpoints, by collection and id (`None`: no
+    /// such record; `Some(None)`: a record on no endpoint).
+    referenced: HashMap<(&'static str, Uuid), Option<Option<String>>>,
     /// Records written by the same call (of any collection), which
     /// references may name before they are stored.
-    pending: Option<&'a HashMap<(&'static str, Uuid), Value>>,
+    pending: Option<&'a HashMap<(&'static str, Uuid), &'a Value>>,
+    /// Stored records the caller already read from the view.
+    known: Option<&'a KnownRecords>,
 }
 
 impl<'a> Batch<'a> {
@@ -500,6 +513,7 @@ impl<'a> Batch<'a> {
             stored_before: HashMap::new(),
             referenced: HashMap::new(),
             pending: None,
+            known: None,
         }
     }
 
@@ -518,7 +532,7 @@ impl<'a> Batch<'a> {
         let errors_before = self.errors.total;
         self.errors.append(shape_errors);
         for reference in references {
-            let Some(record) = self.referenced_record(reference.collection, reference.id)? else {
+            let Some(their_endpoint) = self.referenced_endpoint(reference.collection, reference.id)? else {
                 self.errors.add(
                     line,
                     &reference.field,
@@ -526,7 +540,7 @@ impl<'a> Batch<'a> {
                 );
                 continue;
             };
-            if let Some(reason) = endpoint_mismatch(&content, &record) {
+            if let Some(reason) = endpoint_mismatch(&content, their_endpoint.as_deref()) {
                 self.errors.add(line, &reference.field, reason);
             }
         }
@@ -560,19 +574,33 @@ impl<'a> Batch<'a> {
         Ok(status)
     }
 
-    fn referenced_record(&mut self, collection: &'static str, id: Uuid) -> Result<Option<Value>, StoreError> {
+    /// Whether a referenced record exists (in the call or stored), and on
+    /// which endpoint it is: all a reference is checked against, so the
+    /// record itself is not kept.
+    fn referenced_endpoint(
+        &mut self,
+        collection: &'static str,
+        id: Uuid,
+    ) -> Result<Option<Option<String>>, StoreError> {
+        let endpoint_of = |record: &Value| record.get("endpoint_id").and_then(Value::as_str).map(str::to_owned);
         if let Some(known) = self.referenced.get(&(collection, id)) {
             return Ok(known.clone());
         }
         if let Some(record) = self.pending.and_then(|pending| pending.get(&(collection, id))) {
-            return Ok(Some(record.clone()));
+            return Ok(Some(endpoint_of(record)));
         }
-        let stored = self.stored(collection, id)?;
-        self.referenced.insert((collection, id), stored.clone());
-        Ok(stored)
+        let referenced = match self.known.and_then(|known| known.get(collection)?.get(&id)) {
+            Some(known) => known.as_ref().map(endpoint_of),
+            None => self.stored(collection, id)?.as_ref().map(endpoint_of),
+        };
+        self.referenced.insert((collection, id), referenced.clone());
+        Ok(referenced)
     }
 
     fn stored(&mut self, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
+        if let Some(known) = self.known.and_then(|known| known.get(collection)?.get(&id)) {
+            return Ok(known.clone());
+        }
         match self.view.get(collection, id)? {
             Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
             None => Ok(None),
@@ -708,9 +736,9 @@ fn stored_record(
 
 /// When a line and a record it references both name an endpoint, they must
 /// name the same one: a finding's target, a target's findings.
-fn endpoint_mismatch(content: &Map<String, Value>, referenced: &Value) -> Option<String> {
+fn endpoint_mismatch(content: &Map<String, Value>, theirs: Option<&str>) -> Option<String> {
     let mine = content.get("endpoint_id")?.as_str()?;
-    let theirs = referenced.get("endpoint_id")?.as_str()?;
+    let theirs = theirs?;
     (mine != theirs).then(|| format!("it is on endpoint {theirs}, not on this record's endpoint {mine}"))
 }
 

@@ -37,7 +37,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use crate::ingest::RecordError;
+use crate::ingest::{KnownRecords, RecordError};
 use crate::store::{CollectionWrite, MAX_SCAN, Store, StoreError, StoreReader};
 
 /// What the caller asks of an import.
@@ -188,6 +188,8 @@ fn plan(
     };
 
     let mut records = Records::default();
+    // What this import read, for the checks of what it writes.
+    let mut known = KnownRecords::new();
     let endpoints = resolve_endpoints(view, report, options, &scanned_at_text, &mut records, &mut outcome)?;
 
     // Entries by endpoint, then by identity (the first entry of an identity wins).
@@ -222,7 +224,7 @@ fn plan(
     for endpoint in endpoints.all() {
         outcome.endpoint_ids.push(endpoint);
         let listed = by_endpoint.remove(&endpoint).unwrap_or_default();
-        let existing = stored_findings(view, endpoint, scanner)?;
+        let existing = stored_findings(view, endpoint, scanner, &mut known)?;
         let last_imported = existing.values().filter_map(last_report_time).max();
         if let Some(last) = last_imported.filter(|last| *last > scanned_at) {
             outcome.older_than_last.push(OlderReport { endpoint_id: endpoint, last_imported_at: last.format() });
@@ -268,7 +270,14 @@ fn plan(
             records.findings.push(Value::Object(resolved));
         }
     }
-    plan_targets(view, &mut records, &now.format())?;
+    plan_targets(view, &mut records, &mut known, &now.format())?;
+    // Findings and targets this import makes are not stored yet.
+    for (collection, made) in [(FINDINGS, &records.findings), (TARGETS, &records.targets)] {
+        let known = known.entry(collection).or_default();
+        for id in made.iter().filter_map(|record| record["id"].as_str()?.parse::<Uuid>().ok()) {
+            known.entry(id).or_insert(None);
+        }
+    }
 
     let target_count = records.targets.len();
     let sets = vec![
@@ -276,7 +285,7 @@ fn plan(
         (TARGETS, std::mem::take(&mut records.targets)),
         (FINDINGS, std::mem::take(&mut records.findings)),
     ];
-    match crate::ingest::write_records_checked(view, now, &sets) {
+    match crate::ingest::write_records_checked(view, now, &sets, &known) {
         Ok((summaries, writes)) => {
             for (collection, summary) in summaries {
                 match collection {
@@ -351,13 +360,24 @@ impl InstalledPackage {
         }
     }
 
-    /// Whether a stored target is this installation.
-    fn is(&self, target: &Value) -> bool {
-        target["endpoint_id"].as_str() == Some(&self.endpoint.to_string())
-            && target["subject"]["product"].as_str() == Some(&self.product)
-            && target["installed_version"].as_str() == self.version.as_deref()
-            && target["install_path"].as_str() == self.location.as_deref()
+    /// What tells this installation's target apart.
+    fn key(&self) -> InstallationKey<'_> {
+        (self.endpoint.to_string(), &self.product, self.version.as_deref(), self.location.as_deref())
     }
+}
+
+/// An installation as a target names it: endpoint, product, installed
+/// version and location.
+type InstallationKey<'a> = (String, &'a str, Option<&'a str>, Option<&'a str>);
+
+/// The installation a stored target is for.
+fn installation_of(target: &Value) -> InstallationKey<'_> {
+    (
+        target["endpoint_id"].as_str().unwrap_or_default().to_owned(),
+        target["subject"]["product"].as_str().unwrap_or_default(),
+        target["installed_version"].as_str(),
+        target["install_path"].as_str(),
+    )
 }
 
 /// Which endpoint each entry goes to.
@@ -524,31 +544,28 @@ fn cve_of(entry: &ReportEntry) -> Option<&str> {
 }
 
 /// The endpoint's findings from this scanner, by identity.
+/// The endpoint's findings from this scanner, by identity; every finding
+/// of the endpoint goes into `known`.
 fn stored_findings(
     view: &mut dyn StoreReader,
     endpoint: Uuid,
     scanner: &str,
+    known: &mut KnownRecords,
 ) -> Result<BTreeMap<String, Value>, StoreError> {
     let mut found = BTreeMap::new();
-    let endpoint_text = endpoint.to_string();
-    let mut after = None;
-    loop {
-        let page = view.index_positions(FINDINGS, "endpoint_id", &endpoint_text, after, MAX_SCAN, false)?;
-        for (_, id) in &page {
-            let Some(bytes) = view.get(FINDINGS, *id)? else { continue };
-            let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            if record["source"]["scanner"] != scanner {
-                continue;
-            }
-            if let Some(identity) = record["source"]["scanner_finding_id"].as_str() {
-                found.insert(identity.to_owned(), record);
-            }
+    let known = known.entry(FINDINGS).or_default();
+    for record in records_by_index(view, FINDINGS, "endpoint_id", &endpoint.to_string())? {
+        if let Some(id) = record["id"].as_str().and_then(|id| id.parse::<Uuid>().ok()) {
+            known.insert(id, Some(record.clone()));
         }
-        match page.last() {
-            Some(last) if page.len() == MAX_SCAN => after = Some(*last),
-            _ => return Ok(found),
+        if record["source"]["scanner"] != scanner {
+            continue;
+        }
+        if let Some(identity) = record["source"]["scanner_finding_id"].as_str() {
+            found.insert(identity.to_owned(), record);
         }
     }
+    Ok(found)
 }
 
 /// When the report that last touched a finding was made.
@@ -721,7 +738,12 @@ fn truncate(text: &str, max_chars: usize) -> String {
 /// `remediated` is reached only through `verifying`, which an import does
 /// not do. A target in a terminal state is left alone, and a package found
 /// vulnerable again gets a new target.
-fn plan_targets(view: &mut dyn StoreReader, records: &mut Records, now: &str) -> Result<(), StoreError> {
+fn plan_targets(
+    view: &mut dyn StoreReader,
+    records: &mut Records,
+    known: &mut KnownRecords,
+    now: &str,
+) -> Result<(), StoreError> {
     // The findings of each installation this import lists.
     let mut groups: BTreeMap<InstalledPackage, Vec<usize>> = BTreeMap::new();
     for (index, package) in records.finding_packages.iter().enumerate() {
@@ -729,25 +751,42 @@ fn plan_targets(view: &mut dyn StoreReader, records: &mut Records, now: &str) ->
             groups.entry(package.clone()).or_default().push(index);
         }
     }
-    let endpoints: BTreeSet<Uuid> = groups.keys().map(|package| package.endpoint).collect();
+    // The endpoints of every finding written, listed or resolved.
+    let endpoints: BTreeSet<Uuid> =
+        records.findings.iter().filter_map(|finding| finding["endpoint_id"].as_str()?.parse::<Uuid>().ok()).collect();
     let mut stored_targets: Vec<Value> = Vec::new();
     for endpoint in &endpoints {
         stored_targets.extend(records_by_index(view, TARGETS, "endpoint_id", &endpoint.to_string())?);
     }
+    let known_targets = known.entry(TARGETS).or_default();
+    for target in &stored_targets {
+        if let Some(id) = target["id"].as_str().and_then(|id| id.parse::<Uuid>().ok()) {
+            known_targets.insert(id, Some(target.clone()));
+        }
+    }
+    // The target each installation has, not yet closed (the first stored).
+    let mut open_targets: HashMap<InstallationKey<'_>, &Value> = HashMap::new();
+    for target in &stored_targets {
+        if !matches!(target["status"].as_str(), Some("remediated" | "rejected" | "obsolete")) {
+            open_targets.entry(installation_of(target)).or_insert(target);
+        }
+    }
     let scopes = records_by_index(view, "scopes", "status", "active")?;
     let mut endpoint_records: HashMap<Uuid, Value> = HashMap::new();
-    for endpoint in &endpoints {
+    for endpoint in groups.keys().map(|package| package.endpoint).collect::<BTreeSet<Uuid>>().iter() {
         let record = match records.endpoints.iter().find(|e| e["id"].as_str() == Some(&endpoint.to_string())) {
             Some(record) => record.clone(),
-            None => stored_record(view, ENDPOINTS, *endpoint)?.unwrap_or(Value::Null),
+            None => {
+                let stored = stored_record(view, ENDPOINTS, *endpoint)?;
+                known.entry(ENDPOINTS).or_default().insert(*endpoint, stored.clone());
+                stored.unwrap_or(Value::Null)
+            }
         };
         endpoint_records.insert(*endpoint, record);
     }
     let mut targets: BTreeMap<String, Value> = BTreeMap::new();
     for (package, indexes) in &groups {
-        let existing = stored_targets.iter().find(|target| {
-            package.is(target) && !matches!(target["status"].as_str(), Some("remediated" | "rejected" | "obsolete"))
-        });
+        let existing = open_targets.get(&package.key()).copied();
         let mut target = match existing {
             Some(stored) => client_fields(stored),
             None => new_target(package, now),
@@ -819,20 +858,34 @@ fn plan_targets(view: &mut dyn StoreReader, records: &mut Records, now: &str) ->
         .filter_map(|(finding, _)| finding["remediation_target_id"].as_str().map(str::to_owned))
         .filter(|id| !targets.contains_key(id))
         .collect();
+    let in_batch: HashMap<&str, &Value> =
+        records.findings.iter().filter_map(|finding| Some((finding["id"].as_str()?, finding))).collect();
+    let stored_by_id: HashMap<&str, &Value> =
+        stored_targets.iter().filter_map(|target| Some((target["id"].as_str()?, target))).collect();
     for target_id in resolved_targets {
         let Ok(id) = Uuid::parse_str(&target_id) else { continue };
-        let Some(stored) = stored_record(view, TARGETS, id)? else { continue };
+        let stored = match stored_by_id.get(target_id.as_str()) {
+            Some(stored) => (*stored).clone(),
+            None => match stored_record(view, TARGETS, id)? {
+                Some(stored) => stored,
+                None => continue,
+            },
+        };
         let status = stored["status"].as_str().unwrap_or_default();
         if !esr_plugin_sdk::contract::transition_allowed(TARGETS, status, "obsolete") || status == "obsolete" {
             continue;
         }
         let mut any_open = false;
         for finding_id in stored["finding_ids"].as_array().into_iter().flatten().filter_map(Value::as_str) {
-            let in_batch = records.findings.iter().find(|f| f["id"].as_str() == Some(finding_id));
-            let status = match in_batch {
+            let status = match in_batch.get(finding_id) {
                 Some(finding) => finding["status"].as_str().map(str::to_owned),
                 None => match Uuid::parse_str(finding_id) {
-                    Ok(id) => stored_record(view, FINDINGS, id)?.and_then(|f| f["status"].as_str().map(str::to_owned)),
+                    Ok(id) => match known.get(FINDINGS).and_then(|findings| findings.get(&id)) {
+                        Some(stored) => stored.as_ref().and_then(|f| f["status"].as_str().map(str::to_owned)),
+                        None => {
+                            stored_record(view, FINDINGS, id)?.and_then(|f| f["status"].as_str().map(str::to_owned))
+                        }
+                    },
                     Err(_) => None,
                 },
             };
@@ -929,25 +982,29 @@ fn due_at(scopes: &[&Value], open: &[&Value], now: &str) -> Option<String> {
     Some(Timestamp(start.0.saturating_add(days.saturating_mul(86_400 * 1_000_000_000))).format())
 }
 
-/// Every record holding `value` in a collection's index.
+/// Every record holding `value` in a collection's index, read in pages of
+/// records (one store call per page, not one per record).
 fn records_by_index(
     view: &mut dyn StoreReader,
     collection: &str,
     index: &str,
     value: &str,
 ) -> Result<Vec<Value>, StoreError> {
+    let order = esr_plugin_sdk::indexes::find(collection, index)
+        .ok_or_else(|| StoreError::UnknownIndex(format!("{collection}/{index}")))?;
     let mut found = Vec::new();
     let mut after = None;
     loop {
-        let page = view.index_positions(collection, index, value, after, MAX_SCAN, false)?;
-        for (_, id) in &page {
-            if let Some(record) = stored_record(view, collection, *id)? {
-                found.push(record);
-            }
+        let page = view.index_scan(collection, index, value, after, MAX_SCAN, false)?;
+        let full = page.len() == MAX_SCAN;
+        for (id, bytes) in page {
+            let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            // The next page starts after the last record's place in the index.
+            after = Some((order.position(&record), id));
+            found.push(record);
         }
-        match page.last() {
-            Some(last) if page.len() == MAX_SCAN => after = Some(*last),
-            _ => return Ok(found),
+        if !full {
+            return Ok(found);
         }
     }
 }

@@ -484,3 +484,163 @@ fn a_partial_report_resolves_nothing_a_complete_one_does() {
     let answer = import_ok(&server, &organization, "format=wazuh", serde_json::to_vec(&page).unwrap());
     assert_eq!(answer["resolved"], 1, "{answer}");
 }
+
+/// A body with what depends on the backend or the clock made comparable:
+/// each id becomes `id-<n>` (numbered in order of appearance, one
+/// numbering per server) and each time at or after `since` (the service's
+/// own: `created_at`, `updated_at`, due dates, the import time of a
+/// report without one) becomes `now`.
+fn comparable(value: &Value, since: &str, ids: &mut BTreeMap<String, usize>) -> Value {
+    match value {
+        Value::String(text) if uuid::Uuid::parse_str(text).is_ok() && text.len() == 36 => {
+            let next = ids.len();
+            json!(format!("id-{}", ids.entry(text.clone()).or_insert(next)))
+        }
+        Value::String(text) if text.len() >= 20 && text.as_bytes()[4] == b'-' && text.as_str() >= since => {
+            json!("now")
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|item| comparable(item, since, ids)).collect()),
+        Value::Object(fields) => {
+            Value::Object(fields.iter().map(|(name, item)| (name.clone(), comparable(item, since, ids))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// The same reports, in the same order, through a server on sled and one
+/// on PostgreSQL: the same answers (created, updated, unchanged, resolved,
+/// reopened, skipped, endpoints and targets), and then the same endpoints,
+/// findings and targets, byte for byte once ids and the service's times are
+/// numbered and masked alike.
+#[test]
+fn reports_on_postgres_give_the_answers_they_give_on_sled() {
+    let since = esr_plugin_sdk::time::Timestamp(esr::auth::unix_now_nanos() / 1000 * 1000).format();
+    let database = common::postgres::TestDatabase::new();
+    let sled = Server::start(&plugins_dir());
+    let postgres = Server::start_with(&plugins_dir(), &["--database", &database.url]);
+    let scope = json!({
+        "name": "Everything low and up", "status": "active",
+        "finding_filter": {"min_severity": "low"},
+        "sla_days": {"critical": 7, "high": 30, "medium": 90, "low": 180},
+    });
+    let twins: Vec<(&Server, String, String)> = [&sled, &postgres]
+        .into_iter()
+        .map(|server| {
+            let (organization, key) = new_organization(server, "twin");
+            let response = server
+                .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/import/scopes"))
+                .header("content-type", "application/x-ndjson")
+                .body(format!("{scope}\n"))
+                .send()
+                .unwrap();
+            assert_eq!(response.status(), 200);
+            (server, organization, key)
+        })
+        .collect();
+
+    // Every real report, then a later one that resolves, creates and
+    // reopens, an older one, and the clean report on the same endpoint.
+    let stretch = read_json(&reports_dir().join("trivy/trivy-repo_debian-stretch.json"));
+    let mut imports: Vec<(String, Vec<u8>)> = Vec::new();
+    for format in ["trivy", "grype", "osv-scanner", "sarif", "cyclonedx", "wazuh"] {
+        for (index, file) in report_files(format).iter().enumerate() {
+            imports.push((format!("endpoint={format}-{index}"), std::fs::read(file).unwrap()));
+        }
+    }
+    let second = later_report(&stretch, "2021-09-01T00:00:00Z", &["bash", "e2fslibs"], Some("bash-static"));
+    let third = later_report(&stretch, "2021-10-01T00:00:00Z", &[], None);
+    for report in [&second, &third, &second] {
+        imports.push(("endpoint=trivy-5".into(), serde_json::to_vec(report).unwrap()));
+    }
+    let clean = std::fs::read(reports_dir().join("trivy/steadybit_checkout-go_clean.json")).unwrap();
+    imports.push(("endpoint=trivy-1".into(), clean));
+
+    let mut numbering: Vec<BTreeMap<String, usize>> = vec![BTreeMap::new(), BTreeMap::new()];
+    for (query, body) in &imports {
+        let answers: Vec<Value> = twins
+            .iter()
+            .zip(&mut numbering)
+            .map(|((server, organization, _), ids)| {
+                comparable(&import_ok(server, organization, query, body.clone()), &since, ids)
+            })
+            .collect();
+        assert_eq!(answers[0], answers[1], "{query}: sled, then PostgreSQL");
+    }
+    let statuses: Vec<&str> = ["resolved", "reopened", "suppressed", "open"].to_vec();
+    for collection in ["endpoints", "vulnerability-findings", "remediation-targets"] {
+        let lists: Vec<String> = twins
+            .iter()
+            .zip(&mut numbering)
+            .map(|((server, _, key), ids)| {
+                let records = all(server, key, collection, "&sort=created_at");
+                serde_json::to_string(&comparable(&json!(records), &since, ids)).unwrap()
+            })
+            .collect();
+        assert_eq!(lists[0], lists[1], "{collection}: sled, then PostgreSQL");
+        if collection == "vulnerability-findings" {
+            for status in &statuses {
+                assert!(lists[0].contains(&format!("\"status\":\"{status}\"")), "no {status} finding to compare");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_report_with_one_record_the_import_rules_refuse_writes_nothing() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = new_organization(&server, "atomic");
+    let mut report = read_json(&reports_dir().join("trivy/trivy-repo_debian-stretch.json"));
+    // A title that would reverse the text around it where it is shown.
+    report["Results"][0]["Vulnerabilities"][4]["Title"] = json!("harmless \u{202e}txt.exe");
+    let (status, body) = post_report(&server, &organization, "endpoint=web-1", serde_json::to_vec(&report).unwrap());
+    assert_eq!(status, 422, "{body}");
+    let invalid = body["invalid_entries"].as_array().unwrap();
+    assert_eq!(invalid.len(), 1, "{body}");
+    assert_eq!(invalid[0]["field"], "title", "{body}");
+    assert!(invalid[0]["entry"].as_str().unwrap().starts_with("entries[4]"), "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("nothing was written"), "{body}");
+    for collection in ["endpoints", "vulnerability-findings", "remediation-targets"] {
+        assert!(all(&server, &key, collection, "").is_empty(), "{collection}");
+    }
+}
+
+/// A real Trivy report made about `megabytes` MiB large by repeating its
+/// vulnerabilities on packages of their own.
+fn large_trivy_report(megabytes: usize) -> Vec<u8> {
+    let mut report = read_json(&reports_dir().join("trivy/defectdojo_issue-9333_debian-10.13.json"));
+    let real = report["Results"][0]["Vulnerabilities"].as_array().unwrap().clone();
+    let mut repeated = Vec::new();
+    let mut size = 0;
+    while size < megabytes << 20 {
+        let mut vulnerability = real[repeated.len() % real.len()].clone();
+        vulnerability["PkgName"] = json!(format!("{}-{}", vulnerability["PkgName"].as_str().unwrap(), repeated.len()));
+        size += vulnerability.to_string().len();
+        repeated.push(vulnerability);
+    }
+    report["Results"][0]["Vulnerabilities"] = json!(repeated);
+    serde_json::to_vec(&report).unwrap()
+}
+
+#[test]
+fn a_report_beyond_the_importers_limits_is_refused_clearly_and_the_server_carries_on() {
+    let large = large_trivy_report(12);
+    let small = std::fs::read(reports_dir().join("trivy/trivy-repo_debian-stretch.json")).unwrap();
+    let server = Server::start_with(&plugins_dir(), &["--importer-memory-mib", "16"]);
+    let (organization, key) = new_organization(&server, "memory");
+    // Detected, or named: either way the answer names the limit.
+    for query in ["endpoint=x&format=trivy", "endpoint=x"] {
+        let (status, body) = post_report(&server, &organization, query, large.clone());
+        assert_eq!(status, 422, "{query}: {body}");
+        assert!(body["detail"].as_str().unwrap().contains("--importer-memory-mib"), "{query}: {body}");
+    }
+    assert!(all(&server, &key, "vulnerability-findings", "").is_empty());
+    assert_eq!(import_ok(&server, &organization, "endpoint=x", small.clone())["created"], 5);
+
+    let server = Server::start_with(&plugins_dir(), &["--importer-deadline-ms", "10"]);
+    let (organization, key) = new_organization(&server, "deadline");
+    let (status, body) = post_report(&server, &organization, "endpoint=x&format=trivy", large);
+    assert_eq!(status, 422, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("--importer-deadline-ms"), "{body}");
+    assert!(all(&server, &key, "vulnerability-findings", "").is_empty());
+    assert_eq!(server.get("/v1/health").status(), 200);
+}

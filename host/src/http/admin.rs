@@ -520,14 +520,29 @@ fn import_report_body(
     }
     let format = if format == "auto" {
         let mut best: Option<(Confidence, String)> = None;
+        // Importers whose `detect` ran out of time or memory on this report.
+        let mut unfinished = Vec::new();
         for (candidate, confidence) in plugins.detect(body, request_id) {
-            let Ok(confidence) = confidence else { continue };
+            let confidence = match confidence {
+                Ok(confidence) => confidence,
+                Err(ConvertError::Timeout | ConvertError::Failed(_)) => {
+                    unfinished.push(candidate);
+                    continue;
+                }
+                Err(ConvertError::Report(_)) => continue,
+            };
             if confidence != Confidence::No && best.as_ref().is_none_or(|(seen, _)| rank(confidence) > rank(*seen)) {
                 best = Some((confidence, candidate));
             }
         }
         match best {
             Some((_, format)) => format,
+            None if !unfinished.is_empty() => {
+                return Err(unprocessable_report(format!(
+                    "the format could not be told: the {} importer(s) did not finish within their limits (esr serve --importer-memory-mib, --importer-deadline-ms); give the format with `format`",
+                    unfinished.join(", ")
+                )));
+            }
             None => {
                 return Err(ApiError::new(
                     StatusCode::UNSUPPORTED_MEDIA_TYPE,

@@ -146,7 +146,7 @@ impl ReportImporter for CycloneDx {
     }
 
     fn detect(bytes: &[u8]) -> Confidence {
-        let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(bytes) else { return Confidence::No };
+        let Some(Value::Object(object)) = report::parse_outline(bytes, 1) else { return Confidence::No };
         if object.get("bomFormat").and_then(Value::as_str) != Some("CycloneDX") {
             return Confidence::No;
         }

@@ -158,7 +158,7 @@ impl ReportImporter for Grype {
     }
 
     fn detect(bytes: &[u8]) -> Confidence {
-        let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(bytes) else { return Confidence::No };
+        let Some(Value::Object(object)) = report::parse_outline(bytes, 2) else { return Confidence::No };
         if !object.get("matches").is_some_and(Value::is_array) {
             return Confidence::No;
         }

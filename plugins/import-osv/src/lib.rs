@@ -119,7 +119,7 @@ impl ReportImporter for Osv {
     }
 
     fn detect(bytes: &[u8]) -> Confidence {
-        let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(bytes) else { return Confidence::No };
+        let Some(Value::Object(object)) = report::parse_outline(bytes, 3) else { return Confidence::No };
         let Some(results) = object.get("results").and_then(Value::as_array) else { return Confidence::No };
         let shaped = |result: &Value| {
             result.get("source").is_some_and(Value::is_object) && result.get("packages").is_some_and(Value::is_array)

@@ -123,7 +123,7 @@ impl ReportImporter for Sarif {
     }
 
     fn detect(bytes: &[u8]) -> Confidence {
-        let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(bytes) else { return Confidence::No };
+        let Some(Value::Object(object)) = report::parse_outline(bytes, 1) else { return Confidence::No };
         if !object.get("runs").is_some_and(Value::is_array) {
             return Confidence::No;
         }

@@ -126,7 +126,7 @@ impl ReportImporter for Trivy {
     }
 
     fn detect(bytes: &[u8]) -> Confidence {
-        let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else { return Confidence::No };
+        let Some(value) = report::parse_outline(bytes, 2) else { return Confidence::No };
         match &value {
             serde_json::Value::Object(object)
                 if object.contains_key("SchemaVersion")

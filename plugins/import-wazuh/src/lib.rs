@@ -117,7 +117,7 @@ impl ReportImporter for Wazuh {
     }
 
     fn detect(bytes: &[u8]) -> Confidence {
-        let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(bytes) else { return Confidence::No };
+        let Some(Value::Object(object)) = report::parse_outline(bytes, 5) else { return Confidence::No };
         let Some(hits) = object.get("hits").and_then(|hits| hits.get("hits")).and_then(Value::as_array) else {
             return Confidence::No;
         };

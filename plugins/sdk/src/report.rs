@@ -344,6 +344,91 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(report: &[u8]) -> Result<T, Re
     })
 }
 
+/// The report's outline for `detect`: its JSON down to `depth` levels of
+/// arrays and objects, deeper ones kept empty (so their kind still shows)
+/// and their content skipped without being kept; `None` when it is not
+/// JSON. Detection looks at a report's first levels only, and parsing a
+/// large report whole in every importer's `detect` cost more than its
+/// conversion.
+pub fn parse_outline(report: &[u8], depth: usize) -> Option<serde_json::Value> {
+    use serde::de::DeserializeSeed;
+    let mut reader = serde_json::Deserializer::from_slice(report);
+    let outline = Outline { depth }.deserialize(&mut reader).ok()?;
+    reader.end().ok()?;
+    Some(outline)
+}
+
+/// Reads one JSON value, keeping containers down to `depth` levels.
+#[derive(Clone, Copy)]
+struct Outline {
+    depth: usize,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Outline {
+    type Value = serde_json::Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Outline {
+    type Value = serde_json::Value;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Self::Value, E> {
+        Ok(value.into())
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Self::Value, E> {
+        Ok(value.into())
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Self::Value, E> {
+        Ok(value.into())
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Self::Value, E> {
+        Ok(serde_json::Number::from_f64(value).map_or(serde_json::Value::Null, serde_json::Value::Number))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Self::Value, E> {
+        Ok(value.into())
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<Self::Value, A::Error> {
+        let mut kept = Vec::new();
+        if self.depth == 0 {
+            while items.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        } else {
+            while let Some(item) = items.next_element_seed(Outline { depth: self.depth - 1 })? {
+                kept.push(item);
+            }
+        }
+        Ok(serde_json::Value::Array(kept))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut entries: A) -> Result<Self::Value, A::Error> {
+        let mut kept = serde_json::Map::new();
+        if self.depth == 0 {
+            while entries.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+        } else {
+            while let Some(name) = entries.next_key::<String>()? {
+                let value = entries.next_value_seed(Outline { depth: self.depth - 1 })?;
+                kept.insert(name, value);
+            }
+        }
+        Ok(serde_json::Value::Object(kept))
+    }
+}
+
 /// The contract's severity for a report's wording, or `None` when it
 /// names none (`UNKNOWN`, `none`, an empty or missing value): then
 /// [`entry_severity`] falls back to the CVSS score.
@@ -713,6 +798,23 @@ pub fn package_from_purl(purl: &str) -> Option<Package> {
         purl: Some(purl.trim().to_owned()),
         cpe: None,
     })
+}
+
+#[cfg(test)]
+mod outline_tests {
+    use super::parse_outline;
+    use serde_json::json;
+
+    #[test]
+    fn an_outline_keeps_the_first_levels_and_the_kind_of_deeper_ones() {
+        let report = br#"{"a": 1, "b": {"c": [1, {"d": "x"}], "e": "y"}, "f": [[2]]}"#;
+        assert_eq!(parse_outline(report, 0), Some(json!({})));
+        assert_eq!(parse_outline(report, 1), Some(json!({"a": 1, "b": {}, "f": []})));
+        assert_eq!(parse_outline(report, 2), Some(json!({"a": 1, "b": {"c": [], "e": "y"}, "f": [[]]})));
+        assert_eq!(parse_outline(report, 9), serde_json::from_slice(report).ok());
+        assert_eq!(parse_outline(b"{\"a\": [}", 9), None);
+        assert_eq!(parse_outline(b"{} trailing", 9), None);
+    }
 }
 
 #[cfg(test)]

@@ -47,8 +47,10 @@ impl ReportImporter for Importer {
     }
 
     fn detect(bytes: &[u8]) -> Confidence {
-        match serde_json::from_slice::<Report>(bytes) {
-            Ok(report) if report.tool == "{{NAME}}" => Confidence::Certain,
+        // The first level tells; the rest is skipped, not kept.
+        let outline = report::parse_outline(bytes, 1);
+        match outline.as_ref().and_then(|report| report.get("tool")?.as_str()) {
+            Some("{{NAME}}") => Confidence::Certain,
             _ => Confidence::No,
         }
     }
