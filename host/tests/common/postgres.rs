@@ -73,6 +73,10 @@ pub struct Twins {
     _postgres_dir: tempfile::TempDir,
 }
 
+/// The twins compare answers, not speed: a deadline long enough that a
+/// busy machine never turns one side's answer into a `503`.
+const TWIN_DEADLINE: &str = "--plugin-deadline-ms=30000";
+
 impl Twins {
     pub fn start(plugins: &std::path::Path) -> Twins {
         let mut loaded = super::Server::start(plugins);
@@ -122,9 +126,12 @@ impl Twins {
         .unwrap();
         // One public URL, which the agent configuration and links carry.
         let public_url = "--public-url=http://esr.test";
-        let sled = super::Server::start_on_with(plugins, loaded.data_dir(), &[public_url]);
-        let postgres =
-            super::Server::start_on_with(plugins, postgres_dir.path(), &["--database", &database.url, public_url]);
+        let sled = super::Server::start_on_with(plugins, loaded.data_dir(), &[public_url, TWIN_DEADLINE]);
+        let postgres = super::Server::start_on_with(
+            plugins,
+            postgres_dir.path(),
+            &["--database", &database.url, public_url, TWIN_DEADLINE],
+        );
         Twins { sled, postgres, migration: None, _loaded: loaded, _database: database, _postgres_dir: postgres_dir }
     }
 
@@ -158,9 +165,12 @@ impl Twins {
         )
         .unwrap();
         let public_url = "--public-url=http://esr.test";
-        let sled = super::Server::start_on_with(plugins, loaded.data_dir(), &[public_url]);
-        let postgres =
-            super::Server::start_on_with(plugins, postgres_dir.path(), &["--database", &database.url, public_url]);
+        let sled = super::Server::start_on_with(plugins, loaded.data_dir(), &[public_url, TWIN_DEADLINE]);
+        let postgres = super::Server::start_on_with(
+            plugins,
+            postgres_dir.path(),
+            &["--database", &database.url, public_url, TWIN_DEADLINE],
+        );
         Twins {
             sled,
             postgres,
