@@ -187,9 +187,24 @@ struct DatabaseArgs {
     /// (default 16; hosts × this must stay under the server's max_connections).
     #[arg(long = "database-pool-size", env = "ESR_DATABASE_POOL_SIZE", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pool_size: Option<u32>,
+    /// A streaming replica of the database that serves public reads
+    /// (repeatable; the environment variable takes a comma-separated list).
+    /// Writes, and reads of what this host has just written, go to the primary.
+    #[arg(long = "database-replica-url", env = "ESR_DATABASE_REPLICA_URLS", value_delimiter = ',')]
+    replica_urls: Vec<String>,
+    /// A replica further behind than this (milliseconds) is skipped until it catches up.
+    #[arg(long = "replica-max-lag-ms", env = "ESR_REPLICA_MAX_LAG_MS", default_value_t = 1000)]
+    replica_max_lag_ms: u64,
 }
 
 impl DatabaseArgs {
+    fn replicas(&self) -> esr::store::postgres::Replicas {
+        esr::store::postgres::Replicas {
+            urls: self.replica_urls.clone(),
+            max_lag: std::time::Duration::from_millis(self.replica_max_lag_ms),
+        }
+    }
+
     fn open(&self, data_dir: &Path) -> anyhow::Result<std::sync::Arc<dyn esr::store::Store>> {
         Ok(esr::store::open_with_pool(self.url.as_deref(), data_dir, self.pool_size)?)
     }
@@ -572,6 +587,7 @@ fn main() -> ExitCode {
                 admin_listen: args.admin_listen,
                 admin_allow_remote: args.admin_allow_remote,
                 data_dir: args.data_dir,
+                database_replicas: args.database.replicas(),
                 database_url: args.database.url,
                 database_pool_size: args.database.pool_size,
                 plugins_dir: args.plugins_dir,

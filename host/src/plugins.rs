@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
@@ -228,6 +229,23 @@ pub struct Tenant {
     pub organization_id: Uuid,
     /// `{"organization_id", "name", "enrollment_token"}`.
     pub organization_json: Arc<Vec<u8>>,
+    /// Where the call's reads may come from, and what they saw.
+    pub reads: Arc<CallReads>,
+}
+
+/// What a call's read sessions must see and what they saw: the position a
+/// cursor carries in, the position the next page's cursor carries out, and
+/// whether a read failed on a replica (the call is then run again on the
+/// primary).
+#[derive(Debug, Default)]
+pub struct CallReads {
+    /// The position the reads must have reached (from the request's cursor).
+    pub at_least: AtomicU64,
+    /// Read the primary only (a retry after a replica failed).
+    pub primary_only: AtomicBool,
+    /// The latest position a session of the call read at (0: unknown).
+    pub position: AtomicU64,
+    pub failed_on_replica: AtomicBool,
 }
 
 impl Tenant {
@@ -235,9 +253,14 @@ impl Tenant {
     /// store function of one call reads through it. Blocks: call it on the
     /// thread that runs the call.
     pub fn session(&self) -> Result<TenantSession, StoreError> {
+        let from = crate::store::ReadFrom {
+            position: self.reads.at_least.load(Ordering::Relaxed),
+            primary_only: self.reads.primary_only.load(Ordering::Relaxed),
+        };
         Ok(TenantSession {
-            reader: self.store.reader(self.organization_id)?,
+            reader: self.store.reader_from(self.organization_id, from)?,
             organization_json: self.organization_json.clone(),
+            reads: self.reads.clone(),
         })
     }
 }
@@ -247,6 +270,18 @@ pub struct TenantSession {
     reader: Box<dyn StoreReader>,
     /// `{"organization_id", "name", "enrollment_token"}`.
     pub organization_json: Arc<Vec<u8>>,
+    reads: Arc<CallReads>,
+}
+
+impl Drop for TenantSession {
+    fn drop(&mut self) {
+        if let Some(position) = self.reader.position() {
+            self.reads.position.fetch_max(position, Ordering::Relaxed);
+        }
+        if self.reader.failed_on_replica() {
+            self.reads.failed_on_replica.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 /// What one call's store holds.

@@ -53,6 +53,8 @@ pub struct ServeOptions {
     pub database_url: Option<String>,
     /// Connections to the database at most (default: the backend's).
     pub database_pool_size: Option<u32>,
+    /// Streaming replicas of the database that serve public reads.
+    pub database_replicas: crate::store::postgres::Replicas,
     pub plugins_dir: PathBuf,
     pub demo: bool,
     /// The base URL clients reach the API at; defaults to the bound address.
@@ -114,7 +116,12 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     // async threads): start-up makes them in place, requests on the
     // blocking pool.
     let db = tokio::task::block_in_place(|| {
-        crate::store::open_with_pool(options.database_url.as_deref(), &options.data_dir, options.database_pool_size)
+        crate::store::open_with_replicas(
+            options.database_url.as_deref(),
+            &options.data_dir,
+            options.database_pool_size,
+            &options.database_replicas,
+        )
     })?;
     if options.demo {
         let seeded = tokio::task::block_in_place(|| seed::seed_demo_if_empty(db.as_ref(), &options.data_dir))

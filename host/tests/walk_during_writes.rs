@@ -34,7 +34,12 @@ fn records_added_during_a_walk_never_duplicate_or_skip_existing_ones() {
     let organization_id = keys.organizations[0].organization_id;
     let engine = esr::plugins::PluginEngine::new(Limits::default()).unwrap();
     let plugins = PluginRegistry::load(engine, &common::plugins_dir()).unwrap().current();
-    let tenant = Tenant { store: db.clone(), organization_id, organization_json: Arc::new(b"{}".to_vec()) };
+    let tenant = Tenant {
+        store: db.clone(),
+        organization_id,
+        organization_json: Arc::new(b"{}".to_vec()),
+        reads: Default::default(),
+    };
     let mut rng = StdRng::seed_from_u64(7);
 
     let template: Value = {

@@ -1,6 +1,7 @@
 //! `make run-postgres`: a local PostgreSQL primary and streaming replica
 //! under a directory (created there on first run, kept after), then a
-//! command run with `ESR_DATABASE_URL` naming the primary's database `esr`;
+//! command run with `ESR_DATABASE_URL` naming the primary's database `esr`
+//! and `ESR_DATABASE_REPLICA_URLS` the replica's (which serves reads);
 //! when the command exits (Ctrl-C stops it), both servers stop.
 //!
 //! Usage: `esr-local-postgres DIR -- COMMAND [ARGS…]`
@@ -46,7 +47,11 @@ fn run(dir: PathBuf, command: &[std::ffi::OsString]) -> anyhow::Result<ExitCode>
     // Ctrl-C reaches the whole foreground process group: the command and
     // both servers stop on their own (the servers by a fast shutdown);
     // dropping the clusters below stops whatever is left.
-    let status = Command::new(&command[0]).args(&command[1..]).env("ESR_DATABASE_URL", &url).status()?;
+    let status = Command::new(&command[0])
+        .args(&command[1..])
+        .env("ESR_DATABASE_URL", &url)
+        .env("ESR_DATABASE_REPLICA_URLS", replica.url(DATABASE))
+        .status()?;
     drop(replica);
     drop(primary);
     Ok(if status.success() { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -51,6 +51,22 @@ impl CursorBinding<'_> {
         Some(format!("{}.{}", URL_SAFE_NO_PAD.encode(inner), URL_SAFE_NO_PAD.encode(&tag[..TAG_BYTES])))
     }
 
+    /// The token for a component's cursor read at `position` (see
+    /// [`crate::store::StoreReader::position`]): the next page is read at
+    /// that position or later, so a walk never goes back in time.
+    pub fn seal_at(&self, key: &[u8; 32], inner: &str, position: u64) -> Option<String> {
+        self.seal(key, &format!("{position:x}:{inner}"))
+    }
+
+    /// The component's cursor and its position inside a token from [`seal_at`].
+    ///
+    /// [`seal_at`]: CursorBinding::seal_at
+    pub fn open_at(&self, key: &[u8; 32], token: &str) -> Option<(String, u64)> {
+        let opened = self.open(key, token)?;
+        let (position, inner) = opened.split_once(':')?;
+        Some((inner.to_owned(), u64::from_str_radix(position, 16).ok()?))
+    }
+
     /// The component's cursor inside a token, if this binding sealed it.
     pub fn open(&self, key: &[u8; 32], token: &str) -> Option<String> {
         let (inner, tag) = token.split_once('.')?;
@@ -88,6 +104,10 @@ mod tests {
         assert!(CursorBinding { organization_id: Uuid::now_v7(), ..binding }.open(&key, &token).is_none());
         assert!(CursorBinding { collection: "endpoints", ..binding }.open(&key, &token).is_none());
         assert!(binding.open(&[8u8; 32], &token).is_none());
+
+        let at = binding.seal_at(&key, r#"{"after":1}"#, 0x2a_0000_1234).expect("seal at");
+        assert_eq!(binding.open_at(&key, &at), Some((r#"{"after":1}"#.to_owned(), 0x2a_0000_1234)));
+        assert!(binding.open_at(&key, &token).is_none(), "a cursor without a position is not one of these");
         for index in 0..token.len() {
             let mut altered = token.clone().into_bytes();
             altered[index] = if altered[index] == b'A' { b'B' } else { b'A' };

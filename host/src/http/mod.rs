@@ -14,6 +14,7 @@ pub mod slots;
 pub mod store_calls;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use axum::Router;
 use axum::body::Body;
@@ -28,7 +29,7 @@ use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use crate::auth::{self, AuthFailure, Principal};
-use crate::plugins::{self, CallError, PluginError, PluginRegistry, PluginSet, QueryParam, Tenant};
+use crate::plugins::{self, CallError, CallReads, PluginError, PluginRegistry, PluginSet, QueryParam, Tenant};
 use crate::store::{Organization, Store, StoreError};
 use cursor::CursorBinding;
 use esr_plugin_sdk::list::MAX_LIMIT;
@@ -528,6 +529,7 @@ fn tenant(state: &AppState, caller: &Caller) -> Result<Tenant, ApiError> {
         store: state.db.clone(),
         organization_id: organization.organization_id,
         organization_json: Arc::new(json.to_string().into_bytes()),
+        reads: Arc::default(),
     })
 }
 
@@ -552,12 +554,22 @@ async fn call_plugin<T: Send + 'static>(
     group: &'static str,
     caller: &Caller,
     organization: Uuid,
-    call: impl FnOnce(&PluginSet) -> Result<T, CallError> + Send + 'static,
+    reads: &Arc<CallReads>,
+    call: impl FnOnce(&PluginSet) -> Result<T, CallError> + Clone + Send + 'static,
 ) -> Result<T, ApiError> {
     let _slot = state.plugin_slots.acquire(organization).await?;
     let plugins = state.plugins.current();
     let started = std::time::Instant::now();
-    let outcome = state.store_calls.run(caller.deadline, move || call(&plugins)).await?;
+    let first = call.clone();
+    let first_plugins = plugins.clone();
+    let mut outcome = state.store_calls.run(caller.deadline, move || first(&first_plugins)).await?;
+    // A read a replica lost (a replay conflict cancels it, the replica
+    // goes away) is read again on the primary, once.
+    if outcome.is_err() && reads.failed_on_replica.swap(false, Ordering::Relaxed) {
+        tracing::warn!(group, "a read failed on a replica; reading the primary");
+        reads.primary_only.store(true, Ordering::Relaxed);
+        outcome = state.store_calls.run(caller.deadline, move || call(&plugins)).await?;
+    }
     let failure = match &outcome {
         Err(CallError::Timeout) => Some("timeout"),
         Err(CallError::Failed(_)) => Some("trap"),
@@ -591,6 +603,7 @@ async fn list(
     let [collection] = path_parameters(&uri);
     let (group, principal) = read_group(&method, &collection, &caller)?;
     let tenant = tenant(&state, &caller)?;
+    let reads = tenant.reads.clone();
     let mut query = query_pairs(raw.as_deref());
     within_declared_lengths(&state, group.collection, &query)?;
     let binding_query = query.clone();
@@ -600,16 +613,19 @@ async fn list(
         query: &binding_query,
     };
     for (name, value) in query.iter_mut().filter(|(name, _)| name == "cursor") {
-        *value = binding.open(&state.cursor_key, value).ok_or_else(|| {
+        let (inner, position) = binding.open_at(&state.cursor_key, value).ok_or_else(|| {
             ApiError::invalid_parameters(vec![(
                 name.clone(),
                 "not a cursor issued for this collection, these filters and this sort".into(),
             )])
         })?;
+        // The next page is read where the last one was, or later.
+        reads.at_least.fetch_max(position, Ordering::Relaxed);
+        *value = inner;
     }
     let path = format!("/v1/{}", group.collection);
     let request = plugin_request(&path, &state.public_url, &query);
-    let page = call_plugin(&state, group.collection, &caller, principal.organization_id, move |plugins| {
+    let page = call_plugin(&state, group.collection, &caller, principal.organization_id, &reads, move |plugins| {
         plugins.list(group.collection, tenant, &request, &request_id)
     })
     .await?;
@@ -622,7 +638,8 @@ async fn list(
     }
     let next_cursor = match page.next_cursor.as_deref() {
         Some(inner) => {
-            let sealed = binding.seal(&state.cursor_key, inner).ok_or_else(ApiError::internal)?;
+            let position = reads.position.load(Ordering::Relaxed);
+            let sealed = binding.seal_at(&state.cursor_key, inner, position).ok_or_else(ApiError::internal)?;
             if sealed.len() > MAX_CURSOR_CHARS {
                 tracing::error!(plugin = group.collection, "the component's cursor is too long to seal");
                 return Err(ApiError::internal());
@@ -671,10 +688,11 @@ async fn item(
     let (group, principal) = read_group(&method, &collection, &caller)?;
     let id = parse_id(&id).ok_or_else(|| ApiError::invalid_id(group.resource))?;
     let tenant = tenant(&state, &caller)?;
+    let reads = tenant.reads.clone();
     let path = format!("/v1/{}/{id}", group.collection);
     let request = plugin_request(&path, &state.public_url, &query_pairs(raw.as_deref()));
     let id_text = id.to_string();
-    let record = call_plugin(&state, group.collection, &caller, principal.organization_id, move |plugins| {
+    let record = call_plugin(&state, group.collection, &caller, principal.organization_id, &reads, move |plugins| {
         plugins.get_record(group.collection, tenant, &id_text, &request, &request_id)
     })
     .await
@@ -775,13 +793,15 @@ async fn agent_config(
     allow_read_only(&method)?;
     let principal = authorize(&caller, auth::SCOPE_AGENT_CONFIG)?;
     let tenant = tenant(&state, &caller)?;
+    let reads = tenant.reads.clone();
     let query = query_pairs(raw.as_deref());
     within_declared_lengths(&state, plugins::AGENT_GROUP, &query)?;
     let request = plugin_request("/v1/agent/config", &state.public_url, &query);
-    let rendered = call_plugin(&state, plugins::AGENT_GROUP, &caller, principal.organization_id, move |plugins| {
-        plugins.render(plugins::AGENT_GROUP, tenant, &request, &request_id)
-    })
-    .await?;
+    let rendered =
+        call_plugin(&state, plugins::AGENT_GROUP, &caller, principal.organization_id, &reads, move |plugins| {
+            plugins.render(plugins::AGENT_GROUP, tenant, &request, &request_id)
+        })
+        .await?;
     if rendered.body.len() > MAX_DOCUMENT_BYTES {
         tracing::error!(bytes = rendered.body.len(), "agent plugin rendered a document over the size limit");
         return Err(ApiError::internal());
@@ -858,6 +878,26 @@ async fn health(State(state): State<AppState>, method: Method) -> Result<Respons
                 "loaded_at": info.loaded_at,
             }]),
         );
+    }
+    // Read replicas: one that is down or lags is skipped, the primary reads
+    // instead, so neither fails the host.
+    let db = state.db.clone();
+    let replicas = state.store_calls.run_short(deadline, move || db.replicas()).await?;
+    if !replicas.is_empty() {
+        let replicas: Vec<Value> = replicas
+            .iter()
+            .map(|replica| {
+                json!({
+                    "status": if replica.state == "up" { "pass" } else { "warn" },
+                    "component_type": "datastore",
+                    "component_id": replica.name,
+                    "observed_value": replica.lag_ms,
+                    "observed_unit": "ms",
+                    "output": replica.state,
+                })
+            })
+            .collect();
+        checks.insert("replicas".into(), Value::Array(replicas));
     }
     // The hosts the rate limits are divided among (see `limits.rs`).
     checks.insert(

@@ -132,6 +132,19 @@ pub use esr_plugin_sdk::time::Timestamp as WriteTime;
 /// Records are handed out as their stored bytes, copied at most once out
 /// of the backend.
 pub trait StoreReader: Send {
+    /// Where in the database's history this session reads: a position no
+    /// earlier than its snapshot (PostgreSQL: a WAL position), once it has
+    /// read; `None` for a backend with a single copy of the data.
+    fn position(&self) -> Option<u64> {
+        None
+    }
+
+    /// Whether a read failed on a replica (a replay conflict, a lost
+    /// connection): the caller may run its reads again on the primary.
+    fn failed_on_replica(&self) -> bool {
+        false
+    }
+
     /// The record with this id, or `None`.
     fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError>;
 
@@ -206,6 +219,27 @@ pub trait StoreReader: Send {
     ) -> Result<u64, StoreError>;
 }
 
+/// Where a read session may read from (see [`Store::reader_from`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadFrom {
+    /// A position the session must have reached (0: any).
+    pub position: u64,
+    /// Read from the primary even when replicas are configured.
+    pub primary_only: bool,
+}
+
+/// How a read replica stands, as its monitor last saw it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReplicaHealth {
+    /// Where it is (host and database, no credentials).
+    pub name: String,
+    /// `up` (serves reads), `lagging` (behind by more than the allowed
+    /// lag: skipped) or `down` (unreachable or not a standby: skipped).
+    pub state: &'static str,
+    /// How far its replay is behind the primary, in milliseconds, when known.
+    pub lag_ms: Option<u64>,
+}
+
 /// A storage backend. A handle shared by every request (`Arc<dyn Store>`);
 /// each method may block and is called from blocking threads only (start-up
 /// and shutdown included). The last handle may be dropped on any thread: a
@@ -218,6 +252,19 @@ pub trait StoreReader: Send {
 pub trait Store: Send + Sync {
     /// A read session on the organization's records (see [`StoreReader`]).
     fn reader(&self, organization: Uuid) -> Result<Box<dyn StoreReader>, StoreError>;
+
+    /// A read session that sees at least `from.position` (a
+    /// [`StoreReader::position`] of an earlier session), read from the
+    /// primary alone when `from.primary_only`.
+    fn reader_from(&self, organization: Uuid, from: ReadFrom) -> Result<Box<dyn StoreReader>, StoreError> {
+        let _ = from;
+        self.reader(organization)
+    }
+
+    /// The read replicas and how each stands (none for most backends).
+    fn replicas(&self) -> Vec<ReplicaHealth> {
+        Vec::new()
+    }
 
     /// Writes one batch of the organization's records atomically and
     /// durably. The backend takes the organization's write lock (one that
@@ -396,6 +443,21 @@ pub fn open_with_pool(
     data_dir: &Path,
     pool_size: Option<u32>,
 ) -> Result<Arc<dyn Store>, StoreError> {
+    open_with_replicas(database_url, data_dir, pool_size, &postgres::Replicas::default())
+}
+
+/// [`open_with_pool`], with public reads sent to `replicas` (PostgreSQL only).
+pub fn open_with_replicas(
+    database_url: Option<&str>,
+    data_dir: &Path,
+    pool_size: Option<u32>,
+    replicas: &postgres::Replicas,
+) -> Result<Arc<dyn Store>, StoreError> {
+    if database_url.is_none() && !replicas.urls.is_empty() {
+        return Err(StoreError::Unsupported(
+            "--database-replica-url needs --database: replicas are PostgreSQL standbys of that database".into(),
+        ));
+    }
     match database_url {
         None => Ok(Arc::new(sled::SledStore::open(data_dir)?)),
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
@@ -404,7 +466,11 @@ pub fn open_with_pool(
                 use std::os::unix::fs::DirBuilderExt;
                 std::fs::DirBuilder::new().recursive(true).mode(0o700).create(data_dir)?;
             }
-            Ok(Arc::new(postgres::PgStore::open(url, pool_size.unwrap_or(postgres::DEFAULT_POOL_SIZE))?))
+            Ok(Arc::new(postgres::PgStore::open_with_replicas(
+                url,
+                pool_size.unwrap_or(postgres::DEFAULT_POOL_SIZE),
+                replicas,
+            )?))
         }
         Some(url) => Err(StoreError::Unsupported(format!(
             "unknown database URL scheme in {:?}: use postgres:// or postgresql://, or no URL for sled in the data directory",

@@ -13,6 +13,7 @@
 //! connection prepares a statement once and keeps it.
 
 mod migrations;
+mod replicas;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -27,10 +28,14 @@ use serde_json::Value;
 use uuid::Uuid;
 
 pub use migrations::{SCHEMA_VERSION, migrate};
+pub use replicas::{DEFAULT_MAX_LAG, Replicas};
+
+use replicas::ReplicaSet;
+use std::sync::Arc;
 
 use crate::store::{
     ApiKeyRecord, BuildBatch, COLLECTIONS, CollectionWrite, IndexCondition, IndexPosition, MAX_SCAN, Organization,
-    Store, StoreError, StoreReader, StoredRecord, WriteTime,
+    ReadFrom, ReplicaHealth, Store, StoreError, StoreReader, StoredRecord, WriteTime,
 };
 
 impl From<postgres::Error> for StoreError {
@@ -56,6 +61,8 @@ pub const DEFAULT_POOL_SIZE: u32 = 16;
 pub struct PgStore {
     /// Always there until the store is dropped.
     pool: Option<r2d2::Pool<Manager>>,
+    /// The read replicas, when there are any.
+    replicas: Option<Arc<ReplicaSet>>,
 }
 
 impl Drop for PgStore {
@@ -65,7 +72,8 @@ impl Drop for PgStore {
         if let Some(pool) = self.pool.take()
             && tokio::runtime::Handle::try_current().is_ok()
         {
-            std::thread::spawn(move || drop(pool));
+            let replicas = self.replicas.take();
+            std::thread::spawn(move || drop((pool, replicas)));
         }
     }
 }
@@ -137,6 +145,12 @@ impl PgStore {
     /// as needed) and creates or migrates the schema; refuses a database
     /// whose schema is newer than this binary knows.
     pub fn open(url: &str, pool_size: u32) -> Result<PgStore, StoreError> {
+        PgStore::open_with_replicas(url, pool_size, &Replicas::default())
+    }
+
+    /// [`PgStore::open`], with public reads sent to the streaming replicas
+    /// at `replicas.urls` (each with a pool of `pool_size` at most).
+    pub fn open_with_replicas(url: &str, pool_size: u32, replicas: &Replicas) -> Result<PgStore, StoreError> {
         let config = config_of(url)?;
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(1))
@@ -150,7 +164,7 @@ impl PgStore {
         // database is reported with PostgreSQL's own words.
         let mut client = config_of(url)?.connect(NoTls)?;
         migrate(&mut client)?;
-        Ok(PgStore { pool: Some(pool) })
+        Ok(PgStore { pool: Some(pool), replicas: ReplicaSet::start(replicas, pool_size)? })
     }
 
     /// A connection from the pool.
@@ -358,7 +372,31 @@ impl Store for PgStore {
     /// A read session on the organization's records: one pooled
     /// connection, in one read-only snapshot from its first read on.
     fn reader(&self, organization: Uuid) -> Result<Box<dyn StoreReader>, StoreError> {
-        Ok(Box::new(PgReader { connection: self.connection()?, organization, in_snapshot: false }))
+        self.reader_from(organization, ReadFrom::default())
+    }
+
+    /// A read session on a replica that has replayed this host's last
+    /// write to the organization and `from.position`, else on the primary
+    /// (see `replicas.rs`). The choice is made at the first read.
+    fn reader_from(&self, organization: Uuid, from: ReadFrom) -> Result<Box<dyn StoreReader>, StoreError> {
+        let pool = self.pool.clone().ok_or_else(|| StoreError::Backend("the PostgreSQL store is closed".into()))?;
+        let needed = match &self.replicas {
+            Some(replicas) => from.position.max(replicas.written(organization)),
+            None => from.position,
+        };
+        Ok(Box::new(PgReader {
+            pool,
+            replicas: if from.primary_only { None } else { self.replicas.clone() },
+            needed,
+            open: None,
+            position: None,
+            failed_on_replica: false,
+            organization,
+        }))
+    }
+
+    fn replicas(&self) -> Vec<ReplicaHealth> {
+        self.replicas.as_ref().map(|replicas| replicas.health()).unwrap_or_default()
     }
 
     /// Writes a batch in one transaction that first locks the
@@ -381,6 +419,13 @@ impl Store for PgStore {
             transaction.execute(&keep_past, &[&organization, &latest])?;
         }
         transaction.commit()?;
+        if let Some(replicas) = &self.replicas {
+            // After the commit: its record is before this position.
+            let row = connection.query_opt("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8", &[])?;
+            if let Some(position) = row.and_then(|row| u64::try_from(row.get::<_, i64>(0)).ok()) {
+                replicas.wrote(organization, position);
+            }
+        }
         Ok(())
     }
 
@@ -527,29 +572,121 @@ fn verify_organization_indexes(
     Ok(IndexDisagreement { missing, extra, counts_differ: stored_counts != counts })
 }
 
-/// Reads of one organization for one request (see [`PgStore::reader`]).
+/// Reads of one organization for one request (see [`PgStore::reader_from`]).
 pub struct PgReader {
-    connection: r2d2::PooledConnection<Manager>,
+    pool: r2d2::Pool<Manager>,
+    /// The replicas this session may read; `None`: the primary only.
+    replicas: Option<Arc<ReplicaSet>>,
+    /// The position a replica must have replayed to serve this session.
+    needed: u64,
+    /// The connection in its read-only snapshot, from the first read on;
+    /// the flag says whether it is a replica's.
+    open: Option<(r2d2::PooledConnection<Manager>, bool)>,
+    position: Option<u64>,
+    failed_on_replica: bool,
     organization: Uuid,
-    in_snapshot: bool,
 }
+
+/// Begins the read-only snapshot a page and its total share.
+const BEGIN_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 
 impl PgReader {
     /// The session every read of this reader runs in; the snapshot begins
     /// with the first read, so a page and its total agree.
     pub fn session(&mut self) -> Result<Session<'_, postgres::Client>, StoreError> {
-        if !self.in_snapshot {
-            self.connection.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
-            self.in_snapshot = true;
+        if self.open.is_none() {
+            let opened = match self.on_replica() {
+                Some(opened) => opened,
+                None => self.on_primary()?,
+            };
+            self.open = Some(opened);
         }
-        let Connection { client, statements } = &mut *self.connection;
+        let Some((connection, _)) = self.open.as_mut() else {
+            return Err(StoreError::Backend("the read session has no connection".into()));
+        };
+        let Connection { client, statements } = &mut **connection;
         Ok(Session { client, statements, organization: self.organization })
+    }
+
+    /// A snapshot on a usable replica that has replayed `needed`, if one has.
+    fn on_replica(&mut self) -> Option<(r2d2::PooledConnection<Manager>, bool)> {
+        let replicas = self.replicas.clone()?;
+        for replica in replicas.usable() {
+            let Some(mut connection) = replica.connection() else {
+                replica.failed();
+                continue;
+            };
+            // The replay position before the snapshot is a lower bound of
+            // what it holds; the one after it, an upper bound (a cursor's).
+            // (Two round trips: a statement before `BEGIN` in one simple
+            // query would start the transaction without its isolation level.)
+            const REPLAYED: &str = "SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::int8";
+            let answer = connection.client.simple_query(REPLAYED).and_then(|mut messages| {
+                messages.extend(connection.client.simple_query(&format!("{BEGIN_SNAPSHOT}; {REPLAYED}"))?);
+                Ok(messages)
+            });
+            let positions = match answer {
+                Ok(messages) => replicas::positions(&messages),
+                Err(error) => {
+                    let error = StoreError::from(error);
+                    tracing::warn!(replica = %replica.name, %error, "a read replica failed; reading the primary");
+                    replica.failed();
+                    continue;
+                }
+            };
+            match positions[..] {
+                [Some(before), Some(after)] if before >= self.needed => {
+                    self.position = Some(after);
+                    return Some((connection, true));
+                }
+                _ => {
+                    // Behind this session's writes or cursor: the primary answers.
+                    if connection.client.batch_execute("ROLLBACK").is_err() {
+                        replica.failed();
+                    }
+                    return None;
+                }
+            }
+        }
+        None
+    }
+
+    fn on_primary(&mut self) -> Result<(r2d2::PooledConnection<Manager>, bool), StoreError> {
+        let mut connection =
+            self.pool.get().map_err(|error| StoreError::Backend(format!("no PostgreSQL connection: {error}")))?;
+        // Every host learns the position, with replicas or not: a cursor it
+        // issues may be followed on a host that reads replicas.
+        let messages = connection
+            .client
+            .simple_query(&format!("{BEGIN_SNAPSHOT}; SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8"))?;
+        self.position = replicas::positions(&messages).first().copied().flatten();
+        Ok((connection, false))
+    }
+
+    /// Runs one read, noting a failure on a replica (the caller may retry on the primary).
+    fn read<T>(
+        &mut self,
+        read: impl FnOnce(Session<'_, postgres::Client>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let outcome = read(self.session()?);
+        if outcome.is_err() && self.open.as_ref().is_some_and(|(_, replica)| *replica) {
+            self.failed_on_replica = true;
+        }
+        outcome
     }
 }
 
 impl StoreReader for PgReader {
+    fn position(&self) -> Option<u64> {
+        self.position
+    }
+
+    fn failed_on_replica(&self) -> bool {
+        self.failed_on_replica
+    }
+
     fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
-        self.session()?.get(collection, id)
+        self.read(|mut session| session.get(collection, id))
     }
 
     fn scan(
@@ -559,11 +696,11 @@ impl StoreReader for PgReader {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<StoredRecord>, StoreError> {
-        self.session()?.scan(collection, after, limit, reverse)
+        self.read(|mut session| session.scan(collection, after, limit, reverse))
     }
 
     fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
-        self.session()?.count(collection)
+        self.read(|mut session| session.count(collection))
     }
 
     fn index_scan(
@@ -575,7 +712,7 @@ impl StoreReader for PgReader {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<StoredRecord>, StoreError> {
-        self.session()?.index_scan(collection, index, value, after, limit, reverse)
+        self.read(|mut session| session.index_scan(collection, index, value, after, limit, reverse))
     }
 
     fn index_positions(
@@ -587,11 +724,11 @@ impl StoreReader for PgReader {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<IndexPosition>, StoreError> {
-        self.session()?.index_positions(collection, index, value, after, limit, reverse)
+        self.read(|mut session| session.index_positions(collection, index, value, after, limit, reverse))
     }
 
     fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
-        self.session()?.index_count(collection, index, value)
+        self.read(|mut session| session.index_count(collection, index, value))
     }
 
     fn count_matching(
@@ -600,7 +737,7 @@ impl StoreReader for PgReader {
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
-        self.session()?.count_matching(collection, conditions, updated_after)
+        self.read(|mut session| session.count_matching(collection, conditions, updated_after))
     }
 
     fn count_in_range(
@@ -612,7 +749,7 @@ impl StoreReader for PgReader {
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
-        self.session()?.count_in_range(collection, index, after, before, conditions, updated_after)
+        self.read(|mut session| session.count_in_range(collection, index, after, before, conditions, updated_after))
     }
 }
 
@@ -689,7 +826,9 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
 impl Drop for PgReader {
     fn drop(&mut self) {
         // The connection goes back to the pool outside any transaction.
-        if self.in_snapshot && self.connection.client.batch_execute("ROLLBACK").is_err() {
+        if let Some((connection, _)) = self.open.as_mut()
+            && connection.client.batch_execute("ROLLBACK").is_err()
+        {
             tracing::warn!("a database connection could not end its read snapshot");
         }
     }
