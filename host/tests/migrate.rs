@@ -69,7 +69,14 @@ fn a_migrated_deployment_answers_as_sled_does_with_its_keys_cursors_and_admin_to
         let next = format!("{path}&cursor={cursor}");
         let (sled, postgres) = (twins.sled.get(&next), twins.postgres.get(&next));
         assert_eq!((sled.status().as_u16(), postgres.status().as_u16()), (200, 200), "{next}");
-        assert_eq!(sled.text().unwrap(), postgres.text().unwrap(), "{next}");
+        // Alike apart from the next cursors: PostgreSQL's carries the WAL
+        // position its page was read at.
+        let without_cursor = |response: reqwest::blocking::Response| {
+            let mut page: serde_json::Value = response.json().unwrap();
+            let cursor = page["next_cursor"].take();
+            (page, cursor.is_string())
+        };
+        assert_eq!(without_cursor(sled), without_cursor(postgres), "{next}");
     }
 
     // The sled deployment's admin token is the PostgreSQL server's.
