@@ -135,6 +135,19 @@ pub trait StoreReader: Send {
     /// The record with this id, or `None`.
     fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError>;
 
+    /// The records with these ids that exist, each once, in no particular
+    /// order: what a write's checks need of many records, read at once (a
+    /// backend behind a network answers in one round trip, not one per id).
+    fn get_many(&mut self, collection: &str, ids: &[Uuid]) -> Result<Vec<StoredRecord>, StoreError> {
+        let mut found = Vec::new();
+        for id in ids.iter().collect::<std::collections::BTreeSet<_>>() {
+            if let Some(bytes) = self.get(collection, *id)? {
+                found.push((*id, bytes));
+            }
+        }
+        Ok(found)
+    }
+
     /// Up to `limit` (at most [`MAX_SCAN`]) records in id order (creation
     /// order: ids are UUIDv7), strictly after `after` when given; `reverse`
     /// walks from the newest, strictly before `after`.
@@ -263,6 +276,20 @@ pub trait Store: Send + Sync {
     /// The key record stored under this hash, as it is now (a revocation
     /// is seen by the next lookup).
     fn api_key(&self, key_hash: &[u8; 32]) -> Result<Option<ApiKeyRecord>, StoreError>;
+
+    /// The key record stored under this hash with its organization as
+    /// they are now (`None`: the organization no longer exists): what
+    /// authenticating a request reads, in one read where the backend can.
+    fn api_key_with_organization(
+        &self,
+        key_hash: &[u8; 32],
+    ) -> Result<Option<(ApiKeyRecord, Option<Organization>)>, StoreError> {
+        let Some(record) = self.api_key(key_hash)? else {
+            return Ok(None);
+        };
+        let organization = self.organization(record.organization_id)?;
+        Ok(Some((record, organization)))
+    }
 
     /// Every key record (of one organization when given), oldest first.
     fn api_keys(&self, organization: Option<Uuid>) -> Result<Vec<ApiKeyRecord>, StoreError>;
