@@ -121,21 +121,6 @@ pub fn principal_of_key(db: &dyn Store, key: &str) -> Result<Result<Principal, A
     })
 }
 
-/// The principal of a well-formed key and, when the key is usable, its
-/// organization as stored (`None`: it no longer exists), read together.
-pub fn identify_key(
-    db: &dyn Store,
-    key: &str,
-) -> Result<(Result<Principal, AuthFailure>, Option<Organization>), StoreError> {
-    Ok(match db.api_key_with_organization(&hash_key(key))? {
-        Some((record, organization)) if is_usable(&record) => (
-            Ok(Principal { key_id: record.id, organization_id: record.organization_id, scopes: record.scopes }),
-            organization,
-        ),
-        _ => (Err(AuthFailure::Invalid), None),
-    })
-}
-
 /// Not revoked, and not past its expiry.
 fn is_usable(record: &ApiKeyRecord) -> bool {
     let expired =

@@ -59,7 +59,6 @@ macro_rules! contract {
             contract!(@checks $backend:
                 records_by_id_and_in_order,
                 many_records_by_id_at_once,
-                a_key_with_its_organization,
                 scans_return_at_most_max_scan,
                 index_scans_walk_positions,
                 count_matching_agrees_with_brute_force,
@@ -226,25 +225,6 @@ fn many_records_by_id_at_once(backend: &dyn Backend) {
             Ok(Vec::new())
         })
         .unwrap();
-}
-
-fn a_key_with_its_organization(backend: &dyn Backend) {
-    let store = backend.open();
-    let acme = organization("acme");
-    store.insert_organization(&acme).unwrap();
-    let key = key_record(acme.organization_id, "reader");
-    store.insert_api_key(&[1; 32], &key).unwrap();
-    assert_eq!(store.api_key_with_organization(&[1; 32]).unwrap(), Some((key.clone(), Some(acme.clone()))));
-    assert_eq!(store.api_key_with_organization(&[2; 32]).unwrap(), None);
-
-    // A key whose organization is gone is found without one.
-    let orphan = key_record(Uuid::now_v7(), "orphan");
-    store.insert_api_key(&[3; 32], &orphan).unwrap();
-    assert_eq!(store.api_key_with_organization(&[3; 32]).unwrap(), Some((orphan, None)));
-
-    // A revocation is seen by the next lookup.
-    let revoked = store.revoke_api_key(key.id, "2026-02-01T00:00:00Z").unwrap().expect("a key");
-    assert_eq!(store.api_key_with_organization(&[1; 32]).unwrap(), Some((revoked, Some(acme))));
 }
 
 fn scans_return_at_most_max_scan(backend: &dyn Backend) {

@@ -160,8 +160,12 @@ async fn identify(state: &AppState, authorization: Option<Option<&str>>) -> Resu
     let identified = state
         .store_calls
         .run_short(deadline, move || -> Result<Caller, StoreError> {
-            let (principal, organization) = auth::identify_key(db.as_ref(), &key)?;
-            Ok(Caller { principal, organization: organization.map(Arc::new), deadline })
+            let principal = auth::principal_of_key(db.as_ref(), &key)?;
+            let organization = match &principal {
+                Ok(principal) => db.organization(principal.organization_id)?.map(Arc::new),
+                Err(_) => None,
+            };
+            Ok(Caller { principal, organization, deadline })
         })
         .await?;
     identified.map_err(|error| {

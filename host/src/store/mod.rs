@@ -277,20 +277,6 @@ pub trait Store: Send + Sync {
     /// is seen by the next lookup).
     fn api_key(&self, key_hash: &[u8; 32]) -> Result<Option<ApiKeyRecord>, StoreError>;
 
-    /// The key record stored under this hash with its organization as
-    /// they are now (`None`: the organization no longer exists): what
-    /// authenticating a request reads, in one read where the backend can.
-    fn api_key_with_organization(
-        &self,
-        key_hash: &[u8; 32],
-    ) -> Result<Option<(ApiKeyRecord, Option<Organization>)>, StoreError> {
-        let Some(record) = self.api_key(key_hash)? else {
-            return Ok(None);
-        };
-        let organization = self.organization(record.organization_id)?;
-        Ok(Some((record, organization)))
-    }
-
     /// Every key record (of one organization when given), oldest first.
     fn api_keys(&self, organization: Option<Uuid>) -> Result<Vec<ApiKeyRecord>, StoreError>;
 

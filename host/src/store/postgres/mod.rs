@@ -320,28 +320,6 @@ impl Store for PgStore {
         Ok(row.map(|row| api_key_of(&row)))
     }
 
-    /// One statement: the key and its organization.
-    fn api_key_with_organization(
-        &self,
-        key_hash: &[u8; 32],
-    ) -> Result<Option<(ApiKeyRecord, Option<Organization>)>, StoreError> {
-        let row = self.connection()?.query_opt(
-            "SELECT k.id, k.org_id, k.name, k.scopes, k.prefix, k.created_at, k.expires_at, k.revoked_at, \
-             o.org_id, o.name, o.enrollment_token, o.created_at FROM api_keys k \
-             LEFT JOIN organizations o ON o.org_id = k.org_id WHERE k.key_hash = $1",
-            &[&&key_hash[..]],
-        )?;
-        Ok(row.map(|row| {
-            let organization = row.get::<_, Option<Uuid>>(8).map(|organization_id| Organization {
-                organization_id,
-                name: row.get(9),
-                enrollment_token: row.get(10),
-                created_at: row.get(11),
-            });
-            (api_key_of(&row), organization)
-        }))
-    }
-
     /// The stored records of every key (of one organization when given), oldest first.
     fn api_keys(&self, organization: Option<Uuid>) -> Result<Vec<ApiKeyRecord>, StoreError> {
         let rows = self.connection()?.query(
