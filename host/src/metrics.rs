@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn histograms_are_cumulative_and_labels_escaped() {
-        let metrics = Metrics::default();
+        let metrics = Metrics::with_rate_limit_policies(&["per-key", "per-address"]);
         metrics.request("/v1/{collection}", 200, Duration::from_millis(3));
         metrics.request("/v1/{collection}", 200, Duration::from_millis(30));
         metrics.component_call("en\"d", Duration::from_millis(1), Some("trap"));

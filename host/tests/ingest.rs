@@ -32,26 +32,6 @@ fn finding(endpoint: &str, severity: &str) -> Value {
     })
 }
 
-/// Creates an organization and a key with these scopes; returns (id, key).
-fn organization_with_key(server: &Server, name: &str, scopes: &[&str]) -> (String, String) {
-    let created: Value = server
-        .admin(Method::POST, "/admin/v1/organizations")
-        .json(&json!({"name": name}))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
-    let organization = created["organization_id"].as_str().unwrap().to_owned();
-    let response = server
-        .admin(Method::POST, "/admin/v1/keys")
-        .json(&json!({"organization_id": organization, "name": "ci", "scopes": scopes}))
-        .send()
-        .unwrap();
-    assert_eq!(response.status(), 201);
-    let key: Value = response.json().unwrap();
-    (organization, key["api_key"].as_str().unwrap().to_owned())
-}
-
 fn import(server: &Server, organization: &str, collection: &str, body: String) -> reqwest::blocking::Response {
     server
         .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/import/{collection}"))
@@ -116,7 +96,7 @@ fn every_admin_route_needs_the_admin_token() {
 fn keys_are_created_listed_without_the_secret_and_revoked_at_once() {
     // Everything logged, to show that no key reaches the log.
     let server = Server::start_with(&plugins_dir(), &["ESR_LOG=debug"]);
-    let (organization, key) = organization_with_key(&server, "Initech", &["endpoints:read"]);
+    let (organization, key) = server.organization_with_key("Initech", &["endpoints:read"]);
     assert_eq!(get(&server, &key, "/v1/endpoints").status(), 200);
     let forbidden = get(&server, &key, "/v1/scopes");
     assert_eq!(forbidden.status(), 403, "a scope the key lacks");
@@ -234,7 +214,7 @@ fn keys_are_created_listed_without_the_secret_and_revoked_at_once() {
 #[test]
 fn imports_are_validated_all_or_nothing_and_quiet_when_nothing_changed() {
     let server = Server::start_with(&plugins_dir(), &["--import-max-mib", "1"]);
-    let (organization, key) = organization_with_key(&server, "Umbrella", &["endpoints:read", "findings:read"]);
+    let (organization, key) = server.organization_with_key("Umbrella", &["endpoints:read", "findings:read"]);
 
     // A batch with one bad line writes nothing and names the line and field.
     let mut bad = endpoint("bad");
@@ -443,7 +423,7 @@ fn the_command_line_says_when_no_server_is_running() {
 #[test]
 fn hostile_text_is_refused_naming_the_line_and_field() {
     let server = Server::start(&plugins_dir());
-    let (organization, key) = organization_with_key(&server, "Cyberdyne", &["endpoints:read", "scopes:read"]);
+    let (organization, key) = server.organization_with_key("Cyberdyne", &["endpoints:read", "scopes:read"]);
     let with = |pointer: &str, value: Value| {
         let mut line = endpoint("web-1");
         line["owner"] = json!({"name": "IT", "email": null});
@@ -529,7 +509,7 @@ fn memory_figure(pid: u32, name: &str) -> u64 {
 fn an_import_at_the_size_limit_takes_bounded_memory_and_gives_it_back() {
     const BATCH: usize = 8 << 20;
     let server = Server::start_with(&plugins_dir(), &["--import-max-mib", "8"]);
-    let (organization, _) = organization_with_key(&server, "Tyrell", &["scopes:read"]);
+    let (organization, _) = server.organization_with_key("Tyrell", &["scopes:read"]);
     let pid = server.pid();
     let baseline = memory_figure(pid, "VmRSS");
     // Peaks from here on: VmHWM restarts at the current resident size.

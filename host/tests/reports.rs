@@ -38,23 +38,7 @@ fn report_files(format: &str) -> Vec<PathBuf> {
 
 /// Creates an organization and a key reading everything; (id, key).
 fn new_organization(server: &Server, name: &str) -> (String, String) {
-    let created: Value = server
-        .admin(Method::POST, "/admin/v1/organizations")
-        .json(&json!({"name": name}))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
-    let organization = created["organization_id"].as_str().unwrap().to_owned();
-    let scopes = ["endpoints:read", "targets:read", "scopes:read", "findings:read"];
-    let key: Value = server
-        .admin(Method::POST, "/admin/v1/keys")
-        .json(&json!({"organization_id": organization, "name": "reports", "scopes": scopes}))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
-    (organization, key["api_key"].as_str().unwrap().to_owned())
+    server.organization_with_key(name, &["endpoints:read", "targets:read", "scopes:read", "findings:read"])
 }
 
 /// `POST …/reports` with the query; (status, body).
@@ -643,4 +627,294 @@ fn a_report_beyond_the_importers_limits_is_refused_clearly_and_the_server_carrie
     assert!(body["detail"].as_str().unwrap().contains("--importer-deadline-ms"), "{body}");
     assert!(all(&server, &key, "vulnerability-findings", "").is_empty());
     assert_eq!(server.get("/v1/health").status(), 200);
+}
+
+/// A vulnerability's identity as the contract names it: the CVE where the
+/// report gives one, as the id or among its aliases, else the id itself.
+fn cve_or<'a>(id: &'a str, aliases: impl IntoIterator<Item = &'a str>) -> String {
+    std::iter::once(id).chain(aliases).find(|candidate| candidate.starts_with("CVE-")).unwrap_or(id).to_owned()
+}
+
+fn texts(values: &Value, field: &str) -> Vec<String> {
+    values.as_array().into_iter().flatten().filter_map(|value| value[field].as_str().map(str::to_owned)).collect()
+}
+
+/// A severity word as the mapping tables state it; `None` where the
+/// report gives none the table maps by itself (the band of a score).
+fn severity_word(word: &str) -> Option<&'static str> {
+    match word.to_ascii_lowercase().as_str() {
+        "critical" => Some("critical"),
+        "high" | "important" => Some("high"),
+        "medium" | "moderate" => Some("medium"),
+        "low" => Some("low"),
+        "negligible" | "info" => Some("info"),
+        _ => None,
+    }
+}
+
+/// What a report holds, read without the importers: each (vulnerability,
+/// package) pair with the severity its words give, and the entries that
+/// cannot become findings.
+#[derive(Default)]
+struct Reading {
+    /// (host, vulnerability, package): the host the report names, else
+    /// the one the import names.
+    pairs: BTreeMap<(String, String, String), Option<&'static str>>,
+    skipped: usize,
+}
+
+/// The endpoint the test names when a report names none.
+const NAMED_HOST: &str = "scanned-host";
+
+impl Reading {
+    fn add(&mut self, id: String, package: &str, severity: Option<&'static str>) {
+        self.add_on(NAMED_HOST, id, package, severity);
+    }
+
+    fn add_on(&mut self, host: &str, id: String, package: &str, severity: Option<&'static str>) {
+        let slot = self.pairs.entry((host.to_owned(), id, package.to_owned())).or_insert(severity);
+        if slot.is_none() {
+            *slot = severity;
+        }
+    }
+}
+
+fn grype_reading(report: &Value) -> Reading {
+    let mut reading = Reading::default();
+    for entry in report["matches"].as_array().into_iter().flatten() {
+        let vulnerability = &entry["vulnerability"];
+        let id = vulnerability["id"].as_str().unwrap();
+        let mut aliases = texts(&entry["relatedVulnerabilities"], "id");
+        aliases.extend(texts(&vulnerability["advisories"], "id"));
+        let severity = vulnerability["severity"].as_str().and_then(severity_word);
+        reading.add(
+            cve_or(id, aliases.iter().map(String::as_str)),
+            entry["artifact"]["name"].as_str().unwrap(),
+            severity,
+        );
+    }
+    reading.skipped = report["ignoredMatches"].as_array().map_or(0, Vec::len);
+    reading
+}
+
+fn osv_reading(report: &Value) -> Reading {
+    let mut reading = Reading::default();
+    for result in report["results"].as_array().into_iter().flatten() {
+        for package in result["packages"].as_array().into_iter().flatten() {
+            // A repository scanned by commit names no package: the repository is the package.
+            let name = match package["package"]["name"].as_str().filter(|name| !name.is_empty()) {
+                Some(name) => name,
+                None if result["source"]["type"] == "git" => {
+                    result["source"]["path"].as_str().unwrap().split('/').rfind(|part| !part.is_empty()).unwrap()
+                }
+                None => {
+                    reading.skipped += 1;
+                    continue;
+                }
+            };
+            let records = package["vulnerabilities"].as_array().cloned().unwrap_or_default();
+            let record_aliases = |id: &str| -> Vec<String> {
+                records
+                    .iter()
+                    .filter(|record| record["id"] == id)
+                    .flat_map(|record| texts_of(&record["aliases"]))
+                    .collect()
+            };
+            let mut grouped = Vec::new();
+            for group in package["groups"].as_array().into_iter().flatten() {
+                let ids = texts_of(&group["ids"]);
+                let mut aliases: Vec<String> = ids[1..].to_vec();
+                aliases.extend(texts_of(&group["aliases"]));
+                aliases.extend(ids.iter().flat_map(|id| record_aliases(id)));
+                reading.add(cve_or(&ids[0], aliases.iter().map(String::as_str)), name, None);
+                grouped.extend(ids);
+            }
+            for record in &records {
+                let id = record["id"].as_str().unwrap();
+                if !grouped.iter().any(|grouped| grouped == id) {
+                    let aliases = record_aliases(id);
+                    reading.add(cve_or(id, aliases.iter().map(String::as_str)), name, None);
+                }
+            }
+        }
+    }
+    reading
+}
+
+fn texts_of(values: &Value) -> Vec<String> {
+    values.as_array().into_iter().flatten().filter_map(|value| value.as_str().map(str::to_owned)).collect()
+}
+
+fn cyclonedx_reading(report: &Value) -> Reading {
+    let mut reading = Reading::default();
+    // Components at any depth, and the product a VEX speaks of.
+    let mut pending: Vec<&Value> = report["components"].as_array().into_iter().flatten().collect();
+    pending.push(&report["metadata"]["component"]);
+    let mut components: BTreeMap<&str, String> = BTreeMap::new();
+    while let Some(component) = pending.pop() {
+        pending.extend(component["components"].as_array().into_iter().flatten());
+        let (Some(reference), Some(name)) = (component["bom-ref"].as_str(), component["name"].as_str()) else {
+            continue;
+        };
+        let package = match (component["group"].as_str().filter(|g| !g.is_empty()), component["purl"].as_str()) {
+            (Some(group), Some(purl)) if purl.starts_with("pkg:maven/") => format!("{group}:{name}"),
+            (Some(group), _) => format!("{group}/{name}"),
+            (None, _) => name.to_owned(),
+        };
+        components.insert(reference, package);
+    }
+    for vulnerability in report["vulnerabilities"].as_array().into_iter().flatten() {
+        let id = vulnerability["id"].as_str().unwrap();
+        let aliases = texts(&vulnerability["references"], "id");
+        let severity = vulnerability["ratings"][0]["severity"].as_str().and_then(severity_word);
+        for affected in vulnerability["affects"].as_array().into_iter().flatten() {
+            match components.get(affected["ref"].as_str().unwrap_or_default()) {
+                Some(package) => reading.add(cve_or(id, aliases.iter().map(String::as_str)), package, severity),
+                None => reading.skipped += 1,
+            }
+        }
+    }
+    reading
+}
+
+/// A SARIF result's package and advisory, where its tool writes them: a
+/// purl among the logical locations (dependency-check), else the
+/// `Package:` and `Vulnerability` lines of the message or the rule's help
+/// (Trivy, Grype); else an advisory `ruleId`.
+fn sarif_reading(report: &Value) -> Reading {
+    let mut reading = Reading::default();
+    for run in report["runs"].as_array().into_iter().flatten() {
+        let rules = run["tool"]["driver"]["rules"].as_array().cloned().unwrap_or_default();
+        for result in run["results"].as_array().into_iter().flatten() {
+            let rule_id = result["ruleId"].as_str().unwrap_or_default();
+            let rule = result["ruleIndex"]
+                .as_u64()
+                .and_then(|index| rules.get(index as usize))
+                .or_else(|| rules.iter().find(|rule| rule["id"] == rule_id))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let texts = [result["message"]["text"].as_str(), rule["help"]["text"].as_str()];
+            let line = |prefix: &str| {
+                texts.iter().flatten().find_map(|text| text.lines().find_map(|line| line.strip_prefix(prefix)))
+            };
+            let purl = result["locations"][0]["logicalLocations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|location| location["fullyQualifiedName"].as_str())
+                .find_map(|name| name.strip_prefix("pkg:"));
+            let package = match purl {
+                Some(purl) => {
+                    let (kind, path) = purl.split_once('/').unwrap();
+                    let path = path.split('@').next().unwrap();
+                    Some(if kind == "maven" { path.replacen('/', ":", 1) } else { path.to_owned() })
+                }
+                None => line("Package: ").map(|name| name.trim().to_owned()),
+            };
+            let advisory = rule_id
+                .split_once('-')
+                .is_some_and(|(prefix, _)| !prefix.is_empty() && prefix.chars().all(|c| c.is_ascii_uppercase()));
+            let id = line("Vulnerability ").map(str::trim).or(advisory.then_some(rule_id));
+            match (id, package) {
+                (Some(id), Some(package)) => {
+                    reading.add(id.to_owned(), &package, line("Severity: ").and_then(|word| severity_word(word.trim())))
+                }
+                _ => reading.skipped += 1,
+            }
+        }
+    }
+    reading
+}
+
+fn wazuh_reading(report: &Value) -> Reading {
+    let mut reading = Reading::default();
+    for hit in report["hits"]["hits"].as_array().into_iter().flatten() {
+        let source = &hit["_source"];
+        let vulnerability = &source["vulnerability"];
+        reading.add_on(
+            source["agent"]["name"].as_str().unwrap(),
+            vulnerability["id"].as_str().unwrap().to_owned(),
+            source["package"]["name"].as_str().unwrap(),
+            vulnerability["severity"].as_str().and_then(severity_word),
+        );
+    }
+    // One page of a larger search: the hits not in the file are one skipped entry.
+    let listed = report["hits"]["hits"].as_array().map_or(0, Vec::len);
+    if report["hits"]["total"]["value"].as_u64().is_some_and(|total| total > listed as u64) {
+        reading.skipped += 1;
+    }
+    reading
+}
+
+/// How the test reads one format's report.
+type ReadReport = fn(&Value) -> Reading;
+
+/// Grype, OSV-Scanner, CycloneDX, SARIF and Wazuh reports through the real
+/// host: the hosts, vulnerabilities and packages that come out are the ones the test
+/// reads from each report itself, with the severities its words give; the
+/// entries it cannot represent are skipped with a reason; and importing it
+/// again changes nothing.
+#[test]
+fn every_other_report_comes_out_as_a_reading_of_it_says_and_again_quietly() {
+    let server = Server::start(&plugins_dir());
+    let named = format!("endpoint={NAMED_HOST}");
+    // Wazuh names the hosts it scanned; the others are imported for one.
+    let readers: [(&str, &str, &str, ReadReport); 5] = [
+        ("grype", "grype", &named, grype_reading),
+        ("osv-scanner", "osv", &named, osv_reading),
+        ("cyclonedx", "cyclonedx", &named, cyclonedx_reading),
+        ("sarif", "sarif", &named, sarif_reading),
+        ("wazuh", "wazuh", "", wazuh_reading),
+    ];
+    for (directory, format, query, read) in readers {
+        for (index, file) in report_files(directory).iter().enumerate() {
+            let name = file.display();
+            let (organization, key) = new_organization(&server, &format!("{format}-{index}"));
+            let bytes = std::fs::read(file).unwrap();
+            let answer = import_ok(&server, &organization, query, bytes.clone());
+            assert_eq!(answer["format"], format, "{name}: {answer}");
+            let expected = read(&read_json(file));
+            let findings = all(&server, &key, "vulnerability-findings", "");
+            let hosts: BTreeMap<String, String> = all(&server, &key, "endpoints", "")
+                .iter()
+                .map(|endpoint| {
+                    (endpoint["id"].as_str().unwrap().to_owned(), endpoint["hostname"].as_str().unwrap().to_owned())
+                })
+                .collect();
+            let found: BTreeMap<(String, String, String), String> = findings
+                .iter()
+                .map(|finding| {
+                    let identity = finding["source"]["scanner_finding_id"].as_str().unwrap();
+                    let id = identity.split(' ').nth(1).unwrap().to_owned();
+                    let package = finding["subject"]["product"].as_str().unwrap().to_owned();
+                    let host = hosts[finding["endpoint_id"].as_str().unwrap()].clone();
+                    ((host, id, package), finding["severity"].as_str().unwrap().to_owned())
+                })
+                .collect();
+            assert_eq!(
+                found.keys().collect::<Vec<_>>(),
+                expected.pairs.keys().collect::<Vec<_>>(),
+                "{name}: the (host, vulnerability, package) triples"
+            );
+            for (pair, severity) in &expected.pairs {
+                if let Some(severity) = severity {
+                    assert_eq!(&found[pair], severity, "{name}: {pair:?}");
+                }
+            }
+            let skipped = answer["skipped"].as_array().unwrap();
+            assert_eq!(skipped.len(), expected.skipped, "{name}: {answer}");
+            assert!(
+                skipped.iter().all(|entry| !entry["reason"].as_str().unwrap_or_default().is_empty()),
+                "{name}: every skipped entry says why: {answer}"
+            );
+
+            let again = import_ok(&server, &organization, query, bytes);
+            assert_eq!(
+                (again["created"].as_u64(), again["updated"].as_u64(), again["resolved"].as_u64()),
+                (Some(0), Some(0), Some(0)),
+                "{name}: {again}"
+            );
+            assert_eq!(all(&server, &key, "vulnerability-findings", ""), findings, "{name}: nothing moved");
+        }
+    }
 }

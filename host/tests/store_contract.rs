@@ -29,8 +29,18 @@ trait Backend {
 struct Sled(tempfile::TempDir);
 
 impl Backend for Sled {
+    /// sled's background flusher lets go of the directory's lock a moment
+    /// after the store that held it is dropped: a reopen waits for that.
     fn open(&self) -> Arc<dyn Store> {
-        store::open(None, self.0.path()).expect("opening sled")
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            match store::open(None, self.0.path()) {
+                Err(StoreError::Locked(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                opened => return opened.expect("opening sled"),
+            }
+        }
     }
 }
 

@@ -262,6 +262,27 @@ impl Server {
         std::fs::read_to_string(self.data_dir().join("admin-token")).unwrap()
     }
 
+    /// Creates an organization and a key with these scopes through the
+    /// admin listener; (organization id, key).
+    pub fn organization_with_key(&self, name: &str, scopes: &[&str]) -> (String, String) {
+        let created: serde_json::Value = self
+            .admin(reqwest::Method::POST, "/admin/v1/organizations")
+            .json(&serde_json::json!({"name": name}))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        let organization = created["organization_id"].as_str().unwrap().to_owned();
+        let response = self
+            .admin(reqwest::Method::POST, "/admin/v1/keys")
+            .json(&serde_json::json!({"organization_id": organization, "name": name, "scopes": scopes}))
+            .send()
+            .unwrap();
+        assert_eq!(response.status(), 201);
+        let key: serde_json::Value = response.json().unwrap();
+        (organization, key["api_key"].as_str().unwrap().to_owned())
+    }
+
     /// A request to the admin listener, with the admin token.
     pub fn admin(&self, method: reqwest::Method, path: &str) -> reqwest::blocking::RequestBuilder {
         self.client.request(method, format!("{}{path}", self.admin_base)).bearer_auth(self.admin_token())

@@ -77,6 +77,21 @@ pub struct Twins {
 /// busy machine never turns one side's answer into a `503`.
 const TWIN_DEADLINE: &str = "--plugin-deadline-ms=30000";
 
+/// A sled server on `sled_dir` and a PostgreSQL server on `database_url`,
+/// with one public URL, which the agent configuration and links carry.
+fn serve_twins(
+    plugins: &std::path::Path,
+    sled_dir: &std::path::Path,
+    postgres_dir: &std::path::Path,
+    database_url: &str,
+) -> (super::Server, super::Server) {
+    let public_url = "--public-url=http://esr.test";
+    let sled = super::Server::start_on_with(plugins, sled_dir, &[public_url, TWIN_DEADLINE]);
+    let postgres =
+        super::Server::start_on_with(plugins, postgres_dir, &["--database", database_url, public_url, TWIN_DEADLINE]);
+    (sled, postgres)
+}
+
 impl Twins {
     pub fn start(plugins: &std::path::Path) -> Twins {
         let mut loaded = super::Server::start(plugins);
@@ -124,14 +139,7 @@ impl Twins {
             serde_json::to_vec(&serde_json::json!({"organizations": keys})).unwrap(),
         )
         .unwrap();
-        // One public URL, which the agent configuration and links carry.
-        let public_url = "--public-url=http://esr.test";
-        let sled = super::Server::start_on_with(plugins, loaded.data_dir(), &[public_url, TWIN_DEADLINE]);
-        let postgres = super::Server::start_on_with(
-            plugins,
-            postgres_dir.path(),
-            &["--database", &database.url, public_url, TWIN_DEADLINE],
-        );
+        let (sled, postgres) = serve_twins(plugins, loaded.data_dir(), postgres_dir.path(), &database.url);
         Twins { sled, postgres, migration: None, _loaded: loaded, _database: database, _postgres_dir: postgres_dir }
     }
 
@@ -164,13 +172,7 @@ impl Twins {
             postgres_dir.path().join(esr::seed::DEMO_KEYS_FILE),
         )
         .unwrap();
-        let public_url = "--public-url=http://esr.test";
-        let sled = super::Server::start_on_with(plugins, loaded.data_dir(), &[public_url, TWIN_DEADLINE]);
-        let postgres = super::Server::start_on_with(
-            plugins,
-            postgres_dir.path(),
-            &["--database", &database.url, public_url, TWIN_DEADLINE],
-        );
+        let (sled, postgres) = serve_twins(plugins, loaded.data_dir(), postgres_dir.path(), &database.url);
         Twins {
             sled,
             postgres,

@@ -159,12 +159,10 @@ impl ReportImporter for CycloneDx {
     }
 
     fn convert(bytes: &[u8]) -> Result<ConvertedReport, ReportError> {
-        let bom: Bom = report::parse_json(bytes).map_err(|error| match error {
-            ReportError::Unsupported(reason) => ReportError::Unsupported(format!(
-                "not a CycloneDX JSON document with vulnerabilities (bomFormat, specVersion, components, vulnerabilities): {reason}"
-            )),
-            error => error,
-        })?;
+        let bom: Bom = report::parse_report(
+            bytes,
+            "a CycloneDX JSON document with vulnerabilities (bomFormat, specVersion, components, vulnerabilities)",
+        )?;
         convert(bom)
     }
 }
@@ -449,11 +447,7 @@ mod tests {
     const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
 
     fn convert_file(name: &str) -> ConvertedReport {
-        let (_, bytes) = scanner_reports::real_reports(MANIFEST, "cyclonedx")
-            .into_iter()
-            .find(|(file, _)| file == name)
-            .unwrap_or_else(|| panic!("{name} is missing"));
-        CycloneDx::convert(&bytes).expect("converts")
+        scanner_reports::convert_real_report::<CycloneDx>(MANIFEST, "cyclonedx", name)
     }
 
     /// Components by bom-ref, read from the raw document.

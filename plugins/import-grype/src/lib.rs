@@ -177,12 +177,8 @@ impl ReportImporter for Grype {
     }
 
     fn convert(bytes: &[u8]) -> Result<ConvertedReport, ReportError> {
-        let report: Report = report::parse_json(bytes).map_err(|error| match error {
-            ReportError::Unsupported(reason) => ReportError::Unsupported(format!(
-                "not a Grype JSON report (an object with matches, source, distro and descriptor): {reason}"
-            )),
-            error => error,
-        })?;
+        let report: Report =
+            report::parse_report(bytes, "a Grype JSON report (an object with matches, source, distro and descriptor)")?;
         convert(report)
     }
 }

@@ -134,12 +134,10 @@ impl ReportImporter for Osv {
     }
 
     fn convert(bytes: &[u8]) -> Result<ConvertedReport, ReportError> {
-        let report: Report = report::parse_json(bytes).map_err(|error| match error {
-            ReportError::Unsupported(reason) => ReportError::Unsupported(format!(
-                "not an OSV-Scanner JSON report (an object with results[].source and results[].packages): {reason}"
-            )),
-            error => error,
-        })?;
+        let report: Report = report::parse_report(
+            bytes,
+            "an OSV-Scanner JSON report (an object with results[].source and results[].packages)",
+        )?;
         let Some(results) = report.results else {
             return Err(ReportError::Unsupported("not an OSV-Scanner JSON report: no results".into()));
         };
@@ -372,11 +370,7 @@ mod tests {
     const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
 
     fn convert_file(name: &str) -> ConvertedReport {
-        let (_, bytes) = scanner_reports::real_reports(MANIFEST, "osv-scanner")
-            .into_iter()
-            .find(|(file, _)| file == name)
-            .unwrap_or_else(|| panic!("{name} is missing"));
-        Osv::convert(&bytes).expect("converts")
+        scanner_reports::convert_real_report::<Osv>(MANIFEST, "osv-scanner", name)
     }
 
     fn strings(value: &Value) -> Vec<&str> {

@@ -133,12 +133,8 @@ impl ReportImporter for Sarif {
     }
 
     fn convert(bytes: &[u8]) -> Result<ConvertedReport, ReportError> {
-        let log: Log = report::parse_json(bytes).map_err(|error| match error {
-            ReportError::Unsupported(reason) => ReportError::Unsupported(format!(
-                "not a SARIF 2.1.0 log (an object with version and runs[].tool, runs[].results): {reason}"
-            )),
-            error => error,
-        })?;
+        let log: Log =
+            report::parse_report(bytes, "a SARIF 2.1.0 log (an object with version and runs[].tool, runs[].results)")?;
         convert(log)
     }
 }
@@ -423,11 +419,7 @@ mod tests {
     const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
 
     fn convert_file(name: &str) -> ConvertedReport {
-        let (_, bytes) = scanner_reports::real_reports(MANIFEST, "sarif")
-            .into_iter()
-            .find(|(file, _)| file == name)
-            .unwrap_or_else(|| panic!("{name} is missing"));
-        Sarif::convert(&bytes).expect("converts")
+        scanner_reports::convert_real_report::<Sarif>(MANIFEST, "sarif", name)
     }
 
     /// What the test reads itself from a result: its package (name's last

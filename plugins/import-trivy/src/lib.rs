@@ -148,16 +148,12 @@ impl ReportImporter for Trivy {
     fn convert(bytes: &[u8]) -> Result<ConvertedReport, ReportError> {
         // The first byte tells the layouts apart, so the report is parsed
         // once, straight into the fields read.
-        let not_trivy = |error: ReportError| match error {
-            ReportError::Unsupported(reason) => ReportError::Unsupported(format!(
-                "not a Trivy JSON report (an object with SchemaVersion and Results, or an array of {{Target, Vulnerabilities}}): {reason}"
-            )),
-            error => error,
-        };
+        const TRIVY: &str =
+            "a Trivy JSON report (an object with SchemaVersion and Results, or an array of {Target, Vulnerabilities})";
         if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
-            Ok(convert_legacy(report::parse_json(bytes).map_err(not_trivy)?))
+            Ok(convert_legacy(report::parse_report(bytes, TRIVY)?))
         } else {
-            convert_current(report::parse_json(bytes).map_err(not_trivy)?)
+            convert_current(report::parse_report(bytes, TRIVY)?)
         }
     }
 }

@@ -143,12 +143,10 @@ impl ReportImporter for Wazuh {
     }
 
     fn convert(bytes: &[u8]) -> Result<ConvertedReport, ReportError> {
-        let response: SearchResponse = report::parse_json(bytes).map_err(|error| match error {
-            ReportError::Unsupported(reason) => ReportError::Unsupported(format!(
-                "not a Wazuh indexer search response (hits.hits[]._source with agent, host, package, vulnerability): {reason}"
-            )),
-            error => error,
-        })?;
+        let response: SearchResponse = report::parse_report(
+            bytes,
+            "a Wazuh indexer search response (hits.hits[]._source with agent, host, package, vulnerability)",
+        )?;
         let Some(Hits { total, hits: Some(hits) }) = response.hits else {
             return Err(ReportError::Unsupported("not an indexer search response: no hits.hits".into()));
         };

@@ -324,6 +324,16 @@ pub trait ReportImporter {
     fn convert(report: &[u8]) -> Result<ConvertedReport, ReportError>;
 }
 
+/// The report parsed as JSON into one format's layout; JSON of another
+/// shape is [`ReportError::Unsupported`], saying it is not `expected`
+/// (what the format holds, in a few words) and why.
+pub fn parse_report<T: serde::de::DeserializeOwned>(report: &[u8], expected: &str) -> Result<T, ReportError> {
+    parse_json(report).map_err(|error| match error {
+        ReportError::Unsupported(reason) => ReportError::Unsupported(format!("not {expected}: {reason}")),
+        error => error,
+    })
+}
+
 /// The report parsed as JSON, or where and why it is not JSON.
 pub fn parse_json<T: serde::de::DeserializeOwned>(report: &[u8]) -> Result<T, ReportError> {
     serde_json::from_slice(report).map_err(|error| {

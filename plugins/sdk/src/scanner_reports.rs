@@ -49,6 +49,20 @@ pub fn real_reports(manifest_dir: &str, format_dir: &str) -> Vec<(String, Vec<u8
     reports
 }
 
+/// The real report `name` of one format's folder, converted by `I`.
+/// Panics when it is missing or does not convert.
+pub fn convert_real_report<I: crate::report::ReportImporter>(
+    manifest_dir: &str,
+    format_dir: &str,
+    name: &str,
+) -> crate::report::ConvertedReport {
+    let (_, bytes) = real_reports(manifest_dir, format_dir)
+        .into_iter()
+        .find(|(file, _)| file == name)
+        .unwrap_or_else(|| panic!("{format_dir}/{name} is missing"));
+    I::convert(&bytes).unwrap_or_else(|error| panic!("{format_dir}/{name} does not convert: {error:?}"))
+}
+
 /// Every real report of every format but `own_dir`, named `<format>/<file>`.
 pub fn other_formats_reports(manifest_dir: &str, own_dir: &str) -> Vec<(String, Vec<u8>)> {
     FORMAT_DIRS

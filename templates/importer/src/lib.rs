@@ -56,7 +56,7 @@ impl ReportImporter for Importer {
     }
 
     fn convert(bytes: &[u8]) -> Result<ConvertedReport, ReportError> {
-        let parsed: Report = report::parse_json(bytes)?;
+        let parsed: Report = report::parse_report(bytes, "a {{NAME}} report (an object with tool)")?;
         let mut converted = ConvertedReport {
             scanner: "{{NAME}}".into(),
             scanned_at: parsed.scanned_at,
