@@ -11,7 +11,7 @@
 //! its endpoint's counts in the same atomic write.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use esr_plugin_sdk::contract::{SEVERITIES, transition_allowed};
 use esr_plugin_sdk::schema::{Field, Kind, MAX_ARRAY_ITEMS, Owner, schema};
@@ -107,7 +107,9 @@ pub fn import(
             if chunk.is_empty() {
                 break;
             }
-            for line in check_lines(&chunk, collection, fields) {
+            let checked = check_lines(&chunk, collection, fields);
+            batch.read_ahead(&checked)?;
+            for line in checked {
                 batch.line(line)?;
             }
         }
@@ -185,7 +187,9 @@ pub fn write_records_checked(
             .collect();
         for chunk in lines.chunks(CHECK_CHUNK_LINES) {
             let chunk: Vec<(usize, &[u8])> = chunk.iter().map(|(line, raw)| (*line, raw.as_slice())).collect();
-            for line in check_lines(&chunk, collection, fields) {
+            let checked = check_lines(&chunk, collection, fields);
+            batch.read_ahead(&checked).map_err(Err)?;
+            for line in checked {
                 batch.line(line).map_err(Err)?;
             }
         }
@@ -597,6 +601,78 @@ impl<'a> Batch<'a> {
         Ok(referenced)
     }
 
+    /// Reads what the checks of these lines will ask of the store (the
+    /// stored record of each id, each referenced record) with one read per
+    /// collection, into the maps [`Batch::line`] looks in first.
+    fn read_ahead(&mut self, lines: &[CheckedLine]) -> Result<(), StoreError> {
+        // Each id once: an id on several lines is read once.
+        let mut own = BTreeSet::new();
+        let mut references: BTreeMap<&'static str, BTreeSet<Uuid>> = BTreeMap::new();
+        for line in lines {
+            let CheckedLine::Parsed(parsed) = line else {
+                continue;
+            };
+            if let Some(id) = parsed.id
+                && !self.current_status.contains_key(&id)
+                && !self.stored_before.contains_key(&id)
+            {
+                own.insert(id);
+            }
+            for reference in &parsed.references {
+                let key = (reference.collection, reference.id);
+                if !self.referenced.contains_key(&key)
+                    && !self.pending.is_some_and(|pending| pending.contains_key(&key))
+                {
+                    references.entry(reference.collection).or_default().insert(reference.id);
+                }
+            }
+        }
+        let collection = self.collection;
+        let mut stored = self.stored_many(collection, &own.iter().copied().collect::<Vec<_>>())?;
+        for id in own {
+            let record = stored.remove(&id);
+            self.stored_before.insert(id, record);
+        }
+        for (collection, ids) in references {
+            let stored = self.stored_many(collection, &ids.iter().copied().collect::<Vec<_>>())?;
+            for id in ids {
+                let endpoint =
+                    stored.get(&id).map(|record| record.get("endpoint_id").and_then(Value::as_str).map(str::to_owned));
+                self.referenced.insert((collection, id), endpoint);
+            }
+        }
+        Ok(())
+    }
+
+    /// The stored records with these ids that exist: those the caller
+    /// already read, and the rest read at once.
+    fn stored_many(&mut self, collection: &str, ids: &[Uuid]) -> Result<HashMap<Uuid, Value>, StoreError> {
+        let known = self.known.and_then(|known| known.get(collection));
+        let mut found = HashMap::new();
+        let mut unread = Vec::new();
+        for id in ids {
+            match known.and_then(|known| known.get(id)) {
+                Some(Some(record)) => {
+                    found.insert(*id, record.clone());
+                }
+                Some(None) => {}
+                None => unread.push(*id),
+            }
+        }
+        if unread.is_empty() {
+            return Ok(found);
+        }
+        let read = self.view.get_many(collection, &unread)?;
+        let parsed = crate::parallel::map_in_order(&read, |(id, bytes)| {
+            serde_json::from_slice::<Value>(bytes).map(|record| (*id, record))
+        });
+        for record in parsed {
+            let (id, record) = record.map_err(|error| StoreError::Corrupt(error.to_string()))?;
+            found.insert(id, record);
+        }
+        Ok(found)
+    }
+
     fn stored(&mut self, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
         if let Some(known) = self.known.and_then(|known| known.get(collection)?.get(&id)) {
             return Ok(known.clone());
@@ -664,8 +740,12 @@ impl<'a> Batch<'a> {
     /// The endpoints whose `open_findings` the batch changes, updated.
     fn endpoints_with_counts(&mut self, deltas: BTreeMap<Uuid, [i64; 5]>, now: &str) -> Result<Vec<Value>, StoreError> {
         let mut endpoints = Vec::new();
-        for (id, delta) in deltas.into_iter().filter(|(_, delta)| delta.iter().any(|d| *d != 0)) {
-            let Some(mut endpoint) = self.stored("endpoints", id)? else {
+        let moved: Vec<(Uuid, [i64; 5])> =
+            deltas.into_iter().filter(|(_, delta)| delta.iter().any(|d| *d != 0)).collect();
+        let ids: Vec<Uuid> = moved.iter().map(|(id, _)| *id).collect();
+        let mut stored = self.stored_many("endpoints", &ids)?;
+        for (id, delta) in moved {
+            let Some(mut endpoint) = stored.remove(&id) else {
                 return Err(StoreError::Corrupt(format!("a finding's endpoint {id} vanished")));
             };
             for (severity, change) in SEVERITIES.iter().zip(delta) {

@@ -456,10 +456,12 @@ fn every_statement_of_a_public_request_names_the_callers_organization() {
         if tables.iter().any(|table| TENANT_TABLES.contains(table)) {
             tenant_statements += 1;
             assert!(!sql.contains("org_id = ANY") && !sql.contains("org_id IN"), "more than one organization: {sql}");
-            let named: BTreeSet<&String> = org_parameters(sql)
+            let mut named: BTreeSet<&str> = org_parameters(sql)
                 .iter()
-                .map(|n| parameters.get(n).unwrap_or_else(|| panic!("no value of ${n} logged for {sql}")))
+                .map(|n| parameters.get(n).unwrap_or_else(|| panic!("no value of ${n} logged for {sql}")).as_str())
                 .collect();
+            // A simple query (a first read by id with its `BEGIN`) names it as a literal.
+            named.extend(org_literals(sql));
             assert_eq!(named.len(), 1, "a statement must name exactly one organization: {sql} {parameters:?}");
             let organization = named.into_iter().next().unwrap();
             assert!(organizations_asked.contains(organization), "{organization} is no caller's: {sql}");
@@ -494,6 +496,13 @@ fn org_parameters(sql: &str) -> Vec<u32> {
             let digits: String = sql[at + found.len()..].chars().take_while(char::is_ascii_digit).collect();
             digits.parse().ok()
         })
+        .collect()
+}
+
+/// The organization ids a statement compares an `org_id` with as literals.
+fn org_literals(sql: &str) -> Vec<&str> {
+    sql.match_indices("org_id = '")
+        .filter_map(|(at, found)| sql[at + found.len()..].split_once('\'').map(|(literal, _)| literal))
         .collect()
 }
 

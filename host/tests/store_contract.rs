@@ -68,6 +68,7 @@ macro_rules! contract {
         mod $backend {
             contract!(@checks $backend:
                 records_by_id_and_in_order,
+                many_records_by_id_at_once,
                 scans_return_at_most_max_scan,
                 index_scans_walk_positions,
                 count_matching_agrees_with_brute_force,
@@ -194,6 +195,46 @@ fn records_by_id_and_in_order(backend: &dyn Backend) {
     assert_eq!(acme_reader.scan("no-such-collection", None, 100, false).unwrap(), Vec::new());
     assert_eq!(acme_reader.count("no-such-collection").unwrap(), 0);
     assert_eq!(reader(&*store, Uuid::now_v7()).count("scopes").unwrap(), 0);
+}
+
+fn many_records_by_id_at_once(backend: &dyn Backend) {
+    let store = backend.open();
+    let (acme, globex) = (Uuid::now_v7(), Uuid::now_v7());
+    let findings: Vec<Value> = (0..6).map(finding).collect();
+    let ids: Vec<Uuid> = findings.iter().map(id_of).collect();
+    store.insert_records(acme, FINDINGS, &findings[..4]).unwrap();
+    store.insert_records(globex, FINDINGS, &findings[4..]).unwrap();
+    let missing = Uuid::now_v7();
+
+    // Each stored id once (whatever the order and repeats asked), with the
+    // bytes `get` answers; missing ids and other organizations' left out.
+    let mut acme_reader = reader(&*store, acme);
+    let asked = [ids[2], missing, ids[0], ids[4], ids[2], ids[3]];
+    let mut found = acme_reader.get_many(FINDINGS, &asked).unwrap();
+    found.sort();
+    let mut expected: Vec<(Uuid, Vec<u8>)> = [ids[0], ids[2], ids[3]]
+        .into_iter()
+        .map(|id| (id, acme_reader.get(FINDINGS, id).unwrap().expect("stored")))
+        .collect();
+    expected.sort();
+    assert_eq!(found, expected);
+    for (id, bytes) in &found {
+        let record: Value = serde_json::from_slice(bytes).unwrap();
+        assert_eq!(id_of(&record), *id);
+    }
+    assert_eq!(acme_reader.get_many(FINDINGS, &[]).unwrap(), Vec::new());
+    assert_eq!(acme_reader.get_many(FINDINGS, &[missing]).unwrap(), Vec::new());
+    assert_eq!(acme_reader.get_many("no-such-collection", &ids).unwrap(), Vec::new());
+    assert_eq!(acme_reader.get_many("scopes", &ids).unwrap(), Vec::new(), "another collection");
+
+    // Inside a write batch, as the write's checks read.
+    store
+        .write_batch(globex, &mut |view, _| {
+            let found: BTreeSet<Uuid> = view.get_many(FINDINGS, &ids)?.into_iter().map(|(id, _)| id).collect();
+            assert_eq!(found, BTreeSet::from([ids[4], ids[5]]));
+            Ok(Vec::new())
+        })
+        .unwrap();
 }
 
 fn scans_return_at_most_max_scan(backend: &dyn Backend) {

@@ -148,6 +148,19 @@ pub trait StoreReader: Send {
     /// The record with this id, or `None`.
     fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError>;
 
+    /// The records with these ids that exist, each once, in no particular
+    /// order: what a write's checks need of many records, read at once (a
+    /// backend behind a network answers in one round trip, not one per id).
+    fn get_many(&mut self, collection: &str, ids: &[Uuid]) -> Result<Vec<StoredRecord>, StoreError> {
+        let mut found = Vec::new();
+        for id in ids.iter().collect::<std::collections::BTreeSet<_>>() {
+            if let Some(bytes) = self.get(collection, *id)? {
+                found.push((*id, bytes));
+            }
+        }
+        Ok(found)
+    }
+
     /// Up to `limit` (at most [`MAX_SCAN`]) records in id order (creation
     /// order: ids are UUIDv7), strictly after `after` when given; `reverse`
     /// walks from the newest, strictly before `after`.

@@ -82,6 +82,8 @@ impl Drop for PgStore {
 pub struct Connection {
     client: postgres::Client,
     statements: HashMap<String, Statement>,
+    /// Set when the connection is left in a state no caller may inherit.
+    broken: bool,
 }
 
 /// Opens connections for the pool (`r2d2_postgres`), each with an empty
@@ -93,7 +95,7 @@ impl r2d2::ManageConnection for Manager {
     type Error = postgres::Error;
 
     fn connect(&self) -> Result<Connection, postgres::Error> {
-        Ok(Connection { client: self.0.connect()?, statements: HashMap::new() })
+        Ok(Connection { client: self.0.connect()?, statements: HashMap::new(), broken: false })
     }
 
     fn is_valid(&self, connection: &mut Connection) -> Result<(), postgres::Error> {
@@ -101,7 +103,7 @@ impl r2d2::ManageConnection for Manager {
     }
 
     fn has_broken(&self, connection: &mut Connection) -> bool {
-        self.0.has_broken(&mut connection.client)
+        connection.broken || self.0.has_broken(&mut connection.client)
     }
 }
 
@@ -404,8 +406,13 @@ impl Store for PgStore {
     /// when this returns.
     fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError> {
         let mut connection = self.connection()?;
-        let Connection { client, statements } = &mut *connection;
+        let Connection { client, statements, .. } = &mut *connection;
         let mut transaction = client.transaction()?;
+        // A batch's statements take arrays of thousands of ids: a plan
+        // cached for other sizes (a scan testing each row against the whole
+        // array, chosen while the table was small) costs seconds per batch;
+        // a plan for the values given costs a millisecond.
+        transaction.batch_execute("SET LOCAL plan_cache_mode = force_custom_plan")?;
         lock_organization(&mut transaction, statements, organization)?;
         let now = next_write_time(&mut transaction, statements, organization)?;
         let writes = build(&mut Session { client: &mut transaction, statements, organization }, now)?;
@@ -421,7 +428,7 @@ impl Store for PgStore {
         transaction.commit()?;
         if let Some(replicas) = &self.replicas {
             // After the commit: its record is before this position.
-            let row = connection.query_opt("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8", &[])?;
+            let row = connection.query_opt(CURRENT_POSITION, &[])?;
             if let Some(position) = row.and_then(|row| u64::try_from(row.get::<_, i64>(0)).ok()) {
                 replicas.wrote(organization, position);
             }
@@ -589,6 +596,9 @@ pub struct PgReader {
 
 /// Begins the read-only snapshot a page and its total share.
 const BEGIN_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+/// The primary's write position now: what a cursor or a write must wait for
+/// a replica to have replayed.
+const CURRENT_POSITION: &str = "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8";
 
 impl PgReader {
     /// The session every read of this reader runs in; the snapshot begins
@@ -604,7 +614,7 @@ impl PgReader {
         let Some((connection, _)) = self.open.as_mut() else {
             return Err(StoreError::Backend("the read session has no connection".into()));
         };
-        let Connection { client, statements } = &mut **connection;
+        let Connection { client, statements, .. } = &mut **connection;
         Ok(Session { client, statements, organization: self.organization })
     }
 
@@ -656,9 +666,7 @@ impl PgReader {
             self.pool.get().map_err(|error| StoreError::Backend(format!("no PostgreSQL connection: {error}")))?;
         // Every host learns the position, with replicas or not: a cursor it
         // issues may be followed on a host that reads replicas.
-        let messages = connection
-            .client
-            .simple_query(&format!("{BEGIN_SNAPSHOT}; SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8"))?;
+        let messages = connection.client.simple_query(&format!("{BEGIN_SNAPSHOT}; {CURRENT_POSITION}"))?;
         self.position = replicas::positions(&messages).first().copied().flatten();
         Ok((connection, false))
     }
@@ -685,8 +693,45 @@ impl StoreReader for PgReader {
         self.failed_on_replica
     }
 
+    /// As a session's first read on the primary (a read by id mostly is
+    /// the only one), it goes with its `BEGIN` in one round trip: all in one
+    /// simple query, whose values are the reader's own UUIDs and a known
+    /// collection's name, never text a caller wrote.
     fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
-        self.read(|mut session| session.get(collection, id))
+        let replicas_may_serve = self.replicas.as_ref().is_some_and(|replicas| replicas.any_usable());
+        if self.open.is_some() || replicas_may_serve || !COLLECTIONS.contains(&collection) {
+            return self.read(|mut session| session.get(collection, id));
+        }
+        let mut connection =
+            self.pool.get().map_err(|error| StoreError::Backend(format!("no PostgreSQL connection: {error}")))?;
+        let messages = connection.client.simple_query(&format!(
+            "{BEGIN_SNAPSHOT}; {CURRENT_POSITION}; \
+             SELECT translate(encode(body, 'base64'), E'\\n', '') FROM records WHERE org_id = '{}' AND collection = '{collection}' AND id = '{id}'",
+            self.organization
+        ));
+        // Kept from here on: a `BEGIN` that ran before its read failed is rolled back on drop.
+        self.open = Some((connection, false));
+        let messages = messages?;
+        let rows: Vec<Option<&str>> = messages
+            .iter()
+            .filter_map(|message| match message {
+                postgres::SimpleQueryMessage::Row(row) => Some(row.get(0)),
+                _ => None,
+            })
+            .collect();
+        self.position = rows.first().copied().flatten().and_then(|text| text.parse().ok());
+        let Some(text) = rows.get(1).copied() else {
+            return Ok(None);
+        };
+        let text = text.ok_or_else(|| StoreError::Corrupt(format!("{collection} record {id} has no body")))?;
+        let body = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, text).map_err(|error| {
+            StoreError::Backend(format!("PostgreSQL: {collection} record {id} came back as no base64: {error}"))
+        })?;
+        Ok(Some(body))
+    }
+
+    fn get_many(&mut self, collection: &str, ids: &[Uuid]) -> Result<Vec<StoredRecord>, StoreError> {
+        self.read(|mut session| session.get_many(collection, ids))
     }
 
     fn scan(
@@ -759,6 +804,10 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
         Session::get(self, collection, id)
     }
 
+    fn get_many(&mut self, collection: &str, ids: &[Uuid]) -> Result<Vec<StoredRecord>, StoreError> {
+        Session::get_many(self, collection, ids)
+    }
+
     fn scan(
         &mut self,
         collection: &str,
@@ -825,11 +874,23 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
 
 impl Drop for PgReader {
     fn drop(&mut self) {
-        // The connection goes back to the pool outside any transaction.
-        if let Some((connection, _)) = self.open.as_mut()
-            && connection.client.batch_execute("ROLLBACK").is_err()
-        {
-            tracing::warn!("a database connection could not end its read snapshot");
+        let Some((mut connection, _)) = self.open.take() else {
+            return;
+        };
+        // The connection goes back to the pool outside any transaction. On
+        // the server, the snapshot ends on another blocking thread, so the
+        // answer read in it goes out without waiting for that round trip.
+        let mut end_snapshot = move || {
+            if connection.client.batch_execute("ROLLBACK").is_err() {
+                // Closed, not pooled: a connection left in a transaction
+                // would give its next reader an old snapshot.
+                connection.broken = true;
+                tracing::warn!("a database connection could not end its read snapshot");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(end_snapshot)),
+            Err(_) => end_snapshot(),
         }
     }
 }
@@ -886,6 +947,19 @@ impl<C: GenericClient> Session<'_, C> {
             &[&organization, &collection, &id],
         )?;
         Ok(row.map(|row| row.get(0)))
+    }
+
+    /// The records with these ids that exist, each once: one statement.
+    pub fn get_many(&mut self, collection: &str, ids: &[Uuid]) -> Result<Vec<StoredRecord>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let organization = self.organization;
+        let rows = self.query(
+            "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2 AND id = ANY($3)",
+            &[&organization, &collection, &ids],
+        )?;
+        Ok(rows.into_iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 
     /// Up to `limit` (at most [`MAX_SCAN`]) records in id order, after

@@ -123,9 +123,17 @@ impl ReplicaSet {
     pub fn usable(&self) -> impl Iterator<Item = &Replica> {
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let count = self.replicas.len();
-        (0..count).map(move |step| &self.replicas[(start + step) % count]).filter(|replica| {
-            replica.up.load(Ordering::Relaxed) && replica.lag_ms.load(Ordering::Relaxed) <= self.max_lag_ms
-        })
+        (0..count).map(move |step| &self.replicas[(start + step) % count]).filter(|replica| self.serves(replica))
+    }
+
+    /// Up, and no further behind than `--replica-max-lag-ms`.
+    fn serves(&self, replica: &Replica) -> bool {
+        replica.up.load(Ordering::Relaxed) && replica.lag_ms.load(Ordering::Relaxed) <= self.max_lag_ms
+    }
+
+    /// Whether any replica may serve a session now.
+    pub fn any_usable(&self) -> bool {
+        self.replicas.iter().any(|replica| self.serves(replica))
     }
 
     pub fn health(&self) -> Vec<ReplicaHealth> {
