@@ -237,12 +237,13 @@ fn imports_are_validated_all_or_nothing_and_quiet_when_nothing_changed() {
         .send()
         .unwrap();
     assert_eq!(wrong_type.status(), 415);
-    // Announced as 2 MiB against a 1 MiB limit: refused before the body is sent.
+    // Announced as 2 MiB against a 1 MiB limit by a client that waits for
+    // `100 Continue` (as curl does): refused before the body is sent.
     let answer = raw_request(
         &server.admin_base,
         &format!(
             "POST /admin/v1/organizations/{organization}/import/endpoints HTTP/1.1\r\nHost: x\r\n\
-             Authorization: Bearer {}\r\nContent-Type: {NDJSON}\r\nContent-Length: {}\r\n\r\n",
+             Authorization: Bearer {}\r\nContent-Type: {NDJSON}\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
             server.admin_token(),
             2 << 20
         ),

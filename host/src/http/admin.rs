@@ -356,14 +356,10 @@ async fn import(
         ));
     }
     let limit = state.import_max_bytes;
-    let too_large =
-        || payload_too_large(format!("a batch may hold at most {limit} bytes; split the file into smaller batches"));
-    // A declared length over the limit is refused before reading any of it.
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit as u64) {
-        return Err(too_large());
-    }
-    let body = axum::body::to_bytes(body, limit).await.map_err(|_| too_large())?;
+    let body = read_body_within(body, &headers, limit, || {
+        format!("a batch may hold at most {limit} bytes; split the file into smaller batches")
+    })
+    .await?;
     let (db, name, max_lines) = (state.db.clone(), collection.clone(), state.import_max_lines);
     let started = std::time::Instant::now();
     let outcome = state
@@ -439,13 +435,10 @@ async fn import_report(
         return Err(ApiError::invalid_parameters(invalid));
     }
     let limit = state.import_max_bytes;
-    let too_large =
-        || payload_too_large(format!("a report may hold at most {limit} bytes (esr serve --import-max-mib)"));
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit as u64) {
-        return Err(too_large());
-    }
-    let body = axum::body::to_bytes(body, limit).await.map_err(|_| too_large())?;
+    let body = read_body_within(body, &headers, limit, || {
+        format!("a report may hold at most {limit} bytes (esr serve --import-max-mib)")
+    })
+    .await?;
     let (db, plugins) = (state.db.clone(), state.plugins.current());
     let request_id = headers
         .get("x-request-id")
@@ -704,10 +697,68 @@ async fn reload(State(state): State<AdminState>) -> Result<Response, ApiError> {
     }
 }
 
-/// `413` for a body over the limit. The rest of the body is never read, so
-/// the connection closes after the answer: saying so keeps a client from
-/// sending its next request on a connection that is about to close.
-fn payload_too_large(detail: String) -> ApiError {
-    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "Payload too large", detail)
-        .with_header(header::CONNECTION, "close")
+/// The most of an oversized body read and dropped before answering `413`.
+/// A client still sending when the server answers and closes sees a broken
+/// pipe instead of the answer (as nginx's lingering close knows), so a modest
+/// overflow is drained; a larger or slower one is cut off.
+const OVERSIZED_DRAIN_BYTES: u64 = 64 << 20;
+const OVERSIZED_DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The request body, or `413` when it (or its declared length) exceeds
+/// `limit`. After a `413` the connection stays usable when the rest of the
+/// body was drained, and closes (saying so) when it was not.
+async fn read_body_within(
+    body: Body,
+    headers: &HeaderMap,
+    limit: usize,
+    detail: impl Fn() -> String,
+) -> Result<Bytes, ApiError> {
+    use http_body_util::BodyExt;
+    let too_large = || ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "Payload too large", detail());
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    let mut body = body;
+    if declared.is_none_or(|length| length <= limit as u64) {
+        let mut collected = Vec::with_capacity(declared.unwrap_or(0) as usize);
+        loop {
+            match body.frame().await {
+                None => return Ok(Bytes::from(collected)),
+                Some(Err(_)) => {
+                    return Err(ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "unreadable-body",
+                        "Unreadable body",
+                        "the request body could not be read to its end",
+                    ));
+                }
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        if collected.len() + data.len() > limit {
+                            break;
+                        }
+                        collected.extend_from_slice(&data);
+                    }
+                }
+            }
+        }
+    }
+    // A client waiting for `100 Continue` has sent nothing to drain: reading
+    // the body would ask it to send.
+    let awaits_continue =
+        headers.get(header::EXPECT).is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let within_budget = !awaits_continue && declared.is_none_or(|length| length <= OVERSIZED_DRAIN_BYTES);
+    let drained = within_budget
+        && tokio::time::timeout(OVERSIZED_DRAIN_TIME, async {
+            let mut dropped = 0u64;
+            while let Some(frame) = body.frame().await {
+                let Ok(frame) = frame else { return false };
+                dropped += frame.data_ref().map_or(0, |data| data.len() as u64);
+                if dropped > OVERSIZED_DRAIN_BYTES {
+                    return false;
+                }
+            }
+            true
+        })
+        .await
+        .unwrap_or(false);
+    Err(if drained { too_large() } else { too_large().with_header(header::CONNECTION, "close") })
 }
