@@ -59,12 +59,18 @@ impl CursorBinding<'_> {
     }
 
     /// The component's cursor and its position inside a token from [`seal_at`].
+    /// A token sealed by [`seal`] (by a host from before positions) carries
+    /// none: it reads from position 0, so a walk survives an upgrade.
     ///
     /// [`seal_at`]: CursorBinding::seal_at
+    /// [`seal`]: CursorBinding::seal
     pub fn open_at(&self, key: &[u8; 32], token: &str) -> Option<(String, u64)> {
         let opened = self.open(key, token)?;
-        let (position, inner) = opened.split_once(':')?;
-        Some((inner.to_owned(), u64::from_str_radix(position, 16).ok()?))
+        let positioned = opened.split_once(':').and_then(|(position, inner)| {
+            let hex = !position.is_empty() && position.bytes().all(|byte| byte.is_ascii_hexdigit());
+            hex.then(|| u64::from_str_radix(position, 16).ok().map(|position| (inner.to_owned(), position)))?
+        });
+        Some(positioned.unwrap_or((opened, 0)))
     }
 
     /// The component's cursor inside a token, if this binding sealed it.
@@ -107,7 +113,11 @@ mod tests {
 
         let at = binding.seal_at(&key, r#"{"after":1}"#, 0x2a_0000_1234).expect("seal at");
         assert_eq!(binding.open_at(&key, &at), Some((r#"{"after":1}"#.to_owned(), 0x2a_0000_1234)));
-        assert!(binding.open_at(&key, &token).is_none(), "a cursor without a position is not one of these");
+        assert_eq!(
+            binding.open_at(&key, &token),
+            Some((r#"{"after":1}"#.to_owned(), 0)),
+            "a cursor sealed without a position reads from position 0"
+        );
         for index in 0..token.len() {
             let mut altered = token.clone().into_bytes();
             altered[index] = if altered[index] == b'A' { b'B' } else { b'A' };

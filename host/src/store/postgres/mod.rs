@@ -154,6 +154,7 @@ impl PgStore {
     /// at `replicas.urls` (each with a pool of `pool_size` at most).
     pub fn open_with_replicas(url: &str, pool_size: u32, replicas: &Replicas) -> Result<PgStore, StoreError> {
         let config = config_of(url)?;
+        let replicas = ReplicaSet::start(replicas, &config, pool_size)?;
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(1))
             .min_idle(Some(1))
@@ -166,7 +167,7 @@ impl PgStore {
         // database is reported with PostgreSQL's own words.
         let mut client = config_of(url)?.connect(NoTls)?;
         migrate(&mut client)?;
-        Ok(PgStore { pool: Some(pool), replicas: ReplicaSet::start(replicas, pool_size)? })
+        Ok(PgStore { pool: Some(pool), replicas })
     }
 
     /// A connection from the pool.

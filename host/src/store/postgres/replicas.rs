@@ -57,6 +57,8 @@ pub struct Replica {
 /// Everything about reading from replicas one store keeps.
 pub struct ReplicaSet {
     pub replicas: Vec<Replica>,
+    /// The primary, which the monitor asks for its position.
+    primary: postgres::Config,
     max_lag_ms: u64,
     /// Per organization, the primary's WAL position after this host's last
     /// write to it.
@@ -69,7 +71,11 @@ impl ReplicaSet {
     /// The replicas at `wanted.urls`, each with a pool of at most
     /// `pool_size` connections opened as needed, and their monitor thread
     /// (which ends when the set is dropped).
-    pub fn start(wanted: &Replicas, pool_size: u32) -> Result<Option<Arc<ReplicaSet>>, StoreError> {
+    pub fn start(
+        wanted: &Replicas,
+        primary: &postgres::Config,
+        pool_size: u32,
+    ) -> Result<Option<Arc<ReplicaSet>>, StoreError> {
         if wanted.urls.is_empty() {
             return Ok(None);
         }
@@ -91,8 +97,11 @@ impl ReplicaSet {
                 lag_ms: AtomicU64::new(u64::MAX),
             });
         }
+        let mut primary = primary.clone();
+        primary.connect_timeout(CONNECT_TIMEOUT);
         let set = Arc::new(ReplicaSet {
             replicas,
+            primary,
             max_lag_ms: u64::try_from(wanted.max_lag.as_millis()).unwrap_or(u64::MAX),
             written: Mutex::new(HashMap::new()),
             next: AtomicUsize::new(0),
@@ -178,25 +187,63 @@ fn name_of(config: &postgres::Config) -> String {
     format!("{host}:{port}/{}", config.get_dbname().unwrap_or_default())
 }
 
-/// Replay position and lag; lag is 0 when everything received is replayed.
-const STANDING: &str = "SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::int8, \
-     CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0::int8 \
-     ELSE (extract(epoch FROM now() - pg_last_xact_replay_timestamp()) * 1000)::int8 END";
+/// The replica's replayed position.
+const REPLAYED: &str = "SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::int8";
+/// The primary's position: what it has flushed, which a replica can reach
+/// (the insert position may lie past a page header no record ends at).
+const PRIMARY_WROTE: &str = "SELECT (pg_current_wal_flush_lsn() - '0/0'::pg_lsn)::int8";
+/// How long the primary's positions are remembered: a replica further
+/// behind counts as at least this late.
+const REMEMBERED: Duration = Duration::from_secs(60);
+
+/// The primary's positions as the monitor saw them over time: a replica's
+/// lag is how long ago the primary was where the replica has replayed to.
+/// (The replica's own view, its last replayed commit's time or its received
+/// position, is wrong after a pause in the primary's writes or while its
+/// WAL receiver reconnects.)
+#[derive(Default)]
+struct PrimaryPositions(std::collections::VecDeque<(std::time::Instant, u64)>);
+
+impl PrimaryPositions {
+    fn saw(&mut self, at: std::time::Instant, position: u64) {
+        self.0.push_back((at, position));
+        while self.0.front().is_some_and(|(seen, _)| at.duration_since(*seen) > REMEMBERED) {
+            self.0.pop_front();
+        }
+    }
+
+    /// Milliseconds since the primary first passed `replayed`: 0 when it has
+    /// not (the replica has everything seen), else at least since the first
+    /// sighting after `replayed`. Unknown (`None`) before any sighting.
+    fn lag_ms(&self, replayed: u64, now: std::time::Instant) -> Option<u64> {
+        let last = self.0.back()?;
+        if replayed >= last.1 {
+            return Some(0);
+        }
+        // The first sighting the replica has not reached.
+        let first_missing = self.0.iter().find(|(_, position)| *position > replayed)?;
+        Some(u64::try_from(now.duration_since(first_missing.0).as_millis()).unwrap_or(u64::MAX))
+    }
+}
 
 fn monitor(set: Weak<ReplicaSet>) {
     let mut clients: Vec<Option<postgres::Client>> = Vec::new();
+    let mut primary_client: Option<postgres::Client> = None;
+    let mut primary = PrimaryPositions::default();
     while let Some(set) = set.upgrade() {
+        // The primary first: a replica checked after it and at or past its
+        // position has everything written before this round.
+        if let Some(position) = position_of(&set.primary, &mut primary_client, PRIMARY_WROTE) {
+            primary.saw(std::time::Instant::now(), position);
+        }
         clients.resize_with(set.replicas.len(), || None);
         for (replica, client) in set.replicas.iter().zip(clients.iter_mut()) {
-            let standing = check(replica, client);
-            if standing.is_none() {
-                *client = None;
-            }
-            let (replayed, lag) = standing.unwrap_or((None, None));
+            let replayed = position_of(&replica.config, client, REPLAYED);
             let was_up = replica.up.swap(replayed.is_some(), Ordering::Relaxed);
             if was_up && replayed.is_none() {
                 tracing::warn!(replica = %replica.name, "a read replica is down or not a standby; reads skip it");
             }
+            let lag = replayed.and_then(|replayed| primary.lag_ms(replayed, std::time::Instant::now()));
             replica.lag_ms.store(lag.unwrap_or(u64::MAX), Ordering::Relaxed);
         }
         drop(set);
@@ -204,16 +251,18 @@ fn monitor(set: Weak<ReplicaSet>) {
     }
 }
 
-/// The replica's replayed position and lag (`None` each when it is not a
-/// standby or the lag is unknown), or `None` when it cannot be reached.
-fn check(replica: &Replica, client: &mut Option<postgres::Client>) -> Option<(Option<u64>, Option<u64>)> {
+/// One position `query` answers on the server at `config` (`None` when it
+/// cannot be reached, or answers none: a replica that is not a standby).
+fn position_of(config: &postgres::Config, client: &mut Option<postgres::Client>, query: &str) -> Option<u64> {
     if client.is_none() {
-        *client = replica.config.connect(NoTls).ok();
+        *client = config.connect(NoTls).ok();
     }
-    let row = client.as_mut()?.query_one(STANDING, &[]).ok()?;
-    let replayed = row.get::<_, Option<i64>>(0).and_then(|position| u64::try_from(position).ok());
-    let lag = row.get::<_, Option<i64>>(1).map(|lag| u64::try_from(lag).unwrap_or(0));
-    Some((replayed, lag))
+    let answer = client.as_mut()?.query_one(query, &[]);
+    let Ok(row) = answer else {
+        *client = None;
+        return None;
+    };
+    row.get::<_, Option<i64>>(0).and_then(|position| u64::try_from(position).ok())
 }
 
 /// Reads a position from a simple-query answer's rows.
@@ -225,4 +274,30 @@ pub fn positions(messages: &[postgres::SimpleQueryMessage]) -> Vec<Option<u64>> 
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replica_lags_by_how_long_ago_the_primary_passed_its_position() {
+        let start = std::time::Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut primary = PrimaryPositions::default();
+        assert_eq!(primary.lag_ms(100, at(0)), None, "unknown before the primary is seen");
+        primary.saw(at(0), 100);
+        primary.saw(at(250), 100);
+        primary.saw(at(500), 180);
+        primary.saw(at(750), 260);
+        assert_eq!(primary.lag_ms(260, at(800)), Some(0), "everything seen is replayed");
+        assert_eq!(primary.lag_ms(300, at(800)), Some(0));
+        assert_eq!(primary.lag_ms(200, at(800)), Some(50), "missing what the primary had at 750 ms");
+        assert_eq!(primary.lag_ms(100, at(800)), Some(300), "missing what it had at 500 ms");
+        assert_eq!(primary.lag_ms(10, at(800)), Some(800), "older than every sighting: at least since the first");
+        // Sightings older than a minute are forgotten.
+        primary.saw(at(61_000), 260);
+        assert_eq!(primary.0.len(), 1);
+        assert_eq!(primary.lag_ms(100, at(61_100)), Some(100));
+    }
 }
