@@ -191,6 +191,10 @@ impl Cluster {
             "listen_addresses=".into(),
             "-c".into(),
             "hot_standby_feedback=on".into(),
+            // WAL a starting `pg_basebackup -X stream` still needs must not be
+            // recycled before its slot holds it (seen on a busy machine).
+            "-c".into(),
+            "wal_keep_size=128MB".into(),
         ];
         if self.durability == Durability::Throwaway {
             for setting in ["fsync=off", "synchronous_commit=off", "full_page_writes=off"] {

@@ -75,7 +75,7 @@ pub struct Twins {
 
 /// The twins compare answers, not speed: a deadline long enough that a
 /// busy machine never turns one side's answer into a `503`.
-const TWIN_DEADLINE: &str = "--plugin-deadline-ms=30000";
+pub const TWIN_DEADLINE: &str = "--plugin-deadline-ms=30000";
 
 /// A sled server on `sled_dir` and a PostgreSQL server on `database_url`,
 /// with one public URL, which the agent configuration and links carry.
