@@ -108,8 +108,11 @@ test-plugins: wasm-target
 # target/bench/), throughput under wrk with the components and with the
 # native baseline, and import throughput; then the same on sled and on
 # PostgreSQL side by side (a durable cluster kept in target/bench/postgres);
-# the report is printed and written to target/bench/report.txt. wrk and
-# PostgreSQL come from Debian's packages.
+# then two hosts against one on that cluster, and a host reading a streaming
+# replica against one reading the primary (a smaller cluster and its replica,
+# kept in target/bench/postgres-replicated*); the report is printed and
+# written to target/bench/report.txt. wrk and PostgreSQL come from Debian's
+# packages.
 bench: host plugins wrk postgresql
 	target/debug/esr-bench --plugins-dir $(PLUGINS_DIR) --out target/bench --scanner-reports-dir $(ESR_SCANNER_REPORTS_DIR)
 

@@ -64,6 +64,17 @@ struct Args {
     /// PostgreSQL), on a cluster kept in `<out>/postgres`.
     #[arg(long)]
     backends_only: bool,
+    /// Only several hosts over PostgreSQL: two hosts against one on the
+    /// cluster in `<out>/postgres` (wrk), and a host reading a streaming
+    /// replica against one reading the primary (latency).
+    #[arg(long)]
+    hosts_only: bool,
+    /// Endpoints (each with --findings-per-endpoint findings) of the
+    /// replica comparison's data set, kept with its cluster and streaming
+    /// replica in `<out>/postgres-replicated*` (a replica copies its whole
+    /// cluster: one of `<out>/postgres` would double its disk space).
+    #[arg(long, default_value_t = 1_000)]
+    replica_endpoints: usize,
     /// The real scanner reports the report import case repeats.
     #[arg(long, env = "ESR_SCANNER_REPORTS_DIR", default_value = "../shared/scanner-reports")]
     scanner_reports_dir: PathBuf,
@@ -537,6 +548,7 @@ fn median_load(loads: &[Load]) -> Load {
         p50_ms: median(|l| l.p50_ms),
         p99_ms: median(|l| l.p99_ms),
         peak_rss_mib: loads.iter().map(|l| l.peak_rss_mib).fold(0.0, f64::max),
+        failed_requests: median(|l| l.failed_requests as f64) as u64,
     }
 }
 
@@ -577,6 +589,9 @@ struct Load {
     p99_ms: f64,
     /// Peak resident memory of the server while it ran.
     peak_rss_mib: f64,
+    /// Requests answered other than 2xx or 3xx, or not at all (wrk's
+    /// socket errors, timeouts after 2 s included).
+    failed_requests: u64,
 }
 
 /// A wrk latency such as `812.00us`, `4.10ms` or `1.02s`, in milliseconds.
@@ -596,25 +611,67 @@ fn wrk_ms(text: &str) -> Option<f64> {
 /// Drives `url` with wrk (2 threads, 32 connections) for `seconds`,
 /// sampling the server's memory meanwhile.
 fn wrk(url: &str, key: &str, seconds: u64, server_pid: u32) -> anyhow::Result<Load> {
-    let run = Command::new("wrk")
-        .args(["-t2", "-c32", &format!("-d{seconds}s"), "--latency"])
-        .args(["-H", &format!("Authorization: Bearer {key}"), url])
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("running wrk (Debian: apt-get install wrk)")?;
-    let sampler = PeakMemory::sample(server_pid);
-    let output = run.wait_with_output()?;
-    let peak = sampler.finish()?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    if text.contains("Non-2xx") || text.contains("Socket errors") {
+    let mut loads = wrk_at_once(&[(url.to_owned(), server_pid)], key, seconds, 2, 32, Failures::Refused)?;
+    loads.pop().ok_or_else(|| anyhow!("wrk measured nothing"))
+}
+
+/// What a wrk run does with failed requests.
+#[derive(Clone, Copy, PartialEq)]
+enum Failures {
+    /// Any failed request fails the run.
+    Refused,
+    /// Failed requests are counted ([`Load::failed_requests`]).
+    Counted,
+}
+
+/// One wrk process per `(url, server pid)`, all started together, each
+/// with `threads` threads and `connections` connections for `seconds`,
+/// each sampling its server's memory; what each measured, in order.
+fn wrk_at_once(
+    targets: &[(String, u32)],
+    key: &str,
+    seconds: u64,
+    threads: usize,
+    connections: usize,
+    failures: Failures,
+) -> anyhow::Result<Vec<Load>> {
+    let runs = targets
+        .iter()
+        .map(|(url, server_pid)| {
+            let run = Command::new("wrk")
+                .args([format!("-t{threads}"), format!("-c{connections}"), format!("-d{seconds}s")])
+                .args(["--latency", "-H", &format!("Authorization: Bearer {key}"), url])
+                .stdout(Stdio::piped())
+                .spawn()
+                .context("running wrk (Debian: apt-get install wrk)")?;
+            Ok((run, PeakMemory::sample(*server_pid)))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    runs.into_iter()
+        .zip(targets)
+        .map(|((run, sampler), (url, _))| {
+            let output = run.wait_with_output()?;
+            let peak = sampler.finish()?;
+            wrk_load(url, &String::from_utf8_lossy(&output.stdout), peak, failures)
+        })
+        .collect()
+}
+
+/// What wrk's `--latency` report on `url` says, with the server's peak memory.
+fn wrk_load(url: &str, text: &str, peak_rss_mib: f64, failures: Failures) -> anyhow::Result<Load> {
+    if failures == Failures::Refused && (text.contains("Non-2xx") || text.contains("Socket errors")) {
         bail!("wrk saw failed requests on {url}:\n{text}");
     }
     let field = |prefix: &str| text.lines().find_map(|line| line.trim().strip_prefix(prefix).map(str::trim));
+    // `Non-2xx or 3xx responses: N` and `Socket errors: connect N, read N, write N, timeout N`.
+    let count = |text: &str| text.rsplit(' ').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or_default();
+    let failed_requests = field("Non-2xx or 3xx responses:").map_or(0, count)
+        + field("Socket errors:").map_or(0, |errors| errors.split(',').map(count).sum());
     let requests_per_second = field("Requests/sec:").and_then(|n| n.parse().ok());
     let (p50_ms, p99_ms) = (field("50%").and_then(wrk_ms), field("99%").and_then(wrk_ms));
     match (requests_per_second, p50_ms, p99_ms) {
         (Some(requests_per_second), Some(p50_ms), Some(p99_ms)) => {
-            Ok(Load { requests_per_second, p50_ms, p99_ms, peak_rss_mib: peak })
+            Ok(Load { requests_per_second, p50_ms, p99_ms, peak_rss_mib, failed_requests })
         }
         _ => bail!("cannot read wrk's report:\n{text}"),
     }
@@ -671,6 +728,7 @@ fn paced(url: &str, key: &str, rate: f64, seconds: u64, server_pid: u32) -> anyh
         p50_ms: ms(percentile(&latencies, 0.5)),
         p99_ms: ms(percentile(&latencies, 0.99)),
         peak_rss_mib: peak,
+        failed_requests: 0,
     })
 }
 
@@ -1133,6 +1191,13 @@ fn main() -> anyhow::Result<()> {
         std::fs::write(args.out.join("import-report.txt"), &report)?;
         return Ok(());
     }
+    if args.hosts_only {
+        let report = bench_hosts(&args)?;
+        print!("{report}");
+        std::fs::create_dir_all(&args.out)?;
+        std::fs::write(args.out.join("hosts-report.txt"), &report)?;
+        return Ok(());
+    }
     let data_dir = args.out.join(format!("data-{}x{}", args.endpoints, args.findings_per_endpoint));
     let key = ensure_data(&args, &data_dir)?;
     warm_page_cache(&data_dir)?;
@@ -1293,6 +1358,7 @@ fn main() -> anyhow::Result<()> {
     }
     report.push_str(&bench_report_import(&args)?);
     report.push_str(&bench_backends(&args, &data_dir, &key)?);
+    report.push_str(&bench_hosts(&args)?);
     print!("{report}");
     std::fs::create_dir_all(&args.out)?;
     std::fs::write(args.out.join("report.txt"), &report)?;
@@ -1346,13 +1412,26 @@ fn bench_cluster(args: &Args) -> anyhow::Result<Cluster> {
 /// one) in a database of the cluster, loaded once and kept; returns the
 /// host's data directory (its key file, the compile cache) and the URL.
 fn ensure_postgres_data(args: &Args, cluster: &Cluster) -> anyhow::Result<(PathBuf, String)> {
-    let name = format!("bench_{}x{}", args.endpoints, args.findings_per_endpoint);
     let data_dir = args.out.join(format!("postgres-host-{}x{}", args.endpoints, args.findings_per_endpoint));
+    let url = ensure_postgres_data_of(cluster, args.endpoints, args.findings_per_endpoint, &data_dir)?;
+    Ok((data_dir, url))
+}
+
+/// The data set of this size in database `bench_<endpoints>x<findings per
+/// endpoint>` of `cluster`, loaded once, with its host's data directory
+/// (which holds the key) in `data_dir`; returns the database's URL.
+fn ensure_postgres_data_of(
+    cluster: &Cluster,
+    endpoints: usize,
+    findings_per_endpoint: usize,
+    data_dir: &Path,
+) -> anyhow::Result<String> {
+    let name = format!("bench_{endpoints}x{findings_per_endpoint}");
     let url = cluster.url(&name);
     if !data_dir.join(esr::seed::SEED_KEYS_FILE).exists() {
         eprintln!("loading the data set into PostgreSQL database {name} (once; it is kept)");
         if data_dir.exists() {
-            std::fs::remove_dir_all(&data_dir)?;
+            std::fs::remove_dir_all(data_dir)?;
         }
         cluster.execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
         cluster.execute(&format!("CREATE DATABASE {name}"))?;
@@ -1360,10 +1439,10 @@ fn ensure_postgres_data(args: &Args, cluster: &Cluster) -> anyhow::Result<(PathB
         // the setting is reset before anything is measured.
         cluster.execute(&format!("ALTER DATABASE {name} SET synchronous_commit = off"))?;
         let status = Command::new(esr_binary()?)
-            .args(["seed", "--endpoints", &args.endpoints.to_string()])
-            .args(["--findings-per-endpoint", &args.findings_per_endpoint.to_string()])
+            .args(["seed", "--endpoints", &endpoints.to_string()])
+            .args(["--findings-per-endpoint", &findings_per_endpoint.to_string()])
             .args(["--database", &url, "--data-dir"])
-            .arg(&data_dir)
+            .arg(data_dir)
             .status()?;
         if !status.success() {
             bail!("esr seed --database failed");
@@ -1373,7 +1452,7 @@ fn ensure_postgres_data(args: &Args, cluster: &Cluster) -> anyhow::Result<(PathB
         cluster.config(&name).connect(postgres::NoTls)?.batch_execute("VACUUM ANALYZE")?;
         cluster.execute("CHECKPOINT")?;
     }
-    Ok((data_dir, url))
+    Ok(url)
 }
 
 /// [`warm_page_cache`] for every file under `dir` (a PostgreSQL cluster's
@@ -1747,4 +1826,441 @@ fn postmaster_pid(cluster: &Cluster) -> anyhow::Result<u32> {
 fn parent_pid(pid: u32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status.lines().find_map(|line| line.strip_prefix("PPid:")).and_then(|ppid| ppid.trim().parse().ok())
+}
+
+/// Several hosts over PostgreSQL: two hosts against one under load on the
+/// main data set, then a host reading a streaming replica against one
+/// reading the primary.
+fn bench_hosts(args: &Args) -> anyhow::Result<String> {
+    let mut report = String::new();
+    if args.load_seconds > 0 {
+        let part = two_hosts_against_one(args)?;
+        // Each part is shown as soon as it is measured: the whole takes long.
+        eprint!("{part}");
+        report.push_str(&part);
+    }
+    let part = replica_against_primary(args)?;
+    eprint!("{part}");
+    report.push_str(&part);
+    Ok(report)
+}
+
+/// The load average as `/proc/loadavg` gives it (1, 5 and 15 minutes).
+fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// The median of `values` (the upper one of an even count).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or_default()
+}
+
+/// CPU seconds spent so far by the hosts, by the cluster's processes, and
+/// by the whole machine (busy, and busy or idle), all cores together.
+#[derive(Clone, Copy)]
+struct CpuSnapshot {
+    hosts: f64,
+    database: f64,
+    machine_busy: f64,
+    machine_total: f64,
+}
+
+impl CpuSnapshot {
+    fn take(host_pids: &[u32], postmaster: u32) -> CpuSnapshot {
+        // /proc/stat's first line: user nice system idle iowait irq softirq steal …, in 1/100 s.
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let ticks: Vec<f64> = stat
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .take(8)
+            .filter_map(|ticks| ticks.parse().ok())
+            .collect();
+        let total: f64 = ticks.iter().sum();
+        let idle = ticks.get(3).copied().unwrap_or_default() + ticks.get(4).copied().unwrap_or_default();
+        CpuSnapshot {
+            hosts: cpu_seconds(|pid| host_pids.contains(&pid)),
+            database: cpu_seconds(|pid| pid == postmaster || parent_pid(pid) == Some(postmaster)),
+            machine_busy: (total - idle) / 100.0,
+            machine_total: total / 100.0,
+        }
+    }
+}
+
+/// One load run of one operation in one shape: what each host's wrk
+/// measured, and the CPU spent per request meanwhile.
+struct HostsRun {
+    loads: Vec<Load>,
+    host_cpu_ms_per_request: f64,
+    database_cpu_ms_per_request: f64,
+    /// The share of the machine's CPU time that was busy (anything on it).
+    machine_busy: f64,
+}
+
+/// Two `esr serve` hosts over the same PostgreSQL database, each loaded
+/// by a wrk of its own with half the connections, against one host with
+/// all of them: both hosts run throughout, the shapes alternate round by
+/// round (which goes first too), medians of the rounds.
+fn two_hosts_against_one(args: &Args) -> anyhow::Result<String> {
+    const ROUNDS: usize = 5;
+    let load_at_start = load_average();
+    let cluster = bench_cluster(args)?;
+    let (first_dir, url) = ensure_postgres_data(args, &cluster)?;
+    warm_page_cache_under(&cluster.data_dir().join("base"))?;
+    let key = seeded_key(&first_dir)?;
+    let flags = ["--database", url.as_str()];
+    let (first, _) = start_server_in_mode(&first_dir, &args.plugins_dir, &flags)?;
+    // The second host's data directory holds only its compile cache and a
+    // copy of the admin token: everything it serves is the database's.
+    let (second, _) = start_server_in_mode(&args.out.join("postgres-second-host"), &args.plugins_dir, &flags)?;
+    let mut client = ApiClient::connect(&first.base, &key)?;
+    let (finding_ids, _) = sample_ids(&mut client)?;
+    let operations = [
+        ("finding by id", format!("/v1/vulnerability-findings/{}", finding_ids[0])),
+        ("findings?severity=critical (with total)", "/v1/vulnerability-findings?severity=critical".to_owned()),
+    ];
+    let mut other = ApiClient::connect(&second.base, &key)?;
+    for (_, path) in &operations {
+        let (one, two) = (client.get(path)?.1, other.get(path)?.1);
+        // Cursors are sealed afresh for each answer; the records must agree.
+        if one.get("data").unwrap_or(&one) != two.get("data").unwrap_or(&two) {
+            bail!("the two hosts answered {path} differently");
+        }
+    }
+    drop((client, other));
+    let hosts = [&first, &second];
+    let host_pids = [first.child.id(), second.child.id()];
+    let postmaster = postmaster_pid(&cluster)?;
+    // runs[hosts - 1][operation]: one run a round.
+    let mut runs: Vec<Vec<Vec<HostsRun>>> = (0..2).map(|_| operations.iter().map(|_| Vec::new()).collect()).collect();
+    for round in 0..ROUNDS {
+        for turn in 0..2 {
+            let shape = 1 + (turn + round) % 2;
+            for (operation, (_, path)) in operations.iter().enumerate() {
+                let targets: Vec<(String, u32)> =
+                    hosts[..shape].iter().map(|host| (format!("{}{path}", host.base), host.child.id())).collect();
+                let before = CpuSnapshot::take(&host_pids, postmaster);
+                // The same wrk threads and connections in all, split among the hosts.
+                // A request this busy machine leaves unanswered for 2 s
+                // is counted as failed, not the end of the run.
+                let loads = wrk_at_once(&targets, &key, args.load_seconds, 2 / shape, 32 / shape, Failures::Counted)?;
+                let after = CpuSnapshot::take(&host_pids, postmaster);
+                let requests =
+                    loads.iter().map(|load| load.requests_per_second).sum::<f64>() * args.load_seconds as f64;
+                let per_request = |seconds: f64| seconds * 1000.0 / requests.max(1.0);
+                runs[shape - 1][operation].push(HostsRun {
+                    loads,
+                    host_cpu_ms_per_request: per_request(after.hosts - before.hosts),
+                    database_cpu_ms_per_request: per_request(after.database - before.database),
+                    machine_busy: (after.machine_busy - before.machine_busy)
+                        / (after.machine_total - before.machine_total).max(f64::EPSILON),
+                });
+            }
+        }
+    }
+    drop((first, second));
+    let mut report = format!(
+        "\ntwo hosts against one over one PostgreSQL ({} endpoints × {} findings in {}; each host's pool 16 \
+         connections): wrk --latency -d{}s, one host -t2 -c32, two hosts -t1 -c16 each at once; both hosts \
+         run throughout, shapes alternating, medians of {ROUNDS} rounds; load average {load_at_start} at the \
+         start, {} at the end\n\
+         {:<40} {:>10} {:>9} {:>15} {:>17} {:>9} {:>9} {:>7} {:>8}\n",
+        args.endpoints,
+        args.findings_per_endpoint,
+        cluster.data_dir().display(),
+        args.load_seconds,
+        load_average(),
+        "operation",
+        "shape",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "host CPU",
+        "PG CPU",
+        "busy",
+        "failed",
+    );
+    // Failed: requests not answered 2xx within wrk's 2 s, over all rounds.
+    report.push_str(&format!(
+        "{:<40} {:>10} {:>9} {:>15} {:>17} {:>9} {:>9} {:>7} {:>8}\n",
+        "", "", "", "", "", "ms/req", "ms/req", "%", "requests"
+    ));
+    let mut ratios = Vec::new();
+    for (operation, (name, _)) in operations.iter().enumerate() {
+        let mut summed = Vec::new();
+        for (shape, label) in [(1, "one host"), (2, "two hosts")] {
+            let shape_runs = &runs[shape - 1][operation];
+            let total = median(
+                shape_runs.iter().map(|run| run.loads.iter().map(|load| load.requests_per_second).sum()).collect(),
+            );
+            let per_host: Vec<Load> = (0..shape)
+                .map(|host| median_load(&shape_runs.iter().map(|run| run.loads[host].clone()).collect::<Vec<_>>()))
+                .collect();
+            let joined = |figure: fn(&Load) -> f64| {
+                per_host.iter().map(|load| format!("{:.2}", figure(load))).collect::<Vec<_>>().join(" / ")
+            };
+            report.push_str(&format!(
+                "{:<40} {:>10} {:>9.0} {:>15} {:>17} {:>9.3} {:>9.3} {:>7.0} {:>8}\n",
+                if shape == 1 { name } else { "" },
+                label,
+                total,
+                joined(|load| load.p50_ms),
+                joined(|load| load.p99_ms),
+                median(shape_runs.iter().map(|run| run.host_cpu_ms_per_request).collect()),
+                median(shape_runs.iter().map(|run| run.database_cpu_ms_per_request).collect()),
+                median(shape_runs.iter().map(|run| run.machine_busy * 100.0).collect()),
+                shape_runs.iter().flat_map(|run| &run.loads).map(|load| load.failed_requests).sum::<u64>(),
+            ));
+            summed.push((total, per_host.iter().map(|load| load.p99_ms).fold(0.0, f64::max)));
+        }
+        ratios.push(format!(
+            "{name}: req/s {:.2}, p99 (the higher host's) {:.2}",
+            summed[1].0 / summed[0].0.max(f64::EPSILON),
+            summed[1].1 / summed[0].1.max(f64::EPSILON)
+        ));
+    }
+    report.push_str(&format!("two hosts ÷ one host: {}\n", ratios.join("; ")));
+    Ok(report)
+}
+
+/// A replica is a whole copy of its cluster; at least this much must stay
+/// free on the disk once it is made.
+const FREE_AFTER_REPLICA: u64 = 6 << 30;
+
+/// The latency cases of the replica comparison.
+const REPLICA_CASES: [&str; 6] = [
+    "health (HTTP floor, no component)",
+    "finding by id",
+    "findings?endpointId=… first page",
+    "findings?severity=critical (exact total)",
+    "findings page 1 (limit 50)",
+    "findings?severity=critical&sort=-cvss",
+];
+
+/// The paths of [`REPLICA_CASES`] for one finding and endpoint.
+fn replica_paths(finding: &str, endpoint: &str) -> [String; 6] {
+    [
+        "/v1/health".to_owned(),
+        format!("/v1/vulnerability-findings/{finding}"),
+        format!("/v1/vulnerability-findings?endpointId={endpoint}"),
+        "/v1/vulnerability-findings?severity=critical".to_owned(),
+        "/v1/vulnerability-findings?limit=50".to_owned(),
+        "/v1/vulnerability-findings?severity=critical&sort=-cvss".to_owned(),
+    ]
+}
+
+/// A host reading a streaming replica (`--database-replica-url`) against
+/// the same host reading the primary, one client each, hosts alternating
+/// round by round, on a data set in a cluster of its own
+/// (`<out>/postgres-replicated`, `--replica-endpoints`) and its replica
+/// (`<out>/postgres-replicated-standby`), both made once and kept; the
+/// replica has caught up before anything is measured.
+fn replica_against_primary(args: &Args) -> anyhow::Result<String> {
+    let load_at_start = load_average();
+    let (endpoints, per_endpoint) = (args.replica_endpoints, args.findings_per_endpoint);
+    let primary = Cluster::persistent(&args.out.join("postgres-replicated"), Durability::Durable)?;
+    // This cluster is loaded once and then only read: a write-ahead log
+    // kept at the default `max_wal_size` (1 GB) after the load would be
+    // most of its size on the disk.
+    primary.execute("ALTER SYSTEM SET max_wal_size = '128MB'")?;
+    primary.execute("SELECT pg_reload_conf()")?;
+    let primary_dir = args.out.join(format!("postgres-replicated-host-{endpoints}x{per_endpoint}"));
+    let url = ensure_postgres_data_of(&primary, endpoints, per_endpoint, &primary_dir)?;
+    let database = format!("bench_{endpoints}x{per_endpoint}");
+    let standby_dir = args.out.join("postgres-replicated-standby");
+    if !standby_dir.join("data").join("PG_VERSION").exists() {
+        // Said in the report rather than ending a run of all the other parts.
+        if let Err(error) = ensure_room_for_copy(&primary.data_dir(), &args.out) {
+            return Ok(format!(
+                "\na host reading a streaming replica against one reading the primary: not measured: {error:#}\n"
+            ));
+        }
+        eprintln!("making a streaming replica in {} (once; it is kept)", standby_dir.display());
+    }
+    let standby = primary.replica(&standby_dir, false)?;
+    wait_for_catch_up(&primary, &standby)?;
+    warm_page_cache_under(&primary.data_dir().join("base"))?;
+    warm_page_cache_under(&standby.data_dir().join("base"))?;
+    let key = seeded_key(&primary_dir)?;
+    let replica_url = standby.url(&database);
+    let (on_primary, _) = start_server_in_mode(&primary_dir, &args.plugins_dir, &["--database", &url])?;
+    let (on_replica, _) = start_server_in_mode(
+        &args.out.join("postgres-replicated-second-host"),
+        &args.plugins_dir,
+        &["--database", &url, "--database-replica-url", &replica_url],
+    )?;
+    wait_for_replica_up(&on_replica.base, &key)?;
+    let mut clients = [ApiClient::connect(&on_primary.base, &key)?, ApiClient::connect(&on_replica.base, &key)?];
+    let (finding_ids, endpoint_ids) = sample_ids(&mut clients[0])?;
+    let path = format!("/v1/vulnerability-findings/{}", finding_ids[0]);
+    if clients[0].get(&path)?.1 != clients[1].get(&path)?.1 {
+        bail!("the host reading the replica answered {path} unlike the one reading the primary");
+    }
+    let before = [transactions(&primary, &database)?, transactions(&standby, &database)?];
+    let started = Instant::now();
+    let mut samples: Vec<Vec<Vec<Duration>>> = vec![vec![Vec::new(); REPLICA_CASES.len()]; 2];
+    // Reads each host answered (every case but health reads the database).
+    let mut reads = [0i64; 2];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    for round in 0..args.rounds + 10 {
+        let finding = &finding_ids[rng.gen_range(0..finding_ids.len())];
+        let endpoint = &endpoint_ids[rng.gen_range(0..endpoint_ids.len())];
+        let paths = replica_paths(finding, endpoint);
+        for turn in 0..2 {
+            let host = (turn + round) % 2;
+            for (case, path) in paths.iter().enumerate() {
+                let elapsed = clients[host].get(path)?.0;
+                if round >= 10 {
+                    samples[host][case].push(elapsed);
+                }
+            }
+            reads[host] += paths.len() as i64 - 1;
+        }
+    }
+    let elapsed = started.elapsed();
+    drop(clients);
+    drop((on_primary, on_replica));
+    // Where the reads went, from each cluster's own counts. A backend
+    // reports them when it goes idle, at most once a second: wait for
+    // them (a bounded while), then take what is there.
+    let counted = || -> anyhow::Result<[i64; 2]> {
+        Ok([transactions(&primary, &database)? - before[0], transactions(&standby, &database)? - before[1]])
+    };
+    let waited = Instant::now();
+    let deadline = waited + Duration::from_secs(30);
+    let mut after = counted()?;
+    while (after[0] < reads[0] || after[1] < reads[1]) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        after = counted()?;
+    }
+    let mut report = format!(
+        "\na host reading a streaming replica against one reading the primary ({endpoints} endpoints × \
+         {per_endpoint} findings in {} and its replica in {} (pg_basebackup -R -X stream, caught up before \
+         measuring); one client per host, {} rounds, cases interleaved, hosts alternating; load average \
+         {load_at_start} at the start, {} at the end\n\
+         {:<44} {:>11} {:>11} {:>9} {:>11} {:>11}\n",
+        primary.data_dir().display(),
+        standby.data_dir().display(),
+        args.rounds,
+        load_average(),
+        "case",
+        "primary p50",
+        "replica p50",
+        "rep÷prim",
+        "primary p90",
+        "replica p90",
+    );
+    for (case, name) in REPLICA_CASES.iter().enumerate() {
+        let p50 = |host: usize| ms(percentile(&samples[host][case], 0.5));
+        let p90 = |host: usize| ms(percentile(&samples[host][case], 0.9));
+        report.push_str(&format!(
+            "{:<44} {:>11.3} {:>11.3} {:>9.2} {:>11.3} {:>11.3}\n",
+            name,
+            p50(0),
+            p50(1),
+            p50(1) / p50(0).max(f64::EPSILON),
+            p90(0),
+            p90(1)
+        ));
+    }
+    report.push_str(&format!(
+        "database reads each host answered: {} and {}; transactions on the database over those {:.1} s and \
+         the {:.1} s until the counts were in: primary {}, replica {} (the hosts' key look-ups and heartbeats, \
+         and the replica monitor's checks, 4 a second, count too)\n",
+        reads[0],
+        reads[1],
+        elapsed.as_secs_f64(),
+        waited.elapsed().as_secs_f64(),
+        after[0],
+        after[1]
+    ));
+    Ok(report)
+}
+
+/// Refuses to copy the cluster in `source` onto the disk of `target` when
+/// that would leave less than [`FREE_AFTER_REPLICA`] free.
+fn ensure_room_for_copy(source: &Path, target: &Path) -> anyhow::Result<()> {
+    let size = size_under(source)?;
+    let disk = rustix::fs::statvfs(target).with_context(|| format!("statvfs {}", target.display()))?;
+    let free = disk.f_bavail.saturating_mul(disk.f_frsize);
+    if free < size.saturating_add(FREE_AFTER_REPLICA) {
+        bail!(
+            "a replica of {} ({} MiB) would leave {} MiB free on the disk of {} (at least {} MiB must stay free): \
+             pass a smaller --replica-endpoints",
+            source.display(),
+            size >> 20,
+            free.saturating_sub(size) >> 20,
+            target.display(),
+            FREE_AFTER_REPLICA >> 20
+        );
+    }
+    Ok(())
+}
+
+/// The bytes of the files under `dir`; files that go while it counts
+/// (a running server's temporary files) are left out.
+fn size_under(dir: &Path) -> anyhow::Result<u64> {
+    let mut size = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let Ok(metadata) = entry.metadata() else { continue };
+        size += if metadata.is_dir() { size_under(&entry.path())? } else { metadata.len() };
+    }
+    Ok(size)
+}
+
+/// Waits (10 minutes at most) until `standby` has replayed everything
+/// `primary` had written when this was called.
+fn wait_for_catch_up(primary: &Cluster, standby: &Cluster) -> anyhow::Result<()> {
+    const BOUND: Duration = Duration::from_secs(600);
+    let written: i64 = primary
+        .config("postgres")
+        .connect(postgres::NoTls)?
+        .query_one("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::int8", &[])?
+        .get(0);
+    let mut replica = standby.config("postgres").connect(postgres::NoTls)?;
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let replayed: Option<i64> =
+            replica.query_one("SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::int8", &[])?.get(0);
+        if replayed.is_some_and(|replayed| replayed >= written) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!("the replica in {} did not catch up within {BOUND:?}", standby.data_dir().display());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits (a minute at most) until the host at `base` reports its replica up.
+fn wait_for_replica_up(base: &str, key: &str) -> anyhow::Result<()> {
+    const BOUND: Duration = Duration::from_secs(60);
+    let deadline = Instant::now() + BOUND;
+    let mut last = Value::Null;
+    while Instant::now() < deadline {
+        // Health may answer other than 200 while the replica is not up.
+        if let Ok((_, health)) = ApiClient::connect(base, key).and_then(|mut client| client.get("/v1/health")) {
+            last = health["checks"]["replicas"].clone();
+            if last[0]["output"] == "up" {
+                return Ok(());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("the host at {base} did not report its replica up within {BOUND:?}: {last}")
+}
+
+/// Transactions (committed and rolled back) the cluster has counted on
+/// `database` so far.
+fn transactions(cluster: &Cluster, database: &str) -> anyhow::Result<i64> {
+    let row = cluster.config("postgres").connect(postgres::NoTls)?.query_one(
+        "SELECT (xact_commit + xact_rollback)::int8 FROM pg_stat_database WHERE datname = $1",
+        &[&database],
+    )?;
+    Ok(row.get(0))
 }
