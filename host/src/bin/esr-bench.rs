@@ -64,6 +64,11 @@ struct Args {
     /// PostgreSQL), on a cluster kept in `<out>/postgres`.
     #[arg(long)]
     backends_only: bool,
+    /// Only the import into PostgreSQL beside that engine's own ceiling,
+    /// on a cluster of its own kept in `<out>/postgres-import` (no data
+    /// set to load first).
+    #[arg(long)]
+    postgres_import_only: bool,
     /// The real scanner reports the report import case repeats.
     #[arg(long, env = "ESR_SCANNER_REPORTS_DIR", default_value = "../shared/scanner-reports")]
     scanner_reports_dir: PathBuf,
@@ -1124,6 +1129,14 @@ fn main() -> anyhow::Result<()> {
         print!("{report}");
         std::fs::create_dir_all(&args.out)?;
         std::fs::write(args.out.join("report-import-report.txt"), &report)?;
+        return Ok(());
+    }
+    if args.postgres_import_only {
+        let cluster = Cluster::persistent(&args.out.join("postgres-import"), Durability::Durable)?;
+        let report = bench_import_postgres(&args, &cluster)?;
+        print!("{report}");
+        std::fs::create_dir_all(&args.out)?;
+        std::fs::write(args.out.join("postgres-import-report.txt"), &report)?;
         return Ok(());
     }
     if args.import_only {
