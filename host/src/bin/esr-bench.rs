@@ -75,6 +75,11 @@ struct Args {
     /// cluster: one of `<out>/postgres` would double its disk space).
     #[arg(long, default_value_t = 1_000)]
     replica_endpoints: usize,
+    /// Only the import into PostgreSQL beside that engine's own ceiling,
+    /// on a cluster of its own kept in `<out>/postgres-import` (no data
+    /// set to load first).
+    #[arg(long)]
+    postgres_import_only: bool,
     /// The real scanner reports the report import case repeats.
     #[arg(long, env = "ESR_SCANNER_REPORTS_DIR", default_value = "../shared/scanner-reports")]
     scanner_reports_dir: PathBuf,
@@ -1175,45 +1180,43 @@ fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
 
+/// Prints a part's report and keeps it in `out/file`.
+fn print_and_keep(out: &Path, file: &str, report: &str) -> anyhow::Result<()> {
+    print!("{report}");
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join(file), report)?;
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if args.report_import_only {
         let report = bench_report_import(&args)?;
-        print!("{report}");
-        std::fs::create_dir_all(&args.out)?;
-        std::fs::write(args.out.join("report-import-report.txt"), &report)?;
-        return Ok(());
+        return print_and_keep(&args.out, "report-import-report.txt", &report);
+    }
+    if args.postgres_import_only {
+        let cluster = Cluster::persistent(&args.out.join("postgres-import"), Durability::Durable)?;
+        let report = bench_import_postgres(&args, &cluster)?;
+        return print_and_keep(&args.out, "postgres-import-report.txt", &report);
     }
     if args.import_only {
         let report = bench_import(&args)?;
-        print!("{report}");
-        std::fs::create_dir_all(&args.out)?;
-        std::fs::write(args.out.join("import-report.txt"), &report)?;
-        return Ok(());
+        return print_and_keep(&args.out, "import-report.txt", &report);
     }
     if args.hosts_only {
         let report = bench_hosts(&args)?;
-        print!("{report}");
-        std::fs::create_dir_all(&args.out)?;
-        std::fs::write(args.out.join("hosts-report.txt"), &report)?;
-        return Ok(());
+        return print_and_keep(&args.out, "hosts-report.txt", &report);
     }
     let data_dir = args.out.join(format!("data-{}x{}", args.endpoints, args.findings_per_endpoint));
     let key = ensure_data(&args, &data_dir)?;
     warm_page_cache(&data_dir)?;
     if args.backends_only {
         let report = bench_backends(&args, &data_dir, &key)?;
-        print!("{report}");
-        std::fs::create_dir_all(&args.out)?;
-        std::fs::write(args.out.join("backends-report.txt"), &report)?;
-        return Ok(());
+        return print_and_keep(&args.out, "backends-report.txt", &report);
     }
     if args.wide_lists_only {
         let report = bench_wide_lists(&args, &data_dir, &key)?;
-        print!("{report}");
-        std::fs::create_dir_all(&args.out)?;
-        std::fs::write(args.out.join("wide-lists-report.txt"), &report)?;
-        return Ok(());
+        return print_and_keep(&args.out, "wide-lists-report.txt", &report);
     }
     let server = start_server(&data_dir, &args.plugins_dir)?;
     let mut client = ApiClient::connect(&server.base, &key)?;

@@ -15,7 +15,7 @@
 mod migrations;
 mod replicas;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use esr_plugin_sdk::indexes::{self, CREATED_AT, UPDATED_AT};
@@ -1420,40 +1420,42 @@ fn write_in(
             stored.insert(id, record_entries(collection, id, &record)?);
         }
         let replaced: Vec<Uuid> = stored.keys().copied().collect();
-        // Whether each entry the batch touches was there before and is
-        // there after; how each count moves; each id's last line.
-        let mut entries: BTreeMap<EntryKey, (bool, bool)> = BTreeMap::new();
-        let mut deltas: BTreeMap<(String, String), i64> = BTreeMap::new();
-        let mut rows: BTreeMap<Uuid, Vec<u8>> = BTreeMap::new();
-        let mut written: HashMap<Uuid, RecordEntries> = HashMap::new();
+        // An id on several lines leaves what its last line holds: the
+        // batch's effect on an id is that line against what was stored.
+        let mut latest: BTreeMap<Uuid, (Vec<u8>, RecordEntries)> = BTreeMap::new();
         for (id, bytes, found) in ready {
-            // An id on several lines replaces, from its second line on, what
-            // its line before wrote.
-            if let Some(previous) = written.remove(&id).or_else(|| stored.remove(&id)) {
-                for (index, value, position) in previous.entries {
-                    entries.entry((index, value, position, id)).or_insert((true, true)).1 = false;
-                }
-                for tally in previous.tallies {
-                    *deltas.entry(tally).or_default() -= 1;
-                }
-            }
-            for (index, value, position) in &found.entries {
-                entries.entry((index, value.clone(), *position, id)).or_insert((false, false)).1 = true;
-            }
-            for tally in &found.tallies {
-                *deltas.entry(tally.clone()).or_default() += 1;
-            }
-            written.insert(id, found);
-            rows.insert(id, bytes);
+            latest.insert(id, (bytes, found));
         }
-        let (mut removed, mut added) = (Vec::new(), Vec::new());
-        for (key, (before, after)) in entries {
-            match (before, after) {
-                (true, false) => removed.push(key),
-                (false, true) => added.push(key),
-                _ => {}
+        let mut deltas: HashMap<(String, String), i64> = HashMap::new();
+        let (mut removed, mut added): (Vec<EntryKey>, Vec<EntryKey>) = (Vec::new(), Vec::new());
+        let mut rows: Vec<(Uuid, Vec<u8>)> = Vec::with_capacity(latest.len());
+        for (id, (bytes, found)) in latest {
+            match stored.remove(&id) {
+                None => {
+                    added.extend(found.entries.into_iter().map(|(index, value, position)| (index, value, position, id)))
+                }
+                Some(previous) => {
+                    let before: HashSet<&(&'static str, String, i64)> = previous.entries.iter().collect();
+                    let after: HashSet<&(&'static str, String, i64)> = found.entries.iter().collect();
+                    let entry_of =
+                        |(index, value, position): &(&'static str, String, i64)| (*index, value.clone(), *position, id);
+                    removed.extend(before.difference(&after).map(|entry| entry_of(entry)));
+                    added.extend(after.difference(&before).map(|entry| entry_of(entry)));
+                    for tally in previous.tallies {
+                        *deltas.entry(tally).or_default() -= 1;
+                    }
+                }
             }
+            for tally in found.tallies {
+                *deltas.entry(tally).or_default() += 1;
+            }
+            rows.push((id, bytes));
         }
+        // In key order: the index's pages fill one after another.
+        added.sort_unstable();
+        added.dedup();
+        removed.sort_unstable();
+        removed.dedup();
         if !removed.is_empty() {
             let remove = prepared(
                 statements,
@@ -1496,12 +1498,13 @@ fn write_in(
             writer.write(&[&organization, &collection, id, bytes])?;
         }
         writer.finish()?;
-        deltas.retain(|_, delta| *delta != 0);
+        let mut deltas: Vec<((String, String), i64)> = deltas.into_iter().filter(|(_, delta)| *delta != 0).collect();
+        deltas.sort_unstable();
         if !deltas.is_empty() {
             // In key order, so concurrent writers never wait on each other in a cycle.
-            let names: Vec<&str> = deltas.keys().map(|(name, _)| name.as_str()).collect();
-            let values: Vec<&[u8]> = deltas.keys().map(|(_, value)| value.as_bytes()).collect();
-            let changes: Vec<i64> = deltas.values().copied().collect();
+            let names: Vec<&str> = deltas.iter().map(|((name, _), _)| name.as_str()).collect();
+            let values: Vec<&[u8]> = deltas.iter().map(|((_, value), _)| value.as_bytes()).collect();
+            let changes: Vec<i64> = deltas.iter().map(|(_, change)| *change).collect();
             let upsert = prepared(
                 statements,
                 transaction,
