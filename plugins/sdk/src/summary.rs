@@ -72,13 +72,15 @@ pub struct Summary {
 /// What a summary of `fields` accepts: `groupBy` (required) and `filters`.
 pub fn summary_info(fields: &[SummaryField], filters: &[Param]) -> SummaryInfo {
     let names: Vec<&str> = fields.iter().map(|field| field.name).collect();
-    let one = format!("({})", names.join("|"));
+    // Every value accepted, spelled out: one field, or two different ones.
+    let pairs = names.iter().flat_map(|a| names.iter().filter(move |b| *b != a).map(move |b| format!("{a},{b}")));
+    let accepted: Vec<String> = names.iter().map(|name| (*name).to_owned()).chain(pairs).collect();
     let group_by = ParameterInfo {
         name: GROUP_BY.to_owned(),
         description: format!("One or two fields to group by, comma-separated, each once: {}.", names.join(", ")),
         schema: serde_json::json!({
             "type": "string",
-            "pattern": format!("^{one}(,{one})?$"),
+            "pattern": format!("^({})$", accepted.join("|")),
             "maxLength": names.iter().map(|name| name.len()).max().unwrap_or(0) * MAX_GROUP_FIELDS + 1,
         })
         .to_string(),
