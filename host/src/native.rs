@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use esr_plugin_sdk::{DocumentPlugin, ResourcePlugin};
 
 use crate::plugins::{
-    CallError, InvalidParam, NativeCalls, Page, PluginError, Rendered, Request, Tenant, TenantSession,
+    CallError, InvalidParam, NativeCalls, Page, PluginError, Rendered, Request, Summary, Tenant, TenantSession,
 };
 
 /// The native baseline as the component runtime calls it.
@@ -27,6 +27,10 @@ impl NativeCalls for NativeBaseline {
 
     fn render(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Rendered, CallError> {
         render(group, tenant, request)
+    }
+
+    fn summary(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Summary, CallError> {
+        summary(group, tenant, request)
     }
 }
 
@@ -135,6 +139,27 @@ impl esr_plugin_sdk::Store for NativeStore {
         ))
     }
 
+    fn count_groups(
+        &self,
+        collection: &str,
+        group_by: &[String],
+        range: Option<&esr_plugin_sdk::IndexRange>,
+        conditions: &[esr_plugin_sdk::IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Vec<esr_plugin_sdk::GroupCount> {
+        let conditions: Vec<(String, Vec<String>)> =
+            conditions.iter().map(|condition| (condition.index.clone(), condition.values.clone())).collect();
+        let range = range.map(|range| {
+            fn bound(position: &Option<esr_plugin_sdk::IndexPosition>) -> Option<(i64, &str)> {
+                position.as_ref().map(|position| (position.created_at, position.id.as_str()))
+            }
+            (range.index.as_str(), bound(&range.after), bound(&range.before))
+        });
+        let groups =
+            self.answer(self.tenant.borrow_mut().count_groups(collection, group_by, range, &conditions, updated_after));
+        groups.into_iter().map(|(values, count)| esr_plugin_sdk::GroupCount { values, count }).collect()
+    }
+
     fn organization(&self) -> Vec<u8> {
         self.tenant.borrow().organization_json.to_vec()
     }
@@ -217,4 +242,17 @@ pub fn render(group: &str, tenant: &Tenant, request: &Request) -> Result<Rendere
         other => Err(unknown(other)),
     })?;
     Ok(Rendered { content_type: rendered.content_type, filename: rendered.filename, body: rendered.body })
+}
+
+/// A group's summary, natively.
+pub fn summary(group: &str, tenant: &Tenant, request: &Request) -> Result<Summary, CallError> {
+    let request = sdk_request(request);
+    let summary = with_store(tenant, |store| match group {
+        "endpoints" => esr_plugin_endpoints::Endpoints::summary(store, &request),
+        "remediation-targets" => esr_plugin_remediation_targets::RemediationTargets::summary(store, &request),
+        "scopes" => esr_plugin_scopes::Scopes::summary(store, &request),
+        "vulnerability-findings" => esr_plugin_vulnerability_findings::VulnerabilityFindings::summary(store, &request),
+        other => Err(unknown(other)),
+    })?;
+    Ok(Summary { groups: summary.groups, total: summary.total })
 }

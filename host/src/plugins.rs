@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, anyhow, bail};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
-use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
+use wasmtime::component::{Component, HasSelf, InstancePre, Linker, Resource, ResourceTable};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder,
 };
@@ -67,12 +67,14 @@ mod bindings {
 
 use bindings::document::{DocumentPlugin, DocumentPluginPre};
 use bindings::importer::{ReportImporter, ReportImporterPre};
+use bindings::resource::ResourcePlugin;
 use bindings::resource::esr::plugin::{log, store as wit_store, types};
-use bindings::resource::{ResourcePlugin, ResourcePluginPre};
+use bindings::resource::exports::esr::plugin::{handler, summaries};
 
 pub use bindings::document::exports::esr::plugin::document::Rendered;
 pub use bindings::importer::exports::esr::plugin::importer::{Confidence, ReportError as ImporterError};
 pub use bindings::resource::exports::esr::plugin::handler::Page;
+pub use bindings::resource::exports::esr::plugin::summaries::SummaryAnswer as Summary;
 pub use types::{Descriptor, Error as PluginError, InvalidParam, QueryParam, Request};
 
 /// The WIT package components are built against.
@@ -80,6 +82,8 @@ pub const WIT_PACKAGE: &str = "esr:plugin";
 /// The package versions this host loads: `0.3.x` (for `0.y`, a minor
 /// version is a breaking one under semver).
 pub const ACCEPTED_VERSIONS: &str = "0.3.x";
+/// The package version this host is built against.
+const WIT_VERSION: &str = "0.3.2";
 const ACCEPTED_MAJOR_MINOR: (u64, u64) = (0, 3);
 
 /// The resource groups served by the `handler` world, as the API names them.
@@ -408,6 +412,10 @@ impl CallState {
     }
 }
 
+/// A range of a sort index as components give it: the index, and the
+/// positions (with ids as text) it lies strictly between.
+pub type RangeOfIds<'a> = (&'a str, Option<(i64, &'a str)>, Option<(i64, &'a str)>);
+
 /// A stored record's id and bytes, as the store functions hand them out.
 pub type StoreEntry = (String, Vec<u8>);
 
@@ -493,6 +501,27 @@ impl TenantSession {
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
         self.reader.count_matching(collection, conditions, updated_after)
+    }
+
+    /// `store.count-groups`: `range` is a sort index and positions with ids.
+    pub fn count_groups(
+        &mut self,
+        collection: &str,
+        group_by: &[String],
+        range: Option<RangeOfIds<'_>>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<Vec<(Vec<String>, u64)>, StoreError> {
+        let range = match range {
+            Some((index, after, before)) => Some(crate::store::IndexRange {
+                index: index.to_owned(),
+                after: index_position("count-groups bound at", after)?,
+                before: index_position("count-groups bound at", before)?,
+            }),
+            None => None,
+        };
+        let groups = self.reader.count_groups(collection, group_by, range.as_ref(), conditions, updated_after)?;
+        Ok(groups.into_iter().map(|group| (group.values, group.count)).collect())
     }
 
     /// `store.count-in-range`: `after` and `before` are positions with ids.
@@ -615,6 +644,26 @@ impl wit_store::Host for CallState {
         )?)
     }
 
+    fn count_groups(
+        &mut self,
+        collection: String,
+        group_by: Vec<String>,
+        range: Option<wit_store::IndexRange>,
+        conditions: Vec<wit_store::IndexCondition>,
+        updated_after: Option<i64>,
+    ) -> wasmtime::Result<Vec<wit_store::GroupCount>> {
+        self.may_read(&collection, "count-groups")?;
+        let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
+        let conditions: Vec<(String, Vec<String>)> =
+            conditions.into_iter().map(|condition| (condition.index, condition.values)).collect();
+        fn bound(position: &Option<wit_store::IndexPosition>) -> Option<(i64, &str)> {
+            position.as_ref().map(|position| (position.created_at, position.id.as_str()))
+        }
+        let range = range.as_ref().map(|range| (range.index.as_str(), bound(&range.after), bound(&range.before)));
+        let groups = tenant.count_groups(&collection, &group_by, range, &conditions, updated_after)?;
+        Ok(groups.into_iter().map(|(values, count)| wit_store::GroupCount { values, count }).collect())
+    }
+
     fn organization(&mut self) -> wasmtime::Result<Vec<u8>> {
         self.may_read(reads::ORGANIZATION, "organization")?;
         Ok(self.tenant.as_ref().map(|t| t.organization_json.to_vec()).unwrap_or_else(|| b"{}".to_vec()))
@@ -656,7 +705,19 @@ pub struct PluginInfo {
     pub response_schema: serde_json::Value,
     /// What its store may read.
     pub reads: Reads,
+    /// What its summary accepts; `None` when it serves none (built before
+    /// WIT 0.3.2, or grouping by nothing).
+    pub summary: Option<SummaryDoc>,
     pub loaded_at: String,
+}
+
+/// What a component's summary accepts, as its `describe-summary()` says.
+#[derive(Debug, Clone)]
+pub struct SummaryDoc {
+    /// The fields `groupBy` may name.
+    pub group_by: Vec<String>,
+    /// `groupBy` and the filters.
+    pub parameters: Vec<ParameterDoc>,
 }
 
 /// A query parameter a component accepts, as its `describe()` documents it.
@@ -688,8 +749,34 @@ fn descriptor_documents(descriptor: &Descriptor) -> anyhow::Result<(Vec<Paramete
     if size > MAX_DESCRIPTOR_SCHEMA_BYTES {
         bail!("describe() gives {size} bytes of schemas, more than {MAX_DESCRIPTOR_SCHEMA_BYTES}");
     }
-    let mut parameters: Vec<ParameterDoc> = Vec::with_capacity(descriptor.parameters.len());
-    for parameter in &descriptor.parameters {
+    Ok((
+        parameter_documents(&descriptor.parameters)?,
+        descriptor_schema(&descriptor.response_schema, "response schema")?,
+    ))
+}
+
+/// What `describe-summary()` gives, checked like a descriptor's parameters;
+/// `None` when it groups by nothing.
+fn summary_document(info: &summaries::SummaryInfo) -> anyhow::Result<Option<SummaryDoc>> {
+    if info.group_by.is_empty() {
+        return Ok(None);
+    }
+    let size: usize = info.parameters.iter().map(|p| p.schema.len()).sum();
+    if size > MAX_DESCRIPTOR_SCHEMA_BYTES {
+        bail!("describe-summary() gives {size} bytes of schemas, more than {MAX_DESCRIPTOR_SCHEMA_BYTES}");
+    }
+    let field_is_sane = |field: &String| {
+        (1..=64).contains(&field.len()) && field.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    };
+    if let Some(field) = info.group_by.iter().find(|field| !field_is_sane(field)) {
+        bail!("describe-summary() gives a field name that is not usable: {field:?}");
+    }
+    Ok(Some(SummaryDoc { group_by: info.group_by.clone(), parameters: parameter_documents(&info.parameters)? }))
+}
+
+fn parameter_documents(given: &[types::ParameterInfo]) -> anyhow::Result<Vec<ParameterDoc>> {
+    let mut parameters: Vec<ParameterDoc> = Vec::with_capacity(given.len());
+    for parameter in given {
         let name_is_sane = (1..=64).contains(&parameter.name.len())
             && parameter.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
         if !name_is_sane || parameters.iter().any(|p| p.name == parameter.name) {
@@ -702,12 +789,43 @@ fn descriptor_documents(descriptor: &Descriptor) -> anyhow::Result<(Vec<Paramete
             required: parameter.required,
         });
     }
-    Ok((parameters, descriptor_schema(&descriptor.response_schema, "response schema")?))
+    Ok(parameters)
 }
 
 enum Pre {
-    Resource(ResourcePluginPre<CallState>),
+    Resource(ResourcePre),
     Document(DocumentPluginPre<CallState>),
+}
+
+/// A pre-instantiated resource component: its `handler`, and its
+/// `summaries` when it was built against WIT 0.3.2 or later (earlier 0.3
+/// components export only `handler`, and still load).
+struct ResourcePre {
+    pre: InstancePre<CallState>,
+    handler: handler::GuestIndices,
+    summaries: Option<summaries::GuestIndices>,
+}
+
+impl ResourcePre {
+    fn new(pre: InstancePre<CallState>) -> wasmtime::Result<ResourcePre> {
+        let handler = handler::GuestIndices::new(&pre)?;
+        let exports_summaries =
+            pre.component().get_export_index(None, format!("{WIT_PACKAGE}/summaries@{WIT_VERSION}")).is_some();
+        let summaries = if exports_summaries { Some(summaries::GuestIndices::new(&pre)?) } else { None };
+        Ok(ResourcePre { pre, handler, summaries })
+    }
+
+    fn handler(&self, store: &mut Store<CallState>) -> wasmtime::Result<handler::Guest> {
+        let instance = self.pre.instantiate(&mut *store)?;
+        self.handler.load(&mut *store, &instance)
+    }
+
+    /// The component's `summaries`, or `None` when it exports none.
+    fn summaries(&self, store: &mut Store<CallState>) -> wasmtime::Result<Option<summaries::Guest>> {
+        let Some(indices) = &self.summaries else { return Ok(None) };
+        let instance = self.pre.instantiate(&mut *store)?;
+        indices.load(&mut *store, &instance).map(Some)
+    }
 }
 
 /// One validated, pre-instantiated component.
@@ -734,6 +852,7 @@ pub trait NativeCalls: Send + Sync {
     fn list(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Page, CallError>;
     fn get_record(&self, group: &str, tenant: &Tenant, id: &str, request: &Request) -> Result<Vec<u8>, CallError>;
     fn render(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Rendered, CallError>;
+    fn summary(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Summary, CallError>;
 }
 
 /// The components being served, replaceable while requests run.
@@ -933,9 +1052,27 @@ impl PluginSet {
         }
         let (plugin, mut store) = self.start(group, Some(&tenant), request_id)?;
         let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} is not a list"))) };
-        let result = pre
-            .instantiate(&mut store)
-            .and_then(|instance| instance.esr_plugin_handler().call_list(&mut store, request));
+        let result = pre.handler(&mut store).and_then(|handler| handler.call_list(&mut store, request));
+        finish(&store, result)
+    }
+
+    /// A group's summary; `not-found` when its component serves none.
+    pub fn summary(
+        &self,
+        group: &str,
+        tenant: Tenant,
+        request: &Request,
+        request_id: &str,
+    ) -> Result<Summary, CallError> {
+        if let Some(native) = &self.native {
+            return native.summary(group, &tenant, request);
+        }
+        let (plugin, mut store) = self.start(group, Some(&tenant), request_id)?;
+        let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Plugin(PluginError::NotFound)) };
+        let result = pre.summaries(&mut store).and_then(|summaries| match summaries {
+            Some(summaries) => summaries.call_summary(&mut store, request),
+            None => Ok(Err(PluginError::NotFound)),
+        });
         finish(&store, result)
     }
 
@@ -953,9 +1090,7 @@ impl PluginSet {
         }
         let (plugin, mut store) = self.start(group, Some(&tenant), request_id)?;
         let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} has no records"))) };
-        let result = pre
-            .instantiate(&mut store)
-            .and_then(|instance| instance.esr_plugin_handler().call_get(&mut store, id, request));
+        let result = pre.handler(&mut store).and_then(|handler| handler.call_get(&mut store, id, request));
         finish(&store, result)
     }
 
@@ -1125,7 +1260,7 @@ impl LoadedPlugin {
                 let pre = linker
                     .instantiate_pre(&component)
                     .map_err(|error| anyhow!("{}: imports what the host does not offer: {error:#}", file.display()))?;
-                Pre::Resource(ResourcePluginPre::new(pre).map_err(|error| {
+                Pre::Resource(ResourcePre::new(pre).map_err(|error| {
                     anyhow!("{}: does not match the resource-plugin world: {error:#}", file.display())
                 })?)
             }
@@ -1169,6 +1304,15 @@ impl LoadedPlugin {
         })?;
         smoke_call(engine, &pre, reads)
             .map_err(|error| anyhow!("{}: fails its smoke call: {error}", file.display()))?;
+        let summary = match &pre {
+            Pre::Resource(resource) => describe_summary(engine, resource)
+                .map_err(|error| anyhow!("{}: describe-summary() failed: {error}", file.display()))?
+                .map(|info| summary_document(&info))
+                .transpose()
+                .map_err(|error| anyhow!("{}: {error}", file.display()))?
+                .flatten(),
+            Pre::Document(_) => None,
+        };
         Ok(LoadedPlugin {
             info: PluginInfo {
                 group: descriptor.group,
@@ -1180,6 +1324,7 @@ impl LoadedPlugin {
                 sort_keys: descriptor.sort_keys,
                 response_schema,
                 reads,
+                summary,
                 loaded_at: crate::demo::format_timestamp(crate::auth::unix_now()),
             },
             pre,
@@ -1287,13 +1432,22 @@ impl LoadedImporter {
 fn describe(engine: &PluginEngine, pre: &Pre) -> Result<Descriptor, String> {
     let mut store = new_store(engine, "loading", None, "load");
     let result = match pre {
-        Pre::Resource(pre) => {
-            pre.instantiate(&mut store).and_then(|instance| instance.esr_plugin_handler().call_describe(&mut store))
-        }
+        Pre::Resource(pre) => pre.handler(&mut store).and_then(|handler| handler.call_describe(&mut store)),
         Pre::Document(pre) => {
             pre.instantiate(&mut store).and_then(|instance| instance.esr_plugin_document().call_describe(&mut store))
         }
     };
+    result.map_err(|error| format!("{error:#}"))
+}
+
+/// What a resource component's summary accepts, or `None` when it exports
+/// no `summaries`.
+fn describe_summary(engine: &PluginEngine, pre: &ResourcePre) -> Result<Option<summaries::SummaryInfo>, String> {
+    let mut store = new_store(engine, "loading", None, "load");
+    let result = pre.summaries(&mut store).and_then(|summaries| match summaries {
+        Some(summaries) => summaries.call_describe_summary(&mut store).map(Some),
+        None => Ok(None),
+    });
     result.map_err(|error| format!("{error:#}"))
 }
 
@@ -1307,8 +1461,8 @@ fn smoke_call(engine: &PluginEngine, pre: &Pre, reads: Reads) -> Result<(), Stri
     let request = Request { query: Vec::new(), path: "/v1/smoke".into(), base_url: "http://localhost".into() };
     let outcome = match pre {
         Pre::Resource(pre) => pre
-            .instantiate(&mut store)
-            .and_then(|instance| instance.esr_plugin_handler().call_get(&mut store, &Uuid::nil().to_string(), &request))
+            .handler(&mut store)
+            .and_then(|handler| handler.call_get(&mut store, &Uuid::nil().to_string(), &request))
             .map(|result| result.map(drop)),
         Pre::Document(pre) => pre
             .instantiate(&mut store)
@@ -1330,7 +1484,23 @@ fn exported_interface(engine: &PluginEngine, component: &Component) -> Result<(S
     let component_type = component.component_type();
     let exports: Vec<String> = component_type.exports(&engine.engine).map(|(name, _)| name.to_owned()).collect();
     let prefix = format!("{WIT_PACKAGE}/");
-    let ours: Vec<&String> = exports.iter().filter(|name| name.starts_with(&prefix)).collect();
+    let mut ours: Vec<&String> = exports.iter().filter(|name| name.starts_with(&prefix)).collect();
+    // A resource component exports `summaries` beside `handler` (since
+    // 0.3.2), in the same package version.
+    if let [first, second] = ours.as_slice() {
+        let versioned = |name: &str| name[prefix.len()..].split_once('@').map(|(i, v)| (i.to_owned(), v.to_owned()));
+        if let (Some((a, a_version)), Some((b, b_version))) = (versioned(first), versioned(second))
+            && a_version == b_version
+        {
+            match (a.as_str(), b.as_str()) {
+                ("handler", "summaries") => ours.truncate(1),
+                ("summaries", "handler") => {
+                    ours.remove(0);
+                }
+                _ => {}
+            }
+        }
+    }
     let [name] = ours.as_slice() else {
         return Err(if ours.is_empty() {
             format!(

@@ -252,3 +252,41 @@ fn the_public_api_never_reveals_another_organizations_records() {
         }
     }
 }
+
+#[test]
+fn summaries_count_only_the_callers_records() {
+    let server = Server::start(&plugins_dir());
+    let (_, empty_key) = server.organization_with_key("Initech", &["findings:read", "endpoints:read", "targets:read"]);
+    let acme_endpoint = server.all(0, "endpoints")[0]["id"].as_str().unwrap().to_owned();
+    let summaries = [
+        ("vulnerability-findings", "severity,status"),
+        ("vulnerability-findings", "scanner"),
+        ("endpoints", "osFamily,hasAgent"),
+        ("remediation-targets", "status,targetType"),
+    ];
+    for (collection, group_by) in summaries {
+        for filter in ["", "&endpointId="] {
+            if collection == "endpoints" && !filter.is_empty() {
+                continue;
+            }
+            let filter = if filter.is_empty() { String::new() } else { format!("{filter}{acme_endpoint}") };
+            let path = format!("/v1/{collection}/summary?groupBy={group_by}{filter}");
+            // An organization with no records counts nothing, whatever it names.
+            let response = server.client.get(server.url(&path)).bearer_auth(&empty_key).send().unwrap();
+            assert_eq!(response.status(), 200, "{path}");
+            let summary: Value = response.json().unwrap();
+            assert_eq!(summary, serde_json::json!({"groups": [], "total": 0}), "{path}");
+            // Globex naming Acme's endpoint counts nothing either; unfiltered,
+            // each organization's total is its own list's.
+            let globex = server.json_as(1, &path);
+            if filter.is_empty() {
+                let acme = server.json_as(0, &path);
+                assert_eq!(globex["total"], server.json_as(1, &format!("/v1/{collection}?limit=1"))["total"], "{path}");
+                assert_eq!(acme["total"], server.json_as(0, &format!("/v1/{collection}?limit=1"))["total"], "{path}");
+                assert_ne!(acme, globex, "{path}: both organizations count alike");
+            } else {
+                assert_eq!(globex, serde_json::json!({"groups": [], "total": 0}), "{path}");
+            }
+        }
+    }
+}

@@ -121,6 +121,9 @@ fn the_document_covers_every_operation_and_takes_parameters_from_the_components(
         ("/v1/scopes/{scopeId}", "getScope"),
         ("/v1/vulnerability-findings", "listVulnerabilityFindings"),
         ("/v1/vulnerability-findings/{findingId}", "getVulnerabilityFinding"),
+        ("/v1/endpoints/summary", "summarizeEndpoints"),
+        ("/v1/remediation-targets/summary", "summarizeRemediationTargets"),
+        ("/v1/vulnerability-findings/summary", "summarizeVulnerabilityFindings"),
         ("/v1/agent/config", "getAgentConfig"),
         ("/v1/health", "getHealth"),
         ("/v1/openapi.json", "getOpenApiDocument"),
@@ -149,6 +152,16 @@ fn the_document_covers_every_operation_and_takes_parameters_from_the_components(
     assert_eq!(finding["properties"]["severity"]["enum"][0], "critical");
     let list = &document["components"]["schemas"]["EndpointList"];
     assert_eq!(list["properties"]["data"]["items"]["$ref"], "#/components/schemas/Endpoint");
+    // A summary's groupBy names the fields its component groups by.
+    let group_by = query_parameter(&document, "/v1/vulnerability-findings/summary", "groupBy").unwrap();
+    assert_eq!(group_by["required"], true);
+    assert!(group_by["schema"]["pattern"].as_str().unwrap().contains("severity|status|findingType|kev|scanner"));
+    assert!(query_parameter(&document, "/v1/vulnerability-findings/summary", "endpointId").is_some());
+    assert!(query_parameter(&document, "/v1/vulnerability-findings/summary", "limit").is_none());
+    let summary = &document["components"]["schemas"]["VulnerabilityFindingSummary"];
+    assert!(summary["properties"]["groups"]["items"]["properties"]["severity"].is_object());
+    let operation = &document["paths"]["/v1/endpoints/summary"]["get"];
+    assert!(operation["description"].as_str().unwrap().contains("endpoints:read"));
 }
 
 #[test]
@@ -223,6 +236,10 @@ fn a_generated_python_client_pages_through_every_collection() {
         assert_eq!(seen[collection]["total"], total, "{collection}: {seen}");
         let first = server.json(&format!("/v1/{collection}?limit=1"))["data"][0]["id"].clone();
         assert_eq!(seen[collection]["first"], first, "{collection}");
+        if collection != "scopes" {
+            assert_eq!(seen[collection]["summary_total"], total, "{collection}: {seen}");
+            assert_eq!(seen[collection]["summary_counted"], total, "{collection}: {seen}");
+        }
     }
 }
 

@@ -92,7 +92,13 @@ fn patched_component_all(name: &str, replacements: &[(&[u8], &[u8])]) -> tempfil
 
 #[test]
 fn a_component_of_another_world_is_refused() {
-    let other = patched_component("scopes.wasm", b"esr:plugin/handler@0.3.1", b"acme:other/handler@0.1.1");
+    let other = patched_component_all(
+        "scopes.wasm",
+        &[
+            (b"esr:plugin/handler@0.3.2", b"acme:other/handler@0.1.1"),
+            (b"esr:plugin/summaries@0.3.2", b"acme:other/summaries@0.1.1"),
+        ],
+    );
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", other.path())]);
     let (success, stderr) = run_to_exit(dir.path());
     assert!(!success);
@@ -101,7 +107,13 @@ fn a_component_of_another_world_is_refused() {
 
 #[test]
 fn a_component_built_against_another_wit_version_is_refused() {
-    let newer = patched_component("scopes.wasm", b"esr:plugin/handler@0.3.1", b"esr:plugin/handler@9.1.0");
+    let newer = patched_component_all(
+        "scopes.wasm",
+        &[
+            (b"esr:plugin/handler@0.3.2", b"esr:plugin/handler@9.1.0"),
+            (b"esr:plugin/summaries@0.3.2", b"esr:plugin/summaries@9.1.0"),
+        ],
+    );
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", newer.path())]);
     let (success, stderr) = run_to_exit(dir.path());
     assert!(!success);
@@ -110,14 +122,15 @@ fn a_component_built_against_another_wit_version_is_refused() {
 
 #[test]
 fn a_component_built_against_wit_0_3_0_still_loads() {
-    // 0.3.1 only added the report-importer world: components built
-    // against 0.3.0 keep serving.
+    // 0.3.1 and 0.3.2 only added to the package (the report-importer
+    // world, summaries): components built against 0.3.0 keep serving.
     let older = patched_component_all(
         "scopes.wasm",
         &[
-            (b"esr:plugin/handler@0.3.1", b"esr:plugin/handler@0.3.0"),
-            (b"esr:plugin/store@0.3.1", b"esr:plugin/store@0.3.0"),
-            (b"esr:plugin/types@0.3.1", b"esr:plugin/types@0.3.0"),
+            (b"esr:plugin/handler@0.3.2", b"esr:plugin/handler@0.3.0"),
+            (b"esr:plugin/summaries@0.3.2", b"esr:plugin/summaries@0.3.0"),
+            (b"esr:plugin/store@0.3.2", b"esr:plugin/store@0.3.0"),
+            (b"esr:plugin/types@0.3.2", b"esr:plugin/types@0.3.0"),
         ],
     );
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", older.path())]);
@@ -134,9 +147,10 @@ fn a_component_built_against_wit_0_2_is_refused_with_what_to_do() {
     let older = patched_component_all(
         "scopes.wasm",
         &[
-            (b"esr:plugin/handler@0.3.1", b"esr:plugin/handler@0.2.0"),
-            (b"esr:plugin/store@0.3.1", b"esr:plugin/store@0.2.0"),
-            (b"esr:plugin/types@0.3.1", b"esr:plugin/types@0.2.0"),
+            (b"esr:plugin/handler@0.3.2", b"esr:plugin/handler@0.2.0"),
+            (b"esr:plugin/summaries@0.3.2", b"esr:plugin/summaries@0.2.0"),
+            (b"esr:plugin/store@0.3.2", b"esr:plugin/store@0.2.0"),
+            (b"esr:plugin/types@0.3.2", b"esr:plugin/types@0.2.0"),
         ],
     );
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", older.path())]);
@@ -171,7 +185,13 @@ fn plugins_check_describes_a_good_component_and_names_a_bad_one() {
     assert!(stdout.contains("group        vulnerability-findings") && stdout.contains("severity"), "{stdout}");
     assert!(stdout.contains("reads        vulnerability-findings\n"), "its own collection only: {stdout}");
 
-    let other = patched_component("scopes.wasm", b"esr:plugin/handler@0.3.1", b"esr:plugin/handler@2.0.0");
+    let other = patched_component_all(
+        "scopes.wasm",
+        &[
+            (b"esr:plugin/handler@0.3.2", b"esr:plugin/handler@2.0.0"),
+            (b"esr:plugin/summaries@0.3.2", b"esr:plugin/summaries@2.0.0"),
+        ],
+    );
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
         .args(["plugins", "check"])
         .arg(other.path())

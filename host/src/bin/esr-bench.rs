@@ -89,6 +89,9 @@ struct Args {
     /// Only the report import case.
     #[arg(long)]
     report_import_only: bool,
+    /// Only the summaries (counts grouped by fields) on the findings.
+    #[arg(long)]
+    summaries_only: bool,
 }
 
 /// The server under test; stopped on drop.
@@ -1137,6 +1140,70 @@ wide lists ({} findings; {} endpoints and {} more scopes; {} rounds, cases inter
     Ok(report)
 }
 
+/// Summaries of the findings (counts grouped by one or two fields, one
+/// filter), each with a different endpoint every round, interleaved.
+fn bench_summaries(args: &Args, data_dir: &Path, key: &str) -> anyhow::Result<String> {
+    const TARGET: &str = "p50 < 5 ms";
+    let server = start_server(data_dir, &args.plugins_dir)?;
+    let mut client = ApiClient::connect(&server.base, key)?;
+    let (_, endpoints) = client.get("/v1/endpoints?limit=100")?;
+    let endpoint_ids: Vec<String> = endpoints["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["id"].as_str().map(str::to_owned))
+        .collect();
+    if endpoint_ids.is_empty() {
+        bail!("the data set has no endpoints");
+    }
+    let names = [
+        "findings/summary?groupBy=severity,status&endpointId=…",
+        "findings/summary?groupBy=severity&endpointId=…",
+        "findings/summary?groupBy=severity&status=open",
+        "findings/summary?groupBy=severity,status",
+    ];
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); names.len()];
+    let mut groups = vec![0usize; names.len()];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    for round in 0..args.rounds + 5 {
+        let endpoint = &endpoint_ids[rng.gen_range(0..endpoint_ids.len())];
+        let paths = [
+            format!("/v1/vulnerability-findings/summary?groupBy=severity,status&endpointId={endpoint}"),
+            format!("/v1/vulnerability-findings/summary?groupBy=severity&endpointId={endpoint}"),
+            "/v1/vulnerability-findings/summary?groupBy=severity&status=open".to_owned(),
+            "/v1/vulnerability-findings/summary?groupBy=severity,status".to_owned(),
+        ];
+        for (case, path) in paths.iter().enumerate() {
+            let (elapsed, body) = client.get(path)?;
+            let Some(answered) = body["groups"].as_array() else { bail!("{path} answered {body}") };
+            groups[case] = answered.len();
+            if round >= 5 {
+                samples[case].push(elapsed);
+            }
+        }
+    }
+    drop(server);
+    let mut report = format!(
+        "\nsummaries ({} findings; {} rounds, cases interleaved, a random endpoint each round)\n{:<56} {:>9} {:>9} {:>9}  target\n",
+        args.endpoints * args.findings_per_endpoint,
+        args.rounds,
+        "case",
+        "groups",
+        "p50 ms",
+        "p90 ms"
+    );
+    for ((name, samples), groups) in names.iter().zip(&samples).zip(&groups) {
+        report.push_str(&format!(
+            "{:<56} {:>9} {:>9.3} {:>9.3}  {TARGET}\n",
+            name,
+            groups,
+            ms(percentile(samples, 0.5)),
+            ms(percentile(samples, 0.9)),
+        ));
+    }
+    Ok(report)
+}
+
 /// Measures each path `rounds` times (after 5 unmeasured), interleaved;
 /// appends each with its samples and its `total` (or the agent
 /// configuration's active scopes).
@@ -1213,6 +1280,13 @@ fn main() -> anyhow::Result<()> {
     if args.backends_only {
         let report = bench_backends(&args, &data_dir, &key)?;
         return print_and_keep(&args.out, "backends-report.txt", &report);
+    }
+    if args.summaries_only {
+        let report = bench_summaries(&args, &data_dir, &key)?;
+        print!("{report}");
+        std::fs::create_dir_all(&args.out)?;
+        std::fs::write(args.out.join("summaries-report.txt"), &report)?;
+        return Ok(());
     }
     if args.wide_lists_only {
         let report = bench_wide_lists(&args, &data_dir, &key)?;
@@ -1345,6 +1419,7 @@ fn main() -> anyhow::Result<()> {
         .collect();
     report.push_str(&bench_growth(&args, &full)?);
     report.push_str(&bench_wide_lists(&args, &data_dir, &key)?);
+    report.push_str(&bench_summaries(&args, &data_dir, &key)?);
     if args.load_seconds > 0 {
         let finding = &finding_ids[0];
         let endpoint = &endpoint_ids[0];

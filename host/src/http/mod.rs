@@ -90,7 +90,8 @@ mod routes {
     pub const AGENT_CONFIG: &str = "/v1/agent/config";
     pub const LIST: &str = "/v1/{collection}";
     pub const ITEM: &str = "/v1/{collection}/{id}";
-    pub const ALL: [&str; 5] = [HEALTH, OPENAPI, AGENT_CONFIG, LIST, ITEM];
+    pub const SUMMARY: &str = "/v1/{collection}/summary";
+    pub const ALL: [&str; 6] = [HEALTH, OPENAPI, AGENT_CONFIG, LIST, ITEM, SUMMARY];
 }
 
 /// The longest `--public-url`, so every URL built from it has a bound the
@@ -190,6 +191,8 @@ struct Group {
     id_parameter: &'static str,
     /// The record schema's name, also the stem of operation ids.
     schema: &'static str,
+    /// Whether the contract gives it a summary (`/v1/<collection>/summary`).
+    summary: bool,
 }
 
 const GROUPS: [Group; 4] = [
@@ -201,6 +204,7 @@ const GROUPS: [Group; 4] = [
         tag_description: "The devices the service manages.",
         id_parameter: "endpointId",
         schema: "Endpoint",
+        summary: true,
     },
     Group {
         collection: "remediation-targets",
@@ -210,6 +214,7 @@ const GROUPS: [Group; 4] = [
         tag_description: "Concrete remediation work on one endpoint: one installation of one subject that needs fixing.",
         id_parameter: "targetId",
         schema: "RemediationTarget",
+        summary: true,
     },
     Group {
         collection: "scopes",
@@ -219,6 +224,7 @@ const GROUPS: [Group; 4] = [
         tag_description: "Standing policies of what to keep healthy: subject, endpoint and finding filters, and fix-by times.",
         id_parameter: "scopeId",
         schema: "Scope",
+        summary: false,
     },
     Group {
         collection: "vulnerability-findings",
@@ -228,6 +234,7 @@ const GROUPS: [Group; 4] = [
         tag_description: "What vulnerability scanners found on each endpoint.",
         id_parameter: "findingId",
         schema: "VulnerabilityFinding",
+        summary: true,
     },
 ];
 
@@ -242,6 +249,7 @@ pub fn router(state: AppState) -> Router {
         .route(routes::OPENAPI, any(openapi_document))
         .route(routes::AGENT_CONFIG, any(agent_config))
         .route(routes::LIST, any(list))
+        .route(routes::SUMMARY, any(summary))
         .route(routes::ITEM, any(item))
         .fallback(not_found)
         .layer(middleware::from_fn(acceptable))
@@ -605,7 +613,7 @@ async fn list(
     let tenant = tenant(&state, &caller)?;
     let reads = tenant.reads.clone();
     let mut query = query_pairs(raw.as_deref());
-    within_declared_lengths(&state, group.collection, &query)?;
+    within_declared_lengths(&state, group.collection, &query, |info| Some(&info.parameters))?;
     let binding_query = query.clone();
     let binding = CursorBinding {
         organization_id: principal.organization_id,
@@ -710,15 +718,78 @@ async fn item(
     Ok(conditional(&headers, record, "application/json"))
 }
 
+/// `GET /v1/<collection>/summary`: counts grouped by fields, from the
+/// group's component (`summaries.summary`, since WIT 0.3.2). A component
+/// built against an earlier 0.3 version serves none: `404` saying so.
+async fn summary(
+    State(state): State<AppState>,
+    method: Method,
+    uri: Uri,
+    RawQuery(raw): RawQuery,
+    axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
+    axum::Extension(caller): axum::Extension<Caller>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let [collection, _] = path_parameters(&uri);
+    let (group, principal) = read_group(&method, &collection, &caller)?;
+    if !group.summary {
+        // As `/v1/scopes/{id}` answers any id that is not a UUID.
+        return Err(ApiError::invalid_id(group.resource));
+    }
+    let served = state.plugins.current().get(group.collection).and_then(|info| info.summary.as_ref()).is_some();
+    let not_served = || {
+        let plugins = state.plugins.current();
+        let built = plugins.get(group.collection).map(|info| info.wit_version.clone()).unwrap_or_default();
+        ApiError::not_found(format!(
+            "the {} component serves no summary (it is built against esr:plugin@{built}; summaries need 0.3.2 or later)",
+            group.collection
+        ))
+    };
+    if !served {
+        return Err(not_served());
+    }
+    let tenant = tenant(&state, &caller)?;
+    let reads = tenant.reads.clone();
+    let query = query_pairs(raw.as_deref());
+    within_declared_lengths(&state, group.collection, &query, |info| {
+        info.summary.as_ref().map(|summary| &summary.parameters)
+    })?;
+    let path = format!("/v1/{}/summary", group.collection);
+    let request = plugin_request(&path, &state.public_url, &query);
+    let answer = call_plugin(&state, group.collection, &caller, principal.organization_id, &reads, move |plugins| {
+        plugins.summary(group.collection, tenant, &request, &request_id)
+    })
+    .await
+    .map_err(|error| if error.status == StatusCode::NOT_FOUND { not_served() } else { error })?;
+    // The bounds the OpenAPI document states, kept whatever the component gives.
+    let groups_are_bounded = serde_json::from_slice::<Vec<serde_json::Map<String, Value>>>(&answer.groups)
+        .is_ok_and(|groups| groups.len() <= esr_plugin_sdk::summary::MAX_SUMMARY_GROUPS);
+    if !groups_are_bounded || i64::try_from(answer.total).is_err() {
+        tracing::error!(plugin = group.collection, "summary groups are not a bounded JSON array of objects");
+        return Err(ApiError::internal());
+    }
+    let mut body = Vec::with_capacity(answer.groups.len() + 32);
+    body.extend_from_slice(b"{\"groups\":");
+    body.extend_from_slice(&answer.groups);
+    body.extend_from_slice(format!(",\"total\":{}}}", answer.total).as_bytes());
+    Ok(conditional(&headers, body, "application/json"))
+}
+
 /// Refuses (`400`, naming each) a query value longer than the `maxLength`
-/// the group's component declares for it: a bound the OpenAPI document
+/// the group's component declares for it (in the parameters `declared`
+/// picks: the list's or the summary's): a bound the OpenAPI document
 /// states is a bound the server keeps, whatever the component checks.
-fn within_declared_lengths(state: &AppState, group: &str, query: &[(String, String)]) -> Result<(), ApiError> {
+fn within_declared_lengths(
+    state: &AppState,
+    group: &str,
+    query: &[(String, String)],
+    declared: impl Fn(&plugins::PluginInfo) -> Option<&Vec<plugins::ParameterDoc>>,
+) -> Result<(), ApiError> {
     let plugins = state.plugins.current();
-    let Some(info) = plugins.infos().find(|info| info.group == group) else { return Ok(()) };
+    let Some(parameters) = plugins.infos().find(|info| info.group == group).and_then(declared) else { return Ok(()) };
     let mut too_long = Vec::new();
     for (name, value) in query {
-        let declared = info.parameters.iter().find(|parameter| parameter.name == *name);
+        let declared = parameters.iter().find(|parameter| parameter.name == *name);
         let limit = declared.and_then(|parameter| parameter.schema.get("maxLength")).and_then(Value::as_u64);
         if let Some(limit) = limit
             && value.chars().count() as u64 > limit
@@ -795,7 +866,7 @@ async fn agent_config(
     let tenant = tenant(&state, &caller)?;
     let reads = tenant.reads.clone();
     let query = query_pairs(raw.as_deref());
-    within_declared_lengths(&state, plugins::AGENT_GROUP, &query)?;
+    within_declared_lengths(&state, plugins::AGENT_GROUP, &query, |info| Some(&info.parameters))?;
     let request = plugin_request("/v1/agent/config", &state.public_url, &query);
     let rendered =
         call_plugin(&state, plugins::AGENT_GROUP, &caller, principal.organization_id, &reads, move |plugins| {

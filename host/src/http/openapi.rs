@@ -14,7 +14,8 @@ use esr_plugin_sdk::query::MAX_CURSOR_CHARS;
 use super::limits::{MAX_HEADER_BYTES, MAX_REQUEST_TARGET_BYTES};
 use super::problem::{MAX_DETAIL_CHARS, MAX_INVALID_PARAMS, MAX_REASON_CHARS};
 use super::{GROUPS, MAX_DOCUMENT_BYTES, MAX_LINK_CHARS};
-use crate::plugins::{AGENT_GROUP, ParameterDoc, PluginInfo, PluginSet};
+use crate::plugins::{AGENT_GROUP, ParameterDoc, PluginInfo, PluginSet, SummaryDoc};
+use esr_plugin_sdk::summary::{MAX_SUMMARY_GROUPS, MAX_SUMMARY_VALUE_CHARS};
 
 /// The OpenAPI document of a set of components as served (JSON,
 /// pretty-printed), rendered once per set.
@@ -41,6 +42,11 @@ pub fn document<'a>(plugins: impl Iterator<Item = &'a PluginInfo>) -> Value {
             format!("/v1/{}/{{{}}}", group.collection, group.id_parameter),
             json!({"get": item_operation(group)}),
         );
+        if let Some(summary) = info.summary.as_ref().filter(|_| group.summary) {
+            schemas.insert(format!("{}Summary", group.schema), summary_schema(&summary.group_by));
+            paths
+                .insert(format!("/v1/{}/summary", group.collection), json!({"get": summary_operation(group, summary)}));
+        }
     }
     if let Some(info) = by_group(AGENT_GROUP) {
         schemas.insert("AgentConfig".to_owned(), info.response_schema.clone());
@@ -195,6 +201,65 @@ fn list_operation(group: &super::Group, info: &PluginInfo) -> Value {
         "tags": [group.tag],
         "parameters": parameters,
         "responses": responses(answers, &AUTHENTICATED_ERRORS),
+    })
+}
+
+fn summary_operation(group: &super::Group, summary: &SummaryDoc) -> Value {
+    let mut parameters: Vec<Value> = summary.parameters.iter().map(query_parameter).collect();
+    parameters.extend([reference("parameters", "IfNoneMatch"), reference("parameters", "RequestId")]);
+    let mut answers = Map::new();
+    answers.insert(
+        "200".to_owned(),
+        json_ok(
+            &format!("Exact counts of the matching {}s per group, and their total.", group.resource),
+            reference("schemas", &format!("{}Summary", group.schema)),
+            &[],
+        ),
+    );
+    answers.insert("304".to_owned(), not_modified());
+    let mut errors = AUTHENTICATED_ERRORS.to_vec();
+    errors.push("404");
+    json!({
+        "operationId": format!("summarize{}s", group.schema),
+        "summary": format!("Count {}s by fields", group.resource),
+        "description": format!(
+            "Needs the `{}` scope. `groupBy` names one or two of: {}; the list's filters narrow what is              counted. Groups with no record are left out; groups are ordered by count, largest first.              Counted from the server's index counts, never by reading records. A bad `groupBy` (unknown              field, repeated, more than two) is 400 naming it and the fields allowed; 404 when the loaded              component serves no summary.",
+            group.scope,
+            summary.group_by.join(", ")
+        ),
+        "tags": [group.tag],
+        "parameters": parameters,
+        "responses": responses(answers, &errors),
+    })
+}
+
+/// A summary answer grouped by some of `fields`.
+fn summary_schema(fields: &[String]) -> Value {
+    let mut properties = Map::new();
+    for field in fields {
+        properties.insert(
+            field.clone(),
+            json!({"type": ["string", "boolean"], "maxLength": MAX_SUMMARY_VALUE_CHARS, "description": "The group's value of this field, when grouped by it."}),
+        );
+    }
+    properties.insert(
+        "count".to_owned(),
+        json!({"type": "integer", "format": "int64", "minimum": 1, "maximum": i64::MAX, "description": "How many records hold the group's values."}),
+    );
+    json!({
+        "type": "object",
+        "required": ["groups", "total"],
+        "properties": {
+            "groups": {
+                "type": "array",
+                "maxItems": MAX_SUMMARY_GROUPS,
+                "items": {"type": "object", "required": ["count"], "properties": properties, "additionalProperties": false},
+            },
+            "total": {
+                "type": "integer", "format": "int64", "minimum": 0, "maximum": i64::MAX,
+                "description": "The exact number of records matching the filters (grouped or not).",
+            },
+        },
     })
 }
 

@@ -19,6 +19,7 @@ pub mod sled;
 use std::path::Path;
 use std::sync::Arc;
 
+use esr_plugin_sdk::indexes::IndexKey;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -99,6 +100,23 @@ pub type IndexPosition = (i64, Uuid);
 
 /// A condition on an index: the record holds one of these values.
 pub type IndexCondition = (String, Vec<String>);
+
+/// A range of a sort index: positions strictly between `after` and
+/// `before` (an absent end is open).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexRange {
+    pub index: String,
+    pub after: Option<IndexPosition>,
+    pub before: Option<IndexPosition>,
+}
+
+/// One group of [`StoreReader::count_groups`]: the value held in each
+/// grouping index, and how many records hold them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupCount {
+    pub values: Vec<String>,
+    pub count: u64,
+}
 
 /// The records a batch writes to one collection: JSON objects with a UUID
 /// `id` and RFC 3339 `created_at` and `updated_at`.
@@ -215,6 +233,88 @@ pub trait StoreReader: Send {
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError>;
+
+    /// Every value the index holds with how many records hold it (values
+    /// held by none are absent), in value order: the index's count rows,
+    /// no entry or record read.
+    fn index_values(&mut self, collection: &str, index: &str) -> Result<Vec<(String, u64)>, StoreError>;
+
+    /// How many records meet `conditions` (within `range` when given, and
+    /// updated strictly after `updated_after` when given) per combination
+    /// of the values they hold in the `group_by` indexes (one or two
+    /// indexes where a record holds at most one value). Combinations held
+    /// by no such record are left out. Counted from index counts and
+    /// entries: one index with no other condition is its count rows; the
+    /// rest is one [`StoreReader::count_matching`] (or
+    /// [`StoreReader::count_in_range`]) per value combination, the values
+    /// of the first index counted first so that empty ones are skipped.
+    fn count_groups(
+        &mut self,
+        collection: &str,
+        group_by: &[String],
+        range: Option<&IndexRange>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<Vec<GroupCount>, StoreError> {
+        if group_by.is_empty() || group_by.len() > 2 {
+            return Err(StoreError::MalformedCall(format!(
+                "count-groups by {} indexes; give one or two",
+                group_by.len()
+            )));
+        }
+        for index in group_by {
+            let found = esr_plugin_sdk::indexes::find(collection, index)
+                .ok_or_else(|| StoreError::UnknownIndex(format!("{collection}/{index}")))?;
+            if !matches!(found.key, IndexKey::Field(_) | IndexKey::Present(_)) {
+                return Err(StoreError::MalformedCall(format!(
+                    "count-groups by {index}, where a record may hold several values or none"
+                )));
+            }
+        }
+        let count = |reader: &mut Self, extra: Vec<IndexCondition>| -> Result<u64, StoreError> {
+            let all: Vec<IndexCondition> = conditions.iter().cloned().chain(extra).collect();
+            match range {
+                Some(range) => {
+                    reader.count_in_range(collection, &range.index, range.after, range.before, &all, updated_after)
+                }
+                None => reader.count_matching(collection, &all, updated_after),
+            }
+        };
+        let unfiltered = range.is_none() && conditions.is_empty() && updated_after.is_none();
+        let first_values = self.index_values(collection, &group_by[0])?;
+        let firsts: Vec<(String, u64)> = if unfiltered {
+            first_values
+        } else {
+            let mut counted = Vec::with_capacity(first_values.len());
+            for (value, _) in first_values {
+                let held = count(self, vec![(group_by[0].clone(), vec![value.clone()])])?;
+                counted.push((value, held));
+            }
+            counted
+        };
+        let mut groups = Vec::new();
+        let Some(second_index) = group_by.get(1) else {
+            groups.extend(
+                firsts
+                    .into_iter()
+                    .filter(|(_, held)| *held > 0)
+                    .map(|(value, held)| GroupCount { values: vec![value], count: held }),
+            );
+            return Ok(groups);
+        };
+        let second_values = self.index_values(collection, second_index)?;
+        for (first, _) in firsts.into_iter().filter(|(_, held)| *held > 0) {
+            for (second, _) in &second_values {
+                let extra =
+                    vec![(group_by[0].clone(), vec![first.clone()]), (second_index.clone(), vec![second.clone()])];
+                let held_both = count(self, extra)?;
+                if held_both > 0 {
+                    groups.push(GroupCount { values: vec![first.clone(), second.clone()], count: held_both });
+                }
+            }
+        }
+        Ok(groups)
+    }
 
     /// How many records hold a sort value of the sort index `index` at a
     /// (position, id) strictly between `after` and `before` (an absent end

@@ -10,10 +10,18 @@ import sys
 import uuid
 
 from esr_client import AuthenticatedClient
-from esr_client.api.endpoints import get_endpoint, list_endpoints
+from esr_client.api.endpoints import get_endpoint, list_endpoints, summarize_endpoints
 from esr_client.api.remediation_scopes import get_scope, list_scopes
-from esr_client.api.remediation_targets import get_remediation_target, list_remediation_targets
-from esr_client.api.vulnerability_findings import get_vulnerability_finding, list_vulnerability_findings
+from esr_client.api.remediation_targets import (
+    get_remediation_target,
+    list_remediation_targets,
+    summarize_remediation_targets,
+)
+from esr_client.api.vulnerability_findings import (
+    get_vulnerability_finding,
+    list_vulnerability_findings,
+    summarize_vulnerability_findings,
+)
 from esr_client.types import UNSET
 
 COLLECTIONS = {
@@ -21,6 +29,14 @@ COLLECTIONS = {
     "remediation-targets": (list_remediation_targets, get_remediation_target, "target_id"),
     "scopes": (list_scopes, get_scope, "scope_id"),
     "vulnerability-findings": (list_vulnerability_findings, get_vulnerability_finding, "finding_id"),
+}
+
+
+# Summaries grouped by fields every record holds: the groups add up to the total.
+SUMMARIES = {
+    "endpoints": (summarize_endpoints, "osFamily,hasAgent"),
+    "remediation-targets": (summarize_remediation_targets, "status,targetType"),
+    "vulnerability-findings": (summarize_vulnerability_findings, "severity,status"),
 }
 
 
@@ -51,6 +67,12 @@ def main():
         if first.status_code != 200 or str(first.parsed.id) != ids[0]:
             raise SystemExit(f"{collection}: reading {ids[0]} gave {first.status_code} {first.content!r}")
         seen[collection] = {"ids": len(ids), "total": total, "first": ids[0]}
+    for collection, (summarize, group_by) in SUMMARIES.items():
+        response = summarize.sync_detailed(client=client, group_by=group_by)
+        if response.status_code != 200:
+            raise SystemExit(f"{collection} summary: {response.status_code} {response.content!r}")
+        seen[collection]["summary_total"] = response.parsed.total
+        seen[collection]["summary_counted"] = sum(group.count for group in response.parsed.groups)
     print(json.dumps(seen))
 
 

@@ -4,7 +4,8 @@
 //! `tag`. Sort keys: `created_at`, `updated_at`, `hostname`, `last_seen_at`.
 
 use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request};
-use esr_plugin_sdk::query::{Param, ParamKind};
+use esr_plugin_sdk::query::{Param, ParamKind, Query};
+use esr_plugin_sdk::summary::{Summary, SummaryField, SummaryInfo, parse_summary_request, summarize, summary_info};
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 use serde_json::Value;
 
@@ -26,6 +27,14 @@ const FILTERS: &[Param] = &[
     ),
 ];
 
+/// What a summary groups by.
+const SUMMARY_FIELDS: &[SummaryField] =
+    &[SummaryField::text("osFamily", "os_family"), SummaryField::boolean("hasAgent", "has_agent")];
+
+/// The filters a summary takes: those indexes answer exactly (a hostname
+/// prefix is a range of the hostname index that each record's test narrows).
+const SUMMARY_FILTERS: &[Param] = &[FILTERS[0], FILTERS[1], FILTERS[3]];
+
 /// The longest tag a record holds (the schema's short text).
 const MAX_TAG_CHARS: usize = 256;
 
@@ -46,48 +55,59 @@ impl ResourcePlugin for Endpoints {
 
     fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
         let (mut query, options) = parse_list_request(request, FILTERS, SORTS);
-        let os_families = query.any_of("osFamily", OS_FAMILIES);
-        let has_agent = query.boolean("hasAgent");
-        let hostname_prefix = query.text("hostname", 255).map(str::to_lowercase);
-        let tags = query.list(
-            "tag",
-            |tag| (tag.chars().count() <= MAX_TAG_CHARS).then(|| tag.to_owned()),
-            "not a tag (at most 256 characters)",
-        );
+        let filters = filters(&mut query);
         query.finish()?;
-
-        let mut filters = Vec::new();
-        let indexed = [
-            ("os_family", os_families.map(owned)),
-            ("has_agent", has_agent.map(|wanted| vec![wanted.to_string()])),
-            ("tag", tags),
-        ];
-        for (index, values) in indexed {
-            if let Some(values) = values {
-                filters.push(Filter::by_index(COLLECTION, index, values));
-            }
-        }
-        if let Some(prefix) = hostname_prefix {
-            let test_prefix = prefix.clone();
-            filters.push(Filter::text_prefix(
-                COLLECTION,
-                "hostname",
-                "by_hostname",
-                &prefix,
-                move |endpoint: &Value| {
-                    endpoint
-                        .get("hostname")
-                        .and_then(Value::as_str)
-                        .is_some_and(|h| h.to_lowercase().starts_with(test_prefix.as_str()))
-                },
-            ));
-        }
         list_filtered(store, COLLECTION, &options, filters)
     }
 
     fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {
         get_record(store, COLLECTION, id, request)
     }
+
+    fn describe_summary() -> SummaryInfo {
+        summary_info(SUMMARY_FIELDS, SUMMARY_FILTERS)
+    }
+
+    fn summary(store: &dyn Store, request: &Request) -> Result<Summary, PluginError> {
+        let (mut query, group_by) = parse_summary_request(request, SUMMARY_FIELDS, SUMMARY_FILTERS);
+        let filters = filters(&mut query);
+        query.finish()?;
+        summarize(store, COLLECTION, &group_by, filters)
+    }
+}
+
+/// The filters the query gives, as lists and summaries apply them.
+fn filters(query: &mut Query<'_>) -> Vec<Filter<'static>> {
+    let os_families = query.any_of("osFamily", OS_FAMILIES);
+    let has_agent = query.boolean("hasAgent");
+    let hostname_prefix = query.text("hostname", 255).map(str::to_lowercase);
+    let tags = query.list(
+        "tag",
+        |tag| (tag.chars().count() <= MAX_TAG_CHARS).then(|| tag.to_owned()),
+        "not a tag (at most 256 characters)",
+    );
+
+    let mut filters = Vec::new();
+    let indexed = [
+        ("os_family", os_families.map(owned)),
+        ("has_agent", has_agent.map(|wanted| vec![wanted.to_string()])),
+        ("tag", tags),
+    ];
+    for (index, values) in indexed {
+        if let Some(values) = values {
+            filters.push(Filter::by_index(COLLECTION, index, values));
+        }
+    }
+    if let Some(prefix) = hostname_prefix {
+        let test_prefix = prefix.clone();
+        filters.push(Filter::text_prefix(COLLECTION, "hostname", "by_hostname", &prefix, move |endpoint: &Value| {
+            endpoint
+                .get("hostname")
+                .and_then(Value::as_str)
+                .is_some_and(|h| h.to_lowercase().starts_with(test_prefix.as_str()))
+        }));
+    }
+    filters
 }
 
 esr_plugin_sdk::export_resource_plugin!(crate::Endpoints);

@@ -7,7 +7,8 @@
 
 use esr_plugin_sdk::contract::{PACKAGE_MANAGERS, TARGET_STATUSES as STATUSES, TARGET_TYPES};
 use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request};
-use esr_plugin_sdk::query::{Param, ParamKind};
+use esr_plugin_sdk::query::{Param, ParamKind, Query};
+use esr_plugin_sdk::summary::{Summary, SummaryField, SummaryInfo, parse_summary_request, summarize, summary_info};
 use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
 
 const COLLECTION: &str = "remediation-targets";
@@ -26,6 +27,13 @@ const FILTERS: &[Param] = &[
     ),
 ];
 
+/// What a summary groups by.
+const SUMMARY_FIELDS: &[SummaryField] = &[
+    SummaryField::text("status", "status"),
+    SummaryField::text("targetType", "target_type"),
+    SummaryField::text("packageManager", "package_manager"),
+];
+
 const SORTS: &[(&str, SortField)] = &[
     ("created_at", SortField::Timestamp("/created_at")),
     ("updated_at", SortField::Timestamp("/updated_at")),
@@ -42,39 +50,56 @@ impl ResourcePlugin for RemediationTargets {
 
     fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
         let (mut query, options) = parse_list_request(request, FILTERS, SORTS);
-        let endpoint_ids = query.uuids("endpointId");
-        let scope_ids = query.uuids("scopeId");
-        let finding_ids = query.uuids("findingId");
-        let statuses = query.any_of("status", STATUSES);
-        let target_types = query.any_of("targetType", TARGET_TYPES);
-        let package_managers = query.any_of("packageManager", PACKAGE_MANAGERS);
-        let due_before = query.timestamp("dueBefore");
+        let filters = filters(&mut query);
         query.finish()?;
-
-        let mut filters = Vec::new();
-        let indexed = [
-            ("endpoint_id", endpoint_ids),
-            ("scope_id", scope_ids),
-            ("finding_id", finding_ids),
-            ("status", statuses.map(owned)),
-            ("target_type", target_types.map(owned)),
-            // A null package manager (unknown) matches no value, not even `none`.
-            ("package_manager", package_managers.map(owned)),
-        ];
-        for (index, values) in indexed {
-            if let Some(values) = values {
-                filters.push(Filter::by_index(COLLECTION, index, values));
-            }
-        }
-        if let Some(before) = due_before {
-            filters.push(Filter::in_range(COLLECTION, "dueBefore", "by_due_at", None, Some(before.0)));
-        }
         list_filtered(store, COLLECTION, &options, filters)
     }
 
     fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {
         get_record(store, COLLECTION, id, request)
     }
+
+    fn describe_summary() -> SummaryInfo {
+        summary_info(SUMMARY_FIELDS, FILTERS)
+    }
+
+    fn summary(store: &dyn Store, request: &Request) -> Result<Summary, PluginError> {
+        let (mut query, group_by) = parse_summary_request(request, SUMMARY_FIELDS, FILTERS);
+        let filters = filters(&mut query);
+        query.finish()?;
+        summarize(store, COLLECTION, &group_by, filters)
+    }
+}
+
+/// The filters the query gives, as lists and summaries apply them.
+fn filters(query: &mut Query<'_>) -> Vec<Filter<'static>> {
+    let endpoint_ids = query.uuids("endpointId");
+    let scope_ids = query.uuids("scopeId");
+    let finding_ids = query.uuids("findingId");
+    let statuses = query.any_of("status", STATUSES);
+    let target_types = query.any_of("targetType", TARGET_TYPES);
+    let package_managers = query.any_of("packageManager", PACKAGE_MANAGERS);
+    let due_before = query.timestamp("dueBefore");
+
+    let mut filters = Vec::new();
+    let indexed = [
+        ("endpoint_id", endpoint_ids),
+        ("scope_id", scope_ids),
+        ("finding_id", finding_ids),
+        ("status", statuses.map(owned)),
+        ("target_type", target_types.map(owned)),
+        // A null package manager (unknown) matches no value, not even `none`.
+        ("package_manager", package_managers.map(owned)),
+    ];
+    for (index, values) in indexed {
+        if let Some(values) = values {
+            filters.push(Filter::by_index(COLLECTION, index, values));
+        }
+    }
+    if let Some(before) = due_before {
+        filters.push(Filter::in_range(COLLECTION, "dueBefore", "by_due_at", None, Some(before.0)));
+    }
+    filters
 }
 
 esr_plugin_sdk::export_resource_plugin!(crate::RemediationTargets);

@@ -102,6 +102,31 @@ macro_rules! __esr_wit_conversions {
                     .collect();
                 esr::plugin::store::count_in_range(collection, &range, &conditions, updated_after)
             }
+            fn count_groups(
+                &self,
+                collection: &str,
+                group_by: &[String],
+                range: Option<&$crate::IndexRange>,
+                conditions: &[$crate::IndexCondition],
+                updated_after: Option<i64>,
+            ) -> Vec<$crate::GroupCount> {
+                let position = |p: &Option<$crate::IndexPosition>| {
+                    p.as_ref().map(|p| esr::plugin::store::IndexPosition { created_at: p.created_at, id: p.id.clone() })
+                };
+                let range = range.map(|range| esr::plugin::store::IndexRange {
+                    index: range.index.clone(),
+                    after: position(&range.after),
+                    before: position(&range.before),
+                });
+                let conditions: Vec<esr::plugin::store::IndexCondition> = conditions
+                    .iter()
+                    .map(|c| esr::plugin::store::IndexCondition { index: c.index.clone(), values: c.values.clone() })
+                    .collect();
+                esr::plugin::store::count_groups(collection, group_by, range.as_ref(), &conditions, updated_after)
+                    .into_iter()
+                    .map(|group| $crate::GroupCount { values: group.values, count: group.count })
+                    .collect()
+            }
             fn organization(&self) -> Vec<u8> {
                 esr::plugin::store::organization()
             }
@@ -183,6 +208,36 @@ macro_rules! export_resource_plugin {
 
                 fn get(id: String, request: esr::plugin::types::Request) -> Result<Vec<u8>, esr::plugin::types::Error> {
                     <$plugin>::get(&WasmStore, &id, &to_request(request)).map_err(to_error)
+                }
+            }
+
+            impl exports::esr::plugin::summaries::Guest for Component {
+                fn describe_summary() -> exports::esr::plugin::summaries::SummaryInfo {
+                    let info = <$plugin>::describe_summary();
+                    exports::esr::plugin::summaries::SummaryInfo {
+                        group_by: info.group_by,
+                        parameters: info
+                            .parameters
+                            .into_iter()
+                            .map(|p| esr::plugin::types::ParameterInfo {
+                                name: p.name,
+                                description: p.description,
+                                schema: p.schema,
+                                required: p.required,
+                            })
+                            .collect(),
+                    }
+                }
+
+                fn summary(
+                    request: esr::plugin::types::Request,
+                ) -> Result<exports::esr::plugin::summaries::SummaryAnswer, esr::plugin::types::Error> {
+                    <$plugin>::summary(&WasmStore, &to_request(request))
+                        .map(|summary| exports::esr::plugin::summaries::SummaryAnswer {
+                            groups: summary.groups,
+                            total: summary.total,
+                        })
+                        .map_err(to_error)
                 }
             }
 

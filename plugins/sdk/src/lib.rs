@@ -28,6 +28,7 @@ pub mod scanner_reports;
 pub mod schema;
 pub mod sort;
 mod stored;
+pub mod summary;
 pub mod time;
 
 /// Every component built with the SDK allocates from its instance arena.
@@ -93,8 +94,29 @@ pub trait Store {
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> u64;
+    /// How many records lie in `range` (when given), meet every condition
+    /// and, when given, were updated strictly after `updated_after`, per
+    /// combination of the values they hold in the `group_by` indexes (one
+    /// or two single-valued indexes); combinations held by none are left
+    /// out. From index counts and entries alone.
+    fn count_groups(
+        &self,
+        collection: &str,
+        group_by: &[String],
+        range: Option<&IndexRange>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Vec<GroupCount>;
     /// The caller's organization as a JSON object.
     fn organization(&self) -> Vec<u8>;
+}
+
+/// One group of [`Store::count_groups`]: the value held in each grouping
+/// index, in the order asked, and how many records hold them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupCount {
+    pub values: Vec<String>,
+    pub count: u64,
 }
 
 /// Where a record stands in an index: its ordering timestamp in Unix
@@ -260,6 +282,15 @@ pub trait ResourcePlugin {
     fn describe() -> Descriptor;
     fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError>;
     fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError>;
+    /// What its summary accepts; by default none is served.
+    fn describe_summary() -> summary::SummaryInfo {
+        summary::SummaryInfo::default()
+    }
+    /// Counts grouped by fields (see [`summary`]); by default `not-found`:
+    /// the group serves no summary.
+    fn summary(_store: &dyn Store, _request: &Request) -> Result<summary::Summary, PluginError> {
+        Err(PluginError::NotFound)
+    }
 }
 
 /// The logic of one downloadable document.
@@ -410,6 +441,38 @@ pub mod testing {
             let records = self.parsed(collection);
             records.iter().filter(|record| matches_all(collection, record, conditions, updated_after)).count() as u64
         }
+
+        fn count_groups(
+            &self,
+            collection: &str,
+            group_by: &[String],
+            range: Option<&IndexRange>,
+            conditions: &[IndexCondition],
+            updated_after: Option<i64>,
+        ) -> Vec<crate::GroupCount> {
+            let in_range: Option<std::collections::HashSet<String>> =
+                range.map(|range| self.ids_in_range(collection, range));
+            let mut groups: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+            for record in self.parsed(collection).iter() {
+                let id = record.get("id").and_then(serde_json::Value::as_str).unwrap_or_default();
+                if in_range.as_ref().is_some_and(|ids| !ids.contains(id))
+                    || !matches_all(collection, record, conditions, updated_after)
+                {
+                    continue;
+                }
+                let values: Vec<String> = group_by
+                    .iter()
+                    .filter_map(|index| {
+                        crate::indexes::find(collection, index)
+                            .and_then(|index| index.values(record).into_iter().next())
+                    })
+                    .collect();
+                if values.len() == group_by.len() {
+                    *groups.entry(values).or_default() += 1;
+                }
+            }
+            groups.into_iter().map(|(values, count)| crate::GroupCount { values, count }).collect()
+        }
     }
 
     impl MemoryStore {
@@ -420,15 +483,7 @@ pub mod testing {
             conditions: &[IndexCondition],
             updated_after: Option<i64>,
         ) -> u64 {
-            let in_range: std::collections::HashSet<String> = self
-                .index_entries(collection, &range.index, crate::indexes::SORTED)
-                .into_iter()
-                .filter(|(position, _)| {
-                    range.after.as_ref().is_none_or(|after| position > after)
-                        && range.before.as_ref().is_none_or(|before| position < before)
-                })
-                .map(|(position, _)| position.id)
-                .collect();
+            let in_range = self.ids_in_range(collection, range);
             let records = self.parsed(collection);
             records
                 .iter()
@@ -437,6 +492,20 @@ pub mod testing {
                 })
                 .filter(|record| matches_all(collection, record, conditions, updated_after))
                 .count() as u64
+        }
+    }
+
+    impl MemoryStore {
+        /// The ids of the records in a range of a sort index.
+        fn ids_in_range(&self, collection: &str, range: &IndexRange) -> std::collections::HashSet<String> {
+            self.index_entries(collection, &range.index, crate::indexes::SORTED)
+                .into_iter()
+                .filter(|(position, _)| {
+                    range.after.as_ref().is_none_or(|after| position > after)
+                        && range.before.as_ref().is_none_or(|before| position < before)
+                })
+                .map(|(position, _)| position.id)
+                .collect()
         }
     }
 

@@ -298,6 +298,18 @@ impl<'a> Filter<'a> {
         Filter { index: None, range: None, param: None, test: Box::new(test) }
     }
 
+    /// The query parameter of a filter the indexes do not answer exactly
+    /// (a test on each record, or a superset range), if it names one.
+    pub(crate) fn uncountable_param(&self) -> Option<&'static str> {
+        let exact = self.index.is_some() || self.range.as_ref().is_some_and(|range| range.exact);
+        if exact { None } else { self.param }
+    }
+
+    /// The query parameter it comes from, when named.
+    pub(crate) fn param(&self) -> Option<&'static str> {
+        self.param
+    }
+
     /// The same filter, naming the query parameter it comes from (in the
     /// `400` of a request too broad to answer).
     pub fn named(self, param: &'static str) -> Filter<'a> {
@@ -502,14 +514,14 @@ fn range_source(range: &Range) -> Source {
 
 /// What indexes count of the filters, when they answer every one: index
 /// conditions and at most one range.
-struct Counted {
-    conditions: Vec<crate::IndexCondition>,
-    range: Option<crate::IndexRange>,
+pub(crate) struct Counted {
+    pub(crate) conditions: Vec<crate::IndexCondition>,
+    pub(crate) range: Option<crate::IndexRange>,
     /// The count, when already known (a range alone, counted to choose the walk).
     known: Option<u64>,
 }
 
-fn counted_by_indexes(collection: &str, filters: &[Filter<'_>]) -> Option<Counted> {
+pub(crate) fn counted_by_indexes(collection: &str, filters: &[Filter<'_>]) -> Option<Counted> {
     let mut counted = Counted { conditions: Vec::new(), range: None, known: None };
     for filter in filters {
         match (&filter.index, &filter.range) {
@@ -1325,6 +1337,16 @@ mod tests {
             updated_after: Option<i64>,
         ) -> u64 {
             self.inner.count_in_range(collection, range, conditions, updated_after)
+        }
+        fn count_groups(
+            &self,
+            collection: &str,
+            group_by: &[String],
+            range: Option<&crate::IndexRange>,
+            conditions: &[crate::IndexCondition],
+            updated_after: Option<i64>,
+        ) -> Vec<crate::GroupCount> {
+            self.inner.count_groups(collection, group_by, range, conditions, updated_after)
         }
     }
 

@@ -777,6 +777,10 @@ impl StoreReader for PgReader {
         self.read(|mut session| session.index_count(collection, index, value))
     }
 
+    fn index_values(&mut self, collection: &str, index: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        self.read(|mut session| session.index_values(collection, index))
+    }
+
     fn count_matching(
         &mut self,
         collection: &str,
@@ -849,6 +853,10 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
 
     fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
         Session::index_count(self, collection, index, value)
+    }
+
+    fn index_values(&mut self, collection: &str, index: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        Session::index_values(self, collection, index)
     }
 
     fn count_matching(
@@ -1081,6 +1089,25 @@ impl<C: GenericClient> Session<'_, C> {
     pub fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
         known_index(collection, index)?;
         self.stored_count(collection, index, value.as_bytes())
+    }
+
+    /// Every value the organization's records hold in the index, with its
+    /// count: the index's count rows.
+    pub fn index_values(&mut self, collection: &str, index: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        known_index(collection, index)?;
+        let organization = self.organization;
+        let rows = self.query(
+            "SELECT value, n FROM counts WHERE org_id = $1 AND collection = $2 AND name = $3 AND n > 0 ORDER BY value",
+            &[&organization, &collection, &index],
+        )?;
+        rows.iter()
+            .map(|row| {
+                let value: Vec<u8> = row.get(0);
+                let value = String::from_utf8(value)
+                    .map_err(|_| StoreError::Corrupt(format!("a count row of {collection}/{index} is not UTF-8")))?;
+                Ok((value, row.get::<_, i64>(1).max(0) as u64))
+            })
+            .collect()
     }
 
     /// A count row (0 when absent).

@@ -570,6 +570,34 @@ impl Trees {
         Ok(trees.counts.get(value_prefix(organization, index, value))?.map_or(0, |bytes| read_count(&bytes)))
     }
 
+    /// Every value the organization's records hold in the index, with its
+    /// count: the count keys under `organization ‖ index name ‖ 0`.
+    fn index_values(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        index: &str,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        let trees = self.index_trees(collection, index)?;
+        let mut prefix = Vec::with_capacity(16 + index.len() + 1);
+        prefix.extend_from_slice(organization.as_bytes());
+        prefix.extend_from_slice(index.as_bytes());
+        prefix.push(0);
+        let mut values = Vec::new();
+        for row in trees.counts.scan_prefix(&prefix) {
+            let (key, count) = row?;
+            let value = key
+                .get(prefix.len() + 4..)
+                .and_then(|value| std::str::from_utf8(value).ok())
+                .ok_or_else(|| StoreError::Corrupt(format!("a count key of {collection}/{index} is malformed")))?;
+            let count = read_count(&count);
+            if count > 0 {
+                values.push((value.to_owned(), count));
+            }
+        }
+        Ok(values)
+    }
+
     /// How many of the organization's records hold one of each
     /// condition's values in its index and, when given, were updated
     /// strictly after `updated_after` (Unix nanoseconds). Reads index keys
@@ -986,6 +1014,10 @@ impl StoreReader for SledReader {
 
     fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
         self.trees.index_count(self.organization, collection, index, value)
+    }
+
+    fn index_values(&mut self, collection: &str, index: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        self.trees.index_values(self.organization, collection, index)
     }
 
     fn count_matching(
