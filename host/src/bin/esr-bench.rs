@@ -1283,10 +1283,7 @@ fn main() -> anyhow::Result<()> {
     }
     if args.summaries_only {
         let report = bench_summaries(&args, &data_dir, &key)?;
-        print!("{report}");
-        std::fs::create_dir_all(&args.out)?;
-        std::fs::write(args.out.join("summaries-report.txt"), &report)?;
-        return Ok(());
+        return print_and_keep(&args.out, "summaries-report.txt", &report);
     }
     if args.wide_lists_only {
         let report = bench_wide_lists(&args, &data_dir, &key)?;
