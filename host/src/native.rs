@@ -38,20 +38,20 @@ impl NativeCalls for NativeBaseline {
 /// kept and fails the request, as a trap would.
 struct NativeStore {
     tenant: RefCell<TenantSession>,
-    failure: RefCell<Option<String>>,
+    failure: RefCell<Option<crate::store::StoreError>>,
 }
 
 impl NativeStore {
     fn answer<T: Default>(&self, result: Result<T, crate::store::StoreError>) -> T {
         result.unwrap_or_else(|error| {
-            self.failure.borrow_mut().get_or_insert_with(|| error.to_string());
+            self.failure.borrow_mut().get_or_insert(error);
             T::default()
         })
     }
 
     fn finish(self) -> Result<(), CallError> {
         match self.failure.into_inner() {
-            Some(failure) => Err(CallError::Failed(failure)),
+            Some(failure) => Err(CallError::from_store(failure)),
             None => Ok(()),
         }
     }
@@ -192,7 +192,7 @@ fn with_store<T>(
     tenant: &Tenant,
     call: impl FnOnce(&NativeStore) -> Result<T, esr_plugin_sdk::PluginError>,
 ) -> Result<T, CallError> {
-    let session = tenant.session().map_err(|error| CallError::Failed(format!("opening the store: {error}")))?;
+    let session = tenant.session().map_err(CallError::from_store)?;
     let store = NativeStore { tenant: RefCell::new(session), failure: RefCell::new(None) };
     let answer = call(&store);
     store.finish()?;

@@ -48,6 +48,16 @@ pub enum Durability {
     Durable,
 }
 
+/// How [`Cluster::shut_down`] stops the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Clients are disconnected (`admin_shutdown`), then a checkpoint.
+    Fast,
+    /// The server's processes quit at once, as in a crash; the next start
+    /// replays the write-ahead log.
+    Immediate,
+}
+
 /// The user the server runs as, when this process is root.
 #[derive(Debug, Clone, Copy)]
 struct RunAs {
@@ -202,16 +212,18 @@ impl Cluster {
             }
         }
         // `$@` is the server's command line; its output goes to `server.log`.
-        // A line `crash` on stdin stops the server at once and keeps the
-        // directory (a restart follows); the end of stdin stops it and, if
-        // `remove`, removes the directory. SIGQUIT is PostgreSQL's immediate shutdown, SIGINT its fast one.
+        // A line `crash` (or `fast`) on stdin stops the server with an
+        // immediate (or fast) shutdown and keeps the directory (a restart
+        // follows); the end of stdin stops it and, if `remove`, removes the
+        // directory. SIGQUIT is PostgreSQL's immediate shutdown, SIGINT its
+        // fast one (what `pg_ctl stop -m immediate` and `-m fast` send).
         self.remove = remove;
         let script = format!(
             r#""$@" >>"{log}" 2>&1 & server=$!
 read command
-if [ "$command" = crash ]; then kill -QUIT "$server"; else kill -{signal} "$server"; fi 2>/dev/null
+case "$command" in crash) kill -QUIT "$server" ;; fast) kill -INT "$server" ;; *) kill -{signal} "$server" ;; esac 2>/dev/null
 wait "$server"
-[ "$command" = crash ] || {remove}"#,
+case "$command" in crash|fast) ;; *) {remove} ;; esac"#,
             log = self.dir.join("server.log").display(),
             // Immediate shutdown for a throwaway cluster, a fast one (with a
             // checkpoint) for a kept one.
@@ -259,12 +271,28 @@ wait "$server"
     /// Stops the server at once, as a crash would (no checkpoint: the next
     /// start replays the write-ahead log), and starts it again.
     pub fn crash_and_restart(&mut self) -> Result<(), ClusterError> {
+        self.shut_down(Shutdown::Immediate)?;
+        self.start_again()
+    }
+
+    /// Stops the server as `mode` says and keeps its directory, for
+    /// [`Cluster::start_again`].
+    pub fn shut_down(&mut self, mode: Shutdown) -> Result<(), ClusterError> {
         if let Some((mut child, mut stdin)) = self.guardian.take() {
             use std::io::Write;
-            stdin.write_all(b"crash\n")?;
+            stdin.write_all(match mode {
+                Shutdown::Immediate => b"crash\n",
+                Shutdown::Fast => b"fast\n",
+            })?;
             drop(stdin);
             child.wait()?;
         }
+        Ok(())
+    }
+
+    /// Starts a server stopped by [`Cluster::shut_down`] again, on the same
+    /// socket, and waits until it accepts connections.
+    pub fn start_again(&mut self) -> Result<(), ClusterError> {
         self.start(self.remove)
     }
 

@@ -841,8 +841,22 @@ pub enum CallError {
     Plugin(PluginError),
     /// It ran past its deadline.
     Timeout,
+    /// A store call failed because the database cannot serve now
+    /// ([`StoreError::Unavailable`]); the request may be retried.
+    Unavailable(String),
     /// It trapped, ran out of memory, or broke the contract.
     Failed(String),
+}
+
+impl CallError {
+    /// A call that could not open or use its store: unavailable when the
+    /// database is, else failed.
+    pub fn from_store(error: StoreError) -> CallError {
+        match error {
+            StoreError::Unavailable(reason) => CallError::Unavailable(reason),
+            error => CallError::Failed(format!("the store: {error}")),
+        }
+    }
 }
 
 /// Calls answered without the components: the native baseline
@@ -1123,9 +1137,7 @@ impl PluginSet {
     ) -> Result<(&LoadedPlugin, Store<CallState>), CallError> {
         let plugin = self.plugins.get(group).ok_or_else(|| CallError::Failed(format!("no plugin serves {group}")))?;
         let session = match tenant {
-            Some(tenant) => {
-                Some(tenant.session().map_err(|error| CallError::Failed(format!("opening the store: {error}")))?)
-            }
+            Some(tenant) => Some(tenant.session().map_err(CallError::from_store)?),
             None => None,
         };
         let mut store = new_store(&self.engine, group, session, request_id);
@@ -1179,6 +1191,11 @@ fn finish<T>(store: &Store<CallState>, result: wasmtime::Result<Result<T, Plugin
             {
                 tracing::warn!(plugin = %state.group, request_id = %state.request_id, "plugin overran its deadline");
                 return Err(CallError::Timeout);
+            }
+            // A store function's failure traps the guest; the database's
+            // outage is not the component's fault.
+            if let Some(StoreError::Unavailable(reason)) = error.downcast_ref::<StoreError>() {
+                return Err(CallError::Unavailable(reason.clone()));
             }
             let guest_stderr =
                 loggable_guest_text(String::from_utf8_lossy(&state.stderr.contents()).trim(), STDERR_CAPACITY);
@@ -1423,7 +1440,7 @@ impl LoadedImporter {
         match finish(&store, result.map(Ok)) {
             Ok(value) => Ok(value),
             Err(CallError::Timeout) => Err(ConvertError::Timeout),
-            Err(CallError::Failed(reason)) => Err(ConvertError::Failed(reason)),
+            Err(CallError::Failed(reason) | CallError::Unavailable(reason)) => Err(ConvertError::Failed(reason)),
             Err(CallError::Plugin(error)) => Err(ConvertError::Failed(format!("{error:?}"))),
         }
     }

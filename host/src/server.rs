@@ -120,6 +120,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             options.database_url.as_deref(),
             &options.data_dir,
             options.database_pool_size,
+            // A request waits for a connection within its deadline, never past it.
+            Some(Duration::from_millis(options.plugin_deadline_ms)),
             &options.database_replicas,
         )
     })?;

@@ -147,10 +147,11 @@ impl AdminState {
     }
 }
 
-/// A storage failure: logged, answered `500`.
+/// A storage failure: logged, answered `503` while the database is
+/// unavailable (nothing was written unless the loss came during the
+/// commit: an import sent again changes nothing twice), else `500`.
 fn storage_failure(error: StoreError) -> ApiError {
-    tracing::error!(%error, "admin request failed in storage");
-    ApiError::internal()
+    ApiError::store_failure(&error, "admin request")
 }
 
 fn invalid_body(detail: String) -> ApiError {

@@ -170,10 +170,7 @@ async fn identify(state: &AppState, authorization: Option<Option<&str>>) -> Resu
             Ok(Caller { principal, organization, deadline })
         })
         .await?;
-    identified.map_err(|error| {
-        tracing::error!(%error, "authenticating");
-        ApiError::internal()
-    })
+    identified.map_err(|error| ApiError::store_failure(&error, "authenticating"))
 }
 
 /// A resource group as the router and the OpenAPI document see it: its
@@ -581,6 +578,7 @@ async fn call_plugin<T: Send + 'static>(
     let failure = match &outcome {
         Err(CallError::Timeout) => Some("timeout"),
         Err(CallError::Failed(_)) => Some("trap"),
+        Err(CallError::Unavailable(_)) => Some("unavailable"),
         _ => None,
     };
     state.metrics.component_call(group, started.elapsed(), failure);
@@ -595,6 +593,10 @@ async fn call_plugin<T: Send + 'static>(
             ApiError::internal()
         }
         CallError::Timeout => ApiError::unavailable("the request took too long; retry shortly"),
+        CallError::Unavailable(reason) => {
+            tracing::warn!(group, %reason, "a component call's store failed: the database is unavailable");
+            ApiError::database_unavailable()
+        }
         CallError::Failed(_) => ApiError::internal(),
     })
 }

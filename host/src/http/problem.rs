@@ -9,6 +9,8 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::store::StoreError;
+
 /// One problem, before it is rendered.
 /// The longest `detail` (and `error`) sent; longer text is cut, ending in `…`
 /// (`invalid_params` names each parameter).
@@ -116,6 +118,24 @@ impl ApiError {
             "Internal error",
             "the request failed inside the service; quote its request id when reporting it",
         )
+    }
+
+    /// `503` with `Retry-After` for a failed store call the database's
+    /// outage caused ([`StoreError::Unavailable`]), else `500`; the cause
+    /// goes to the log with `doing`, never to the client.
+    pub fn store_failure(error: &StoreError, doing: &str) -> ApiError {
+        if error.is_unavailable() {
+            tracing::warn!(%error, "{doing}: the database is unavailable");
+            ApiError::database_unavailable()
+        } else {
+            tracing::error!(%error, "{doing}: storage failed");
+            ApiError::internal()
+        }
+    }
+
+    /// `503` with `Retry-After`: the database cannot serve now.
+    pub fn database_unavailable() -> ApiError {
+        ApiError::unavailable("the database is unavailable; retry shortly")
     }
 
     /// `503` with `Retry-After`.

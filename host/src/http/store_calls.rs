@@ -8,15 +8,42 @@
 //! connection is busy, requests wait as cheap tasks until their deadline
 //! and are then answered `503` with `Retry-After`, rather than parking
 //! blocking threads inside the pool. Permits are handed out in arrival
-//! order (tokio's semaphores are fair).
+//! order (tokio's semaphores are fair). The queue is bounded in length
+//! too: at most [`WAITERS_PER_CONNECTION`] calls per connection wait; a
+//! call beyond them is answered `503` at once, so a flood sheds instead of
+//! piling up requests that would mostly wait out their deadline anyway.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::ApiError;
 use crate::store::Store;
+
+/// How many calls may wait for each connection (each permit) before more
+/// are turned away at once.
+pub const WAITERS_PER_CONNECTION: usize = 4;
+
+/// One call counted among the waiting while it lives.
+struct Waiting<'a> {
+    count: &'a AtomicUsize,
+    /// How many were waiting when this one came.
+    ahead: usize,
+}
+
+impl<'a> Waiting<'a> {
+    fn join(count: &'a AtomicUsize) -> Waiting<'a> {
+        Waiting { ahead: count.fetch_add(1, Ordering::Relaxed), count }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// The permits of one server's store calls, shared by both listeners.
 #[derive(Clone)]
@@ -25,6 +52,8 @@ pub struct StoreCalls {
     permits: Option<Arc<Semaphore>>,
     /// How many permits there are.
     capacity: usize,
+    /// How many calls wait for a permit now.
+    waiting: Arc<AtomicUsize>,
     /// Whether short reads run in place ([`Store::short_reads_are_local`]).
     short_reads_in_place: bool,
 }
@@ -36,13 +65,26 @@ impl StoreCalls {
         StoreCalls {
             permits: (capacity > 0).then(|| Arc::new(Semaphore::new(capacity))),
             capacity,
+            waiting: Arc::new(AtomicUsize::new(0)),
             short_reads_in_place: store.short_reads_are_local(),
         }
     }
 
-    /// A permit, waited for until `until` at most.
+    /// A permit, waited for until `until` at most, unless as many calls
+    /// as may wait already do.
     async fn permit(&self, until: Instant) -> Result<Option<OwnedSemaphorePermit>, ApiError> {
         let Some(permits) = &self.permits else { return Ok(None) };
+        if let Ok(permit) = permits.clone().try_acquire_owned() {
+            return Ok(Some(permit));
+        }
+        let waiting = Waiting::join(&self.waiting);
+        if waiting.ahead >= self.capacity * WAITERS_PER_CONNECTION {
+            return Err(ApiError::unavailable(&format!(
+                "every database connection of this server is busy ({} at once) and {} requests wait for one; \
+                 retry shortly",
+                self.capacity, waiting.ahead
+            )));
+        }
         match tokio::time::timeout_at(until, permits.clone().acquire_owned()).await {
             Ok(Ok(permit)) => Ok(Some(permit)),
             Ok(Err(_)) => Err(ApiError::unavailable("the service is shutting down")),

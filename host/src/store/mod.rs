@@ -40,9 +40,17 @@ pub enum StoreError {
         "the data directory {0} can be read by other users (mode {1:o}), and it holds the cursor-sealing key and every organization's enrollment token; make it private with `chmod -R go-rwx {0}`"
     )]
     NotPrivate(String, u32),
-    /// The backend failed (disk, connection, engine); its own error as text.
+    /// The backend failed (disk, engine, a statement it refused); its own
+    /// error as text.
     #[error("storage: {0}")]
     Backend(String),
+    /// The database cannot serve now but may soon: the connection was lost
+    /// or refused, the server is shutting down or starting up, a statement
+    /// was cancelled (a replica's replay conflict), no pooled connection
+    /// came in time. Nothing was committed unless the loss came during a
+    /// commit; the caller may retry the whole operation.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
     #[error("storage: {0}")]
     Io(#[from] std::io::Error),
     #[error("stored data is corrupt: {0}")]
@@ -59,6 +67,14 @@ pub enum StoreError {
     /// A database URL no backend of this build serves.
     #[error("{0}")]
     Unsupported(String),
+}
+
+impl StoreError {
+    /// Whether the operation may succeed when tried again shortly
+    /// ([`StoreError::Unavailable`]), rather than failing for a bug or bad data.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
 }
 
 /// An organization (tenant).
@@ -556,14 +572,17 @@ pub fn open_with_pool(
     data_dir: &Path,
     pool_size: Option<u32>,
 ) -> Result<Arc<dyn Store>, StoreError> {
-    open_with_replicas(database_url, data_dir, pool_size, &postgres::Replicas::default())
+    open_with_replicas(database_url, data_dir, pool_size, None, &postgres::Replicas::default())
 }
 
-/// [`open_with_pool`], with public reads sent to `replicas` (PostgreSQL only).
+/// [`open_with_pool`], a store call waiting at most `connection_wait` for a
+/// connection (default [`postgres::DEFAULT_CONNECTION_WAIT`]), with public
+/// reads sent to `replicas` (PostgreSQL only).
 pub fn open_with_replicas(
     database_url: Option<&str>,
     data_dir: &Path,
     pool_size: Option<u32>,
+    connection_wait: Option<std::time::Duration>,
     replicas: &postgres::Replicas,
 ) -> Result<Arc<dyn Store>, StoreError> {
     if database_url.is_none() && !replicas.urls.is_empty() {
@@ -582,6 +601,7 @@ pub fn open_with_replicas(
             Ok(Arc::new(postgres::PgStore::open_with_replicas(
                 url,
                 pool_size.unwrap_or(postgres::DEFAULT_POOL_SIZE),
+                connection_wait.unwrap_or(postgres::DEFAULT_CONNECTION_WAIT),
                 replicas,
             )?))
         }

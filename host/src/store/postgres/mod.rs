@@ -16,6 +16,8 @@ mod migrations;
 mod replicas;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use esr_plugin_sdk::indexes::{self, CREATED_AT, UPDATED_AT};
@@ -40,15 +42,40 @@ use crate::store::{
 
 impl From<postgres::Error> for StoreError {
     fn from(error: postgres::Error) -> StoreError {
-        // The server's own words: a `db error` alone says only that there is one.
-        match error.as_db_error() {
-            Some(db) => StoreError::Backend(format!("PostgreSQL: {}: {}", db.severity(), db.message())),
-            None => StoreError::Backend(match std::error::Error::source(&error) {
-                Some(source) => format!("PostgreSQL: {error}: {source}"),
-                None => format!("PostgreSQL: {error}"),
-            }),
-        }
+        let text = described(&error);
+        if is_unavailable(&error) { StoreError::Unavailable(text) } else { StoreError::Backend(text) }
     }
+}
+
+/// The server's own words: a `db error` alone says only that there is one.
+fn described(error: &postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!("PostgreSQL: {}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code()),
+        None => match std::error::Error::source(error) {
+            Some(source) => format!("PostgreSQL: {error}: {source}"),
+            None => format!("PostgreSQL: {error}"),
+        },
+    }
+}
+
+/// Whether `error` says the database cannot serve now but may soon, so the
+/// operation may be retried: the connection was lost, refused or timed out
+/// (no server error, or class 08), the server is shutting down, crashing or
+/// starting up (57P01–57P03), it has no connection left (53300), or the
+/// statement was cancelled or lost a conflict (57014; 40001, which is also
+/// what a replica's replay conflict raises; 40P01). Anything else — a
+/// statement the server refused, a value that does not convert — is a bug
+/// or bad data, not a fault to wait out.
+fn is_unavailable(error: &postgres::Error) -> bool {
+    if let Some(code) = error.code() {
+        let code = code.code();
+        return code.starts_with("08")
+            || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "57014" | "40001" | "40P01");
+    }
+    error.is_closed()
+        || std::error::Error::source(error).is_some_and(|source| source.is::<std::io::Error>())
+        // A connection attempt past `connect_timeout` (tokio-postgres's `Kind::Timeout`).
+        || error.to_string() == "timeout waiting for server"
 }
 
 /// The pool size when none is given: the blocking calls one host makes at
@@ -56,11 +83,15 @@ impl From<postgres::Error> for StoreError {
 /// stay under PostgreSQL's default `max_connections` (100).
 pub const DEFAULT_POOL_SIZE: u32 = 16;
 
+/// How long a store call waits for a pooled connection (or a new one) when
+/// none is given: a server gives its request deadline instead.
+pub const DEFAULT_CONNECTION_WAIT: Duration = Duration::from_secs(10);
+
 /// A PostgreSQL database holding the product's tables, through a pool of
 /// connections.
 pub struct PgStore {
     /// Always there until the store is dropped.
-    pool: Option<r2d2::Pool<Manager>>,
+    pool: Option<Pool>,
     /// The read replicas, when there are any.
     replicas: Option<Arc<ReplicaSet>>,
 }
@@ -84,28 +115,138 @@ pub struct Connection {
     statements: HashMap<String, Statement>,
     /// Set when the connection is left in a state no caller may inherit.
     broken: bool,
+    /// [`Faults::lost`] when this connection was last known to work.
+    checked_at: u64,
+}
+
+/// What a pool's connections have met, shared by its manager and its
+/// connections.
+#[derive(Default)]
+pub struct Faults {
+    /// How many connections the server has closed under the pool so far:
+    /// after one is lost, every idle connection older than the loss is
+    /// checked before it is handed out (the server may have restarted and
+    /// closed them all, which an idle connection does not notice).
+    lost: AtomicU64,
+    /// Why the last attempt to open a connection failed, if it did: while
+    /// it did, a call that finds no idle connection fails at once instead
+    /// of waiting for a database that is not there (the pool keeps trying
+    /// in the background, and clears this when it gets through).
+    refused: Mutex<Option<String>>,
 }
 
 /// Opens connections for the pool (`r2d2_postgres`), each with an empty
-/// statement cache.
-pub struct Manager(PostgresConnectionManager<NoTls>);
+/// statement cache, and notes what goes wrong in [`Faults`].
+pub struct Manager {
+    connections: PostgresConnectionManager<NoTls>,
+    faults: Arc<Faults>,
+}
+
+impl Manager {
+    pub fn new(config: postgres::Config, faults: Arc<Faults>) -> Manager {
+        Manager { connections: PostgresConnectionManager::new(config, NoTls), faults }
+    }
+}
 
 impl r2d2::ManageConnection for Manager {
     type Connection = Connection;
     type Error = postgres::Error;
 
     fn connect(&self) -> Result<Connection, postgres::Error> {
-        Ok(Connection { client: self.0.connect()?, statements: HashMap::new(), broken: false })
+        let client = self.connections.connect();
+        *self.faults.refused.lock().unwrap_or_else(PoisonError::into_inner) = client.as_ref().err().map(described);
+        Ok(Connection {
+            client: client?,
+            statements: HashMap::new(),
+            broken: false,
+            checked_at: self.faults.lost.load(Ordering::Relaxed),
+        })
     }
 
     fn is_valid(&self, connection: &mut Connection) -> Result<(), postgres::Error> {
-        self.0.is_valid(&mut connection.client)
+        self.connections.is_valid(&mut connection.client)
     }
 
     fn has_broken(&self, connection: &mut Connection) -> bool {
-        connection.broken || self.0.has_broken(&mut connection.client)
+        let closed = self.connections.has_broken(&mut connection.client);
+        if closed {
+            self.faults.lost.fetch_add(1, Ordering::Relaxed);
+        }
+        connection.broken || closed
     }
 }
+
+/// The pool of connections to one database, and what it has met.
+#[derive(Clone)]
+pub struct Pool {
+    connections: r2d2::Pool<Manager>,
+    faults: Arc<Faults>,
+}
+
+impl Pool {
+    /// At most `size` connections to `config`, opened as needed; a call
+    /// waits at most `wait` for one.
+    pub fn new(config: postgres::Config, size: u32, wait: Duration) -> Pool {
+        let mut config = config;
+        // A server that does not answer at all must not hold a call past its wait.
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(wait);
+        }
+        let faults = Arc::new(Faults::default());
+        let connections = r2d2::Pool::builder()
+            .max_size(size.max(1))
+            .min_idle(Some(1))
+            // A validity query per checkout halves the throughput of short
+            // calls; a broken connection is found by `has_broken`, and the
+            // idle ones a fault may have broken are checked in `get`.
+            .test_on_check_out(false)
+            .connection_timeout(wait.max(Duration::from_millis(1)))
+            // Each failed attempt is logged where the call fails.
+            .error_handler(Box::new(r2d2::NopErrorHandler))
+            .build_unchecked(Manager::new(config, faults.clone()));
+        Pool { connections, faults }
+    }
+
+    pub fn max_size(&self) -> u32 {
+        self.connections.max_size()
+    }
+
+    /// A connection that works as far as is known, or
+    /// [`StoreError::Unavailable`] at once when the database refused the
+    /// last attempt and no connection is idle, or after the pool's wait.
+    pub fn get(&self) -> Result<r2d2::PooledConnection<Manager>, StoreError> {
+        // Each connection the pool holds is checked at most once per loss.
+        for _ in 0..=self.max_size() {
+            let mut connection = match self.connections.try_get() {
+                Some(connection) => connection,
+                None => {
+                    if let Some(reason) = self.faults.refused.lock().unwrap_or_else(PoisonError::into_inner).clone() {
+                        return Err(StoreError::Unavailable(format!("no PostgreSQL connection: {reason}")));
+                    }
+                    self.connections.get().map_err(|error| {
+                        StoreError::Unavailable(format!("no PostgreSQL connection in time: {error}"))
+                    })?
+                }
+            };
+            let lost = self.faults.lost.load(Ordering::Relaxed);
+            if connection.checked_at == lost {
+                return Ok(connection);
+            }
+            match connection.client.is_valid(CHECK_TIMEOUT) {
+                Ok(()) => {
+                    connection.checked_at = lost;
+                    return Ok(connection);
+                }
+                // Closed, so dropped rather than pooled again.
+                Err(_) => connection.broken = true,
+            }
+        }
+        Err(StoreError::Unavailable("every pooled PostgreSQL connection was lost".into()))
+    }
+}
+
+/// How long checking an idle connection after a fault may take.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The statement `sql`, prepared on this connection the first time.
 fn prepared(
@@ -147,22 +288,21 @@ impl PgStore {
     /// as needed) and creates or migrates the schema; refuses a database
     /// whose schema is newer than this binary knows.
     pub fn open(url: &str, pool_size: u32) -> Result<PgStore, StoreError> {
-        PgStore::open_with_replicas(url, pool_size, &Replicas::default())
+        PgStore::open_with_replicas(url, pool_size, DEFAULT_CONNECTION_WAIT, &Replicas::default())
     }
 
-    /// [`PgStore::open`], with public reads sent to the streaming replicas
-    /// at `replicas.urls` (each with a pool of `pool_size` at most).
-    pub fn open_with_replicas(url: &str, pool_size: u32, replicas: &Replicas) -> Result<PgStore, StoreError> {
+    /// [`PgStore::open`], waiting at most `connection_wait` for a
+    /// connection in a call, with public reads sent to the streaming
+    /// replicas at `replicas.urls` (each with a pool of `pool_size` at most).
+    pub fn open_with_replicas(
+        url: &str,
+        pool_size: u32,
+        connection_wait: Duration,
+        replicas: &Replicas,
+    ) -> Result<PgStore, StoreError> {
         let config = config_of(url)?;
         let replicas = ReplicaSet::start(replicas, &config, pool_size)?;
-        let pool = r2d2::Pool::builder()
-            .max_size(pool_size.max(1))
-            .min_idle(Some(1))
-            // A validity query per checkout halves the throughput of short
-            // calls; a broken connection is found by `has_broken`.
-            .test_on_check_out(false)
-            .connection_timeout(Duration::from_secs(10))
-            .build_unchecked(Manager(PostgresConnectionManager::new(config, NoTls)));
+        let pool = Pool::new(config, pool_size, connection_wait);
         // The first connection is made directly, so that an unreachable
         // database is reported with PostgreSQL's own words.
         let mut client = config_of(url)?.connect(NoTls)?;
@@ -173,7 +313,7 @@ impl PgStore {
     /// A connection from the pool.
     pub fn connection(&self) -> Result<r2d2::PooledConnection<Manager>, StoreError> {
         let pool = self.pool.as_ref().ok_or_else(|| StoreError::Backend("the PostgreSQL store is closed".into()))?;
-        pool.get().map_err(|error| StoreError::Backend(format!("no PostgreSQL connection: {error}")))
+        pool.get()
     }
 }
 
@@ -582,7 +722,7 @@ fn verify_organization_indexes(
 
 /// Reads of one organization for one request (see [`PgStore::reader_from`]).
 pub struct PgReader {
-    pool: r2d2::Pool<Manager>,
+    pool: Pool,
     /// The replicas this session may read; `None`: the primary only.
     replicas: Option<Arc<ReplicaSet>>,
     /// The position a replica must have replayed to serve this session.
@@ -663,8 +803,7 @@ impl PgReader {
     }
 
     fn on_primary(&mut self) -> Result<(r2d2::PooledConnection<Manager>, bool), StoreError> {
-        let mut connection =
-            self.pool.get().map_err(|error| StoreError::Backend(format!("no PostgreSQL connection: {error}")))?;
+        let mut connection = self.pool.get()?;
         // Every host learns the position, with replicas or not: a cursor it
         // issues may be followed on a host that reads replicas.
         let messages = connection.client.simple_query(&format!("{BEGIN_SNAPSHOT}; {CURRENT_POSITION}"))?;
@@ -703,8 +842,7 @@ impl StoreReader for PgReader {
         if self.open.is_some() || replicas_may_serve || !COLLECTIONS.contains(&collection) {
             return self.read(|mut session| session.get(collection, id));
         }
-        let mut connection =
-            self.pool.get().map_err(|error| StoreError::Backend(format!("no PostgreSQL connection: {error}")))?;
+        let mut connection = self.pool.get()?;
         let messages = connection.client.simple_query(&format!(
             "{BEGIN_SNAPSHOT}; {CURRENT_POSITION}; \
              SELECT translate(encode(body, 'base64'), E'\\n', '') FROM records WHERE org_id = '{}' AND collection = '{collection}' AND id = '{id}'",

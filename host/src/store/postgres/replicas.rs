@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use postgres::NoTls;
-use r2d2_postgres::PostgresConnectionManager;
 use uuid::Uuid;
 
 use super::{Manager, config_of};
@@ -88,7 +87,7 @@ impl ReplicaSet {
                 .min_idle(Some(0))
                 .test_on_check_out(false)
                 .connection_timeout(CONNECT_TIMEOUT)
-                .build_unchecked(Manager(PostgresConnectionManager::new(config.clone(), NoTls)));
+                .build_unchecked(Manager::new(config.clone(), Arc::default()));
             replicas.push(Replica {
                 name: name_of(&config),
                 pool,
