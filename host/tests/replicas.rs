@@ -2,7 +2,8 @@
 //! a real streaming replica of it. Public reads go to the replica; a host
 //! reads its own writes; a replica that lags beyond `--replica-max-lag-ms`
 //! or is stopped is skipped and health says so; a cursor walk never goes
-//! back in time when its pages come from different hosts and copies.
+//! back in time when its pages come from different hosts and copies; a
+//! read a replay conflict cancels is read again on the primary.
 //!
 //! Replay on the replica is paused (`pg_wal_replay_pause()`) to hold it
 //! behind the primary for as long as a test needs, without timing.
@@ -247,4 +248,54 @@ fn a_cursor_walk_neither_skips_nor_repeats_while_the_replica_catches_up() {
     let on_replica = walk(&setup.a, &setup.a, path);
     assert_eq!(on_replica.iter().collect::<BTreeSet<_>>(), ids.iter().collect::<BTreeSet<_>>());
     setup.resume();
+}
+
+#[test]
+fn a_read_cancelled_by_a_replay_conflict_is_answered_from_the_primary() {
+    let setup = Setup::start(3_600_000);
+    // The replica cancels a read in the way of replay at once, rather than
+    // holding replay back for up to 30 s.
+    let mut replica = setup.replica_client();
+    replica.batch_execute("ALTER SYSTEM SET max_standby_streaming_delay = 0").unwrap();
+    replica.batch_execute("SELECT pg_reload_conf()").unwrap();
+    let conflicts = |replica: &mut postgres::Client| -> i64 {
+        let query = "SELECT confl_lock FROM pg_stat_database_conflicts WHERE datname = current_database()";
+        replica.query_one(query, &[]).unwrap().get(0)
+    };
+    let before = conflicts(&mut replica);
+
+    // Readers through host `a` (the replica) while the primary takes the
+    // records table's exclusive lock again and again: its replay cancels
+    // the replica's reads of that table, until some were cancelled mid-call
+    // and read again (the host logs each; a conflict may also end an idle
+    // session only).
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut statuses = Vec::new();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        statuses.push(status_of(&setup.a, "/v1/endpoints?limit=50&sort=-updated_at"));
+                    }
+                    statuses
+                })
+            })
+            .collect();
+        let mut primary = setup.database.client();
+        wait_until(
+            BOUND,
+            "the replica to cancel reads in conflict with replay, and the host to read them again",
+            || {
+                primary.batch_execute("BEGIN; LOCK TABLE records IN ACCESS EXCLUSIVE MODE; COMMIT").unwrap();
+                conflicts(&mut replica) >= before + 3
+                    && setup.a.log().contains("a read failed on a replica; reading the primary")
+            },
+        );
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        readers.into_iter().flat_map(|reader| reader.join().unwrap()).collect()
+    });
+    eprintln!("{} reads, {} replay conflicts on the replica", statuses.len(), conflicts(&mut replica) - before);
+    let refused: Vec<&u16> = statuses.iter().filter(|status| **status != 200).collect();
+    assert!(refused.is_empty(), "{} of {} reads were not answered: {refused:?}", refused.len(), statuses.len());
 }
