@@ -1129,13 +1129,7 @@ wide lists ({} findings; {} endpoints and {} more scopes; {} rounds, cases inter
         "p90 ms"
     );
     for (path, samples, total) in &cases {
-        report.push_str(&format!(
-            "{:<56} {:>9} {:>9.3} {:>9.3}  {TARGET}\n",
-            path,
-            total,
-            ms(percentile(samples, 0.5)),
-            ms(percentile(samples, 0.9)),
-        ));
+        report.push_str(&latency_row(path, total, samples, TARGET));
     }
     Ok(report)
 }
@@ -1193,13 +1187,7 @@ fn bench_summaries(args: &Args, data_dir: &Path, key: &str) -> anyhow::Result<St
         "p90 ms"
     );
     for ((name, samples), groups) in names.iter().zip(&samples).zip(&groups) {
-        report.push_str(&format!(
-            "{:<56} {:>9} {:>9.3} {:>9.3}  {TARGET}\n",
-            name,
-            groups,
-            ms(percentile(samples, 0.5)),
-            ms(percentile(samples, 0.9)),
-        ));
+        report.push_str(&latency_row(name, groups, samples, TARGET));
     }
     Ok(report)
 }
@@ -1234,6 +1222,17 @@ struct Case {
     name: &'static str,
     target: &'static str,
     samples: Vec<Duration>,
+}
+
+/// One case of a latency table: its name, a count, p50 and p90 in ms, the target.
+fn latency_row(case: &str, count: &dyn std::fmt::Display, samples: &[Duration], target: &str) -> String {
+    format!(
+        "{:<56} {:>9} {:>9.3} {:>9.3}  {target}\n",
+        case,
+        count.to_string(),
+        ms(percentile(samples, 0.5)),
+        ms(percentile(samples, 0.9)),
+    )
 }
 
 fn percentile(samples: &[Duration], fraction: f64) -> Duration {
