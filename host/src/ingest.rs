@@ -244,7 +244,7 @@ pub fn write_records_checked(
     let writes = written
         .into_iter()
         .filter(|(_, records)| !records.is_empty())
-        .map(|(collection, records)| CollectionWrite { collection: collection.to_owned(), records })
+        .map(|(collection, records)| CollectionWrite::records(collection, records))
         .collect();
     Ok((summaries, writes))
 }
@@ -690,8 +690,8 @@ impl<'a> Batch<'a> {
         let (summary, written, open_deltas) = self.prepare(&now_text);
         let endpoints = self.endpoints_with_counts(open_deltas, &now_text)?;
         let writes = vec![
-            CollectionWrite { collection: self.collection.to_owned(), records: written.into_values().collect() },
-            CollectionWrite { collection: "endpoints".to_owned(), records: endpoints },
+            CollectionWrite::records(self.collection, written.into_values().collect()),
+            CollectionWrite::records("endpoints", endpoints),
         ];
         Ok((summary, writes))
     }

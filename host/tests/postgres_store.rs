@@ -89,10 +89,7 @@ fn postgres_answers_every_store_question_as_sled_does() {
     let write = |organization: Uuid, batches: &[(&str, &[Value])]| {
         let writes: Vec<CollectionWrite> = batches
             .iter()
-            .map(|(collection, records)| CollectionWrite {
-                collection: (*collection).into(),
-                records: records.to_vec(),
-            })
+            .map(|(collection, records)| CollectionWrite::records(collection, records.to_vec()))
             .collect();
         sled.write_batch(organization, &mut |_, _| Ok(writes.clone())).unwrap();
         pg.write_batch(organization, &mut |_, _| Ok(writes.clone())).unwrap();

@@ -4,7 +4,8 @@
 //! force), organizations, API keys and their revocation, secrets and
 //! markers across a reopen, the write batch (all or nothing, validation
 //! under the write lock, writers serialized), the probe and sizes, clearing,
-//! bulk loads and the index check.
+//! bulk loads and the index check; the change feed (sequences in commit
+//! order, one event per record, deletions, pruning), history.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,7 +14,10 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use esr::store::{self, ApiKeyRecord, CollectionWrite, IndexPosition, Organization, Store, StoreError, StoreReader};
+use esr::store::{
+    self, ApiKeyRecord, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, IndexPosition, Organization, Store,
+    StoreError, StoreReader,
+};
 use esr_plugin_sdk::indexes::{self, SORTED, UNSORTED};
 use esr_plugin_sdk::time::Timestamp;
 use serde_json::{Value, json};
@@ -81,6 +85,12 @@ macro_rules! contract {
                 probe_and_size,
                 clearing_keeps_secrets,
                 a_bulk_load_ends_with_agreeing_indexes,
+                changes_follow_writes_in_commit_order,
+                deletions_remove_records_and_leave_events,
+                history_is_kept_until_the_record_is_deleted,
+                pruning_removes_old_deletions_only,
+                a_copy_continues_the_sequence,
+                sequences_follow_commit_order_across_writers,
             );
         }
     };
@@ -533,10 +543,7 @@ fn a_batch_is_all_or_nothing(backend: &dyn Backend) {
     let mut no_timestamp = finding(2);
     no_timestamp.as_object_mut().unwrap().remove("created_at");
     let writes = |records: Vec<Value>| {
-        vec![
-            CollectionWrite { collection: "endpoints".into(), records: vec![endpoint.clone()] },
-            CollectionWrite { collection: FINDINGS.into(), records },
-        ]
+        vec![CollectionWrite::records("endpoints", vec![endpoint.clone()]), CollectionWrite::records(FINDINGS, records)]
     };
     let nothing_written = |store: &dyn Store| {
         let mut reader = reader(store, organization);
@@ -551,7 +558,7 @@ fn a_batch_is_all_or_nothing(backend: &dyn Backend) {
     assert!(matches!(refused, Err(StoreError::InvalidRecord(_))), "{refused:?}");
     nothing_written(&*store);
     let unknown = store.write_batch(organization, &mut |_, _| {
-        Ok(vec![CollectionWrite { collection: "no-such-collection".into(), records: vec![good.clone()] }])
+        Ok(vec![CollectionWrite::records("no-such-collection", vec![good.clone()])])
     });
     assert!(unknown.is_err());
     nothing_written(&*store);
@@ -597,7 +604,7 @@ fn a_batch_reads_and_writes_under_one_lock(backend: &dyn Backend) {
                             let bytes = view.get(FINDINGS, id)?.ok_or_else(|| StoreError::Corrupt("gone".into()))?;
                             let mut record: Value = serde_json::from_slice(&bytes).unwrap();
                             record["count"] = json!(record["count"].as_u64().unwrap() + 1);
-                            Ok(vec![CollectionWrite { collection: FINDINGS.into(), records: vec![record] }])
+                            Ok(vec![CollectionWrite::records(FINDINGS, vec![record])])
                         })
                         .unwrap();
                 }
@@ -631,7 +638,7 @@ fn write_times_increase_in_commit_order(backend: &dyn Backend) {
                             record["count"] = json!(place);
                             record["updated_at"] = json!(now.format());
                             given = Some((place, now.0));
-                            Ok(vec![CollectionWrite { collection: FINDINGS.into(), records: vec![record] }])
+                            Ok(vec![CollectionWrite::records(FINDINGS, vec![record])])
                         })
                         .unwrap();
                     seen.lock().unwrap().push(given.unwrap());
@@ -716,4 +723,272 @@ fn a_bulk_load_ends_with_agreeing_indexes(backend: &dyn Backend) {
     let pair = conditions(&[("status", &["open"]), ("severity", &["critical"])]);
     let expected = findings.iter().filter(|record| matches(record, &pair, None)).count() as u64;
     assert_eq!(reader.count_matching(FINDINGS, &pair, None).unwrap(), expected);
+}
+
+/// Every change event of the organization (of these collections), read
+/// through the feed a page of `page` at a time.
+fn all_changes(store: &dyn Store, organization: Uuid, collections: &[&str], page: usize) -> Vec<ChangeEvent> {
+    let mut events: Vec<ChangeEvent> = Vec::new();
+    loop {
+        let after = events.last().map_or(0, |event| event.sequence);
+        let read = reader(store, organization).changes(after, collections, page).unwrap();
+        assert!(read.len() <= page, "{} events for a page of {page}", read.len());
+        if read.is_empty() {
+            return events;
+        }
+        events.extend(read);
+    }
+}
+
+/// Each event as (collection, id, operation), in sequence order.
+fn operations(events: &[ChangeEvent]) -> Vec<(String, Uuid, ChangeOperation)> {
+    events.iter().map(|event| (event.collection.clone(), event.id, event.operation)).collect()
+}
+
+fn changes_follow_writes_in_commit_order(backend: &dyn Backend) {
+    let store = backend.open();
+    let (acme, globex) = (Uuid::now_v7(), Uuid::now_v7());
+    assert_eq!(store.change_log(acme).unwrap(), ChangeLog::default());
+    assert_eq!(reader(&*store, acme).changes(0, &[], 10).unwrap(), Vec::new());
+    let endpoint = json!({"id": Uuid::now_v7().to_string(), "hostname": "a", "created_at": timestamp(1, 1),
+                          "updated_at": timestamp(1, 1)});
+    let findings: Vec<Value> = (0..5).map(finding).collect();
+    let mut written_at = None;
+    store
+        .write_batch(acme, &mut |_, now| {
+            written_at = Some(now.0);
+            // One id twice: one event, for what its last line holds.
+            let mut repeated = findings.clone();
+            repeated.push(findings[2].clone());
+            Ok(vec![
+                CollectionWrite::records(FINDINGS, repeated),
+                CollectionWrite::records("endpoints", vec![endpoint.clone()]),
+            ])
+        })
+        .unwrap();
+    let events = all_changes(&*store, acme, &[], 2);
+    let mut expected: Vec<_> =
+        findings.iter().map(|record| (FINDINGS.to_owned(), id_of(record), ChangeOperation::Created)).collect();
+    expected.push(("endpoints".to_owned(), id_of(&endpoint), ChangeOperation::Created));
+    assert_eq!(operations(&events), expected);
+    assert!(events.windows(2).all(|pair| pair[0].sequence < pair[1].sequence), "{events:?}");
+    assert!(events.iter().all(|event| Some(event.changed_at) == written_at && event.sequence > 0));
+    let log = store.change_log(acme).unwrap();
+    assert_eq!(log, ChangeLog { latest: events.last().unwrap().sequence, pruned_through: 0 });
+    assert_eq!(reader(&*store, acme).change_log().unwrap(), log);
+    // Another organization's changes are its own.
+    assert_eq!(store.change_log(globex).unwrap(), ChangeLog::default());
+    assert_eq!(reader(&*store, globex).changes(0, &[], 100).unwrap(), Vec::new());
+
+    // An update: the record's event moves past everything before it.
+    let mut updated = findings[1].clone();
+    updated["status"] = json!("resolved");
+    store.insert_records(acme, FINDINGS, std::slice::from_ref(&updated)).unwrap();
+    let events = all_changes(&*store, acme, &[], 100);
+    assert_eq!(events.len(), 6, "one event per record: {events:?}");
+    let last = events.last().unwrap();
+    assert_eq!((last.id, last.operation), (id_of(&updated), ChangeOperation::Updated));
+    assert!(last.sequence > log.latest);
+    assert_eq!(store.change_log(acme).unwrap().latest, last.sequence);
+    // Read from a sequence on: only what came after it.
+    let after = reader(&*store, acme).changes(log.latest, &[], 100).unwrap();
+    assert_eq!(operations(&after), [(FINDINGS.to_owned(), id_of(&updated), ChangeOperation::Updated)]);
+    // Filtered by collection, in the same order.
+    let endpoints_only = all_changes(&*store, acme, &["endpoints"], 100);
+    assert_eq!(operations(&endpoints_only), [("endpoints".to_owned(), id_of(&endpoint), ChangeOperation::Created)]);
+    let both = all_changes(&*store, acme, &["endpoints", FINDINGS], 1);
+    assert_eq!(both, events);
+    assert_eq!(all_changes(&*store, acme, &["scopes"], 100), Vec::new());
+
+    // The sequence survives a reopen.
+    let latest = store.change_log(acme).unwrap().latest;
+    drop(store);
+    let store = backend.open();
+    assert_eq!(store.change_log(acme).unwrap().latest, latest);
+    store.insert_records(acme, FINDINGS, &[finding(9)]).unwrap();
+    assert!(store.change_log(acme).unwrap().latest > latest);
+}
+
+fn deletions_remove_records_and_leave_events(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let findings: Vec<Value> = (0..12).map(finding).collect();
+    store.insert_records(organization, FINDINGS, &findings).unwrap();
+    let before = store.change_log(organization).unwrap().latest;
+    let (gone, kept): (Vec<&Value>, Vec<&Value>) = findings.iter().partition(|record| record["status"] == "open");
+    assert_eq!(gone.len(), 4);
+    let never_stored = Uuid::now_v7();
+    let mut deleted: Vec<Uuid> = gone.iter().map(|record| id_of(record)).collect();
+    deleted.push(never_stored);
+    store
+        .write_batch(organization, &mut |_, _| {
+            Ok(vec![CollectionWrite { collection: FINDINGS.into(), deleted: deleted.clone(), ..Default::default() }])
+        })
+        .unwrap();
+    let mut session = reader(&*store, organization);
+    for record in &gone {
+        assert_eq!(session.get(FINDINGS, id_of(record)).unwrap(), None);
+    }
+    assert_eq!(session.count(FINDINGS).unwrap(), 8);
+    assert_eq!(session.index_count(FINDINGS, "status", "open").unwrap(), 0);
+    assert_eq!(session.count_matching(FINDINGS, &conditions(&[("status", &["open", "resolved"])]), None).unwrap(), 4);
+    assert_eq!(
+        session.index_values(FINDINGS, "status").unwrap().iter().map(|(value, _)| value.as_str()).collect::<Vec<_>>(),
+        ["resolved", "suppressed"]
+    );
+    let scanned: BTreeSet<Uuid> =
+        session.scan(FINDINGS, None, 100, false).unwrap().into_iter().map(|(id, _)| id).collect();
+    assert_eq!(scanned, kept.iter().map(|record| id_of(record)).collect());
+    assert_eq!(session.get_many(FINDINGS, &deleted).unwrap(), Vec::new());
+    drop(session);
+    assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
+    // One event per deleted record that existed, in the order given; the
+    // id never stored has none.
+    let events = all_changes(&*store, organization, &[], 100);
+    assert_eq!(events.len(), 12);
+    let deletions: Vec<_> = events.iter().filter(|event| event.sequence > before).collect();
+    assert_eq!(
+        deletions.iter().map(|event| (event.id, event.operation)).collect::<Vec<_>>(),
+        gone.iter().map(|record| (id_of(record), ChangeOperation::Deleted)).collect::<Vec<_>>()
+    );
+    // Written again: created anew.
+    store.insert_records(organization, FINDINGS, &[gone[0].clone()]).unwrap();
+    let last = all_changes(&*store, organization, &[], 100).pop().unwrap();
+    assert_eq!((last.id, last.operation), (id_of(gone[0]), ChangeOperation::Created));
+    assert_eq!(reader(&*store, organization).index_count(FINDINGS, "status", "open").unwrap(), 1);
+    // Written and deleted by one batch: refused, nothing written.
+    let latest = store.change_log(organization).unwrap().latest;
+    let both = store.write_batch(organization, &mut |_, _| {
+        Ok(vec![CollectionWrite {
+            collection: FINDINGS.into(),
+            records: vec![kept[0].clone()],
+            deleted: vec![id_of(kept[0])],
+            ..Default::default()
+        }])
+    });
+    assert!(matches!(both, Err(StoreError::InvalidRecord(_))), "{both:?}");
+    assert_eq!(store.change_log(organization).unwrap().latest, latest);
+    assert!(reader(&*store, organization).get(FINDINGS, id_of(kept[0])).unwrap().is_some());
+}
+
+fn history_is_kept_until_the_record_is_deleted(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let (first, second) = (finding(0), finding(1));
+    let entry = |n: u32| serde_json::to_vec(&json!({"status": format!("s{n}")})).unwrap();
+    store
+        .write_batch(organization, &mut |_, _| {
+            Ok(vec![CollectionWrite {
+                collection: FINDINGS.into(),
+                records: vec![first.clone(), second.clone()],
+                history: vec![(id_of(&first), entry(1)), (id_of(&second), entry(2))],
+                ..Default::default()
+            }])
+        })
+        .unwrap();
+    // A batch of history alone changes no record: no event.
+    let latest = store.change_log(organization).unwrap().latest;
+    store
+        .write_batch(organization, &mut |_, _| {
+            Ok(vec![CollectionWrite {
+                collection: FINDINGS.into(),
+                history: vec![(id_of(&first), entry(3)), (id_of(&first), entry(4))],
+                ..Default::default()
+            }])
+        })
+        .unwrap();
+    assert_eq!(store.change_log(organization).unwrap().latest, latest);
+    let mut session = reader(&*store, organization);
+    assert_eq!(session.history(FINDINGS, id_of(&first)).unwrap(), [entry(1), entry(3), entry(4)]);
+    assert_eq!(session.history(FINDINGS, id_of(&second)).unwrap(), [entry(2)]);
+    assert_eq!(session.history("remediation-targets", id_of(&first)).unwrap(), Vec::<Vec<u8>>::new());
+    assert_eq!(reader(&*store, Uuid::now_v7()).history(FINDINGS, id_of(&first)).unwrap(), Vec::<Vec<u8>>::new());
+    drop(session);
+    store
+        .write_batch(organization, &mut |_, _| {
+            Ok(vec![CollectionWrite {
+                collection: FINDINGS.into(),
+                deleted: vec![id_of(&first)],
+                ..Default::default()
+            }])
+        })
+        .unwrap();
+    let mut session = reader(&*store, organization);
+    assert_eq!(session.history(FINDINGS, id_of(&first)).unwrap(), Vec::<Vec<u8>>::new());
+    assert_eq!(session.history(FINDINGS, id_of(&second)).unwrap(), [entry(2)]);
+}
+
+fn pruning_removes_old_deletions_only(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let findings: Vec<Value> = (0..6).map(finding).collect();
+    store.insert_records(organization, FINDINGS, &findings).unwrap();
+    let delete = |ids: Vec<Uuid>| {
+        let mut at = 0;
+        store
+            .write_batch(organization, &mut |_, now| {
+                at = now.0;
+                Ok(vec![CollectionWrite { collection: FINDINGS.into(), deleted: ids.clone(), ..Default::default() }])
+            })
+            .unwrap();
+        at
+    };
+    let old_deletion = delete(vec![id_of(&findings[0]), id_of(&findings[1])]);
+    let old_sequence = store.change_log(organization).unwrap().latest;
+    let new_deletion = delete(vec![id_of(&findings[2])]);
+    assert!(new_deletion > old_deletion);
+    // Nothing is old enough yet.
+    assert_eq!(store.prune_changes(organization, old_deletion).unwrap(), 0);
+    assert_eq!(store.change_log(organization).unwrap().pruned_through, 0);
+    // The first two deletions are.
+    assert_eq!(store.prune_changes(organization, old_deletion + 1).unwrap(), 2);
+    let log = store.change_log(organization).unwrap();
+    assert_eq!(log.pruned_through, old_sequence);
+    let events = all_changes(&*store, organization, &[], 100);
+    assert_eq!(events.iter().filter(|event| event.operation == ChangeOperation::Deleted).count(), 1);
+    assert_eq!(events.iter().filter(|event| event.operation == ChangeOperation::Created).count(), 3);
+    // Live records' events stay, however old.
+    assert_eq!(store.prune_changes(organization, i64::MAX).unwrap(), 1);
+    let log = store.change_log(organization).unwrap();
+    assert_eq!(log, ChangeLog { latest: log.latest, pruned_through: log.latest });
+    assert_eq!(all_changes(&*store, organization, &[], 100).len(), 3);
+    // Pruning again changes nothing.
+    assert_eq!(store.prune_changes(organization, i64::MAX).unwrap(), 0);
+    assert_eq!(store.change_log(organization).unwrap(), log);
+}
+
+fn a_copy_continues_the_sequence(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    store.continue_changes_from(organization, 500).unwrap();
+    assert_eq!(store.change_log(organization).unwrap(), ChangeLog { latest: 500, pruned_through: 500 });
+    store.insert_records(organization, FINDINGS, &[finding(1)]).unwrap();
+    let events = all_changes(&*store, organization, &[], 100);
+    assert_eq!(events.len(), 1);
+    assert!(events[0].sequence > 500);
+    // Never back.
+    store.continue_changes_from(organization, 10).unwrap();
+    assert_eq!(store.change_log(organization).unwrap(), ChangeLog { latest: events[0].sequence, pruned_through: 500 });
+}
+
+fn sequences_follow_commit_order_across_writers(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    // Each batch notes its write time; the events' order by sequence is
+    // the batches' commit order, which write times follow.
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for n in 0..10 {
+                    store.insert_records(organization, FINDINGS, &[finding(n), finding(n + 1)]).unwrap();
+                }
+            });
+        }
+    });
+    let events = all_changes(&*store, organization, &[], 7);
+    assert_eq!(events.len(), 80);
+    assert!(
+        events.windows(2).all(|pair| pair[0].sequence < pair[1].sequence && pair[0].changed_at <= pair[1].changed_at)
+    );
+    assert_eq!(store.change_log(organization).unwrap().latest, events.last().unwrap().sequence);
 }

@@ -134,12 +134,92 @@ pub struct GroupCount {
     pub count: u64,
 }
 
-/// The records a batch writes to one collection: JSON objects with a UUID
-/// `id` and RFC 3339 `created_at` and `updated_at`.
-#[derive(Debug, Clone, PartialEq)]
+/// What a batch does to one collection.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct CollectionWrite {
     pub collection: String,
+    /// Records to create or replace: JSON objects with a UUID `id` and
+    /// RFC 3339 `created_at` and `updated_at`.
     pub records: Vec<Value>,
+    /// Ids of records to delete with their index entries, counts and
+    /// history (an id not stored is passed over). An id may not be both
+    /// written and deleted by one batch.
+    pub deleted: Vec<Uuid>,
+    /// Entries to append to records' histories, each `(record id, entry
+    /// bytes)`, in order: kept until the record is deleted, whatever the
+    /// change feed's retention.
+    pub history: Vec<(Uuid, Vec<u8>)>,
+}
+
+impl CollectionWrite {
+    /// Records to create or replace, and nothing else.
+    pub fn records(collection: &str, records: Vec<Value>) -> CollectionWrite {
+        CollectionWrite { collection: collection.to_owned(), records, ..CollectionWrite::default() }
+    }
+
+    /// Whether the write changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.deleted.is_empty() && self.history.is_empty()
+    }
+}
+
+/// What happened to a record, as the change feed tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChangeOperation {
+    Created,
+    Updated,
+    Deleted,
+}
+
+impl ChangeOperation {
+    /// The name the API gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeOperation::Created => "created",
+            ChangeOperation::Updated => "updated",
+            ChangeOperation::Deleted => "deleted",
+        }
+    }
+
+    /// The operation of this API name.
+    pub fn parse(name: &str) -> Option<ChangeOperation> {
+        match name {
+            "created" => Some(ChangeOperation::Created),
+            "updated" => Some(ChangeOperation::Updated),
+            "deleted" => Some(ChangeOperation::Deleted),
+            _ => None,
+        }
+    }
+}
+
+/// A record's latest change: the change feed keeps one per record (a
+/// newer change of the record replaces it), so the record a feed shows is
+/// the record as it is now, and the feed's size follows the records'.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeEvent {
+    /// Its place in the organization's commit order (see [`ChangeLog`]).
+    pub sequence: u64,
+    pub collection: String,
+    pub id: Uuid,
+    /// `Created` when the batch found no stored record with the id,
+    /// `Updated` when it replaced one, `Deleted` when it deleted one.
+    pub operation: ChangeOperation,
+    /// The batch's [`WriteTime`] (Unix nanoseconds).
+    pub changed_at: i64,
+}
+
+/// Where an organization's change feed stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChangeLog {
+    /// The sequence of the latest change committed (0: none yet).
+    /// Sequences are given under the organization's write lock, one per
+    /// change, in commit order: a change that commits after a reader saw
+    /// `latest` gets a higher one, on every host sharing the store.
+    pub latest: u64,
+    /// Deletion events up to this sequence may have been removed
+    /// ([`Store::prune_changes`]): a reader that has not read past it may
+    /// have missed one.
+    pub pruned_through: u64,
 }
 
 /// What a write batch's `build` step decides, given a view of the store
@@ -332,6 +412,20 @@ pub trait StoreReader: Send {
         Ok(groups)
     }
 
+    /// Where the organization's change feed stands. A backend without
+    /// snapshots reads it before what it guards: a list's records are then
+    /// no older than the `latest` it reports.
+    fn change_log(&mut self) -> Result<ChangeLog, StoreError>;
+
+    /// Up to `limit` (at most [`MAX_SCAN`]) of the organization's change
+    /// events with a sequence above `after`, in sequence order, of the
+    /// given collections (every one when empty).
+    fn changes(&mut self, after: u64, collections: &[&str], limit: usize) -> Result<Vec<ChangeEvent>, StoreError>;
+
+    /// The history entries of a record, in the order written (empty for a
+    /// record without any, or none at all).
+    fn history(&mut self, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError>;
+
     /// How many records hold a sort value of the sort index `index` at a
     /// (position, id) strictly between `after` and `before` (an absent end
     /// is open), meet every condition and, when given, were updated
@@ -407,7 +501,34 @@ pub trait Store: Send + Sync {
     /// disk when this returns. A record with an existing id replaces it and
     /// its index entries; an id repeated in a batch ends as its last
     /// record. An error of `build` writes nothing and is returned.
+    ///
+    /// The same transaction records each change in the change feed: every
+    /// id the batch writes (once, however many times it is repeated) and
+    /// every stored id it deletes gets the next sequence of the
+    /// organization, in the order of the writes and, within one, records
+    /// before deletions; its event replaces the id's earlier one. History
+    /// entries are appended; a deleted record's history goes with it.
+    /// An id both written and deleted is [`StoreError::InvalidRecord`].
     fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError>;
+
+    /// Removes the organization's deletion events whose `changed_at` is
+    /// before `before` (Unix nanoseconds), raising its
+    /// [`ChangeLog::pruned_through`] to the highest sequence removed, in
+    /// one transaction under the organization's write lock; returns how
+    /// many were removed. Events of records that still exist are kept:
+    /// they are the record's latest change.
+    fn prune_changes(&self, organization: Uuid, before: i64) -> Result<u64, StoreError>;
+
+    /// Where the organization's change feed stands (see [`ChangeLog`]).
+    fn change_log(&self, organization: Uuid) -> Result<ChangeLog, StoreError> {
+        self.reader(organization)?.change_log()
+    }
+
+    /// Starts the organization's change feed at `latest` when it stands
+    /// below it, with nothing retained up to there (`pruned_through` =
+    /// `latest`): a copy of a deployment keeps its sequences increasing,
+    /// and a cursor of the old one answers "start again", not a gap.
+    fn continue_changes_from(&self, organization: Uuid, latest: u64) -> Result<(), StoreError>;
 
     /// Writes records for an offline bulk load (`esr seed`, the demo), as
     /// fast as the backend can: indexes may lag until
@@ -529,9 +650,7 @@ impl dyn Store + '_ {
     /// Writes records of one collection as one batch (see
     /// [`Store::write_batch`]), reading nothing first.
     pub fn insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
-        self.write_batch(organization, &mut |_, _| {
-            Ok(vec![CollectionWrite { collection: collection.to_owned(), records: records.to_vec() }])
-        })
+        self.write_batch(organization, &mut |_, _| Ok(vec![CollectionWrite::records(collection, records.to_vec())]))
     }
 
     /// Reads with a session of its own: for one-off reads outside a request.

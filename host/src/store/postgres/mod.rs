@@ -36,8 +36,8 @@ use replicas::ReplicaSet;
 use std::sync::Arc;
 
 use crate::store::{
-    ApiKeyRecord, BuildBatch, COLLECTIONS, CollectionWrite, IndexCondition, IndexPosition, MAX_SCAN, Organization,
-    ReadFrom, ReplicaHealth, Store, StoreError, StoreReader, StoredRecord, WriteTime,
+    ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, CollectionWrite, IndexCondition, IndexPosition,
+    MAX_SCAN, Organization, ReadFrom, ReplicaHealth, Store, StoreError, StoreReader, StoredRecord, WriteTime,
 };
 
 impl From<postgres::Error> for StoreError {
@@ -600,8 +600,16 @@ impl Store for PgStore {
 
     /// Writes records for an offline bulk load (`esr seed`): one batch, its
     /// indexes and counts included.
+    fn prune_changes(&self, _organization: Uuid, _before: i64) -> Result<u64, StoreError> {
+        Err(StoreError::Unsupported("the change feed on PostgreSQL: not built yet".into()))
+    }
+
+    fn continue_changes_from(&self, _organization: Uuid, _latest: u64) -> Result<(), StoreError> {
+        Err(StoreError::Unsupported("the change feed on PostgreSQL: not built yet".into()))
+    }
+
     fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
-        let writes = [CollectionWrite { collection: collection.to_owned(), records: records.to_vec() }];
+        let writes = [CollectionWrite::records(collection, records.to_vec())];
         self.write_batch(organization, &mut |_, _| Ok(writes.to_vec()))
     }
 
@@ -928,6 +936,18 @@ impl StoreReader for PgReader {
         self.read(|mut session| session.count_matching(collection, conditions, updated_after))
     }
 
+    fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
+        Err(StoreError::Unsupported("the change feed on PostgreSQL: not built yet".into()))
+    }
+
+    fn changes(&mut self, _after: u64, _collections: &[&str], _limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
+        Err(StoreError::Unsupported("the change feed on PostgreSQL: not built yet".into()))
+    }
+
+    fn history(&mut self, _collection: &str, _id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
+        Err(StoreError::Unsupported("history on PostgreSQL: not built yet".into()))
+    }
+
     fn count_in_range(
         &mut self,
         collection: &str,
@@ -1004,6 +1024,18 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
         Session::count_matching(self, collection, conditions, updated_after)
+    }
+
+    fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
+        Err(StoreError::Unsupported("the change feed on PostgreSQL: not built yet".into()))
+    }
+
+    fn changes(&mut self, _after: u64, _collections: &[&str], _limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
+        Err(StoreError::Unsupported("the change feed on PostgreSQL: not built yet".into()))
+    }
+
+    fn history(&mut self, _collection: &str, _id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
+        Err(StoreError::Unsupported("history on PostgreSQL: not built yet".into()))
     }
 
     fn count_in_range(
@@ -1559,7 +1591,7 @@ fn write_in(
     organization: Uuid,
     writes: &[CollectionWrite],
 ) -> Result<(), StoreError> {
-    for CollectionWrite { collection, records } in writes.iter().filter(|write| !write.records.is_empty()) {
+    for CollectionWrite { collection, records, .. } in writes.iter().filter(|write| !write.records.is_empty()) {
         let collection: &str = collection;
         if !COLLECTIONS.contains(&collection) {
             return Err(StoreError::InvalidRecord(format!("unknown collection {collection}")));

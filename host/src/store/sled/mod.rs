@@ -22,8 +22,8 @@ use uuid::Uuid;
 
 use self::index_blocks::value_prefix;
 use crate::store::{
-    ApiKeyRecord, BuildBatch, COLLECTIONS, CollectionWrite, IndexCondition, IndexPosition, MAX_SCAN, Organization,
-    Store, StoreError, StoreReader, StoredRecord, WriteTime,
+    ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, CollectionWrite, IndexCondition, IndexPosition,
+    MAX_SCAN, Organization, Store, StoreError, StoreReader, StoredRecord, WriteTime,
 };
 
 const ORGANIZATIONS: &str = "organizations";
@@ -451,7 +451,8 @@ impl Trees {
         let _index_writer = self.index_writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut trees: Vec<&sled::Tree> = Vec::new();
         let mut prepared = Vec::new();
-        for CollectionWrite { collection, records } in batches.into_iter().filter(|batch| !batch.records.is_empty()) {
+        for CollectionWrite { collection, records, .. } in batches.into_iter().filter(|batch| !batch.records.is_empty())
+        {
             let collection_trees = self
                 .collections
                 .get(collection.as_str())
@@ -1029,6 +1030,18 @@ impl StoreReader for SledReader {
         self.trees.count_matching(self.organization, collection, conditions, updated_after)
     }
 
+    fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
+        Err(StoreError::Unsupported("the change feed on sled: not built yet".into()))
+    }
+
+    fn changes(&mut self, _after: u64, _collections: &[&str], _limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
+        Err(StoreError::Unsupported("the change feed on sled: not built yet".into()))
+    }
+
+    fn history(&mut self, _collection: &str, _id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
+        Err(StoreError::Unsupported("history on sled: not built yet".into()))
+    }
+
     fn count_in_range(
         &mut self,
         collection: &str,
@@ -1060,6 +1073,14 @@ impl Store for SledStore {
         self.write_records(organization, writes)?;
         *last_write = now.max(latest);
         Ok(())
+    }
+
+    fn prune_changes(&self, _organization: Uuid, _before: i64) -> Result<u64, StoreError> {
+        Err(StoreError::Unsupported("the change feed on sled: not built yet".into()))
+    }
+
+    fn continue_changes_from(&self, _organization: Uuid, _latest: u64) -> Result<(), StoreError> {
+        Err(StoreError::Unsupported("the change feed on sled: not built yet".into()))
     }
 
     fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
