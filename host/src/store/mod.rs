@@ -503,7 +503,7 @@ pub trait Store: Send + Sync {
     /// record. An error of `build` writes nothing and is returned.
     ///
     /// The same transaction records each change in the change feed: every
-    /// id the batch writes (once, however many times it is repeated) and
+    /// id the batch writes (once, where it first appears) and
     /// every stored id it deletes gets the next sequence of the
     /// organization, in the order of the writes and, within one, records
     /// before deletions; its event replaces the id's earlier one. History
