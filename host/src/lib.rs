@@ -18,6 +18,7 @@ mod parallel;
 pub mod pg_cluster;
 pub mod plugins;
 pub mod reports;
+pub mod retention;
 pub mod seed;
 pub mod server;
 pub mod store;

@@ -283,6 +283,11 @@ struct ServeArgs {
     /// progress and nothing received before it is closed.
     #[arg(long, env = "ESR_IDLE_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     idle_timeout_secs: u64,
+    /// Days the change feed keeps deletion events (`GET /v1/changes`); a
+    /// client that has not read the feed for longer is told to list again
+    /// (`410`). 0 prunes them within seconds.
+    #[arg(long, env = "ESR_CHANGE_RETENTION_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u32).range(0..=3650))]
+    change_retention_days: u32,
     /// Connections open at once on the public listener; more are closed at
     /// accept (default: half of what the open-file limit leaves, at most 10,000).
     #[arg(long, env = "ESR_MAX_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..))]
@@ -616,6 +621,7 @@ fn main() -> ExitCode {
                 header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout_secs),
                 idle_timeout: std::time::Duration::from_secs(args.idle_timeout_secs),
                 native_handlers: args.native_handlers,
+                change_retention: std::time::Duration::from_secs(u64::from(args.change_retention_days) * 86_400),
             };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

@@ -429,11 +429,20 @@ fn index_position(function: &str, bound: Option<(i64, &str)>) -> Result<Option<I
     }
 }
 
+/// A record as a component's `get` shapes it: JSON bytes.
+pub type ShapedRecord = Vec<u8>;
+
 /// The `store` functions on the tenant's records, shared by components
 /// (through [`wit_store::Host`]) and the native baseline. An `Err` is a
 /// malformed call (the caller's fault, never the data's) or a storage
 /// failure.
 impl TenantSession {
+    /// The session's reader, for the host's own reads in it (the change
+    /// feed's events, a list's sequence).
+    pub fn reader(&mut self) -> &mut dyn StoreReader {
+        &mut *self.reader
+    }
+
     pub fn get(&mut self, collection: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let Ok(id) = Uuid::parse_str(id) else { return Ok(None) };
         self.reader.get(collection, id)
@@ -1059,15 +1068,63 @@ impl PluginSet {
             .collect()
     }
 
-    /// One page of a group's list.
-    pub fn list(&self, group: &str, tenant: Tenant, request: &Request, request_id: &str) -> Result<Page, CallError> {
+    /// One page of a group's list, with the organization's change-feed
+    /// sequence read in the page's session before the page: a client that
+    /// lists everything and then follows the feed from it misses nothing.
+    pub fn list(
+        &self,
+        group: &str,
+        tenant: Tenant,
+        request: &Request,
+        request_id: &str,
+    ) -> Result<(Page, u64), CallError> {
+        let mut session = tenant.session().map_err(CallError::from_store)?;
+        let sequence = session.reader().change_log().map_err(CallError::from_store)?.latest;
         if let Some(native) = &self.native {
-            return native.list(group, &tenant, request);
+            return Ok((native.list(group, &tenant, request)?, sequence));
         }
-        let (plugin, mut store) = self.start(group, Some(&tenant), request_id)?;
+        let (plugin, mut store) = self.start_in(group, Some(session), request_id)?;
         let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} is not a list"))) };
         let result = pre.handler(&mut store).and_then(|handler| handler.call_list(&mut store, request));
-        finish(&store, result)
+        Ok((finish(&store, result)?, sequence))
+    }
+
+    /// Records of a group by id, each as the component's `get` answers it
+    /// (`None` where it answers `not-found`), read through `session` by one
+    /// instance of the component; the session is handed back for the
+    /// caller's next reads, so what it read before and the records agree.
+    pub fn get_records(
+        &self,
+        group: &str,
+        tenant: &Tenant,
+        session: TenantSession,
+        ids: &[Uuid],
+        request: &Request,
+        request_id: &str,
+    ) -> Result<(Vec<Option<ShapedRecord>>, TenantSession), CallError> {
+        let answer = |result: Result<Vec<u8>, CallError>| match result {
+            Ok(record) => Ok(Some(record)),
+            Err(CallError::Plugin(PluginError::NotFound)) => Ok(None),
+            Err(error) => Err(error),
+        };
+        if let Some(native) = &self.native {
+            let records = ids
+                .iter()
+                .map(|id| answer(native.get_record(group, tenant, &id.to_string(), request)))
+                .collect::<Result<_, _>>()?;
+            return Ok((records, session));
+        }
+        let (plugin, mut store) = self.start_in(group, Some(session), request_id)?;
+        let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} has no records"))) };
+        let handler = pre.handler(&mut store).map_err(|error| call_failure(&store, error))?;
+        let mut records = Vec::with_capacity(ids.len());
+        for id in ids {
+            let result = handler.call_get(&mut store, &id.to_string(), request);
+            records.push(answer(finish(&store, result))?);
+        }
+        let session =
+            store.data_mut().tenant.take().ok_or_else(|| CallError::Failed("the call lost its session".into()))?;
+        Ok((records, session))
     }
 
     /// A group's summary; `not-found` when its component serves none.
@@ -1135,11 +1192,21 @@ impl PluginSet {
         tenant: Option<&Tenant>,
         request_id: &str,
     ) -> Result<(&LoadedPlugin, Store<CallState>), CallError> {
-        let plugin = self.plugins.get(group).ok_or_else(|| CallError::Failed(format!("no plugin serves {group}")))?;
         let session = match tenant {
             Some(tenant) => Some(tenant.session().map_err(CallError::from_store)?),
             None => None,
         };
+        self.start_in(group, session, request_id)
+    }
+
+    /// [`PluginSet::start`] on a read session already open.
+    fn start_in(
+        &self,
+        group: &str,
+        session: Option<TenantSession>,
+        request_id: &str,
+    ) -> Result<(&LoadedPlugin, Store<CallState>), CallError> {
+        let plugin = self.plugins.get(group).ok_or_else(|| CallError::Failed(format!("no plugin serves {group}")))?;
         let mut store = new_store(&self.engine, group, session, request_id);
         store.data_mut().reads = plugin.info.reads;
         Ok((plugin, store))
@@ -1184,28 +1251,30 @@ fn finish<T>(store: &Store<CallState>, result: wasmtime::Result<Result<T, Plugin
     match result {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(error)) => Err(CallError::Plugin(error)),
-        Err(error) => {
-            let state = store.data();
-            if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt)
-                || error.downcast_ref::<DeadlineReached>().is_some()
-            {
-                tracing::warn!(plugin = %state.group, request_id = %state.request_id, "plugin overran its deadline");
-                return Err(CallError::Timeout);
-            }
-            // A store function's failure traps the guest; the database's
-            // outage is not the component's fault.
-            if let Some(StoreError::Unavailable(reason)) = error.downcast_ref::<StoreError>() {
-                return Err(CallError::Unavailable(reason.clone()));
-            }
-            let guest_stderr =
-                loggable_guest_text(String::from_utf8_lossy(&state.stderr.contents()).trim(), STDERR_CAPACITY);
-            tracing::error!(
-                plugin = %state.group, request_id = %state.request_id, error = %format!("{error:#}"), %guest_stderr,
-                "plugin call failed"
-            );
-            Err(CallError::Failed(format!("{error:#}")))
-        }
+        Err(error) => Err(call_failure(store, error)),
     }
+}
+
+/// What a call that trapped or failed in the runtime answers, logged.
+fn call_failure(store: &Store<CallState>, error: wasmtime::Error) -> CallError {
+    let state = store.data();
+    if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt)
+        || error.downcast_ref::<DeadlineReached>().is_some()
+    {
+        tracing::warn!(plugin = %state.group, request_id = %state.request_id, "plugin overran its deadline");
+        return CallError::Timeout;
+    }
+    // A store function's failure traps the guest; the database's outage
+    // is not the component's fault.
+    if let Some(StoreError::Unavailable(reason)) = error.downcast_ref::<StoreError>() {
+        return CallError::Unavailable(reason.clone());
+    }
+    let guest_stderr = loggable_guest_text(String::from_utf8_lossy(&state.stderr.contents()).trim(), STDERR_CAPACITY);
+    tracing::error!(
+        plugin = %state.group, request_id = %state.request_id, error = %format!("{error:#}"), %guest_stderr,
+        "plugin call failed"
+    );
+    CallError::Failed(format!("{error:#}"))
 }
 
 /// A component file of either kind, loaded and checked.

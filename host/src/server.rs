@@ -95,6 +95,8 @@ pub struct ServeOptions {
     pub admin_allow_remote: bool,
     /// Serve every group with the native baseline (measurement only).
     pub native_handlers: bool,
+    /// How long the change feed keeps deletion events.
+    pub change_retention: Duration,
 }
 
 /// Connections the admin listener holds at once (operators and scripts).
@@ -180,6 +182,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         rate_limits,
     });
     let heartbeats = tokio::spawn(heartbeat(state.clone()));
+    let pruning = tokio::spawn(prune_changes(db.clone(), options.change_retention));
     let admin_listener = tokio::net::TcpListener::bind(options.admin_listen)
         .await
         .with_context(|| format!("cannot listen on {} (admin)", options.admin_listen))?;
@@ -222,6 +225,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let _ = stop_admin.send(());
     let _ = admin.await;
     heartbeats.abort();
+    pruning.abort();
     tokio::task::block_in_place(|| {
         if let Err(error) = db.host_leaving(&host) {
             tracing::warn!(%error, "could not record that this host stopped serving");
@@ -258,6 +262,24 @@ async fn heartbeat(state: AppState) {
             Ok(Ok(hosts)) => state.rate_limits.set_hosts(hosts),
             Ok(Err(error)) => tracing::warn!(%error, "heartbeat: the store did not answer"),
             Err(error) => tracing::warn!(%error, "heartbeat task failed"),
+        }
+    }
+}
+
+/// Prunes the change feed's deletion events past `retention`, now and then
+/// every [`crate::retention::prune_every`] (each host of a shared database
+/// does: pruning twice removes nothing more).
+async fn prune_changes(db: Arc<dyn crate::store::Store>, retention: Duration) {
+    let mut ticks = tokio::time::interval(crate::retention::prune_every(retention));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let db = db.clone();
+        match tokio::task::spawn_blocking(move || crate::retention::prune(db.as_ref(), retention)).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(removed)) => tracing::info!(removed, "change feed: pruned deletions past retention"),
+            Ok(Err(error)) => tracing::warn!(%error, "change feed: pruning failed; trying again later"),
+            Err(error) => tracing::warn!(%error, "change feed: the pruning task failed"),
         }
     }
 }

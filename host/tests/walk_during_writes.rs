@@ -43,7 +43,7 @@ fn records_added_during_a_walk_never_duplicate_or_skip_existing_ones() {
     let mut rng = StdRng::seed_from_u64(7);
 
     let template: Value = {
-        let page = plugins.list("vulnerability-findings", tenant.clone(), &request(&[("limit", "1")]), "t").unwrap();
+        let (page, _) = plugins.list("vulnerability-findings", tenant.clone(), &request(&[("limit", "1")]), "t").unwrap();
         serde_json::from_slice::<Vec<Value>>(&page.data).unwrap().remove(0)
     };
 
@@ -101,7 +101,7 @@ fn walk(
         if let Some(cursor) = &cursor {
             query.push(("cursor", cursor.as_str()));
         }
-        let page = plugins.list("vulnerability-findings", tenant.clone(), &request(&query), "t").unwrap();
+        let (page, _) = plugins.list("vulnerability-findings", tenant.clone(), &request(&query), "t").unwrap();
         let records: Vec<Value> = serde_json::from_slice(&page.data).unwrap();
         ids.extend(records.iter().map(|r| r["id"].as_str().unwrap().to_owned()));
         match page.next_cursor {

@@ -6,6 +6,7 @@
 //! organization bound into its store.
 
 pub mod admin;
+mod changes;
 pub mod cursor;
 pub mod limits;
 pub mod openapi;
@@ -91,7 +92,9 @@ mod routes {
     pub const LIST: &str = "/v1/{collection}";
     pub const ITEM: &str = "/v1/{collection}/{id}";
     pub const SUMMARY: &str = "/v1/{collection}/summary";
-    pub const ALL: [&str; 6] = [HEALTH, OPENAPI, AGENT_CONFIG, LIST, ITEM, SUMMARY];
+    pub const CHANGES: &str = "/v1/changes";
+    pub const HISTORY: &str = "/v1/{collection}/{id}/history";
+    pub const ALL: [&str; 8] = [HEALTH, OPENAPI, AGENT_CONFIG, LIST, ITEM, SUMMARY, CHANGES, HISTORY];
 }
 
 /// The longest `--public-url`, so every URL built from it has a bound the
@@ -190,6 +193,8 @@ struct Group {
     schema: &'static str,
     /// Whether the contract gives it a summary (`/v1/<collection>/summary`).
     summary: bool,
+    /// Whether its records keep a status history (`/v1/<collection>/{id}/history`).
+    history: bool,
 }
 
 const GROUPS: [Group; 4] = [
@@ -202,6 +207,7 @@ const GROUPS: [Group; 4] = [
         id_parameter: "endpointId",
         schema: "Endpoint",
         summary: true,
+        history: false,
     },
     Group {
         collection: "remediation-targets",
@@ -212,6 +218,7 @@ const GROUPS: [Group; 4] = [
         id_parameter: "targetId",
         schema: "RemediationTarget",
         summary: true,
+        history: true,
     },
     Group {
         collection: "scopes",
@@ -222,6 +229,7 @@ const GROUPS: [Group; 4] = [
         id_parameter: "scopeId",
         schema: "Scope",
         summary: false,
+        history: false,
     },
     Group {
         collection: "vulnerability-findings",
@@ -232,6 +240,7 @@ const GROUPS: [Group; 4] = [
         id_parameter: "findingId",
         schema: "VulnerabilityFinding",
         summary: true,
+        history: true,
     },
 ];
 
@@ -248,6 +257,8 @@ pub fn router(state: AppState) -> Router {
         .route(routes::LIST, any(list))
         .route(routes::SUMMARY, any(summary))
         .route(routes::ITEM, any(item))
+        .route(routes::CHANGES, any(changes::changes))
+        .route(routes::HISTORY, any(changes::history))
         .fallback(not_found)
         .layer(middleware::from_fn(acceptable))
         .layer(middleware::from_fn_with_state(state.clone(), rate_limit))
@@ -511,9 +522,14 @@ fn read_group(method: &Method, collection: &str, caller: &Caller) -> Result<(&'s
 
 /// The caller, if its key is valid and carries `scope`.
 fn authorize(caller: &Caller, scope: &str) -> Result<Principal, ApiError> {
+    let principal = authenticated(caller)?;
+    if principal.has_scope(scope) { Ok(principal) } else { Err(ApiError::forbidden(scope)) }
+}
+
+/// The caller, if its key is valid.
+fn authenticated(caller: &Caller) -> Result<Principal, ApiError> {
     match caller.principal.clone() {
-        Ok(principal) if principal.has_scope(scope) => Ok(principal),
-        Ok(_) => Err(ApiError::forbidden(scope)),
+        Ok(principal) => Ok(principal),
         Err(AuthFailure::Missing) => Err(ApiError::unauthorized("an API key is required: Authorization: Bearer <key>")),
         Err(AuthFailure::Invalid) => Err(ApiError::unauthorized("the API key is not valid")),
     }
@@ -635,10 +651,11 @@ async fn list(
     }
     let path = format!("/v1/{}", group.collection);
     let request = plugin_request(&path, &state.public_url, &query);
-    let page = call_plugin(&state, group.collection, &caller, principal.organization_id, &reads, move |plugins| {
-        plugins.list(group.collection, tenant, &request, &request_id)
-    })
-    .await?;
+    let (page, sequence) =
+        call_plugin(&state, group.collection, &caller, principal.organization_id, &reads, move |plugins| {
+            plugins.list(group.collection, tenant, &request, &request_id)
+        })
+        .await?;
     if !is_page_envelope(&page) {
         tracing::error!(
             plugin = group.collection,
@@ -661,10 +678,11 @@ async fn list(
     let mut body = Vec::with_capacity(page.data.len() + 160);
     body.extend_from_slice(b"{\"data\":");
     body.extend_from_slice(&page.data);
-    let tail = json!({"total": page.total, "limit": page.limit, "offset": page.offset, "next_cursor": next_cursor});
+    let tail = json!({"total": page.total, "limit": page.limit, "offset": page.offset, "next_cursor": next_cursor,
+                      "sequence": sequence});
     // The envelope's other members follow `data` in the order clients see
     // them in the contract.
-    for (name, value) in ["total", "limit", "offset", "next_cursor"].iter().map(|n| (n, &tail[n])) {
+    for (name, value) in ["total", "limit", "offset", "next_cursor", "sequence"].iter().map(|n| (n, &tail[n])) {
         body.extend_from_slice(format!(",\"{name}\":{value}").as_bytes());
     }
     body.push(b'}');

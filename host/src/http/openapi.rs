@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 use esr_plugin_sdk::list::MAX_LIMIT;
 use esr_plugin_sdk::query::MAX_CURSOR_CHARS;
 
+use super::changes::{DEFAULT_CHANGES_LIMIT, MAX_CHANGES_LIMIT, MAX_HISTORY_ENTRIES};
 use super::limits::{MAX_HEADER_BYTES, MAX_REQUEST_TARGET_BYTES};
 use super::problem::{MAX_DETAIL_CHARS, MAX_INVALID_PARAMS, MAX_REASON_CHARS};
 use super::{GROUPS, MAX_DOCUMENT_BYTES, MAX_LINK_CHARS};
@@ -42,11 +43,31 @@ pub fn document<'a>(plugins: impl Iterator<Item = &'a PluginInfo>) -> Value {
             format!("/v1/{}/{{{}}}", group.collection, group.id_parameter),
             json!({"get": item_operation(group)}),
         );
+        if group.history {
+            paths.insert(
+                format!("/v1/{}/{{{}}}/history", group.collection, group.id_parameter),
+                json!({"get": history_operation(group)}),
+            );
+        }
         if let Some(summary) = info.summary.as_ref().filter(|_| group.summary) {
             schemas.insert(format!("{}Summary", group.schema), summary_schema(&summary.group_by));
             paths
                 .insert(format!("/v1/{}/summary", group.collection), json!({"get": summary_operation(group, summary)}));
         }
+    }
+    let followed: Vec<&super::Group> = GROUPS.iter().filter(|group| by_group(group.collection).is_some()).collect();
+    if !followed.is_empty() {
+        schemas.insert("ChangeEvent".to_owned(), change_event_schema(&followed));
+        schemas.insert("ChangeFeed".to_owned(), change_feed_schema());
+        paths.insert("/v1/changes".to_owned(), json!({"get": changes_operation(&followed)}));
+    }
+    if GROUPS.iter().any(|group| group.history && by_group(group.collection).is_some()) {
+        schemas.insert("HistoryEntry".to_owned(), history_entry_schema());
+        schemas.insert("History".to_owned(), json!({
+            "type": "object",
+            "required": ["data"],
+            "properties": {"data": {"type": "array", "items": reference("schemas", "HistoryEntry"), "maxItems": MAX_HISTORY_ENTRIES}},
+        }));
     }
     if let Some(info) = by_group(AGENT_GROUP) {
         schemas.insert("AgentConfig".to_owned(), info.response_schema.clone());
@@ -58,6 +79,7 @@ pub fn document<'a>(plugins: impl Iterator<Item = &'a PluginInfo>) -> Value {
     let mut tags: Vec<Value> =
         GROUPS.iter().map(|group| json!({"name": group.tag, "description": group.tag_description})).collect();
     tags.extend([
+        json!({"name": "Changes", "description": "Every create, update and delete of the organization's records, in commit order: what mirrors follow."}),
         json!({"name": "Agent", "description": "The configuration file a device agent is installed with."}),
         json!({"name": "System", "description": "Health of the service and this document; no key needed."}),
     ]);
@@ -269,6 +291,15 @@ fn item_operation(group: &super::Group) -> Value {
         "200".to_owned(),
         json_ok(&format!("The {}.", group.resource), reference("schemas", group.schema), &[]),
     );
+    if group.history {
+        answers["200"]["links"] = json!({
+            format!("get{}History", group.schema): {
+                "operationId": format!("get{}History", group.schema),
+                "parameters": {group.id_parameter: "$response.body#/id"},
+                "description": format!("The {}'s status history.", group.resource),
+            },
+        });
+    }
     answers.insert("304".to_owned(), not_modified());
     let mut errors = AUTHENTICATED_ERRORS.to_vec();
     errors.push("404");
@@ -369,7 +400,7 @@ fn openapi_operation() -> Value {
 fn list_envelope(schema: &str) -> Value {
     json!({
         "type": "object",
-        "required": ["data", "total", "limit", "offset", "next_cursor"],
+        "required": ["data", "total", "limit", "offset", "next_cursor", "sequence"],
         "properties": {
             "data": {"type": "array", "items": reference("schemas", schema), "maxItems": MAX_LIMIT},
             "total": {
@@ -385,7 +416,169 @@ fn list_envelope(schema: &str) -> Value {
                 "type": ["string", "null"], "maxLength": MAX_CURSOR_CHARS,
                 "description": "The cursor of the next page; null on the last page.",
             },
+            "sequence": sequence_schema(
+                "The organization's latest change-feed sequence when the page was read: list everything, then \
+                 follow /v1/changes?after= the first page's sequence.",
+            ),
         },
+    })
+}
+
+/// A change-feed sequence.
+fn sequence_schema(description: &str) -> Value {
+    json!({"type": "integer", "format": "int64", "minimum": 0, "maximum": i64::MAX, "description": description})
+}
+
+fn changes_operation(groups: &[&super::Group]) -> Value {
+    let collections: Vec<&str> = groups.iter().map(|group| group.collection).collect();
+    let mut answers = Map::new();
+    answers.insert(
+        "200".to_owned(),
+        json_ok(
+            "A page of change events, oldest first, the next cursor, and the organization's latest sequence.",
+            reference("schemas", "ChangeFeed"),
+            &[],
+        ),
+    );
+    answers.insert("304".to_owned(), not_modified());
+    let mut errors = AUTHENTICATED_ERRORS.to_vec();
+    errors.push("410");
+    let scopes: Vec<String> = groups.iter().map(|group| format!("`{}` ({})", group.scope, group.collection)).collect();
+    json!({
+        "operationId": "listChanges",
+        "summary": "Follow every change, in commit order",
+        "description": format!(
+            "Every create, update and delete of the organization's records, in commit order, each record shaped \
+             as its item operation shows it (`null` for a deletion). A key sees the events of the collections its \
+             scopes read: {}; naming another in `collection` is 403. Each record keeps only its latest event: a \
+             record changed again moves to the end. Start from a list's `sequence` (`after`), then follow \
+             `next_cursor` while it is not null, then poll with `after` = the answer's `sequence`. Deletions are \
+             kept for the server's retention (30 days by default): an older cursor or `after` is 410, and the \
+             client lists again.",
+            scopes.join(", ")
+        ),
+        "tags": ["Changes"],
+        "parameters": [
+            {
+                "name": "limit", "in": "query", "required": false,
+                "description": format!("Events per page, 1 to {MAX_CHANGES_LIMIT} (default {DEFAULT_CHANGES_LIMIT})."),
+                "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": MAX_CHANGES_LIMIT, "default": DEFAULT_CHANGES_LIMIT},
+            },
+            {
+                "name": "after", "in": "query", "required": false,
+                "description": "Events after this sequence (from a list's or this feed's `sequence`, or an event's). Not with `cursor`.",
+                "schema": {"type": "integer", "format": "int64", "minimum": 0, "maximum": i64::MAX},
+            },
+            {
+                "name": "cursor", "in": "query", "required": false,
+                "description": "From `next_cursor`, with the same `collection`. Not with `after`.",
+                "schema": {"type": "string", "maxLength": MAX_CURSOR_CHARS},
+            },
+            {
+                "name": "collection", "in": "query", "required": false,
+                "description": format!("Only these collections, comma-separated: {}.", collections.join(", ")),
+                "schema": {"type": "string", "maxLength": 128, "pattern": format!("^({0})(,({0}))*$", collections.join("|"))},
+            },
+            reference("parameters", "IfNoneMatch"),
+            reference("parameters", "RequestId"),
+        ],
+        "responses": responses(answers, &errors),
+    })
+}
+
+fn change_event_schema(groups: &[&super::Group]) -> Value {
+    let mut records: Vec<Value> = groups.iter().map(|group| reference("schemas", group.schema)).collect();
+    records.push(json!({"type": "null"}));
+    json!({
+        "type": "object",
+        "required": ["sequence", "collection", "id", "operation", "changed_at", "record"],
+        "properties": {
+            "sequence": sequence_schema("The change's place in the organization's commit order."),
+            "collection": {"type": "string", "enum": groups.iter().map(|group| group.collection).collect::<Vec<_>>()},
+            "id": {"type": "string", "format": "uuid", "maxLength": 36},
+            "operation": {"type": "string", "enum": ["created", "updated", "deleted"]},
+            "changed_at": {"type": "string", "format": "date-time", "maxLength": 30},
+            "record": {
+                "description": "The record as its item operation shows it now; null for a deletion.",
+                "anyOf": records,
+            },
+        },
+    })
+}
+
+fn change_feed_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["data", "next_cursor", "sequence"],
+        "properties": {
+            "data": {"type": "array", "items": reference("schemas", "ChangeEvent"), "maxItems": MAX_CHANGES_LIMIT},
+            "next_cursor": {
+                "type": ["string", "null"], "maxLength": MAX_CURSOR_CHARS,
+                "description": "The cursor of the next page; null when this page reached the latest change.",
+            },
+            "sequence": sequence_schema(
+                "The organization's latest sequence when the page was read: poll with `after` = this once \
+                 `next_cursor` is null.",
+            ),
+        },
+    })
+}
+
+fn history_entry_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["status", "at", "cause"],
+        "properties": {
+            "status": {"type": "string", "maxLength": 32, "description": "The status the record took."},
+            "at": {"type": "string", "format": "date-time", "maxLength": 30},
+            "cause": {
+                "type": "object",
+                "required": ["kind", "scanner", "batch_id"],
+                "properties": {
+                    "kind": {"type": "string", "enum": ["import", "report", "suppression_expired", "deletion"]},
+                    "scanner": {"type": ["string", "null"], "maxLength": 64, "description": "The scanner whose report changed it."},
+                    "batch_id": {
+                        "type": ["string", "null"], "format": "uuid", "maxLength": 36,
+                        "description": "The import or report that changed it (its answer's batch_id).",
+                    },
+                },
+            },
+        },
+    })
+}
+
+fn history_operation(group: &super::Group) -> Value {
+    let mut answers = Map::new();
+    answers.insert(
+        "200".to_owned(),
+        json_ok(
+            &format!("The {}'s status changes, oldest first.", group.resource),
+            reference("schemas", "History"),
+            &[],
+        ),
+    );
+    answers.insert("304".to_owned(), not_modified());
+    let mut errors = AUTHENTICATED_ERRORS.to_vec();
+    errors.push("404");
+    json!({
+        "operationId": format!("get{}History", group.schema),
+        "summary": format!("Status history of one {}", group.resource),
+        "description": format!(
+            "Needs the `{}` scope. Each status the {} took, when, and why (an import, a scanner's report, a \
+             suppression that expired), oldest first, kept as long as the record exists.",
+            group.scope, group.resource
+        ),
+        "tags": [group.tag],
+        "parameters": [
+            {
+                "name": group.id_parameter, "in": "path", "required": true,
+                "description": format!("The {}'s id.", group.resource),
+                "schema": {"type": "string", "format": "uuid", "maxLength": 36},
+            },
+            reference("parameters", "IfNoneMatch"),
+            reference("parameters", "RequestId"),
+        ],
+        "responses": responses(answers, &errors),
     })
 }
 
@@ -487,6 +680,7 @@ fn shared_responses() -> Value {
         "Status401": problem("No API key, or one that is not valid (unknown, revoked, expired).", &["WWW-Authenticate"], true),
         "Status403": problem("The API key lacks the scope this operation needs.", &[], true),
         "Status404": problem("No such record in the caller's organization.", &[], true),
+        "Status410": problem("The cursor or `after` is older than the change feed keeps: list again, then follow from the list's sequence.", &[], true),
         "Status406": problem("The Accept header admits no media type this operation answers.", &[], true),
         "Status414": problem("The request target is longer than 8 KiB.", &[], true),
         "Status429": problem("Rate limit exceeded; retry after Retry-After seconds.", &["Retry-After"], true),
