@@ -43,7 +43,8 @@ fn records_added_during_a_walk_never_duplicate_or_skip_existing_ones() {
     let mut rng = StdRng::seed_from_u64(7);
 
     let template: Value = {
-        let (page, _) = plugins.list("vulnerability-findings", tenant.clone(), &request(&[("limit", "1")]), "t").unwrap();
+        let (page, _) =
+            plugins.list("vulnerability-findings", tenant.clone(), &request(&[("limit", "1")]), "t").unwrap();
         serde_json::from_slice::<Vec<Value>>(&page.data).unwrap().remove(0)
     };
 
