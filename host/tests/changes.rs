@@ -211,7 +211,7 @@ fn the_feed_follows_imports_on_postgres() {
 #[test]
 fn a_replaced_component_shapes_the_feed_too() {
     let redacted = test_plugins_dir().join("endpoints-redacted.wasm");
-    let plugins = plugins_dir_with(&["endpoints"], &[("endpoints", &redacted)]);
+    let plugins = plugins_dir_with(&["endpoints.wasm"], &[("endpoints-redacted.wasm", &redacted)]);
     let server = Server::start(plugins.path());
     let (organization, key) = server.organization_with_key("redacted", &["endpoints:read"]);
     let with_ip = |hostname: &str| {

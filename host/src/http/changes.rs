@@ -91,7 +91,9 @@ pub(super) async fn changes(
             "this API key can read none of the collections the change feed follows",
         ));
     }
-    let binding = CursorBinding { organization_id: principal.organization_id, collection: FEED, query: &query };
+    // A cursor is bound to the collections followed; `after` only starts a walk.
+    let binding_query: Vec<(String, String)> = query.iter().filter(|(name, _)| name == "collection").cloned().collect();
+    let binding = CursorBinding { organization_id: principal.organization_id, collection: FEED, query: &binding_query };
     let after = match (&parameters.cursor, parameters.after) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid_parameters(vec![(
