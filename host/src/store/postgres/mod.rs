@@ -1458,28 +1458,35 @@ impl<C: GenericClient> Session<'_, C> {
         const ENTRIES: &str = "index_entries WHERE org_id = $1 AND collection = $2";
         let (name, values) =
             (param(&mut params, Box::new(source_index)), param(&mut params, Box::new(bytes(&source_values))));
+        // Each lookup at a candidate's place is a scalar subquery, which runs
+        // once per candidate: as joins or `EXISTS`, the planner may (on stale
+        // statistics, it did) hash a group index's entries whole instead.
+        // `OFFSET 0` keeps the inner query whole, so that the outer `WHERE`
+        // does not run the lookups a second time.
+        let groups: Vec<String> = (0..group_by.len()).map(|n| format!("g{n}")).collect();
         let mut sql = format!(
-            "WITH candidates AS (SELECT DISTINCT position, id FROM {ENTRIES} AND index_name = {name} \
-             AND value = ANY({values})) SELECT "
+            "WITH candidates AS MATERIALIZED (SELECT DISTINCT position, id FROM {ENTRIES} AND index_name = {name} \
+             AND value = ANY({values})) SELECT {}, count(*) FROM (SELECT ",
+            groups.join(", ")
         );
-        let selected: Vec<String> = (0..group_by.len()).map(|n| format!("g{n}.value")).collect();
-        sql.push_str(&format!("{}, count(*) FROM candidates c", selected.join(", ")));
+        let mut placed = Vec::with_capacity(group_by.len());
         for (n, index) in group_by.iter().enumerate() {
             let name = param(&mut params, Box::new(index.clone()));
-            sql.push_str(&format!(
-                " JOIN counts v{n} ON v{n}.org_id = $1 AND v{n}.collection = $2 AND v{n}.name = {name} AND v{n}.n > 0 \
-                 JOIN index_entries g{n} ON g{n}.org_id = $1 AND g{n}.collection = $2 AND g{n}.index_name = {name} \
-                 AND g{n}.value = v{n}.value AND g{n}.position = c.position AND g{n}.id = c.id"
+            placed.push(format!(
+                "(SELECT value FROM {ENTRIES} AND index_name = {name} AND value = ANY(ARRAY(SELECT value FROM counts \
+                 WHERE org_id = $1 AND collection = $2 AND name = {name} AND n > 0)) AND position = c.position \
+                 AND id = c.id) AS g{n}"
             ));
         }
-        sql.push_str(" WHERE true");
+        sql.push_str(&placed.join(", "));
+        sql.push_str(" FROM candidates c WHERE true");
         for (_, index, values) in sized {
             let at_place = ordered_by_creation(collection, &index);
             let (name, values) = (param(&mut params, Box::new(index)), param(&mut params, Box::new(bytes(&values))));
             if at_place {
                 sql.push_str(&format!(
-                    " AND EXISTS (SELECT 1 FROM {ENTRIES} AND index_name = {name} AND value = ANY({values}) \
-                     AND position = c.position AND id = c.id)"
+                    " AND (SELECT count(*) FROM {ENTRIES} AND index_name = {name} AND value = ANY({values}) \
+                     AND position = c.position AND id = c.id) > 0"
                 ));
             } else {
                 sql.push_str(&format!(
@@ -1509,8 +1516,11 @@ impl<C: GenericClient> Session<'_, C> {
                  AND position > {after})"
             ));
         }
-        let places: Vec<String> = (1..=group_by.len()).map(|n| n.to_string()).collect();
-        sql.push_str(&format!(" GROUP BY {0} ORDER BY {0}", places.join(", ")));
+        sql.push_str(&format!(
+            " OFFSET 0) placed WHERE {} GROUP BY {1} ORDER BY {1}",
+            groups.iter().map(|group| format!("{group} IS NOT NULL")).collect::<Vec<_>>().join(" AND "),
+            groups.join(", ")
+        ));
         let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|param| param.as_ref()).collect();
         let rows = self.query(&sql, &params)?;
         let mut groups = Vec::with_capacity(rows.len());
