@@ -1,7 +1,7 @@
 //! The store's contract, written once against `esr::store::Store` and run
 //! against every backend: records by id and in order, index scans,
-//! positions and counts, count-matching and count-in-range (against brute
-//! force), organizations, API keys and their revocation, secrets and
+//! positions and counts, count-matching, count-in-range and count-groups
+//! (against brute force), organizations, API keys and their revocation, secrets and
 //! markers across a reopen, the write batch (all or nothing, validation
 //! under the write lock, writers serialized), the probe and sizes, clearing,
 //! bulk loads and the index check; the change feed (sequences in commit
@@ -77,6 +77,7 @@ macro_rules! contract {
                 index_scans_walk_positions,
                 count_matching_agrees_with_brute_force,
                 count_in_range_agrees_with_brute_force,
+                count_groups_agrees_with_brute_force,
                 organizations_and_api_keys,
                 secrets_and_markers_survive_a_reopen,
                 a_batch_is_all_or_nothing,
@@ -426,6 +427,203 @@ fn count_in_range_agrees_with_brute_force(backend: &dyn Backend) {
     assert!(matches!(
         reader.count_in_range(FINDINGS, "by_colour", None, None, &[], None),
         Err(StoreError::UnknownIndex(_))
+    ));
+}
+
+/// An endpoint with the fields the endpoints' indexes read.
+fn endpoint(n: usize) -> Value {
+    let families = ["linux", "windows", "macos"];
+    let tags = ["prod", "dev", "pci", "eu"];
+    let mut record = json!({
+        "id": Uuid::now_v7().to_string(),
+        "operating_system": {"family": families[n % 3]},
+        "tags": [tags[n % 4], tags[n / 3 % 4]],
+        "created_at": timestamp(27 - n % 28, n * 11),
+        "updated_at": timestamp(n % 28, n * 17),
+    });
+    if n.is_multiple_of(3) {
+        record["agent_id"] = json!(Uuid::now_v7().to_string());
+    }
+    record
+}
+
+/// A collection to count groups of: its records, the conditions a filter
+/// picks from (index, values), the indexes a summary may group by.
+type GroupedCollection<'a> = (&'a str, &'a [Value], Vec<(&'a str, Vec<String>)>, &'a [&'a str]);
+
+/// Random filters on findings and endpoints (several runs of blocks per
+/// index value, values some records lack, multi-valued conditions, ranges
+/// and `updated_after`), grouped by one or two indexes: the groups are
+/// what brute force counts, in the order of the group indexes' values, and
+/// the same whether counted from the candidates or by combination.
+fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
+    use rand::{Rng, SeedableRng, seq::SliceRandom};
+
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let endpoint_ids: Vec<String> = (0..7).map(|_| Uuid::now_v7().to_string()).collect();
+    let mut findings: Vec<Value> = (0..700)
+        .map(|n| {
+            let mut record = finding(n);
+            record["endpoint_id"] = json!(endpoint_ids[n * 7 / 700]);
+            if n % 7 == 3 {
+                record.as_object_mut().unwrap().remove("finding_type");
+            }
+            record
+        })
+        .collect();
+    // In batches, then moved between values: several runs per value.
+    for batch in findings.chunks(150) {
+        store.insert_records(organization, FINDINGS, batch).unwrap();
+    }
+    for n in (0..700).step_by(3) {
+        findings[n]["status"] = json!("suppressed");
+        findings[n]["updated_at"] = json!(timestamp(27, 300 + n));
+    }
+    store.insert_records(organization, FINDINGS, &findings[..350]).unwrap();
+    store.insert_records(organization, FINDINGS, &findings[350..]).unwrap();
+    let endpoints: Vec<Value> = (0..200).map(endpoint).collect();
+    store.insert_records(organization, "endpoints", &endpoints).unwrap();
+    store.insert_records(Uuid::now_v7(), FINDINGS, &findings[..50]).unwrap();
+
+    let mut sorted_cvss: Vec<IndexPosition> = findings
+        .iter()
+        .filter(|record| record.pointer("/cvss/base_score").is_some())
+        .map(|record| position(FINDINGS, "by_cvss", record))
+        .collect();
+    sorted_cvss.sort();
+    let pools: [GroupedCollection; 2] = [
+        (
+            FINDINGS,
+            &findings,
+            vec![
+                ("endpoint_id", endpoint_ids.clone()),
+                ("status", ["open", "resolved", "suppressed"].map(String::from).to_vec()),
+                ("severity", ["critical", "high", "medium", "low"].map(String::from).to_vec()),
+                ("kev", ["true", "false"].map(String::from).to_vec()),
+                ("finding_type", ["os_package", "application", "none-such"].map(String::from).to_vec()),
+                ("by_cvss", [SORTED, UNSORTED].map(String::from).to_vec()),
+                ("created_at", vec![String::new()]),
+            ],
+            &["severity", "status", "kev", "finding_type", "endpoint_id"],
+        ),
+        (
+            "endpoints",
+            &endpoints,
+            vec![
+                ("tag", ["prod", "dev", "pci", "eu"].map(String::from).to_vec()),
+                ("os_family", ["linux", "windows", "macos"].map(String::from).to_vec()),
+                ("has_agent", ["true", "false"].map(String::from).to_vec()),
+            ],
+            &["os_family", "has_agent"],
+        ),
+    ];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(26);
+    let mut reader = reader(&*store, organization);
+    let mut from_candidates = 0;
+    for case in 0..400 {
+        let (collection, records, pool, groupable) = &pools[case % 2];
+        let group_count = rng.gen_range(1..=2);
+        let group_by: Vec<String> =
+            groupable.choose_multiple(&mut rng, group_count).map(|index| (*index).to_owned()).collect();
+        let mut case_conditions = Vec::new();
+        let condition_count = rng.gen_range(0..=3);
+        for (index, values) in pool.choose_multiple(&mut rng, condition_count) {
+            let value_count = rng.gen_range(1..=values.len().min(3));
+            let chosen = values.choose_multiple(&mut rng, value_count);
+            case_conditions.push(((*index).to_owned(), chosen.cloned().collect::<Vec<String>>()));
+        }
+        let range = (*collection == FINDINGS && rng.gen_bool(0.3)).then(|| {
+            let bound = |rng: &mut rand::rngs::StdRng| {
+                rng.gen_bool(0.7).then(|| sorted_cvss[rng.gen_range(0..sorted_cvss.len())])
+            };
+            store::IndexRange { index: "by_cvss".to_owned(), after: bound(&mut rng), before: bound(&mut rng) }
+        });
+        let updated_after = rng
+            .gen_bool(0.3)
+            .then(|| Timestamp::parse(&timestamp(rng.gen_range(0..28), rng.gen_range(0..1440))).unwrap().0);
+
+        let mut expected: std::collections::BTreeMap<Vec<String>, u64> = Default::default();
+        for record in records.iter() {
+            let updated = record["updated_at"].as_str().and_then(Timestamp::parse).unwrap().0;
+            let meets = case_conditions.iter().all(|(index, values)| {
+                let held = indexes::find(collection, index).unwrap().values(record);
+                values.iter().any(|value| held.contains(value))
+            }) && updated_after.is_none_or(|after| updated > after)
+                && range.as_ref().is_none_or(|range| {
+                    record.pointer("/cvss/base_score").is_some() && {
+                        let at = position(FINDINGS, "by_cvss", record);
+                        range.after.is_none_or(|after| at > after) && range.before.is_none_or(|before| at < before)
+                    }
+                });
+            let held: Vec<Vec<String>> =
+                group_by.iter().map(|index| indexes::find(collection, index).unwrap().values(record)).collect();
+            if meets && held.iter().all(|values| values.len() == 1) {
+                *expected.entry(held.into_iter().flatten().collect()).or_default() += 1;
+            }
+        }
+        let what =
+            format!("{collection} by {group_by:?} where {case_conditions:?} in {range:?} after {updated_after:?}");
+        let groups =
+            reader.count_groups(collection, &group_by, range.as_ref(), &case_conditions, updated_after).unwrap();
+        let answered: std::collections::BTreeMap<Vec<String>, u64> =
+            groups.iter().map(|group| (group.values.clone(), group.count)).collect();
+        assert_eq!(answered, expected, "{what}");
+        assert_eq!(answered.len(), groups.len(), "each group once: {what}");
+        // Groups come in the order of the group indexes' values.
+        let mut orders = Vec::new();
+        for index in &group_by {
+            let values: Vec<String> =
+                reader.index_values(collection, index).unwrap().into_iter().map(|(value, _)| value).collect();
+            orders.push(values);
+        }
+        let places: Vec<Vec<usize>> = groups
+            .iter()
+            .map(|group| {
+                group
+                    .values
+                    .iter()
+                    .zip(&orders)
+                    .map(|(value, order)| order.iter().position(|v| v == value).unwrap())
+                    .collect()
+            })
+            .collect();
+        assert!(places.is_sorted(), "groups out of value order: {what}: {groups:?}");
+        // Counted from the candidates whenever a condition gives their places.
+        let placed = store::restricting_conditions(collection, &case_conditions)
+            .iter()
+            .any(|(index, _)| store::ordered_by_creation(collection, index));
+        let candidates = reader
+            .count_groups_of_candidates(
+                collection,
+                &group_by,
+                range.as_ref(),
+                &case_conditions,
+                updated_after,
+                u64::MAX,
+            )
+            .unwrap();
+        assert_eq!(candidates.is_some(), placed, "{what}");
+        if let Some(candidates) = candidates {
+            from_candidates += 1;
+            assert_eq!(candidates, groups, "{what}");
+        }
+    }
+    assert!(from_candidates > 100, "only {from_candidates} cases counted from candidates");
+    assert!(matches!(
+        reader.count_groups(FINDINGS, &["severity".to_owned()], None, &conditions(&[("colour", &["red"])]), None),
+        Err(StoreError::UnknownIndex(_))
+    ));
+    let by_status = store::IndexRange { index: "status".to_owned(), after: None, before: None };
+    assert!(matches!(
+        reader.count_groups(
+            FINDINGS,
+            &["severity".to_owned()],
+            Some(&by_status),
+            &conditions(&[("endpoint_id", &[endpoint_ids[0].as_str()])]),
+            None
+        ),
+        Err(StoreError::MalformedCall(_))
     ));
 }
 

@@ -340,10 +340,14 @@ pub trait StoreReader: Send {
     /// of the values they hold in the `group_by` indexes (one or two
     /// indexes where a record holds at most one value). Combinations held
     /// by no such record are left out. Counted from index counts and
-    /// entries: one index with no other condition is its count rows; the
-    /// rest is one [`StoreReader::count_matching`] (or
-    /// [`StoreReader::count_in_range`]) per value combination, the values
-    /// of the first index counted first so that empty ones are skipped.
+    /// entries, never reading a record: where count rows answer every
+    /// combination (one index with no other condition, a counted pair),
+    /// from them; else, when the conditions leave at most
+    /// [`MAX_GROUP_CANDIDATES`] candidates, by
+    /// [`StoreReader::count_groups_of_candidates`]; else one
+    /// [`StoreReader::count_matching`] (or [`StoreReader::count_in_range`])
+    /// per value combination, the values of the first index counted first
+    /// so that empty ones are skipped.
     fn count_groups(
         &mut self,
         collection: &str,
@@ -366,6 +370,23 @@ pub trait StoreReader: Send {
                     "count-groups by {index}, where a record may hold several values or none"
                 )));
             }
+        }
+        // Count rows are a lookup per combination whatever the data's size.
+        // Otherwise each combination is an intersection that walks the group
+        // values' entries whole, so the candidates, collected once, are
+        // cheaper: unless they are many, when they would cost as much memory
+        // as the walks (the backend declines past the limit).
+        if !combinations_are_counted(collection, group_by, range, conditions, updated_after)
+            && let Some(groups) = self.count_groups_of_candidates(
+                collection,
+                group_by,
+                range,
+                conditions,
+                updated_after,
+                MAX_GROUP_CANDIDATES,
+            )?
+        {
+            return Ok(groups);
         }
         let count = |reader: &mut Self, extra: Vec<IndexCondition>| -> Result<u64, StoreError> {
             let all: Vec<IndexCondition> = conditions.iter().cloned().chain(extra).collect();
@@ -426,6 +447,25 @@ pub trait StoreReader: Send {
     /// record without any, or none at all).
     fn history(&mut self, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError>;
 
+    /// [`StoreReader::count_groups`] (arguments already checked) from the
+    /// candidates: the records meeting the conditions, the range and
+    /// `updated_after`, collected once from the conditions' entries, each
+    /// one's group values then found in the group indexes' entries at its
+    /// own place (a record's entries share their position, its
+    /// `created_at`, in every index ordered by creation), no record read.
+    /// `None`, to count by combination instead, when the smallest condition
+    /// holds more than `max_candidates` records, or no condition is on an
+    /// index ordered by creation (nothing gives the candidates' places).
+    fn count_groups_of_candidates(
+        &mut self,
+        collection: &str,
+        group_by: &[String],
+        range: Option<&IndexRange>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+        max_candidates: u64,
+    ) -> Result<Option<Vec<GroupCount>>, StoreError>;
+
     /// How many records hold a sort value of the sort index `index` at a
     /// (position, id) strictly between `after` and `before` (an absent end
     /// is open), meet every condition and, when given, were updated
@@ -440,6 +480,62 @@ pub trait StoreReader: Send {
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError>;
+}
+
+/// The most candidates [`StoreReader::count_groups`] collects to find
+/// their group values (about 40 bytes each); a wider filter is counted by
+/// combination.
+pub const MAX_GROUP_CANDIDATES: u64 = 100_000;
+
+/// The conditions that restrict: each value once, and no condition every
+/// record meets (the empty value of an index every record is in).
+pub fn restricting_conditions(collection: &str, conditions: &[IndexCondition]) -> Vec<IndexCondition> {
+    conditions
+        .iter()
+        .map(|(index, values)| {
+            let values: std::collections::BTreeSet<&String> = values.iter().collect();
+            (index.clone(), values.into_iter().cloned().collect::<Vec<String>>())
+        })
+        .filter(|(index, values)| {
+            let everything =
+                esr_plugin_sdk::indexes::find(collection, index).is_some_and(|found| found.key == IndexKey::Everything);
+            !(everything && values.iter().any(String::is_empty))
+        })
+        .collect()
+}
+
+/// Whether a condition's index is ordered by `created_at`: its entries of
+/// a record are at the same place as the record's entries in every other
+/// such index.
+pub fn ordered_by_creation(collection: &str, index: &str) -> bool {
+    esr_plugin_sdk::indexes::find(collection, index)
+        .is_some_and(|found| found.order == esr_plugin_sdk::indexes::IndexOrder::CreatedAt)
+}
+
+/// Whether every count [`StoreReader::count_groups`] makes by combination
+/// is a count row (what `count_matching` answers from counts: one
+/// condition where a record holds one value, or a counted pair).
+fn combinations_are_counted(
+    collection: &str,
+    group_by: &[String],
+    range: Option<&IndexRange>,
+    conditions: &[IndexCondition],
+    updated_after: Option<i64>,
+) -> bool {
+    if range.is_some() || updated_after.is_some() {
+        return false;
+    }
+    let mut all = restricting_conditions(collection, conditions);
+    if all.is_empty() && group_by.len() == 1 {
+        return true;
+    }
+    all.extend(group_by.iter().map(|index| (index.clone(), vec![String::new()])));
+    let pairs = esr_plugin_sdk::indexes::counted_pairs(collection);
+    match all.as_slice() {
+        [_] => true,
+        [(a, _), (b, _)] => pairs.contains(&(a.as_str(), b.as_str())) || pairs.contains(&(b.as_str(), a.as_str())),
+        _ => false,
+    }
 }
 
 /// Where a read session may read from (see [`Store::reader_from`]).

@@ -38,9 +38,9 @@ use replicas::ReplicaSet;
 use std::sync::Arc;
 
 use crate::store::{
-    ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, IndexCondition,
-    IndexPosition, MAX_SCAN, Organization, ReadFrom, ReplicaHealth, Store, StoreError, StoreReader, StoredRecord,
-    WriteTime,
+    ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, GroupCount,
+    IndexCondition, IndexPosition, IndexRange, MAX_SCAN, Organization, ReadFrom, ReplicaHealth, Store, StoreError,
+    StoreReader, StoredRecord, WriteTime, ordered_by_creation, restricting_conditions,
 };
 
 impl From<postgres::Error> for StoreError {
@@ -1003,6 +1003,20 @@ impl StoreReader for PgReader {
         self.read(|mut session| session.history(collection, id))
     }
 
+    fn count_groups_of_candidates(
+        &mut self,
+        collection: &str,
+        group_by: &[String],
+        range: Option<&IndexRange>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+        max_candidates: u64,
+    ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+        self.read(|mut session| {
+            session.count_groups_of_candidates(collection, group_by, range, conditions, updated_after, max_candidates)
+        })
+    }
+
     fn count_in_range(
         &mut self,
         collection: &str,
@@ -1091,6 +1105,26 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
 
     fn history(&mut self, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
         Session::history(self, collection, id)
+    }
+
+    fn count_groups_of_candidates(
+        &mut self,
+        collection: &str,
+        group_by: &[String],
+        range: Option<&IndexRange>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+        max_candidates: u64,
+    ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+        Session::count_groups_of_candidates(
+            self,
+            collection,
+            group_by,
+            range,
+            conditions,
+            updated_after,
+            max_candidates,
+        )
     }
 
     fn count_in_range(
@@ -1456,6 +1490,138 @@ impl<C: GenericClient> Session<'_, C> {
             .collect();
         let range = Range { index: index.to_owned(), after, before };
         self.count_intersection(collection, Some(range), &conditions, updated_after)
+    }
+
+    /// [`StoreReader::count_groups_of_candidates`] in one statement: the
+    /// smallest condition on an index ordered by creation gives the
+    /// candidates (position, id); every other condition on such an index,
+    /// and each group index's values (its count rows), are looked up at
+    /// the candidate's place in the primary key (no index by id is kept);
+    /// any other condition, the range and `updated_after` are sets of ids.
+    pub fn count_groups_of_candidates(
+        &mut self,
+        collection: &str,
+        group_by: &[String],
+        range: Option<&IndexRange>,
+        conditions: &[(String, Vec<String>)],
+        updated_after: Option<i64>,
+        max_candidates: u64,
+    ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+        for index in group_by {
+            known_index(collection, index)?;
+        }
+        let mut sized = Vec::new();
+        for (index, values) in restricting_conditions(collection, conditions) {
+            known_index(collection, &index)?;
+            let mut held = 0;
+            for value in &values {
+                held += self.stored_count(collection, &index, value.as_bytes())?;
+            }
+            sized.push((held, index, values));
+        }
+        if let Some(range) = range {
+            known_index(collection, &range.index)?;
+            if indexes::find(collection, &range.index).is_none_or(|found| found.key != indexes::IndexKey::SortValue) {
+                return Err(StoreError::MalformedCall(format!("{} of {collection} is not a sort index", range.index)));
+            }
+        }
+        sized.sort_by_key(|(held, ..)| *held);
+        let Some(source) = sized.iter().position(|(_, index, _)| ordered_by_creation(collection, index)) else {
+            return Ok(None);
+        };
+        if sized[source].0 > max_candidates {
+            return Ok(None);
+        }
+        let (_, source_index, source_values) = sized.remove(source);
+        let organization = self.organization;
+        let mut params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(organization), Box::new(collection.to_owned())];
+        let param = |params: &mut Vec<Box<dyn ToSql + Sync>>, value: Box<dyn ToSql + Sync>| {
+            params.push(value);
+            format!("${}", params.len())
+        };
+        let bytes =
+            |values: &[String]| -> Vec<Vec<u8>> { values.iter().map(|value| value.as_bytes().to_vec()).collect() };
+        const ENTRIES: &str = "index_entries WHERE org_id = $1 AND collection = $2";
+        let (name, values) =
+            (param(&mut params, Box::new(source_index)), param(&mut params, Box::new(bytes(&source_values))));
+        // Each lookup at a candidate's place is a scalar subquery, which runs
+        // once per candidate: as joins or `EXISTS`, the planner may (on stale
+        // statistics, it did) hash a group index's entries whole instead.
+        // `OFFSET 0` keeps the inner query whole, so that the outer `WHERE`
+        // does not run the lookups a second time.
+        let groups: Vec<String> = (0..group_by.len()).map(|n| format!("g{n}")).collect();
+        let mut sql = format!(
+            "WITH candidates AS MATERIALIZED (SELECT DISTINCT position, id FROM {ENTRIES} AND index_name = {name} \
+             AND value = ANY({values})) SELECT {}, count(*) FROM (SELECT ",
+            groups.join(", ")
+        );
+        let mut placed = Vec::with_capacity(group_by.len());
+        for (n, index) in group_by.iter().enumerate() {
+            let name = param(&mut params, Box::new(index.clone()));
+            placed.push(format!(
+                "(SELECT value FROM {ENTRIES} AND index_name = {name} AND value = ANY(ARRAY(SELECT value FROM counts \
+                 WHERE org_id = $1 AND collection = $2 AND name = {name} AND n > 0)) AND position = c.position \
+                 AND id = c.id) AS g{n}"
+            ));
+        }
+        sql.push_str(&placed.join(", "));
+        sql.push_str(" FROM candidates c WHERE true");
+        for (_, index, values) in sized {
+            let at_place = ordered_by_creation(collection, &index);
+            let (name, values) = (param(&mut params, Box::new(index)), param(&mut params, Box::new(bytes(&values))));
+            if at_place {
+                sql.push_str(&format!(
+                    " AND (SELECT count(*) FROM {ENTRIES} AND index_name = {name} AND value = ANY({values}) \
+                     AND position = c.position AND id = c.id) > 0"
+                ));
+            } else {
+                sql.push_str(&format!(
+                    " AND c.id IN (SELECT id FROM {ENTRIES} AND index_name = {name} AND value = ANY({values}))"
+                ));
+            }
+        }
+        if let Some(range) = range {
+            let name = param(&mut params, Box::new(range.index.clone()));
+            sql.push_str(&format!(
+                " AND c.id IN (SELECT id FROM {ENTRIES} AND index_name = {name} AND value = '\\x'::bytea"
+            ));
+            if let Some((position, id)) = range.after {
+                let (p, i) = (param(&mut params, Box::new(position)), param(&mut params, Box::new(id)));
+                sql.push_str(&format!(" AND (position, id) > ({p}, {i})"));
+            }
+            if let Some((position, id)) = range.before {
+                let (p, i) = (param(&mut params, Box::new(position)), param(&mut params, Box::new(id)));
+                sql.push_str(&format!(" AND (position, id) < ({p}, {i})"));
+            }
+            sql.push(')');
+        }
+        if let Some(after) = updated_after {
+            let after = param(&mut params, Box::new(after));
+            sql.push_str(&format!(
+                " AND c.id IN (SELECT id FROM {ENTRIES} AND index_name = '{UPDATED_AT}' AND value = '\\x'::bytea \
+                 AND position > {after})"
+            ));
+        }
+        sql.push_str(&format!(
+            " OFFSET 0) placed WHERE {} GROUP BY {1} ORDER BY {1}",
+            groups.iter().map(|group| format!("{group} IS NOT NULL")).collect::<Vec<_>>().join(" AND "),
+            groups.join(", ")
+        ));
+        let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|param| param.as_ref()).collect();
+        let rows = self.query(&sql, &params)?;
+        let mut groups = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut values = Vec::with_capacity(group_by.len());
+            for (n, index) in group_by.iter().enumerate() {
+                let value: Vec<u8> = row.get(n);
+                values.push(String::from_utf8(value).map_err(|_| {
+                    StoreError::Corrupt(format!("an index entry of {collection}/{index} is not UTF-8"))
+                })?);
+            }
+            let count = row.get::<_, i64>(group_by.len()).max(0) as u64;
+            groups.push(GroupCount { values, count });
+        }
+        Ok(Some(groups))
     }
 
     /// How many records were updated strictly after `after`: the updates of

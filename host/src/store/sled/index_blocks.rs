@@ -258,6 +258,33 @@ impl Iterator for Entries {
     }
 }
 
+/// Which of `probes` (in ascending order) the index value at `prefix`
+/// holds. Each run is sought at the block that would hold a probe, and
+/// that block answers the probes after it up to its last entry: at most
+/// one lookup per probe, and one per block when the probes are dense.
+pub fn held(tree: &sled::Tree, prefix: &[u8], probes: &[Entry]) -> Result<Vec<bool>, StoreError> {
+    let mut found = vec![false; probes.len()];
+    for (run, _) in read_runs(tree, prefix)? {
+        let run_prefix = run_prefix(prefix, run);
+        let mut block: Vec<Entry> = Vec::new();
+        for (probe, found) in probes.iter().zip(found.iter_mut()) {
+            if *found {
+                continue;
+            }
+            let answered =
+                block.first().is_some_and(|first| first <= probe) && block.last().is_some_and(|last| probe <= last);
+            if !answered {
+                block = match tree.range(run_prefix.clone()..=block_key(&run_prefix, probe)).next_back() {
+                    Some(stored) => decode_block(&stored?.1)?,
+                    None => Vec::new(),
+                };
+            }
+            *found = block.binary_search(probe).is_ok();
+        }
+    }
+    Ok(found)
+}
+
 /// The entries of one run, read block by block.
 struct RunEntries {
     blocks: Box<dyn DoubleEndedIterator<Item = sled::Result<(sled::IVec, sled::IVec)>> + Send>,

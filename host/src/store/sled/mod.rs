@@ -24,8 +24,9 @@ use uuid::Uuid;
 
 use self::index_blocks::value_prefix;
 use crate::store::{
-    ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, IndexCondition,
-    IndexPosition, MAX_SCAN, Organization, Store, StoreError, StoreReader, StoredRecord, WriteTime,
+    ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, GroupCount,
+    IndexCondition, IndexPosition, IndexRange, MAX_SCAN, Organization, Store, StoreError, StoreReader, StoredRecord,
+    WriteTime, ordered_by_creation, restricting_conditions,
 };
 
 const ORGANIZATIONS: &str = "organizations";
@@ -943,9 +944,7 @@ impl Trees {
         Ok(Some(candidates))
     }
 
-    /// How many of `candidates` were updated strictly after `after`: the
-    /// smaller side of `after` in the `updated_at` index is read (the
-    /// sides' sizes come from the hourly counts).
+    /// How many of `candidates` were updated strictly after `after`.
     fn count_candidates_updated_after(
         &self,
         organization: Uuid,
@@ -953,23 +952,187 @@ impl Trees {
         candidates: &HashSet<[u8; 16]>,
         after: i64,
     ) -> Result<u64, StoreError> {
+        Ok(self.candidates_updated_after(organization, collection, candidates, after)?.len() as u64)
+    }
+
+    /// Those of `candidates` updated strictly after `after`: the smaller
+    /// side of `after` in the `updated_at` index is read (the sides' sizes
+    /// come from the hourly counts).
+    fn candidates_updated_after(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        candidates: &HashSet<[u8; 16]>,
+        after: i64,
+    ) -> Result<HashSet<[u8; 16]>, StoreError> {
         let trees = self.index_trees(collection, UPDATED_AT)?;
         let updated_later = self.count_updated_after(organization, collection, after)?;
         let everything = self.count(organization, collection)?;
         let later = updated_later <= everything - updated_later.min(everything);
         let split = entry_of(after, Uuid::max());
         let prefix = value_prefix(organization, UPDATED_AT, "");
-        let mut count = 0;
+        let mut side = HashSet::new();
         for entry in index_blocks::Entries::new(&trees.index, &prefix, later.then_some(&split), false)? {
             let entry = entry?;
             if !later && entry > split {
                 break;
             }
-            if candidates.contains(&entry_id(&entry)?) {
-                count += 1;
+            let id = entry_id(&entry)?;
+            if candidates.contains(&id) {
+                side.insert(id);
             }
         }
-        Ok(if later { count } else { candidates.len() as u64 - count })
+        Ok(if later { side } else { candidates.difference(&side).copied().collect() })
+    }
+
+    /// [`StoreReader::count_groups_of_candidates`]: the smallest condition
+    /// on an index ordered by creation gives the candidates' entries; the
+    /// other such conditions, then each group value, keep those they hold,
+    /// sought block by block at the candidates' places
+    /// ([`index_blocks::held`]); any other condition, the range and
+    /// `updated_after` keep those their entries name.
+    #[allow(clippy::too_many_arguments)]
+    fn count_groups_of_candidates(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        group_by: &[String],
+        range: Option<&IndexRange>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+        max_candidates: u64,
+    ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+        let mut sized = Vec::new();
+        for (index, values) in restricting_conditions(collection, conditions) {
+            let trees = self.index_trees(collection, &index)?;
+            let mut held = 0;
+            for value in &values {
+                held += self.index_count(organization, collection, &index, value)?;
+            }
+            sized.push((held, trees, index, values));
+        }
+        if let Some(range) = range {
+            self.index_trees(collection, &range.index)?;
+            if indexes::find(collection, &range.index).is_none_or(|found| found.key != indexes::IndexKey::SortValue) {
+                return Err(StoreError::MalformedCall(format!("{} of {collection} is not a sort index", range.index)));
+            }
+        }
+        sized.sort_by_key(|(held, ..)| *held);
+        let Some(source) = sized.iter().position(|(_, _, index, _)| ordered_by_creation(collection, index)) else {
+            return Ok(None);
+        };
+        if sized[source].0 > max_candidates {
+            return Ok(None);
+        }
+        let (_, trees, index, values) = sized.remove(source);
+        let mut candidates: Vec<index_blocks::Entry> = Vec::new();
+        for value in &values {
+            for entry in
+                index_blocks::Entries::new(&trees.index, &value_prefix(organization, &index, value), None, false)?
+            {
+                candidates.push(entry?);
+            }
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        for (_, trees, index, values) in &sized {
+            if ordered_by_creation(collection, index) {
+                let mut kept = vec![false; candidates.len()];
+                for value in values {
+                    let held =
+                        index_blocks::held(&trees.index, &value_prefix(organization, index, value), &candidates)?;
+                    kept.iter_mut().zip(held).for_each(|(kept, held)| *kept |= held);
+                }
+                let mut kept = kept.into_iter();
+                candidates.retain(|_| kept.next().unwrap_or(false));
+            } else {
+                let ids = ids_of(&candidates)?;
+                let mut named = HashSet::new();
+                for value in values {
+                    for entry in index_blocks::Entries::new(
+                        &trees.index,
+                        &value_prefix(organization, index, value),
+                        None,
+                        false,
+                    )? {
+                        let id = entry_id(&entry?)?;
+                        if ids.contains(&id) {
+                            named.insert(id);
+                        }
+                    }
+                }
+                candidates = keep_named(candidates, &named)?;
+            }
+        }
+        if let Some(range) = range {
+            let trees = self.index_trees(collection, &range.index)?;
+            let ids = ids_of(&candidates)?;
+            let before = range.before.map(|(position, id)| entry_of(position, id));
+            let after = range.after.map(|(position, id)| entry_of(position, id));
+            let prefix = value_prefix(organization, &range.index, indexes::SORTED);
+            let mut named = HashSet::new();
+            for entry in index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), false)? {
+                let entry = entry?;
+                if before.is_some_and(|before| entry >= before) || named.len() == ids.len() {
+                    break;
+                }
+                let id = entry_id(&entry)?;
+                if ids.contains(&id) {
+                    named.insert(id);
+                }
+            }
+            candidates = keep_named(candidates, &named)?;
+        }
+        if let Some(after) = updated_after {
+            let named = self.candidates_updated_after(organization, collection, &ids_of(&candidates)?, after)?;
+            candidates = keep_named(candidates, &named)?;
+        }
+        // Each candidate's value in each group index (none: it holds none).
+        let mut placed: Vec<Vec<Option<usize>>> = Vec::with_capacity(group_by.len());
+        let mut names: Vec<Vec<String>> = Vec::with_capacity(group_by.len());
+        for group in group_by {
+            let trees = self.index_trees(collection, group)?;
+            let values = self.index_values(organization, collection, group)?;
+            let mut value_of = vec![None; candidates.len()];
+            let mut unplaced: Vec<usize> = (0..candidates.len()).collect();
+            // The commonest values first: most candidates are placed early
+            // and not sought again.
+            let mut commonest: Vec<usize> = (0..values.len()).collect();
+            commonest.sort_by_key(|n| std::cmp::Reverse(values[*n].1));
+            for n in commonest {
+                if unplaced.is_empty() {
+                    break;
+                }
+                let probes: Vec<index_blocks::Entry> = unplaced.iter().map(|at| candidates[*at]).collect();
+                let held = index_blocks::held(&trees.index, &value_prefix(organization, group, &values[n].0), &probes)?;
+                let mut still = Vec::with_capacity(unplaced.len());
+                for (at, held) in unplaced.into_iter().zip(held) {
+                    if held {
+                        value_of[at] = Some(n);
+                    } else {
+                        still.push(at);
+                    }
+                }
+                unplaced = still;
+            }
+            placed.push(value_of);
+            names.push(values.into_iter().map(|(value, _)| value).collect());
+        }
+        // Keyed by the values' places in value order: groups come out in it.
+        let mut counted: BTreeMap<Vec<usize>, u64> = BTreeMap::new();
+        for at in 0..candidates.len() {
+            if let Some(key) = placed.iter().map(|value_of| value_of[at]).collect::<Option<Vec<usize>>>() {
+                *counted.entry(key).or_default() += 1;
+            }
+        }
+        let groups = counted
+            .into_iter()
+            .map(|(key, count)| GroupCount {
+                values: key.iter().zip(&names).map(|(n, names)| names[*n].clone()).collect(),
+                count,
+            })
+            .collect();
+        Ok(Some(groups))
     }
 
     /// How many records were updated strictly after `after`: the updates of
@@ -1137,6 +1300,26 @@ impl StoreReader for SledReader {
 
     fn history(&mut self, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
         self.trees.history(self.organization, collection, id)
+    }
+
+    fn count_groups_of_candidates(
+        &mut self,
+        collection: &str,
+        group_by: &[String],
+        range: Option<&IndexRange>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+        max_candidates: u64,
+    ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+        self.trees.count_groups_of_candidates(
+            self.organization,
+            collection,
+            group_by,
+            range,
+            conditions,
+            updated_after,
+            max_candidates,
+        )
     }
 
     fn count_in_range(
@@ -1419,6 +1602,25 @@ fn single_valued(collection: &str, index: &str) -> bool {
 }
 
 /// The record id that ends an index entry.
+/// The record ids of these entries.
+fn ids_of(entries: &[index_blocks::Entry]) -> Result<HashSet<[u8; 16]>, StoreError> {
+    entries.iter().map(entry_id).collect()
+}
+
+/// The entries whose record `named` holds, in their order.
+fn keep_named(
+    entries: Vec<index_blocks::Entry>,
+    named: &HashSet<[u8; 16]>,
+) -> Result<Vec<index_blocks::Entry>, StoreError> {
+    let mut kept = Vec::with_capacity(named.len());
+    for entry in entries {
+        if named.contains(&entry_id(&entry)?) {
+            kept.push(entry);
+        }
+    }
+    Ok(kept)
+}
+
 fn entry_id(entry: &index_blocks::Entry) -> Result<[u8; 16], StoreError> {
     <[u8; 16]>::try_from(&entry[8..]).map_err(|_| StoreError::Corrupt("an index entry has no record id".into()))
 }
