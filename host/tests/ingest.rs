@@ -515,8 +515,10 @@ fn an_import_at_the_size_limit_takes_bounded_memory_and_gives_it_back() {
     let baseline = memory_figure(pid, "VmRSS");
     // Peaks from here on: VmHWM restarts at the current resident size.
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
-    // Measured: about 16 times the batch, half of it sled's transaction.
-    let peak_allowed = baseline + 24 * BATCH as u64;
+    // Measured: about 16 times the batch, half of it sled's transaction;
+    // the change feed's event and pointer (two more sled keys per record)
+    // took the peak from under 24 to about 26 times.
+    let peak_allowed = baseline + 28 * BATCH as u64;
     let scope = |n: usize, description: &str| {
         json!({"name": format!("scope {n}"), "status": "active", "description": description}).to_string() + "\n"
     };

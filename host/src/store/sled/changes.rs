@@ -15,7 +15,7 @@
 //! counts. Sequences are given under the store's writer lock (one process
 //! owns the directory), so they follow commit order.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use uuid::Uuid;
 
@@ -25,11 +25,11 @@ use crate::store::{COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, MAX_SCA
 /// The tree of every organization's [`ChangeLog`].
 pub(super) const CHANGE_LOGS: &str = "change-logs";
 
-/// Keys to write (`Some`) or remove (`None`) in one tree, in key order.
-pub(super) type KeyChanges = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
-
 /// `record id ‖ operation ‖ changed_at`.
 const EVENT_BYTES: usize = 16 + 1 + 8;
+
+/// Keys to write (`Some`) or remove (`None`) in one tree, each key once.
+pub(super) type KeyChanges<K, V> = Vec<(K, Option<V>)>;
 
 /// An event's key: `organization ‖ sequence`.
 pub(super) fn event_key(organization: Uuid, sequence: u64) -> [u8; 24] {
@@ -50,10 +50,10 @@ pub(super) fn history_prefix(organization: Uuid, id: Uuid) -> [u8; 32] {
 }
 
 /// A history entry's key: `organization ‖ record id ‖ n`.
-pub(super) fn history_key(organization: Uuid, id: Uuid, n: u64) -> Vec<u8> {
-    let mut key = Vec::with_capacity(40);
-    key.extend_from_slice(&history_prefix(organization, id));
-    key.extend_from_slice(&n.to_be_bytes());
+pub(super) fn history_key(organization: Uuid, id: Uuid, n: u64) -> [u8; 40] {
+    let mut key = [0u8; 40];
+    key[..32].copy_from_slice(&history_prefix(organization, id));
+    key[32..].copy_from_slice(&n.to_be_bytes());
     key
 }
 
@@ -82,15 +82,15 @@ pub(super) struct StoredEvent {
 }
 
 impl StoredEvent {
-    pub fn encode(&self) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(EVENT_BYTES);
-        bytes.extend_from_slice(self.id.as_bytes());
-        bytes.push(match self.operation {
+    pub fn encode(&self) -> [u8; EVENT_BYTES] {
+        let mut bytes = [0u8; EVENT_BYTES];
+        bytes[..16].copy_from_slice(self.id.as_bytes());
+        bytes[16] = match self.operation {
             ChangeOperation::Created => 1,
             ChangeOperation::Updated => 2,
             ChangeOperation::Deleted => 3,
-        });
-        bytes.extend_from_slice(&self.changed_at.to_be_bytes());
+        };
+        bytes[17..].copy_from_slice(&self.changed_at.to_be_bytes());
         bytes
     }
 
@@ -133,27 +133,39 @@ pub(super) fn decode_log(bytes: &[u8]) -> Result<ChangeLog, StoreError> {
     Ok(ChangeLog { latest: read_sequence(&bytes[..8])?, pruned_through: read_sequence(&bytes[8..])? })
 }
 
-/// Writes `changes` to a tree inside a transaction.
-pub(super) fn apply(
+/// Writes keys (`Some`) or removes them (`None`) inside a transaction.
+pub(super) fn apply<'a, K: AsRef<[u8]> + 'a, V: AsRef<[u8]> + 'a>(
     tree: &sled::transaction::TransactionalTree,
-    changes: &KeyChanges,
+    changes: impl IntoIterator<Item = (&'a K, &'a Option<V>)>,
 ) -> sled::transaction::ConflictableTransactionResult<(), StoreError> {
     for (key, value) in changes {
         match value {
-            Some(value) => tree.insert(key.as_slice(), value.as_slice())?,
-            None => tree.remove(key.as_slice())?,
+            Some(value) => tree.insert(key.as_ref(), value.as_ref())?,
+            None => tree.remove(key.as_ref())?,
         };
     }
     Ok(())
 }
 
+/// [`apply`] for [`KeyChanges`].
+pub(super) fn apply_all<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+    tree: &sled::transaction::TransactionalTree,
+    changes: &KeyChanges<K, V>,
+) -> sled::transaction::ConflictableTransactionResult<(), StoreError> {
+    apply(tree, changes.iter().map(|(key, value)| (key, value)))
+}
+
 /// What a collection write does to the feed and histories, planned before
 /// its transaction.
+/// Their keys are distinct: a record gets one new event and pointer, an
+/// old event's sequence is below every new one, and a deleted record's
+/// history is not written to. Fixed-size keys and values: a batch of
+/// 10,000 records plans 20,000 of them, held until its transaction commits.
 #[derive(Default)]
 pub(super) struct FeedWrites {
-    pub events: KeyChanges,
-    pub pointers: KeyChanges,
-    pub history: KeyChanges,
+    pub events: KeyChanges<[u8; 24], [u8; EVENT_BYTES]>,
+    pub pointers: KeyChanges<[u8; 32], [u8; 8]>,
+    pub history: KeyChanges<Vec<u8>, Vec<u8>>,
 }
 
 impl FeedWrites {
@@ -161,10 +173,10 @@ impl FeedWrites {
     /// before (`stored_event`).
     pub fn record_event(&mut self, organization: Uuid, sequence: u64, event: StoredEvent, stored_event: Option<u64>) {
         if let Some(old) = stored_event {
-            self.events.insert(event_key(organization, old).to_vec(), None);
+            self.events.push((event_key(organization, old), None));
         }
-        self.events.insert(event_key(organization, sequence).to_vec(), Some(event.encode()));
-        self.pointers.insert(pointer_key(organization, event.id).to_vec(), Some(sequence.to_be_bytes().to_vec()));
+        self.events.push((event_key(organization, sequence), Some(event.encode())));
+        self.pointers.push((pointer_key(organization, event.id), Some(sequence.to_be_bytes())));
     }
 }
 
@@ -249,9 +261,11 @@ impl Trees {
     pub(super) fn prune_changes(&self, organization: Uuid, before: i64) -> Result<u64, StoreError> {
         let mut removed = 0u64;
         let mut highest = 0u64;
-        let mut planned: Vec<(&sled::Tree, &sled::Tree, KeyChanges, KeyChanges)> = Vec::new();
+        // Per collection: its trees, the event keys and pointer keys to remove.
+        type Removals<'a> = (&'a sled::Tree, &'a sled::Tree, Vec<sled::IVec>, Vec<[u8; 32]>);
+        let mut planned: Vec<Removals<'_>> = Vec::new();
         for trees in self.collections.values() {
-            let (mut events, mut pointers) = (KeyChanges::new(), KeyChanges::new());
+            let (mut events, mut pointers) = (Vec::new(), Vec::new());
             for entry in trees.changes.scan_prefix(organization.as_bytes()) {
                 let (key, bytes) = entry?;
                 let event = StoredEvent::decode(&bytes)?;
@@ -259,8 +273,8 @@ impl Trees {
                     continue;
                 }
                 let (_, sequence) = split_event_key(&key)?;
-                events.insert(key.to_vec(), None);
-                pointers.insert(pointer_key(organization, event.id).to_vec(), None);
+                events.push(key);
+                pointers.push(pointer_key(organization, event.id));
                 removed += 1;
                 highest = highest.max(sequence);
             }
@@ -276,8 +290,12 @@ impl Trees {
         trees.push(&self.change_logs);
         let outcome = sled::Transactional::transaction(&trees[..], |views| {
             for (position, (_, _, events, pointers)) in planned.iter().enumerate() {
-                apply(&views[2 * position], events)?;
-                apply(&views[2 * position + 1], pointers)?;
+                for key in events {
+                    views[2 * position].remove(key)?;
+                }
+                for key in pointers {
+                    views[2 * position + 1].remove(&key[..])?;
+                }
             }
             views[2 * planned.len()].insert(&organization.as_bytes()[..], &encode_log(log)[..])?;
             Ok(())

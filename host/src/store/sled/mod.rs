@@ -594,7 +594,7 @@ impl Trees {
                     None => Trees::next_history_number(&collection_trees.history, organization, id)?,
                 };
                 next_entry.insert(id, n + 1);
-                feed.history.insert(changes::history_key(organization, id, n), Some(entry));
+                feed.history.push((changes::history_key(organization, id, n).to_vec(), Some(entry)));
             }
             let changed: BTreeMap<Vec<u8>, bool> = entries
                 .into_iter()
@@ -632,9 +632,9 @@ impl Trees {
                         counts.insert(key.as_slice(), &updated.to_be_bytes())?;
                     }
                 }
-                changes::apply(events, &feed.events)?;
-                changes::apply(pointers, &feed.pointers)?;
-                changes::apply(history, &feed.history)?;
+                changes::apply_all(events, &feed.events)?;
+                changes::apply_all(pointers, &feed.pointers)?;
+                changes::apply_all(history, &feed.history)?;
             }
             if let Some(log) = logged {
                 views[6 * prepared.len()].insert(&organization.as_bytes()[..], &changes::encode_log(log)[..])?;
@@ -1763,7 +1763,7 @@ mod tests {
         let (first_event, _) = trees.changes.first()?.ok_or_else(|| StoreError::Corrupt("no events".into()))?;
         trees.changes.remove(first_event)?;
         let stray = changes::StoredEvent { id: Uuid::now_v7(), operation: ChangeOperation::Deleted, changed_at: 0 };
-        trees.changes.insert(changes::event_key(organization, 99), stray.encode())?;
+        trees.changes.insert(changes::event_key(organization, 99), &stray.encode()[..])?;
         assert_eq!(
             store.verify_indexes()?,
             [
