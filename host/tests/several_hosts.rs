@@ -368,6 +368,129 @@ fn an_updated_after_poller_misses_nothing_while_two_hosts_write() {
     }
 }
 
+/// Every event of the feed after `after`, alternating hosts page by page;
+/// and the sequence to poll from next.
+fn follow_feed(servers: &[&Server], after: u64, turn: &mut usize) -> (Vec<Value>, u64) {
+    let mut events = Vec::new();
+    let mut path = format!("/v1/changes?after={after}&limit=7");
+    loop {
+        *turn += 1;
+        let page = servers[*turn % servers.len()].json(&path);
+        events.extend(page["data"].as_array().unwrap().iter().cloned());
+        match page["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/changes?cursor={cursor}&limit=7"),
+            None => return (events, page["sequence"].as_u64().unwrap()),
+        }
+    }
+}
+
+#[test]
+fn listing_then_following_the_feed_ends_with_exactly_the_records_while_two_hosts_import() {
+    const COLLECTIONS: [&str; 2] = ["endpoints", "vulnerability-findings"];
+    let hosts = TwoHosts::start(&[]);
+    let organization = hosts.a.organization_ids[0].clone();
+    let endpoints = imported(import(
+        &hosts.a,
+        &organization,
+        "endpoints",
+        &(0..4).map(|n| endpoint(&format!("mirrored-{n}"), "mirror")).collect::<Vec<_>>(),
+    ));
+    let writing = std::sync::atomic::AtomicBool::new(true);
+    let mut mirror: BTreeMap<(String, String), Value> = BTreeMap::new();
+    std::thread::scope(|scope| {
+        // Each host's writer creates findings and rewrites endpoints and
+        // findings it made: creates and updates commit on both hosts.
+        let writers: Vec<_> = hosts
+            .both()
+            .into_iter()
+            .enumerate()
+            .map(|(writer, server)| {
+                let (organization, endpoints) = (&organization, &endpoints);
+                scope.spawn(move || {
+                    let mut mine: Vec<(String, Value)> = Vec::new();
+                    for batch in 0..12 {
+                        let mut lines: Vec<Value> = (0..4)
+                            .map(|n| {
+                                let label = format!("m{writer}-b{batch}-n{n}");
+                                finding(&endpoints[(batch + n) % endpoints.len()], SEVERITIES[(n + batch) % 5], &label)
+                            })
+                            .collect();
+                        if let Some((id, mut line)) = mine.get(batch).cloned() {
+                            line["id"] = json!(id);
+                            line["severity"] = json!(SEVERITIES[(batch + 3) % 5]);
+                            lines.push(line);
+                        }
+                        let ids = imported(import(server, organization, "vulnerability-findings", &lines));
+                        mine.extend(ids.into_iter().zip(lines).take(4));
+                        let mut renamed = endpoint(&format!("mirrored-{writer}"), &format!("b{batch}"));
+                        renamed["id"] = json!(endpoints[writer]);
+                        imported(import(server, organization, "endpoints", &[renamed]));
+                    }
+                })
+            })
+            .collect();
+        // The client: lists everything while the writers write, each page
+        // from the other host, keeping the first page's sequence; then
+        // follows the feed from it until the writers are done, and once more.
+        let mut turn = 0;
+        let mut from = u64::MAX;
+        for collection in COLLECTIONS {
+            let mut path = format!("/v1/{collection}?limit=100");
+            loop {
+                turn += 1;
+                let page = hosts.both()[turn % 2].json(&path);
+                if !path.contains("cursor=") {
+                    from = from.min(page["sequence"].as_u64().unwrap());
+                }
+                for record in page["data"].as_array().unwrap() {
+                    mirror.insert((collection.to_owned(), record["id"].as_str().unwrap().to_owned()), record.clone());
+                }
+                match page["next_cursor"].as_str() {
+                    Some(cursor) => path = format!("/v1/{collection}?limit=100&cursor={cursor}"),
+                    None => break,
+                }
+            }
+        }
+        assert!(from > 0, "the endpoints imported before the list have sequences");
+        loop {
+            let done = !writing.load(std::sync::atomic::Ordering::SeqCst);
+            let (events, next) = follow_feed(&hosts.both(), from, &mut turn);
+            for event in events {
+                let key = (event["collection"].as_str().unwrap().to_owned(), event["id"].as_str().unwrap().to_owned());
+                match event["operation"].as_str().unwrap() {
+                    "deleted" => {
+                        mirror.remove(&key);
+                    }
+                    _ => {
+                        mirror.insert(key, event["record"].clone());
+                    }
+                }
+            }
+            from = next;
+            if done {
+                break;
+            }
+            if writers.iter().all(|writer| writer.is_finished()) {
+                writing.store(false, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        for writer in writers {
+            writer.join().unwrap();
+        }
+    });
+    // The mirror holds exactly the organization's records, as they are now.
+    let mut now: BTreeMap<(String, String), Value> = BTreeMap::new();
+    for collection in COLLECTIONS {
+        for record in hosts.b.all(0, collection) {
+            now.insert((collection.to_owned(), record["id"].as_str().unwrap().to_owned()), record);
+        }
+    }
+    assert_eq!(mirror.len(), now.len(), "the mirror holds as many records as the organization");
+    for (key, record) in &now {
+        assert_eq!(mirror.get(key), Some(record), "{key:?} differs in the mirror");
+    }
+}
+
 #[test]
 fn a_keys_rate_limit_holds_across_two_hosts() {
     // One request a minute after a burst of 10: refill does not matter
