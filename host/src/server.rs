@@ -180,6 +180,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         rate_limits,
     });
     let heartbeats = tokio::spawn(heartbeat(state.clone()));
+    let suppression_expiry = tokio::spawn(expire_suppressions(db.clone(), store_calls.clone()));
     let admin_listener = tokio::net::TcpListener::bind(options.admin_listen)
         .await
         .with_context(|| format!("cannot listen on {} (admin)", options.admin_listen))?;
@@ -222,6 +223,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let _ = stop_admin.send(());
     let _ = admin.await;
     heartbeats.abort();
+    suppression_expiry.abort();
     tokio::task::block_in_place(|| {
         if let Err(error) = db.host_leaving(&host) {
             tracing::warn!(%error, "could not record that this host stopped serving");
@@ -258,6 +260,21 @@ async fn heartbeat(state: AppState) {
             Ok(Ok(hosts)) => state.rate_limits.set_hosts(hosts),
             Ok(Err(error)) => tracing::warn!(%error, "heartbeat: the store did not answer"),
             Err(error) => tracing::warn!(%error, "heartbeat task failed"),
+        }
+    }
+}
+
+/// Reopens expired suppressions in every organization at start and every
+/// [`crate::expiry::EXPIRY_EVERY`], with a store permit like any request.
+async fn expire_suppressions(db: Arc<dyn crate::store::Store>, store_calls: StoreCalls) {
+    let mut ticks = tokio::time::interval(crate::expiry::EXPIRY_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let db = db.clone();
+        let deadline = tokio::time::Instant::now() + crate::expiry::EXPIRY_EVERY;
+        if store_calls.run(deadline, move || crate::expiry::expire_everywhere(db.as_ref())).await.is_err() {
+            tracing::warn!("suppression expiry: no store permit came in time; trying again at the next tick");
         }
     }
 }
