@@ -4,10 +4,12 @@
 //! One tree per collection, keyed by organization id (16 bytes) then record
 //! id (16 bytes), so one organization's records are one contiguous range in
 //! id order, which is creation order because ids are UUIDv7. Organizations
-//! and API keys (by hash) have their own trees. Every write is flushed
-//! before it is acknowledged: sled's background flusher loses acknowledged
-//! writes on a crash.
+//! and API keys (by hash) have their own trees; the change feed and
+//! records' histories theirs (`changes.rs`). Every write is flushed before
+//! it is acknowledged: sled's background flusher loses acknowledged writes
+//! on a crash.
 
+mod changes;
 mod index_blocks;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -22,8 +24,8 @@ use uuid::Uuid;
 
 use self::index_blocks::value_prefix;
 use crate::store::{
-    ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, CollectionWrite, IndexCondition, IndexPosition,
-    MAX_SCAN, Organization, Store, StoreError, StoreReader, StoredRecord, WriteTime,
+    ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, IndexCondition,
+    IndexPosition, MAX_SCAN, Organization, Store, StoreError, StoreReader, StoredRecord, WriteTime,
 };
 
 const ORGANIZATIONS: &str = "organizations";
@@ -59,6 +61,8 @@ pub struct Trees {
     organizations: sled::Tree,
     api_keys: sled::Tree,
     meta: sled::Tree,
+    /// `organization` → its [`ChangeLog`] (`changes.rs`).
+    change_logs: sled::Tree,
     collections: BTreeMap<&'static str, CollectionTrees>,
     /// Held by whoever validates and writes a batch, so that what was
     /// validated is what gets replaced. One process owns a sled directory,
@@ -79,6 +83,12 @@ struct CollectionTrees {
     index: sled::Tree,
     /// `organization ‖ index name ‖ 0 ‖ value length ‖ value` → u64 count.
     counts: sled::Tree,
+    /// The change feed: `organization ‖ sequence` → event (`changes.rs`).
+    changes: sled::Tree,
+    /// `organization ‖ record id` → the sequence of the record's event.
+    change_ids: sled::Tree,
+    /// `organization ‖ record id ‖ n` → history entry.
+    history: sled::Tree,
 }
 
 /// A read session: sled reads need no connection, so it is the trees and
@@ -113,6 +123,9 @@ impl SledStore {
                     records: db.open_tree(format!("records/{name}"))?,
                     index: db.open_tree(format!("index/{name}"))?,
                     counts: db.open_tree(format!("counts/{name}"))?,
+                    changes: db.open_tree(format!("changes/{name}"))?,
+                    change_ids: db.open_tree(format!("change-ids/{name}"))?,
+                    history: db.open_tree(format!("history/{name}"))?,
                 },
             );
         }
@@ -120,6 +133,7 @@ impl SledStore {
             organizations: db.open_tree(ORGANIZATIONS)?,
             api_keys: db.open_tree(API_KEYS)?,
             meta: db.open_tree(META)?,
+            change_logs: db.open_tree(changes::CHANGE_LOGS)?,
             collections,
             writer: Mutex::default(),
             index_writer: Mutex::default(),
@@ -153,7 +167,8 @@ impl Trees {
     /// Writes records without their index entries, for an offline bulk
     /// load: much faster than [`Trees::write_records`]. The indexes are
     /// marked stale first, so a load that stops half-way is re-indexed on
-    /// the next open; [`Trees::finish_bulk_load`] rebuilds them.
+    /// the next open; [`Trees::finish_bulk_load`] rebuilds them. A bulk
+    /// load is not a change: it gives the records no change events.
     fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
         if self.marker(INDEXES_MARKER)?.as_deref() != Some("stale") {
             self.set_marker(INDEXES_MARKER, "stale")?;
@@ -173,7 +188,8 @@ impl Trees {
         Ok(())
     }
 
-    /// Rebuilds every index and count from the records.
+    /// Rebuilds every index and count from the records (the change feed
+    /// and histories are not indexes: they stay as they are).
     fn rebuild_indexes(&self) -> Result<(), StoreError> {
         const BLOCKS_PER_BATCH: usize = 10_000;
         for (collection, trees) in &self.collections {
@@ -255,6 +271,7 @@ impl Trees {
                 problems.push(format!("{collection}: index counts disagree with the records"));
             }
         }
+        problems.extend(self.verify_changes()?);
         Ok(problems)
     }
 
@@ -273,7 +290,8 @@ impl Trees {
         self.flush()
     }
 
-    /// Removes every organization, key and record (the cursor key stays):
+    /// Removes every organization, key, record, change event and history
+    /// entry (the cursor key stays):
     /// used to restart a demo load that was interrupted.
     fn clear_data(&self) -> Result<(), StoreError> {
         self.organizations.clear()?;
@@ -282,7 +300,11 @@ impl Trees {
             trees.records.clear()?;
             trees.index.clear()?;
             trees.counts.clear()?;
+            trees.changes.clear()?;
+            trees.change_ids.clear()?;
+            trees.history.clear()?;
         }
+        self.change_logs.clear()?;
         self.flush()
     }
 
@@ -440,25 +462,44 @@ impl Trees {
 
     /// Writes records (JSON objects with a UUID `id`, `created_at` and
     /// `updated_at`) of one organization, in one or more collections, with
-    /// their index entries and counts, in one transaction: all or nothing,
-    /// durable on return. A record with an existing id replaces it and its
-    /// index entries.
+    /// their index entries and counts, deletes records with theirs, appends
+    /// history entries and records each change in the change feed (at
+    /// `changed_at`), in one transaction: all or nothing, durable on
+    /// return. A record with an existing id replaces it and its index
+    /// entries. The caller holds the writer lock: the change log read here
+    /// is the one the transaction replaces.
     /// Takes the records by value: each collection's parsed records are
     /// dropped once encoded, so they are not held through the transaction,
     /// which keeps its own copy of every write.
-    fn write_records(&self, organization: Uuid, batches: Vec<CollectionWrite>) -> Result<(), StoreError> {
+    fn write_records(
+        &self,
+        organization: Uuid,
+        batches: Vec<CollectionWrite>,
+        changed_at: i64,
+    ) -> Result<(), StoreError> {
         // The blocks read below stay as read until the transaction commits.
         let _index_writer = self.index_writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let log = self.read_change_log(organization)?;
+        let mut next_sequence = log.latest;
         let mut trees: Vec<&sled::Tree> = Vec::new();
         let mut prepared = Vec::new();
-        for CollectionWrite { collection, records, .. } in batches.into_iter().filter(|batch| !batch.records.is_empty())
+        for CollectionWrite { collection, records, deleted, history } in
+            batches.into_iter().filter(|batch| !batch.is_empty())
         {
             let collection_trees = self
                 .collections
                 .get(collection.as_str())
                 .ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
-            trees.extend([&collection_trees.records, &collection_trees.index, &collection_trees.counts]);
-            let mut rows = Vec::with_capacity(records.len());
+            trees.extend([
+                &collection_trees.records,
+                &collection_trees.index,
+                &collection_trees.counts,
+                &collection_trees.changes,
+                &collection_trees.change_ids,
+                &collection_trees.history,
+            ]);
+            let mut rows: Vec<([u8; 32], Option<Vec<u8>>)> = Vec::with_capacity(records.len() + deleted.len());
+            let mut feed = changes::FeedWrites::default();
             // Each index entry the batch touches: whether it was there
             // before and whether it is after (a record rewritten with the
             // same value keeps its entry, and its block is not rewritten);
@@ -468,11 +509,17 @@ impl Trees {
             // Each record's bytes and index entries, and those of the record
             // it replaces in the store, worked out on every core.
             let ready = crate::parallel::map_in_order(&records, |record| {
-                prepare_record(&collection_trees.records, organization, &collection, record)
+                prepare_record(collection_trees, organization, &collection, record)
             })
             .into_iter()
             .collect::<Result<Vec<_>, _>>()?;
             drop(records);
+            let written: HashSet<Uuid> = ready.iter().map(|record| record.id).collect();
+            if let Some(id) = deleted.iter().find(|id| written.contains(id)) {
+                return Err(StoreError::InvalidRecord(format!(
+                    "{collection} record {id} is both written and deleted by one batch"
+                )));
+            }
             // An id on several lines replaces, from its second line on, what
             // its line before wrote: those entries are kept until then.
             let mut lines_left: HashMap<Uuid, usize> = HashMap::new();
@@ -480,7 +527,19 @@ impl Trees {
                 *lines_left.entry(record.id).or_default() += 1;
             }
             let mut written_earlier: HashMap<Uuid, Vec<IndexEntry>> = HashMap::new();
+            // The ids given an event so far: an id's first line gets it.
+            let mut evented: HashSet<Uuid> = HashSet::with_capacity(written.len());
             for record in ready {
+                if evented.insert(record.id) {
+                    next_sequence += 1;
+                    let operation = if record.stored_entries.is_some() {
+                        ChangeOperation::Updated
+                    } else {
+                        ChangeOperation::Created
+                    };
+                    let event = changes::StoredEvent { id: record.id, operation, changed_at };
+                    feed.record_event(organization, next_sequence, event, record.stored_event);
+                }
                 let previous = written_earlier.remove(&record.id).or(record.stored_entries);
                 for (entry_key, count_key) in previous.into_iter().flatten() {
                     if let Some(entry_key) = entry_key {
@@ -501,7 +560,40 @@ impl Trees {
                     }
                     *deltas.entry(count_key).or_default() += 1;
                 }
-                rows.push((record_key(organization, record.id), record.bytes));
+                rows.push((record_key(organization, record.id), Some(record.bytes)));
+            }
+            // Deletions after the records, each stored id once, in the order given.
+            let deleted: Vec<Uuid> = deleted.into_iter().filter(|id| evented.insert(*id)).collect();
+            let stored = crate::parallel::map_in_order(&deleted, |id| {
+                prepare_deletion(collection_trees, organization, &collection, *id)
+            })
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()?;
+            let mut deleted_now = HashSet::new();
+            for deletion in stored.into_iter().flatten() {
+                next_sequence += 1;
+                let event = changes::StoredEvent { id: deletion.id, operation: ChangeOperation::Deleted, changed_at };
+                feed.record_event(organization, next_sequence, event, deletion.stored_event);
+                for (entry_key, count_key) in deletion.entries {
+                    if let Some(entry_key) = entry_key {
+                        entries.entry(entry_key).or_insert((true, true)).1 = false;
+                    }
+                    *deltas.entry(count_key).or_default() -= 1;
+                }
+                feed.history.extend(deletion.history_keys.into_iter().map(|key| (key, None)));
+                rows.push((record_key(organization, deletion.id), None));
+                deleted_now.insert(deletion.id);
+            }
+            // History entries after what each record holds; a record this
+            // write deletes takes its history with it, new entries too.
+            let mut next_entry: HashMap<Uuid, u64> = HashMap::new();
+            for (id, entry) in history.into_iter().filter(|(id, _)| !deleted_now.contains(id)) {
+                let n = match next_entry.get(&id) {
+                    Some(n) => *n,
+                    None => Trees::next_history_number(&collection_trees.history, organization, id)?,
+                };
+                next_entry.insert(id, n + 1);
+                feed.history.insert(changes::history_key(organization, id, n), Some(entry));
             }
             let changed: BTreeMap<Vec<u8>, bool> = entries
                 .into_iter()
@@ -510,24 +602,26 @@ impl Trees {
                 .collect();
             let blocks = index_blocks::plan(&collection_trees.index, &changed)?;
             deltas.retain(|_, delta| *delta != 0);
-            prepared.push((rows, blocks, deltas));
+            prepared.push((rows, blocks, deltas, feed));
         }
         if prepared.is_empty() {
             return Ok(());
         }
+        let logged = (next_sequence > log.latest).then_some(ChangeLog { latest: next_sequence, ..log });
+        trees.push(&self.change_logs);
         let outcome = trees[..].transaction(|views| {
-            for (position, (rows, blocks, deltas)) in prepared.iter().enumerate() {
+            for (position, (rows, blocks, deltas, feed)) in prepared.iter().enumerate() {
                 let (records, index, counts) =
-                    (&views[3 * position], &views[3 * position + 1], &views[3 * position + 2]);
+                    (&views[6 * position], &views[6 * position + 1], &views[6 * position + 2]);
+                let (events, pointers, history) =
+                    (&views[6 * position + 3], &views[6 * position + 4], &views[6 * position + 5]);
                 for (key, bytes) in rows {
-                    records.insert(&key[..], bytes.as_slice())?;
-                }
-                for (key, value) in blocks {
-                    match value {
-                        Some(value) => index.insert(key.as_slice(), value.as_slice())?,
-                        None => index.remove(key.as_slice())?,
+                    match bytes {
+                        Some(bytes) => records.insert(&key[..], bytes.as_slice())?,
+                        None => records.remove(&key[..])?,
                     };
                 }
+                changes::apply(index, blocks)?;
                 for (key, delta) in deltas {
                     let current = counts.get(key)?.map_or(0, |bytes| read_count(&bytes));
                     let updated = current.saturating_add_signed(*delta);
@@ -537,14 +631,17 @@ impl Trees {
                         counts.insert(key.as_slice(), &updated.to_be_bytes())?;
                     }
                 }
+                changes::apply(events, &feed.events)?;
+                changes::apply(pointers, &feed.pointers)?;
+                changes::apply(history, &feed.history)?;
+            }
+            if let Some(log) = logged {
+                views[6 * prepared.len()].insert(&organization.as_bytes()[..], &changes::encode_log(log)[..])?;
             }
             Ok(())
         });
-        match outcome {
-            Ok(()) => self.flush(),
-            Err(sled::transaction::TransactionError::Abort(error)) => Err(error),
-            Err(sled::transaction::TransactionError::Storage(error)) => Err(error.into()),
-        }
+        transaction_outcome(outcome)?;
+        self.flush()
     }
 
     /// The index entries holding `value`, in (position, id) order
@@ -1031,15 +1128,15 @@ impl StoreReader for SledReader {
     }
 
     fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
-        Err(StoreError::Unsupported("the change feed on sled: not built yet".into()))
+        self.trees.read_change_log(self.organization)
     }
 
-    fn changes(&mut self, _after: u64, _collections: &[&str], _limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
-        Err(StoreError::Unsupported("the change feed on sled: not built yet".into()))
+    fn changes(&mut self, after: u64, collections: &[&str], limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
+        self.trees.changes(self.organization, after, collections, limit)
     }
 
-    fn history(&mut self, _collection: &str, _id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
-        Err(StoreError::Unsupported("history on sled: not built yet".into()))
+    fn history(&mut self, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.trees.history(self.organization, collection, id)
     }
 
     fn count_in_range(
@@ -1070,17 +1167,23 @@ impl Store for SledStore {
         let mut view = SledReader { trees: self.0.clone(), organization };
         let writes = build(&mut view, WriteTime(now))?;
         let latest = crate::store::latest_update(&writes).unwrap_or(now);
-        self.write_records(organization, writes)?;
+        self.write_records(organization, writes, now)?;
         *last_write = now.max(latest);
         Ok(())
     }
 
-    fn prune_changes(&self, _organization: Uuid, _before: i64) -> Result<u64, StoreError> {
-        Err(StoreError::Unsupported("the change feed on sled: not built yet".into()))
+    fn prune_changes(&self, organization: Uuid, before: i64) -> Result<u64, StoreError> {
+        let _writer = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.0.prune_changes(organization, before)
     }
 
-    fn continue_changes_from(&self, _organization: Uuid, _latest: u64) -> Result<(), StoreError> {
-        Err(StoreError::Unsupported("the change feed on sled: not built yet".into()))
+    fn change_log(&self, organization: Uuid) -> Result<ChangeLog, StoreError> {
+        self.read_change_log(organization)
+    }
+
+    fn continue_changes_from(&self, organization: Uuid, latest: u64) -> Result<(), StoreError> {
+        let _writer = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.0.continue_changes_from(organization, latest)
     }
 
     fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
@@ -1195,21 +1298,24 @@ impl Store for SledStore {
     }
 }
 
-/// A record ready to write: its encoding and index entries, and the index
-/// entries of the stored record it replaces.
+/// A record ready to write: its encoding and index entries, the index
+/// entries of the stored record it replaces, and the sequence of the
+/// record's change event, if it has one (a deleted record keeps its).
 struct PreparedRecord {
     id: Uuid,
     bytes: Vec<u8>,
     entries: Vec<IndexEntry>,
     stored_entries: Option<Vec<IndexEntry>>,
+    stored_event: Option<u64>,
 }
 
 fn prepare_record(
-    records: &sled::Tree,
+    trees: &CollectionTrees,
     organization: Uuid,
     collection: &str,
     record: &Value,
 ) -> Result<PreparedRecord, StoreError> {
+    let records = &trees.records;
     let id = record_uuid(collection, record)?;
     let mut bytes = serde_json::to_vec(record).map_err(|e| StoreError::InvalidRecord(e.to_string()))?;
     // Held until the batch commits: without the slack the encoder grew.
@@ -1222,7 +1328,43 @@ fn prepare_record(
         }
         None => None,
     };
-    Ok(PreparedRecord { id, bytes, entries, stored_entries })
+    let stored_event = Trees::stored_event(&trees.change_ids, organization, id)?;
+    Ok(PreparedRecord { id, bytes, entries, stored_entries, stored_event })
+}
+
+/// A stored record to delete: its index entries, its event's sequence and
+/// its history's keys.
+struct PreparedDeletion {
+    id: Uuid,
+    entries: Vec<IndexEntry>,
+    stored_event: Option<u64>,
+    history_keys: Vec<Vec<u8>>,
+}
+
+/// What deleting the record `id` removes; `None` when it is not stored.
+fn prepare_deletion(
+    trees: &CollectionTrees,
+    organization: Uuid,
+    collection: &str,
+    id: Uuid,
+) -> Result<Option<PreparedDeletion>, StoreError> {
+    let Some(stored) = trees.records.get(record_key(organization, id))? else { return Ok(None) };
+    let stored = serde_json::from_slice::<Value>(&stored).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    Ok(Some(PreparedDeletion {
+        id,
+        entries: index_entries(organization, collection, id, &stored)?,
+        stored_event: Trees::stored_event(&trees.change_ids, organization, id)?,
+        history_keys: Trees::history_keys(&trees.history, organization, id)?,
+    }))
+}
+
+/// A transaction's outcome as the store's result.
+fn transaction_outcome(outcome: sled::transaction::TransactionResult<(), StoreError>) -> Result<(), StoreError> {
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(sled::transaction::TransactionError::Abort(error)) => Err(error),
+        Err(sled::transaction::TransactionError::Storage(error)) => Err(error.into()),
+    }
 }
 
 /// How the store opens sled in `dir`.
@@ -1399,6 +1541,34 @@ mod tests {
         trees.index.remove(some_block)?;
         let lost = index_blocks::decode_block(&entries)?.len();
         assert_eq!(store.verify_indexes()?, [format!("scopes: {lost} index entries missing, 0 pointing at nothing")]);
+        Ok(())
+    }
+
+    #[test]
+    fn disagreeing_change_events_are_found() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir()?;
+        let db = SledStore::open(dir.path())?;
+        let store: &dyn Store = &db;
+        let organization = Uuid::now_v7();
+        let at = "2026-01-05T00:00:00Z";
+        let records: Vec<Value> = (0..3)
+            .map(|_| json!({"id": Uuid::now_v7().to_string(), "status": "active", "created_at": at, "updated_at": at}))
+            .collect();
+        store.insert_records(organization, "scopes", &records)?;
+        assert_eq!(store.verify_indexes()?, Vec::<String>::new());
+
+        let trees = &db.collections["scopes"];
+        let (first_event, _) = trees.changes.first()?.ok_or_else(|| StoreError::Corrupt("no events".into()))?;
+        trees.changes.remove(first_event)?;
+        let stray = changes::StoredEvent { id: Uuid::now_v7(), operation: ChangeOperation::Deleted, changed_at: 0 };
+        trees.changes.insert(changes::event_key(organization, 99), stray.encode())?;
+        assert_eq!(
+            store.verify_indexes()?,
+            [
+                "scopes: 1 change events that are not their record's latest, 1 change pointers at no event",
+                "scopes: 1 change events past their organization's latest sequence",
+            ]
+        );
         Ok(())
     }
 
