@@ -322,3 +322,98 @@ fn an_unreachable_database_is_named_in_the_error() {
         store::open(Some(&url), tempfile::tempdir().unwrap().path()).err().expect("no such database").to_string();
     assert!(message.contains("no_such_database"), "{message}");
 }
+
+#[test]
+fn the_index_check_finds_change_events_and_histories_the_records_contradict() {
+    let database = TestDatabase::new();
+    let dir = tempfile::tempdir().unwrap();
+    let pg = store::open(Some(&database.url), dir.path()).unwrap();
+    let organization = Uuid::now_v7();
+    let scope = |n: u32| {
+        json!({"id": Uuid::now_v7().to_string(), "status": "active", "name": format!("scope {n}"),
+               "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"})
+    };
+    let scopes = [scope(1), scope(2), scope(3)];
+    let ids: Vec<Uuid> = scopes.iter().map(|record| Uuid::parse_str(record["id"].as_str().unwrap()).unwrap()).collect();
+    pg.write_batch(organization, &mut |_, _| {
+        Ok(vec![CollectionWrite {
+            collection: "scopes".into(),
+            records: scopes.to_vec(),
+            history: vec![(ids[0], b"first".to_vec())],
+            ..Default::default()
+        }])
+    })
+    .unwrap();
+    pg.write_batch(organization, &mut |_, _| {
+        Ok(vec![CollectionWrite { collection: "scopes".into(), deleted: vec![ids[2]], ..Default::default() }])
+    })
+    .unwrap();
+    assert_eq!(pg.change_log(organization).unwrap().latest, 4);
+    assert_eq!(pg.verify_indexes().unwrap(), Vec::<String>::new());
+
+    // A deleted record's event that says otherwise, a live record's that
+    // says it was deleted, a sequence past the organization's latest, and
+    // the history of a record that does not exist: each is found.
+    database
+        .client()
+        .batch_execute(&format!(
+            "UPDATE changes SET operation = 'u' WHERE id = '{deleted}';
+             UPDATE changes SET operation = 'd' WHERE id = '{live}';
+             UPDATE write_clocks SET sequence = 3 WHERE org_id = '{organization}';
+             INSERT INTO history VALUES ('{organization}', 'scopes', '{nothing}', 1, '\\x00'::bytea)",
+            deleted = ids[2],
+            live = ids[1],
+            nothing = Uuid::now_v7(),
+        ))
+        .unwrap();
+    assert_eq!(
+        pg.verify_indexes().unwrap(),
+        [
+            "scopes: 1 change events of records that do not exist",
+            "scopes: 1 deletion events of records that exist",
+            "1 change events have a sequence past their organization's latest",
+            "scopes: the history of 1 records that do not exist",
+        ]
+    );
+}
+
+#[test]
+fn a_database_of_schema_2_gains_the_change_feed_at_start() {
+    let database = TestDatabase::empty();
+    let mut client = database.client();
+    // The schema as the release before the change feed left it, with an
+    // organization that has written.
+    client.batch_execute(include_str!("../src/store/postgres/migrations/0001_initial.sql")).unwrap();
+    client.batch_execute(include_str!("../src/store/postgres/migrations/0002_write_clocks_and_hosts.sql")).unwrap();
+    let organization = Uuid::now_v7();
+    let last_write: i64 = 1_800_000_000_000_000_000;
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE schema_version (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), \
+             version integer NOT NULL);
+             INSERT INTO schema_version VALUES (true, 2);
+             INSERT INTO write_clocks VALUES ('{organization}', {last_write})"
+        ))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pg = store::open(Some(&database.url), dir.path()).unwrap();
+    let version: i32 = client.query_one("SELECT version FROM schema_version", &[]).unwrap().get(0);
+    assert_eq!(version, esr::store::postgres::SCHEMA_VERSION);
+    assert_eq!(pg.change_log(organization).unwrap(), store::ChangeLog::default());
+    let scope = json!({"id": Uuid::now_v7().to_string(), "status": "active", "name": "a",
+                       "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"});
+    let mut written_at = 0;
+    pg.write_batch(organization, &mut |_, now| {
+        written_at = now.0;
+        Ok(vec![CollectionWrite::records("scopes", vec![scope.clone()])])
+    })
+    .unwrap();
+    // The clock kept its place; the feed starts at 1.
+    assert!(written_at > last_write);
+    let events = pg.reader(organization).unwrap().changes(0, &[], 10).unwrap();
+    assert_eq!(
+        events.iter().map(|event| (event.sequence, event.operation, event.changed_at)).collect::<Vec<_>>(),
+        [(1, store::ChangeOperation::Created, written_at)]
+    );
+    assert_eq!(pg.verify_indexes().unwrap(), Vec::<String>::new());
+}

@@ -400,7 +400,8 @@ fn a_keys_rate_limit_holds_across_two_hosts() {
 }
 
 /// The tenant tables: distributed by organization id under Citus.
-const TENANT_TABLES: [&str; 5] = ["records", "index_entries", "counts", "organizations", "write_clocks"];
+const TENANT_TABLES: [&str; 7] =
+    ["records", "index_entries", "counts", "organizations", "write_clocks", "changes", "history"];
 /// Tables a public request may read without naming an organization: a
 /// reference table (`api_keys`, found by the key's hash) and the hosts'
 /// own (`hosts`, `settings`).

@@ -9,8 +9,11 @@ use crate::store::StoreError;
 
 /// The migrations, in order: migration `n` is `MIGRATIONS[n - 1]`. Never
 /// edit one that has shipped; add the next.
-const MIGRATIONS: &[&str] =
-    &[include_str!("migrations/0001_initial.sql"), include_str!("migrations/0002_write_clocks_and_hosts.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_initial.sql"),
+    include_str!("migrations/0002_write_clocks_and_hosts.sql"),
+    include_str!("migrations/0003_change_feed.sql"),
+];
 
 /// The schema version this binary writes and reads.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;

@@ -12,6 +12,7 @@
 //! Every call is blocking: callers run it on a blocking thread. Each pooled
 //! connection prepares a statement once and keeps it.
 
+mod changes;
 mod migrations;
 mod replicas;
 
@@ -32,12 +33,14 @@ use uuid::Uuid;
 pub use migrations::{SCHEMA_VERSION, migrate};
 pub use replicas::{DEFAULT_MAX_LAG, Replicas};
 
+use changes::BatchChanges;
 use replicas::ReplicaSet;
 use std::sync::Arc;
 
 use crate::store::{
-    ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, CollectionWrite, IndexCondition, IndexPosition,
-    MAX_SCAN, Organization, ReadFrom, ReplicaHealth, Store, StoreError, StoreReader, StoredRecord, WriteTime,
+    ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, IndexCondition,
+    IndexPosition, MAX_SCAN, Organization, ReadFrom, ReplicaHealth, Store, StoreError, StoreReader, StoredRecord,
+    WriteTime,
 };
 
 impl From<postgres::Error> for StoreError {
@@ -315,6 +318,76 @@ impl PgStore {
         let pool = self.pool.as_ref().ok_or_else(|| StoreError::Backend("the PostgreSQL store is closed".into()))?;
         pool.get()
     }
+
+    /// Writes a batch in one transaction that first locks the
+    /// organization (see [`Store::write_batch`]), its changes in the feed
+    /// or not; committed, so durable, when this returns.
+    fn write(&self, organization: Uuid, build: &mut BuildBatch<'_>, feed: Feed) -> Result<(), StoreError> {
+        let mut connection = self.connection()?;
+        let Connection { client, statements, .. } = &mut *connection;
+        let mut transaction = client.transaction()?;
+        // A batch's statements take arrays of thousands of ids: a plan
+        // cached for other sizes (a scan testing each row against the whole
+        // array, chosen while the table was small) costs seconds per batch;
+        // a plan for the values given costs a millisecond.
+        transaction.batch_execute("SET LOCAL plan_cache_mode = force_custom_plan")?;
+        lock_organization(&mut transaction, statements, organization)?;
+        let (now, latest_change) = next_write_time(&mut transaction, statements, organization)?;
+        let writes = build(&mut Session { client: &mut transaction, statements, organization }, now)?;
+        let changes = match feed {
+            Feed::Recorded => Some(BatchChanges::after(latest_change, now.0)),
+            Feed::Unrecorded => None,
+        };
+        write_in(&mut transaction, statements, organization, &writes, changes)?;
+        if let Some(latest) = crate::store::latest_update(&writes).filter(|latest| *latest > now.0) {
+            let keep_past = prepared(
+                statements,
+                &mut transaction,
+                "UPDATE write_clocks SET last_write = greatest(last_write, $2) WHERE org_id = $1",
+            )?;
+            transaction.execute(&keep_past, &[&organization, &latest])?;
+        }
+        transaction.commit()?;
+        self.note_written(&mut connection, organization)
+    }
+
+    /// Runs `change` in a transaction holding the organization's write
+    /// lock, and commits it.
+    fn locked<T>(
+        &self,
+        organization: Uuid,
+        change: impl FnOnce(&mut postgres::Transaction<'_>, &mut HashMap<String, Statement>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut connection = self.connection()?;
+        let Connection { client, statements, .. } = &mut *connection;
+        let mut transaction = client.transaction()?;
+        lock_organization(&mut transaction, statements, organization)?;
+        let outcome = change(&mut transaction, statements)?;
+        transaction.commit()?;
+        self.note_written(&mut connection, organization)?;
+        Ok(outcome)
+    }
+
+    /// After a commit to the organization: this host's next reads of it go
+    /// to a replica only once it has replayed the commit.
+    fn note_written(&self, connection: &mut Connection, organization: Uuid) -> Result<(), StoreError> {
+        if let Some(replicas) = &self.replicas {
+            // After the commit: its record is before this position.
+            let row = connection.query_opt(CURRENT_POSITION, &[])?;
+            if let Some(position) = row.and_then(|row| u64::try_from(row.get::<_, i64>(0)).ok()) {
+                replicas.wrote(organization, position);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a write is recorded in the change feed.
+#[derive(Clone, Copy)]
+enum Feed {
+    Recorded,
+    /// A bulk load: records as they are, not changes.
+    Unrecorded,
 }
 
 impl Store for PgStore {
@@ -375,7 +448,9 @@ impl Store for PgStore {
 
     /// Removes every organization, key and record (secrets stay).
     fn clear_data(&self) -> Result<(), StoreError> {
-        self.connection()?.client.batch_execute("TRUNCATE organizations, api_keys, records, index_entries, counts")?;
+        self.connection()?
+            .client
+            .batch_execute("TRUNCATE organizations, api_keys, records, index_entries, counts, changes, history")?;
         Ok(())
     }
 
@@ -546,35 +621,7 @@ impl Store for PgStore {
     /// organization (see [`Store::write_batch`]); committed, so durable,
     /// when this returns.
     fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError> {
-        let mut connection = self.connection()?;
-        let Connection { client, statements, .. } = &mut *connection;
-        let mut transaction = client.transaction()?;
-        // A batch's statements take arrays of thousands of ids: a plan
-        // cached for other sizes (a scan testing each row against the whole
-        // array, chosen while the table was small) costs seconds per batch;
-        // a plan for the values given costs a millisecond.
-        transaction.batch_execute("SET LOCAL plan_cache_mode = force_custom_plan")?;
-        lock_organization(&mut transaction, statements, organization)?;
-        let now = next_write_time(&mut transaction, statements, organization)?;
-        let writes = build(&mut Session { client: &mut transaction, statements, organization }, now)?;
-        write_in(&mut transaction, statements, organization, &writes)?;
-        if let Some(latest) = crate::store::latest_update(&writes).filter(|latest| *latest > now.0) {
-            let keep_past = prepared(
-                statements,
-                &mut transaction,
-                "UPDATE write_clocks SET last_write = greatest(last_write, $2) WHERE org_id = $1",
-            )?;
-            transaction.execute(&keep_past, &[&organization, &latest])?;
-        }
-        transaction.commit()?;
-        if let Some(replicas) = &self.replicas {
-            // After the commit: its record is before this position.
-            let row = connection.query_opt(CURRENT_POSITION, &[])?;
-            if let Some(position) = row.and_then(|row| u64::try_from(row.get::<_, i64>(0)).ok()) {
-                replicas.wrote(organization, position);
-            }
-        }
-        Ok(())
+        self.write(organization, build, Feed::Recorded)
     }
 
     /// Records this host in `hosts` (the database's clock) and counts the
@@ -598,19 +645,25 @@ impl Store for PgStore {
         Ok(())
     }
 
+    /// Removes old deletion events under the organization's lock.
+    fn prune_changes(&self, organization: Uuid, before: i64) -> Result<u64, StoreError> {
+        self.locked(organization, |transaction, statements| {
+            changes::prune(transaction, statements, organization, before)
+        })
+    }
+
+    fn continue_changes_from(&self, organization: Uuid, latest: u64) -> Result<(), StoreError> {
+        self.locked(organization, |transaction, statements| {
+            changes::continue_from(transaction, statements, organization, latest)
+        })
+    }
+
     /// Writes records for an offline bulk load (`esr seed`): one batch, its
-    /// indexes and counts included.
-    fn prune_changes(&self, _organization: Uuid, _before: i64) -> Result<u64, StoreError> {
-        Err(StoreError::Unsupported("the change feed on PostgreSQL: not built yet".into()))
-    }
-
-    fn continue_changes_from(&self, _organization: Uuid, _latest: u64) -> Result<(), StoreError> {
-        Err(StoreError::Unsupported("the change feed on PostgreSQL: not built yet".into()))
-    }
-
+    /// indexes and counts included. A bulk load is the records as they
+    /// are, not changes of them: the change feed gets no events.
     fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
         let writes = [CollectionWrite::records(collection, records.to_vec())];
-        self.write_batch(organization, &mut |_, _| Ok(writes.to_vec()))
+        self.write(organization, &mut |_, _| Ok(writes.to_vec()), Feed::Unrecorded)
     }
 
     /// Bulk loads write their indexes as they go: nothing is left to do.
@@ -623,8 +676,9 @@ impl Store for PgStore {
         Ok(())
     }
 
-    /// Checks that every index entry and count agrees with the records;
-    /// returns what does not (empty when all is well). Reads everything.
+    /// Checks that every index entry and count, change event and history
+    /// agrees with the records; returns what does not (empty when all is
+    /// well). Reads everything.
     fn verify_indexes(&self) -> Result<Vec<String>, StoreError> {
         let mut connection = self.connection()?;
         let mut transaction = connection.client.transaction()?;
@@ -659,6 +713,7 @@ impl Store for PgStore {
                 problems.push(format!("{collection}: index counts disagree with the records"));
             }
         }
+        problems.extend(changes::verify(&mut transaction)?);
         transaction.rollback()?;
         Ok(problems)
     }
@@ -937,15 +992,15 @@ impl StoreReader for PgReader {
     }
 
     fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
-        Err(StoreError::Unsupported("the change feed on PostgreSQL: not built yet".into()))
+        self.read(|mut session| session.change_log())
     }
 
-    fn changes(&mut self, _after: u64, _collections: &[&str], _limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
-        Err(StoreError::Unsupported("the change feed on PostgreSQL: not built yet".into()))
+    fn changes(&mut self, after: u64, collections: &[&str], limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
+        self.read(|mut session| session.changes(after, collections, limit))
     }
 
-    fn history(&mut self, _collection: &str, _id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
-        Err(StoreError::Unsupported("history on PostgreSQL: not built yet".into()))
+    fn history(&mut self, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.read(|mut session| session.history(collection, id))
     }
 
     fn count_in_range(
@@ -1027,15 +1082,15 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
     }
 
     fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
-        Err(StoreError::Unsupported("the change feed on PostgreSQL: not built yet".into()))
+        Session::change_log(self)
     }
 
-    fn changes(&mut self, _after: u64, _collections: &[&str], _limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
-        Err(StoreError::Unsupported("the change feed on PostgreSQL: not built yet".into()))
+    fn changes(&mut self, after: u64, collections: &[&str], limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
+        Session::changes(self, after, collections, limit)
     }
 
-    fn history(&mut self, _collection: &str, _id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
-        Err(StoreError::Unsupported("history on PostgreSQL: not built yet".into()))
+    fn history(&mut self, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
+        Session::history(self, collection, id)
     }
 
     fn count_in_range(
@@ -1564,34 +1619,64 @@ fn lock_organization(
 
 /// The batch's write time, from the database's clock under the
 /// organization's lock: strictly later than the organization's last one
-/// (see [`crate::store::WriteTime`]).
+/// (see [`crate::store::WriteTime`]); and the organization's latest change
+/// sequence, which the batch's changes follow.
 fn next_write_time(
     transaction: &mut postgres::Transaction<'_>,
     statements: &mut HashMap<String, Statement>,
     organization: Uuid,
-) -> Result<WriteTime, StoreError> {
+) -> Result<(WriteTime, u64), StoreError> {
     let tick = prepared(
         statements,
         transaction,
         "INSERT INTO write_clocks (org_id, last_write) \
          VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000) \
          ON CONFLICT (org_id) DO UPDATE SET last_write = greatest(excluded.last_write, write_clocks.last_write + 1000) \
-         RETURNING last_write",
+         RETURNING last_write, sequence",
     )?;
-    Ok(WriteTime(transaction.query_one(&tick, &[&organization])?.get(0)))
+    let row = transaction.query_one(&tick, &[&organization])?;
+    Ok((WriteTime(row.get(0)), row.get::<_, i64>(1).max(0) as u64))
+}
+
+/// The ids a batch writes and those it deletes, by collection: no id may be both.
+#[derive(Default)]
+struct WrittenAndDeleted<'a> {
+    written: HashSet<(&'a str, Uuid)>,
+    deleted: HashSet<(&'a str, Uuid)>,
+}
+
+impl<'a> WrittenAndDeleted<'a> {
+    /// Notes what a write of `collection` writes and deletes; an id the
+    /// batch both writes and deletes is refused.
+    fn check(&mut self, collection: &'a str, written: &[Uuid], deleted: &[Uuid]) -> Result<(), StoreError> {
+        self.written.extend(written.iter().map(|id| (collection, *id)));
+        self.deleted.extend(deleted.iter().map(|id| (collection, *id)));
+        let both =
+            |id: &&Uuid| self.written.contains(&(collection, **id)) && self.deleted.contains(&(collection, **id));
+        match written.iter().chain(deleted).find(both) {
+            Some(id) => Err(StoreError::InvalidRecord(format!(
+                "{collection} record {id} is both written and deleted by one batch"
+            ))),
+            None => Ok(()),
+        }
+    }
 }
 
 /// An index entry: (index, value, position, record id).
 type EntryKey = (&'static str, String, i64, Uuid);
 
-/// Writes a batch inside `transaction` (see [`PgStore::write_records`]).
-fn write_in(
+/// Writes a batch inside `transaction` (see [`Store::write_batch`]), and
+/// its changes when given the feed's.
+fn write_in<'a>(
     transaction: &mut postgres::Transaction<'_>,
     statements: &mut HashMap<String, Statement>,
     organization: Uuid,
-    writes: &[CollectionWrite],
+    writes: &'a [CollectionWrite],
+    mut changes: Option<BatchChanges<'a>>,
 ) -> Result<(), StoreError> {
-    for CollectionWrite { collection, records, .. } in writes.iter().filter(|write| !write.records.is_empty()) {
+    let deletes = writes.iter().any(|write| !write.deleted.is_empty());
+    let mut written_and_deleted = WrittenAndDeleted::default();
+    for CollectionWrite { collection, records, deleted, history } in writes.iter().filter(|write| !write.is_empty()) {
         let collection: &str = collection;
         if !COLLECTIONS.contains(&collection) {
             return Err(StoreError::InvalidRecord(format!("unknown collection {collection}")));
@@ -1604,18 +1689,43 @@ fn write_in(
         })
         .into_iter()
         .collect::<Result<Vec<_>, _>>()?;
-        let ids: Vec<Uuid> = ready.iter().map(|(id, ..)| *id).collect::<BTreeSet<_>>().into_iter().collect();
-        let read_stored = prepared(
-            statements,
-            transaction,
-            "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2 AND id = ANY($3)",
-        )?;
-        let mut stored: HashMap<Uuid, RecordEntries> = HashMap::new();
-        for row in transaction.query(&read_stored, &[&organization, &collection, &ids])? {
-            let (id, body): (Uuid, &[u8]) = (row.get(0), row.get(1));
-            let record: Value = serde_json::from_slice(body).map_err(|error| StoreError::Corrupt(error.to_string()))?;
-            stored.insert(id, record_entries(collection, id, &record)?);
+        // Each id once, where it first appears: the order of the feed's events.
+        let mut seen = HashSet::with_capacity(ready.len());
+        let written: Vec<Uuid> = ready.iter().map(|(id, ..)| *id).filter(|id| seen.insert(*id)).collect();
+        let mut seen = HashSet::with_capacity(deleted.len());
+        let deleting: Vec<Uuid> = deleted.iter().copied().filter(|id| seen.insert(*id)).collect();
+        if deletes {
+            written_and_deleted.check(collection, &written, &deleting)?;
         }
+        let ids: Vec<Uuid> = written.iter().chain(&deleting).copied().collect();
+        let mut stored: HashMap<Uuid, RecordEntries> = HashMap::new();
+        if !ids.is_empty() {
+            let read_stored = prepared(
+                statements,
+                transaction,
+                "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2 AND id = ANY($3)",
+            )?;
+            for row in transaction.query(&read_stored, &[&organization, &collection, &ids])? {
+                let (id, body): (Uuid, &[u8]) = (row.get(0), row.get(1));
+                let record: Value =
+                    serde_json::from_slice(body).map_err(|error| StoreError::Corrupt(error.to_string()))?;
+                stored.insert(id, record_entries(collection, id, &record)?);
+            }
+        }
+        // Only stored records are deleted; an id not stored is passed over.
+        let deleting: Vec<Uuid> = deleting.into_iter().filter(|id| stored.contains_key(id)).collect();
+        if let Some(changes) = changes.as_mut() {
+            for id in &written {
+                let operation =
+                    if stored.contains_key(id) { ChangeOperation::Updated } else { ChangeOperation::Created };
+                changes.change(collection, *id, operation);
+            }
+            for id in &deleting {
+                changes.change(collection, *id, ChangeOperation::Deleted);
+            }
+            changes.append_history(collection, history);
+        }
+        // The rows of replaced and deleted records go.
         let replaced: Vec<Uuid> = stored.keys().copied().collect();
         // An id on several lines leaves what its last line holds: the
         // batch's effect on an id is that line against what was stored.
@@ -1647,6 +1757,13 @@ fn write_in(
                 *deltas.entry(tally).or_default() += 1;
             }
             rows.push((id, bytes));
+        }
+        // What is left of the stored records is what the write deletes.
+        for (id, previous) in stored {
+            removed.extend(previous.entries.into_iter().map(|(index, value, position)| (index, value, position, id)));
+            for tally in previous.tallies {
+                *deltas.entry(tally).or_default() -= 1;
+            }
         }
         // In key order: the index's pages fill one after another.
         added.sort_unstable();
@@ -1689,12 +1806,17 @@ fn write_in(
             )?;
             transaction.execute(&remove, &[&organization, &collection, &replaced])?;
         }
-        let sink = transaction.copy_in("COPY records (org_id, collection, id, body) FROM STDIN BINARY")?;
-        let mut writer = BinaryCopyInWriter::new(sink, &[Type::UUID, Type::TEXT, Type::UUID, Type::BYTEA]);
-        for (id, bytes) in &rows {
-            writer.write(&[&organization, &collection, id, bytes])?;
+        if !deleting.is_empty() {
+            changes::delete_history(transaction, statements, organization, collection, &deleting)?;
         }
-        writer.finish()?;
+        if !rows.is_empty() {
+            let sink = transaction.copy_in("COPY records (org_id, collection, id, body) FROM STDIN BINARY")?;
+            let mut writer = BinaryCopyInWriter::new(sink, &[Type::UUID, Type::TEXT, Type::UUID, Type::BYTEA]);
+            for (id, bytes) in &rows {
+                writer.write(&[&organization, &collection, id, bytes])?;
+            }
+            writer.finish()?;
+        }
         let mut deltas: Vec<((String, String), i64)> = deltas.into_iter().filter(|(_, delta)| *delta != 0).collect();
         deltas.sort_unstable();
         if !deltas.is_empty() {
@@ -1720,5 +1842,8 @@ fn write_in(
             transaction.execute(&drop_zeros, &[&organization, &collection, &names, &values])?;
         }
     }
-    Ok(())
+    match changes {
+        Some(changes) => changes.write(transaction, statements, organization),
+        None => Ok(()),
+    }
 }
