@@ -538,6 +538,9 @@ fn import_report(
         count("targets_created"),
         count("targets_updated")
     );
+    if let Some(batch) = outcome["batch_id"].as_str() {
+        println!("batch {batch} (the cause its findings' and targets' history entries name)");
+    }
     for skipped in outcome["skipped"].as_array().into_iter().flatten() {
         println!("skipped {}: {}", text(&skipped["entry"]), text(&skipped["reason"]));
     }
