@@ -1,5 +1,5 @@
 //! The command line's side of the admin listener: `esr organizations`,
-//! `esr keys`, `esr import` and `esr plugins reload` talk to a running
+//! `esr keys`, `esr import`, `esr delete` and `esr plugins reload` talk to a running
 //! server through it, since only the server opens the database.
 
 use std::io::{BufRead, BufReader, Read};
@@ -167,6 +167,26 @@ impl AdminClient {
             self.send(self.http.post(url).header(reqwest::header::CONTENT_TYPE, "application/json").body(body));
         progress.finish_and_clear();
         outcome
+    }
+}
+
+impl AdminClient {
+    /// Deletes one record (an endpoint with its findings and targets)
+    /// through the admin route; a refusal says why in plain words.
+    pub fn delete_record(&self, organization: &str, collection: &str, id: &str) -> anyhow::Result<()> {
+        let segment =
+            |text: &str| percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string();
+        let path = format!("/admin/v1/organizations/{}/{}/{}", segment(organization), segment(collection), segment(id));
+        match self.delete(&path) {
+            Ok(_) => Ok(()),
+            Err(error) => match error.downcast_ref::<AdminRefusal>() {
+                Some(refusal) if refusal.status == 404 || refusal.status == 400 => {
+                    let detail = refusal.body["detail"].as_str().unwrap_or("no reason given");
+                    bail!("nothing was deleted: {detail}")
+                }
+                _ => Err(error),
+            },
+        }
     }
 }
 

@@ -47,6 +47,54 @@ pub struct ImportSummary {
     pub unchanged: usize,
     /// The id of each line's record, in line order.
     pub ids: Vec<Uuid>,
+    /// The batch's id, which the history entries it wrote name as their
+    /// cause's `batch_id`.
+    pub batch_id: Option<Uuid>,
+}
+
+/// The collections whose records keep a history of their `status`.
+pub const HISTORY_COLLECTIONS: [&str; 2] = ["vulnerability-findings", "remediation-targets"];
+
+/// What made a record's status change, as its history entries name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CauseKind {
+    Import,
+    Report,
+    SuppressionExpired,
+    Deletion,
+}
+
+/// The `cause` of a history entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HistoryCause {
+    pub kind: CauseKind,
+    /// The scanner whose report it was (reports only).
+    pub scanner: Option<String>,
+    /// The import or report request that wrote it.
+    pub batch_id: Option<Uuid>,
+}
+
+impl HistoryCause {
+    /// An NDJSON import batch, with a new batch id.
+    pub fn import() -> HistoryCause {
+        HistoryCause { kind: CauseKind::Import, scanner: None, batch_id: Some(Uuid::now_v7()) }
+    }
+
+    /// A scanner report's import, with a new batch id.
+    pub fn report(scanner: &str) -> HistoryCause {
+        HistoryCause { kind: CauseKind::Report, scanner: Some(scanner.to_owned()), batch_id: Some(Uuid::now_v7()) }
+    }
+
+    /// The service's own rewrite of suppressions that expired.
+    pub fn suppression_expired() -> HistoryCause {
+        HistoryCause { kind: CauseKind::SuppressionExpired, scanner: None, batch_id: None }
+    }
+
+    /// A history entry: the record's `status` at `at` (RFC 3339), for this cause.
+    fn entry(&self, status: &str, at: &str) -> Vec<u8> {
+        serde_json::to_vec(&json!({"status": status, "at": at, "cause": self})).unwrap_or_default()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +146,7 @@ pub fn import(
     }
     // Validation runs inside the write, under the organization's write
     // lock: what it reads is what the write replaces.
+    let cause = HistoryCause::import();
     let mut outcome = None;
     db.write_batch(organization, &mut |view, now| {
         let mut batch = Batch::new(view, collection);
@@ -117,7 +166,8 @@ pub fn import(
             outcome = Some(Err(ImportError::Invalid { lines: batch.errors.lines, total: batch.errors.total }));
             return Ok(Vec::new());
         }
-        let (summary, writes) = batch.commit(now)?;
+        let (mut summary, writes) = batch.commit(now, &cause)?;
+        summary.batch_id = cause.batch_id;
         outcome = Some(Ok(summary));
         Ok(writes)
     })?;
@@ -153,11 +203,14 @@ pub type KnownRecords = HashMap<&'static str, HashMap<Uuid, Option<Value>>>;
 /// ([`Store::write_batch`]), where the caller read what they replace;
 /// `now` is that batch's write time.
 /// `known` holds what it read (the checks read anything else themselves).
+/// Each finding and target created or whose status changes gets a history
+/// entry naming `cause`.
 pub fn write_records_checked(
     view: &mut dyn StoreReader,
     now: Timestamp,
     sets: &[(&'static str, Vec<Value>)],
     known: &KnownRecords,
+    cause: &HistoryCause,
 ) -> Result<(CheckedSummary, Vec<CollectionWrite>), Result<Vec<RecordError>, StoreError>> {
     let mut pending: HashMap<(&'static str, Uuid), &Value> = HashMap::new();
     for (collection, records) in sets {
@@ -171,6 +224,7 @@ pub fn write_records_checked(
     let mut errors: Vec<RecordError> = Vec::new();
     let mut summaries = Vec::new();
     let mut written: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut histories: Vec<(&'static str, HistoryEntries)> = Vec::new();
     let mut open_deltas: BTreeMap<Uuid, [i64; 5]> = BTreeMap::new();
     for (collection, records) in sets {
         let fields =
@@ -200,15 +254,16 @@ pub fn write_records_checked(
             field: error.field,
             reason: error.reason,
         }));
-        let (summary, records, deltas) = batch.prepare(&now_text);
-        for (endpoint, delta) in deltas {
+        let prepared = batch.prepare(&now_text, cause);
+        for (endpoint, delta) in prepared.open_deltas {
             let slot = open_deltas.entry(endpoint).or_default();
             for (total, change) in slot.iter_mut().zip(delta) {
                 *total += change;
             }
         }
-        summaries.push((*collection, summary));
-        written.push((*collection, records.into_values().collect()));
+        summaries.push((*collection, prepared.summary));
+        written.push((*collection, prepared.records.into_values().collect()));
+        histories.push((*collection, prepared.history));
     }
     if !errors.is_empty() {
         return Err(Ok(errors));
@@ -241,12 +296,54 @@ pub fn write_records_checked(
         Some((_, records)) => records.extend(endpoints),
         None => written.push(("endpoints", endpoints)),
     }
-    let writes = written
-        .into_iter()
-        .filter(|(_, records)| !records.is_empty())
-        .map(|(collection, records)| CollectionWrite::records(collection, records))
-        .collect();
+    let mut writes: Vec<CollectionWrite> =
+        written.into_iter().map(|(collection, records)| CollectionWrite::records(collection, records)).collect();
+    for (collection, history) in histories {
+        if let Some(write) = writes.iter_mut().find(|write| write.collection == collection) {
+            write.history.extend(history);
+        }
+    }
+    writes.retain(|write| !write.is_empty());
     Ok((summaries, writes))
+}
+
+/// The endpoints whose `open_findings` move when each finding changes
+/// from its first state to its second (`None`: absent, as before its
+/// creation or after its deletion), read from `view` and rewritten at `now`.
+pub(crate) fn endpoints_with_moved_counts<'r>(
+    view: &mut dyn StoreReader,
+    changes: impl IntoIterator<Item = (Option<&'r Value>, Option<&'r Value>)>,
+    now: &str,
+) -> Result<Vec<Value>, StoreError> {
+    let mut deltas = BTreeMap::new();
+    for (before, after) in changes {
+        add_open_delta(&mut deltas, before, after);
+    }
+    Batch::new(view, "endpoints").endpoints_with_counts(deltas, now)
+}
+
+/// Adds how a finding's change from `before` to `after` moves its
+/// endpoints' open counts.
+fn add_open_delta(deltas: &mut BTreeMap<Uuid, [i64; 5]>, before: Option<&Value>, after: Option<&Value>) {
+    for (finding, sign) in [(before, -1), (after, 1)] {
+        if let Some((endpoint, severity)) = finding.and_then(open_finding_slot) {
+            deltas.entry(endpoint).or_default()[severity] += sign;
+        }
+    }
+}
+
+/// History entries to append, each `(record id, entry bytes)`, in order.
+type HistoryEntries = Vec<(Uuid, Vec<u8>)>;
+
+/// What [`Batch::prepare`] makes of the validated lines.
+struct Prepared {
+    summary: ImportSummary,
+    /// The records to write (those that change something), by id.
+    records: BTreeMap<Uuid, Value>,
+    /// How they move their endpoints' open counts.
+    open_deltas: BTreeMap<Uuid, [i64; 5]>,
+    /// The history entries they add.
+    history: HistoryEntries,
 }
 
 /// Checks each line on its own (shape, types, formats, the fields its
@@ -685,21 +782,26 @@ impl<'a> Batch<'a> {
 
     /// Turns the validated lines into the records to store, with the
     /// endpoints whose derived counts they move (written together).
-    fn commit(mut self, now: Timestamp) -> Result<(ImportSummary, Vec<CollectionWrite>), StoreError> {
+    fn commit(
+        mut self,
+        now: Timestamp,
+        cause: &HistoryCause,
+    ) -> Result<(ImportSummary, Vec<CollectionWrite>), StoreError> {
         let now_text = now.format();
-        let (summary, written, open_deltas) = self.prepare(&now_text);
-        let endpoints = self.endpoints_with_counts(open_deltas, &now_text)?;
-        let writes = vec![
-            CollectionWrite::records(self.collection, written.into_values().collect()),
-            CollectionWrite::records("endpoints", endpoints),
-        ];
-        Ok((summary, writes))
+        let prepared = self.prepare(&now_text, cause);
+        let endpoints = self.endpoints_with_counts(prepared.open_deltas, &now_text)?;
+        let mut written = CollectionWrite::records(self.collection, prepared.records.into_values().collect());
+        written.history = prepared.history;
+        Ok((prepared.summary, vec![written, CollectionWrite::records("endpoints", endpoints)]))
     }
 
     /// The stored records the validated lines become (those that change
-    /// something), and how they move their endpoints' open counts.
-    fn prepare(&mut self, now_text: &str) -> (ImportSummary, BTreeMap<Uuid, Value>, BTreeMap<Uuid, [i64; 5]>) {
+    /// something), how they move their endpoints' open counts, and the
+    /// history entries of the records created or whose status changes.
+    fn prepare(&mut self, now_text: &str, cause: &HistoryCause) -> Prepared {
         let mut summary = ImportSummary::default();
+        let mut history = Vec::new();
+        let keeps_history = HISTORY_COLLECTIONS.contains(&self.collection);
         // Each id's state as the lines replace it (written, else stored),
         // to compare against and to keep `created_at` (and derived fields) from.
         let stored_before = std::mem::take(&mut self.stored_before);
@@ -726,15 +828,17 @@ impl<'a> Batch<'a> {
                 }
             };
             if self.collection == "vulnerability-findings" {
-                for (finding, sign) in [(previous.as_ref(), -1), (Some(&record), 1)] {
-                    if let Some((endpoint, severity)) = finding.and_then(open_finding_slot) {
-                        open_deltas.entry(endpoint).or_default()[severity] += sign;
-                    }
+                add_open_delta(&mut open_deltas, previous.as_ref(), Some(&record));
+            }
+            if let Some(status) = record.get("status").and_then(Value::as_str).filter(|_| keeps_history) {
+                let before = previous.as_ref().and_then(|old| old.get("status")?.as_str());
+                if before != Some(status) {
+                    history.push((id, cause.entry(status, now_text)));
                 }
             }
             written.insert(id, record);
         }
-        (summary, written, open_deltas)
+        Prepared { summary, records: written, open_deltas, history }
     }
 
     /// The endpoints whose `open_findings` the batch changes, updated.

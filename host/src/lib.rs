@@ -7,7 +7,9 @@
 pub mod admin_client;
 pub mod auth;
 pub mod connections;
+pub mod deletions;
 pub mod demo;
+pub mod expiry;
 pub mod http;
 pub mod ingest;
 pub mod metrics;

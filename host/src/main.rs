@@ -83,6 +83,20 @@ enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Delete one record of an organization (through a running server): an
+    /// endpoint goes with its findings and remediation targets, and other
+    /// records' references to what is deleted are cleared, all at once.
+    Delete {
+        #[arg(long)]
+        organization: String,
+        /// endpoints, remediation-targets, scopes or vulnerability-findings.
+        #[arg(long)]
+        collection: String,
+        /// The record's id.
+        id: String,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
     /// Copy a sled deployment (organizations, keys, records, indexes,
     /// secrets) into an empty PostgreSQL database (server stopped); API
     /// keys, cursors and the admin token keep working.
@@ -529,6 +543,9 @@ fn import_report(
         count("targets_created"),
         count("targets_updated")
     );
+    if let Some(batch) = outcome["batch_id"].as_str() {
+        println!("batch {batch} (the cause its findings' and targets' history entries name)");
+    }
     for skipped in outcome["skipped"].as_array().into_iter().flatten() {
         println!("skipped {}: {}", text(&skipped["entry"]), text(&skipped["reason"]));
     }
@@ -659,6 +676,11 @@ fn main() -> ExitCode {
             (None, Some(collection), Some(file)) => import(&organization, &collection, &file, batch_lines, &admin),
             _ => Err(anyhow::anyhow!("give --collection and a file, or --report")),
         },
+        Command::Delete { organization, collection, id, admin } => {
+            admin_client(&admin).and_then(|client| client.delete_record(&organization, &collection, &id)).map(|()| {
+                println!("deleted {collection} {id}");
+            })
+        }
         Command::Check { data_dir, database } => check(&data_dir, &database),
         Command::Migrate { from, to } => esr::migrate::migrate(&from, &to).map(|copied| {
             println!(

@@ -75,6 +75,9 @@ pub struct ReportOutcome {
     /// Endpoints where the report is older than the last one imported from
     /// its scanner: nothing changed there.
     pub older_than_last: Vec<OlderReport>,
+    /// The import's id, which the history entries it wrote name (`null`
+    /// for a dry run, which writes none).
+    pub batch_id: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -138,13 +141,15 @@ pub fn import(
         },
         None => None,
     };
+    let cause = crate::ingest::HistoryCause::report(&scanner);
     let mut result = None;
     db.write_batch(organization, &mut |view, now| {
         // Worked out afresh on each call (a backend may retry the write).
         let moment = Moment { now, scanned_at: scanned_at.unwrap_or(now), timeless: scanned_at.is_none() };
-        let planned = plan(view, format, &scanner, &report, options, moment);
+        let planned = plan(view, format, &scanner, &report, options, moment, &cause);
         match planned {
-            Ok((outcome, writes)) => {
+            Ok((mut outcome, writes)) => {
+                outcome.batch_id = cause.batch_id.filter(|_| !options.dry_run);
                 result = Some(Ok(outcome));
                 Ok(if options.dry_run { Vec::new() } else { writes })
             }
@@ -175,6 +180,7 @@ fn plan(
     report: &ConvertedReport,
     options: &ReportOptions,
     moment: Moment,
+    cause: &crate::ingest::HistoryCause,
 ) -> Result<(ReportOutcome, Vec<CollectionWrite>), ReportError> {
     let Moment { now, scanned_at, timeless } = moment;
     let scanned_at_text = scanned_at.format();
@@ -285,7 +291,7 @@ fn plan(
         (TARGETS, std::mem::take(&mut records.targets)),
         (FINDINGS, std::mem::take(&mut records.findings)),
     ];
-    match crate::ingest::write_records_checked(view, now, &sets, &known) {
+    match crate::ingest::write_records_checked(view, now, &sets, &known, cause) {
         Ok((summaries, writes)) => {
             for (collection, summary) in summaries {
                 match collection {
@@ -578,7 +584,7 @@ fn last_report_time(finding: &Value) -> Option<Timestamp> {
 
 /// A stored record without the service's fields: what an import line of
 /// it holds.
-fn client_fields(record: &Value) -> Map<String, Value> {
+pub(crate) fn client_fields(record: &Value) -> Map<String, Value> {
     let mut fields = record.as_object().cloned().unwrap_or_default();
     for service in ["created_at", "updated_at", "open_findings"] {
         fields.remove(service);
@@ -984,7 +990,7 @@ fn due_at(scopes: &[&Value], open: &[&Value], now: &str) -> Option<String> {
 
 /// Every record holding `value` in a collection's index, read in pages of
 /// records (one store call per page, not one per record).
-fn records_by_index(
+pub(crate) fn records_by_index(
     view: &mut dyn StoreReader,
     collection: &str,
     index: &str,
@@ -1009,7 +1015,11 @@ fn records_by_index(
     }
 }
 
-fn stored_record(view: &mut dyn StoreReader, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
+pub(crate) fn stored_record(
+    view: &mut dyn StoreReader,
+    collection: &str,
+    id: Uuid,
+) -> Result<Option<Value>, StoreError> {
     match view.get(collection, id)? {
         Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
         None => Ok(None),

@@ -182,7 +182,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         rate_limits,
     });
     let heartbeats = tokio::spawn(heartbeat(state.clone()));
-    let pruning = tokio::spawn(prune_changes(db.clone(), options.change_retention));
+    let pruning = tokio::spawn(prune_changes(db.clone(), store_calls.clone(), options.change_retention));
+    let suppression_expiry = tokio::spawn(expire_suppressions(db.clone(), store_calls.clone()));
     let admin_listener = tokio::net::TcpListener::bind(options.admin_listen)
         .await
         .with_context(|| format!("cannot listen on {} (admin)", options.admin_listen))?;
@@ -226,6 +227,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let _ = admin.await;
     heartbeats.abort();
     pruning.abort();
+    suppression_expiry.abort();
     tokio::task::block_in_place(|| {
         if let Err(error) = db.host_leaving(&host) {
             tracing::warn!(%error, "could not record that this host stopped serving");
@@ -267,19 +269,37 @@ async fn heartbeat(state: AppState) {
 }
 
 /// Prunes the change feed's deletion events past `retention`, now and then
-/// every [`crate::retention::prune_every`] (each host of a shared database
-/// does: pruning twice removes nothing more).
-async fn prune_changes(db: Arc<dyn crate::store::Store>, retention: Duration) {
-    let mut ticks = tokio::time::interval(crate::retention::prune_every(retention));
+/// every [`crate::retention::prune_every`], with a store permit like any
+/// request (each host of a shared database does: pruning twice removes
+/// nothing more).
+async fn prune_changes(db: Arc<dyn crate::store::Store>, store_calls: StoreCalls, retention: Duration) {
+    let every = crate::retention::prune_every(retention);
+    let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
         let db = db.clone();
-        match tokio::task::spawn_blocking(move || crate::retention::prune(db.as_ref(), retention)).await {
+        let deadline = tokio::time::Instant::now() + every;
+        match store_calls.run(deadline, move || crate::retention::prune(db.as_ref(), retention)).await {
             Ok(Ok(0)) => {}
             Ok(Ok(removed)) => tracing::info!(removed, "change feed: pruned deletions past retention"),
             Ok(Err(error)) => tracing::warn!(%error, "change feed: pruning failed; trying again later"),
-            Err(error) => tracing::warn!(%error, "change feed: the pruning task failed"),
+            Err(_) => tracing::warn!("change feed: no store permit came in time; pruning at the next tick"),
+        }
+    }
+}
+
+/// Reopens expired suppressions in every organization at start and every
+/// [`crate::expiry::EXPIRY_EVERY`], with a store permit like any request.
+async fn expire_suppressions(db: Arc<dyn crate::store::Store>, store_calls: StoreCalls) {
+    let mut ticks = tokio::time::interval(crate::expiry::EXPIRY_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let db = db.clone();
+        let deadline = tokio::time::Instant::now() + crate::expiry::EXPIRY_EVERY;
+        if store_calls.run(deadline, move || crate::expiry::expire_everywhere(db.as_ref())).await.is_err() {
+            tracing::warn!("suppression expiry: no store permit came in time; trying again at the next tick");
         }
     }
 }

@@ -1382,13 +1382,15 @@ impl Generator {
                     .find(|(candidate, _)| *candidate == reason)
                     .map_or(&[][..], |(_, notes)| *notes);
                 let note = notes.choose(&mut self.rng).copied().unwrap_or("Suppressed by the security team.");
-                // A suppression that had expired would be open again, so an
-                // expiring one was set recently enough to still be in force.
+                // A suppression that had expired would be open again (the
+                // server reopens it), so an expiring one runs for years from
+                // the last quarter before the anchor: still in force long
+                // after the anchor, whenever the demo is served.
                 let (suppressed_at, expires_at) = if chance(&mut self.rng, 25) {
                     (between(&mut self.rng, first_seen, self.anchor), None)
                 } else {
-                    let days = *pick(&mut self.rng, &[90i64, 180, 365]);
-                    let set_at = between(&mut self.rng, (self.anchor - days * DAY + DAY).max(first_seen), self.anchor);
+                    let days = *pick(&mut self.rng, &[730i64, 1095, 1825]);
+                    let set_at = between(&mut self.rng, (self.anchor - 90 * DAY).max(first_seen), self.anchor);
                     (set_at, Some(set_at + days * DAY))
                 };
                 draft.last_seen = recent_scan(&mut self.rng);

@@ -1,6 +1,7 @@
 //! The admin listener: loopback by default, separate from the public port,
 //! authenticated with the admin token. It carries what operators change:
-//! organizations, API keys, the import of records, and plugin reload.
+//! organizations, API keys, the import and deletion of records, and plugin
+//! reload.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use uuid::Uuid;
 use super::problem::ApiError;
 use super::{path_parameters, request_id};
 use crate::auth::{self, ALL_READ_SCOPES};
+use crate::deletions::{self, DeleteError};
 use crate::ingest::{self, ImportError};
 use crate::plugins::{PluginInfo, PluginRegistry};
 use crate::store::{ApiKeyRecord, COLLECTIONS, Organization, Store, StoreError};
@@ -98,6 +100,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/v1/keys/{key_id}", delete(revoke_key))
         .route("/admin/v1/organizations/{organization_id}/import/{collection}", post(import))
         .route("/admin/v1/organizations/{organization_id}/reports", post(import_report))
+        .route("/admin/v1/organizations/{organization_id}/{collection}/{id}", delete(delete_record))
         .route("/admin/v1/plugins/reload", post(reload))
         .route("/metrics", get(metrics))
         .method_not_allowed_fallback(|| async {
@@ -402,6 +405,43 @@ async fn import(
         )),
         Err(ImportError::UnknownCollection(name)) => Err(ApiError::not_found(format!("no collection {name}"))),
         Err(ImportError::Store(error)) => Err(storage_failure(error)),
+    }
+}
+
+/// `DELETE /admin/v1/organizations/{organizationId}/{collection}/{id}`:
+/// the record and what depends on it, in one batch (`deletions.rs`) → `204`.
+async fn delete_record(State(state): State<AdminState>, uri: Uri) -> Result<Response, ApiError> {
+    let [organization_id, collection, id] = path_parameters(&uri);
+    let organization_id = parse_uuid(&organization_id, "organizationId")?;
+    if !COLLECTIONS.contains(&collection.as_str()) {
+        return Err(ApiError::invalid_parameters(vec![(
+            "collection".to_owned(),
+            format!("no collection {collection}; one of {}", COLLECTIONS.join(", ")),
+        )]));
+    }
+    let id = parse_uuid(&id, "id")?;
+    let (db, name) = (state.db.clone(), collection.clone());
+    let deleted = state
+        .blocking(move || {
+            organization_exists(db.as_ref(), organization_id)?;
+            let outcome = deletions::delete(db.as_ref(), organization_id, &name, id);
+            db.release_freed_memory();
+            Ok(outcome)
+        })
+        .await?;
+    match deleted {
+        Ok(summary) => {
+            tracing::info!(
+                %organization_id, %collection, %id, deleted = summary.deleted, updated = summary.updated,
+                "record deleted"
+            );
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        Err(error @ DeleteError::NotFound { .. }) => Err(ApiError::not_found(error.to_string())),
+        Err(error @ DeleteError::UnknownCollection { .. }) => {
+            Err(ApiError::invalid_parameters(vec![("collection".to_owned(), error.to_string())]))
+        }
+        Err(DeleteError::Store(error)) => Err(storage_failure(error)),
     }
 }
 
