@@ -29,11 +29,17 @@ use crate::store::{COLLECTIONS, ChangeEvent, ChangeOperation, StoreReader, Write
 pub const DEFAULT_CHANGES_LIMIT: usize = 100;
 pub const MAX_CHANGES_LIMIT: usize = 1000;
 
+/// The longest `collection` value of the feed.
+pub const MAX_COLLECTION_PARAMETER_CHARS: usize = 128;
+
 /// History entries answered at most: the latest ones, oldest first.
 pub const MAX_HISTORY_ENTRIES: usize = 10_000;
 
 /// The parameters `GET /v1/changes` takes.
 const CHANGES_PARAMETERS: [&str; 4] = ["limit", "after", "cursor", "collection"];
+
+/// Why a cursor is refused (clients and tests match it).
+pub const CURSOR_NOT_ISSUED: &str = "not a cursor issued for this feed and these collections";
 
 /// The cursor binding's name for the feed (no collection is called so).
 const FEED: &str = "changes";
@@ -94,23 +100,25 @@ pub(super) async fn changes(
     // A cursor is bound to the collections followed; `after` only starts a walk.
     let binding_query: Vec<(String, String)> = query.iter().filter(|(name, _)| name == "collection").cloned().collect();
     let binding = CursorBinding { organization_id: principal.organization_id, collection: FEED, query: &binding_query };
-    let after = match (&parameters.cursor, parameters.after) {
+    // The cursor is checked first: one this server did not issue is
+    // refused as such, whatever else the request says.
+    let opened = match &parameters.cursor {
+        Some(token) => {
+            let (inner, position) = binding
+                .open_at(&state.cursor_key, token)
+                .ok_or_else(|| ApiError::invalid_parameters(vec![("cursor".into(), CURSOR_NOT_ISSUED.into())]))?;
+            Some((inner.parse::<u64>().map_err(|_| ApiError::internal())?, position))
+        }
+        None => None,
+    };
+    let after = match (opened, parameters.after) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid_parameters(vec![(
                 "after".into(),
                 "give either after or cursor, not both".into(),
             )]));
         }
-        (Some(token), None) => {
-            let (inner, position) = binding.open_at(&state.cursor_key, token).ok_or_else(|| {
-                ApiError::invalid_parameters(vec![(
-                    "cursor".into(),
-                    "not a cursor issued for this feed and these collections".into(),
-                )])
-            })?;
-            let after = inner.parse::<u64>().map_err(|_| ApiError::internal())?;
-            Some((after, position))
-        }
+        (Some(opened), None) => Some(opened),
         (None, after) => after.map(|after| (after, 0)),
     };
     let tenant = tenant(&state, &caller)?;
@@ -202,6 +210,16 @@ impl FeedParameters {
                 continue;
             }
             seen.push(name);
+            // The bounds the OpenAPI document states.
+            let longest = match name.as_str() {
+                "cursor" => esr_plugin_sdk::query::MAX_CURSOR_CHARS,
+                "collection" => MAX_COLLECTION_PARAMETER_CHARS,
+                _ => usize::MAX,
+            };
+            if value.chars().count() > longest {
+                problems.push((name.clone(), format!("longer than {longest} characters")));
+                continue;
+            }
             match name.as_str() {
                 "limit" => match value.parse::<usize>() {
                     Ok(limit) if (1..=MAX_CHANGES_LIMIT).contains(&limit) => parameters.limit = limit,

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use esr_plugin_sdk::list::MAX_LIMIT;
 use esr_plugin_sdk::query::MAX_CURSOR_CHARS;
 
-use super::changes::{DEFAULT_CHANGES_LIMIT, MAX_CHANGES_LIMIT, MAX_HISTORY_ENTRIES};
+use super::changes::{DEFAULT_CHANGES_LIMIT, MAX_CHANGES_LIMIT, MAX_COLLECTION_PARAMETER_CHARS, MAX_HISTORY_ENTRIES};
 use super::limits::{MAX_HEADER_BYTES, MAX_REQUEST_TARGET_BYTES};
 use super::problem::{MAX_DETAIL_CHARS, MAX_INVALID_PARAMS, MAX_REASON_CHARS};
 use super::{GROUPS, MAX_DOCUMENT_BYTES, MAX_LINK_CHARS};
@@ -477,7 +477,7 @@ fn changes_operation(groups: &[&super::Group]) -> Value {
             {
                 "name": "collection", "in": "query", "required": false,
                 "description": format!("Only these collections, comma-separated: {}.", collections.join(", ")),
-                "schema": {"type": "string", "maxLength": 128, "pattern": format!("^({0})(,({0}))*$", collections.join("|"))},
+                "schema": {"type": "string", "maxLength": MAX_COLLECTION_PARAMETER_CHARS, "pattern": format!("^({0})(,({0}))*$", collections.join("|"))},
             },
             reference("parameters", "IfNoneMatch"),
             reference("parameters", "RequestId"),
