@@ -228,3 +228,45 @@ fn a_replaced_component_shapes_the_feed_too() {
         assert_eq!(event["record"]["ip"], Value::Null, "the address is withheld: {event}");
     }
 }
+
+#[test]
+fn histories_list_status_changes_and_old_cursors_are_gone_past_retention() {
+    let server = Server::start_with(&plugins_dir(), &["--change-retention-days", "0"]);
+    let (organization, key) = server.organization_with_key("history", &["endpoints:read", "findings:read"]);
+    let endpoints = import(&server, &organization, "endpoints", &[endpoint("kept"), endpoint("deleted")]);
+    let line = finding(&endpoints[0], "high", "h1");
+    let ids = import(&server, &organization, "vulnerability-findings", std::slice::from_ref(&line));
+    let mut resolved = line.clone();
+    resolved["id"] = json!(ids[0]);
+    resolved["status"] = json!("resolved");
+    resolved["resolved_at"] = json!("2026-11-21T00:00:00Z");
+    import(&server, &organization, "vulnerability-findings", &[resolved]);
+    let history = json_with(&server, &key, &format!("/v1/vulnerability-findings/{}/history", ids[0]));
+    let statuses: Vec<&str> =
+        history["data"].as_array().unwrap().iter().map(|e| e["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["open", "resolved"]);
+    assert_eq!(history["data"][1]["cause"]["kind"], "import");
+    let finding_now = json_with(&server, &key, &format!("/v1/vulnerability-findings/{}", ids[0]));
+    assert_eq!(history["data"][1]["at"], finding_now["updated_at"]);
+    // Unknown, malformed, and a collection without history.
+    problem(get_with(&server, &key, "/v1/vulnerability-findings/01900000-0000-7000-8000-000000000000/history"), 404);
+    problem(get_with(&server, &key, "/v1/vulnerability-findings/nope/history"), 400);
+    problem(get_with(&server, &key, &format!("/v1/endpoints/{}/history", endpoints[0])), 404);
+
+    // A client at the list's sequence; then a deletion, pruned at once
+    // (retention 0): its cursor is gone, and the answer says what to do.
+    let sequence = json_with(&server, &key, "/v1/endpoints")["sequence"].as_u64().unwrap();
+    let deleted = server
+        .admin(Method::DELETE, &format!("/admin/v1/organizations/{organization}/endpoints/{}", endpoints[1]))
+        .send()
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    common::wait_until(std::time::Duration::from_secs(60), "the deletion pruned", || {
+        get_with(&server, &key, &format!("/v1/changes?after={sequence}")).status() == 410
+    });
+    let gone = problem(get_with(&server, &key, &format!("/v1/changes?after={sequence}")), 410);
+    assert!(gone["detail"].as_str().unwrap().contains("list"), "{gone}");
+    // Listing again and following from the new sequence works.
+    let again = json_with(&server, &key, "/v1/endpoints")["sequence"].as_u64().unwrap();
+    assert_eq!(json_with(&server, &key, &format!("/v1/changes?after={again}"))["data"], json!([]));
+}

@@ -290,3 +290,58 @@ fn summaries_count_only_the_callers_records() {
         }
     }
 }
+
+#[test]
+fn change_events_and_histories_are_only_the_callers() {
+    let server = Server::start(&plugins_dir());
+    let (acme, globex) = (server.organization_ids[0].clone(), server.organization_ids[1].clone());
+    // Both organizations change something: each one's feed has events.
+    let finding = |n: usize| {
+        let endpoint = server.all(n, "endpoints")[0]["id"].as_str().unwrap().to_owned();
+        serde_json::json!({
+            "endpoint_id": endpoint, "finding_type": "vulnerability", "title": format!("isolated {n}"),
+            "severity": "high", "status": "open", "cve_id": "CVE-2024-3094", "kev": false,
+            "subject": {"type": "software", "vendor": "Tukaani", "product": "xz-utils", "version": "5.6.0"},
+            "source": {"scanner": "trivy", "scanner_finding_id": format!("isolated-{n}")},
+            "first_seen_at": "2026-11-01T00:00:00Z", "last_seen_at": "2026-11-20T00:00:00Z",
+        })
+    };
+    let mut theirs = String::new();
+    for (n, organization) in [(0, &acme), (1, &globex)] {
+        let response = server
+            .admin(
+                reqwest::Method::POST,
+                &format!("/admin/v1/organizations/{organization}/import/vulnerability-findings"),
+            )
+            .header("content-type", "application/x-ndjson")
+            .body(format!("{}\n", finding(n)))
+            .send()
+            .unwrap();
+        let ids = common::imported_ids(response);
+        if n == 1 {
+            theirs = ids[0].clone();
+        }
+    }
+    let globex_ids: BTreeSet<String> = all_ids(&server, 1).into_iter().flat_map(|(_, ids)| ids).collect();
+    // Our feed: only our records, never theirs.
+    let feed = server.json("/v1/changes?limit=1000");
+    assert!(!feed["data"].as_array().unwrap().is_empty());
+    let feed_text = feed.to_string();
+    assert!(!feed_text.contains(&globex));
+    for id in &globex_ids {
+        assert!(!feed_text.contains(id.as_str()), "{id} in our feed");
+    }
+    // Their finding's history: the 404 of a finding that never existed.
+    let history = server.get(&format!("/v1/vulnerability-findings/{theirs}/history"));
+    assert_eq!(history.status(), 404);
+    let body = history.text().unwrap();
+    assert!(!body.contains("import") && !body.contains(&globex), "{body}");
+    assert_eq!(server.json_as(1, &format!("/v1/vulnerability-findings/{theirs}/history"))["data"][0]["status"], "open");
+    // Their feed cursor is refused, saying nothing of them.
+    let their_page = server.json_as(1, "/v1/changes?limit=1");
+    let cursor = their_page["next_cursor"].as_str().unwrap_or_default().to_owned();
+    let replayed = server.get(&format!("/v1/changes?cursor={cursor}"));
+    assert_eq!(replayed.status(), 400);
+    let replayed = replayed.text().unwrap();
+    assert!(!replayed.contains(&globex) && !replayed.contains(&theirs), "{replayed}");
+}
