@@ -84,6 +84,11 @@ pub fn migrate(from: &Path, to: &str) -> anyhow::Result<Copied> {
             );
             copied.records += records;
         }
+        // The copy's feed goes on from the source's sequence with nothing
+        // retained before it: a client's old cursor is told to list again
+        // (`410`), never handed later changes under lower sequences.
+        let log = source.change_log(organization.organization_id)?;
+        target.continue_changes_from(organization.organization_id, log.latest)?;
         copied.organizations += 1;
     }
     target.finish_bulk_load()?;

@@ -227,6 +227,26 @@ fn a_generated_python_client_pages_through_every_collection() {
     let said = format!("{}{}", String::from_utf8_lossy(&generated.stdout), String::from_utf8_lossy(&generated.stderr));
     // The generator skips what it cannot express, with a warning.
     assert!(generated.status.success() && !said.to_lowercase().contains("warning"), "{said}");
+    // A change the feed then holds: one finding resolved.
+    let mut finding = server.json("/v1/vulnerability-findings?status=open&limit=1")["data"][0].clone();
+    let finding_id = finding["id"].as_str().unwrap().to_owned();
+    let object = finding.as_object_mut().unwrap();
+    for service_field in ["created_at", "updated_at"] {
+        object.remove(service_field);
+    }
+    object.insert("status".into(), serde_json::json!("resolved"));
+    object.insert("resolved_at".into(), serde_json::json!("2026-11-21T00:00:00Z"));
+    let imported = server
+        .admin(
+            reqwest::Method::POST,
+            &format!("/admin/v1/organizations/{}/import/vulnerability-findings", server.organization_ids[0]),
+        )
+        .header("content-type", "application/x-ndjson")
+        .body(format!("{finding}\n"))
+        .send()
+        .unwrap();
+    assert_eq!(imported.status(), 200, "{}", imported.text().unwrap_or_default());
+    let feed = server.json("/v1/changes?limit=1");
     let seen = run(Command::new(venv_program("python"))
         .env("PYTHONPATH", work.path())
         .arg(python_dir().join("use_generated_client.py"))
@@ -244,6 +264,17 @@ fn a_generated_python_client_pages_through_every_collection() {
             assert_eq!(seen[collection]["summary_counted"], total, "{collection}: {seen}");
         }
     }
+    // One event per record (nothing was deleted), the resolved finding's last but one (its endpoint's count moved last).
+    let events = seen["changes"]["events"].as_array().unwrap();
+    let records: u64 = ["endpoints", "remediation-targets", "scopes", "vulnerability-findings"]
+        .iter()
+        .map(|collection| seen[*collection]["total"].as_u64().unwrap())
+        .sum();
+    assert_eq!(events.len() as u64, records);
+    assert_eq!(seen["changes"]["sequence"], feed["sequence"]);
+    assert_eq!(events[events.len() - 2]["id"], finding_id.as_str());
+    assert_eq!(events[events.len() - 2]["operation"], "updated");
+    assert!(seen["history"].is_array(), "{seen}");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 """Uses the client openapi-python-client generated from the served document,
 unmodified: pages through every collection with cursors and reads one
-record of each. Prints what it saw as JSON for host/tests/openapi.rs.
+record of each, counts by summary, follows the change feed and reads a
+finding's history. Prints what it saw as JSON for host/tests/openapi.rs.
 
 Usage: use_generated_client.py BASE_URL API_KEY
 """
@@ -10,6 +11,7 @@ import sys
 import uuid
 
 from esr_client import AuthenticatedClient
+from esr_client.api.changes import list_changes
 from esr_client.api.endpoints import get_endpoint, list_endpoints, summarize_endpoints
 from esr_client.api.remediation_scopes import get_scope, list_scopes
 from esr_client.api.remediation_targets import (
@@ -19,6 +21,7 @@ from esr_client.api.remediation_targets import (
 )
 from esr_client.api.vulnerability_findings import (
     get_vulnerability_finding,
+    get_vulnerability_finding_history,
     list_vulnerability_findings,
     summarize_vulnerability_findings,
 )
@@ -73,6 +76,23 @@ def main():
             raise SystemExit(f"{collection} summary: {response.status_code} {response.content!r}")
         seen[collection]["summary_total"] = response.parsed.total
         seen[collection]["summary_counted"] = sum(group.count for group in response.parsed.groups)
+    # The change feed, from the start, page by page.
+    events, cursor, after = [], UNSET, 0
+    while True:
+        response = list_changes.sync_detailed(client=client, limit=2, cursor=cursor, after=after if cursor is UNSET else UNSET)
+        if response.status_code != 200:
+            raise SystemExit(f"changes: {response.status_code} {response.content!r}")
+        page = response.parsed
+        events.extend({"sequence": event.sequence, "id": str(event.id), "operation": str(event.operation)} for event in page.data)
+        if page.next_cursor is None:
+            seen["changes"] = {"events": events, "sequence": page.sequence}
+            break
+        cursor = page.next_cursor
+    finding = uuid.UUID(seen["vulnerability-findings"]["first"])
+    history = get_vulnerability_finding_history.sync_detailed(client=client, finding_id=finding)
+    if history.status_code != 200:
+        raise SystemExit(f"history: {history.status_code} {history.content!r}")
+    seen["history"] = [str(entry.status) for entry in history.parsed.data]
     print(json.dumps(seen))
 
 
