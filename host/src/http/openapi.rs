@@ -312,15 +312,7 @@ fn item_operation(group: &super::Group) -> Value {
             group.scope, group.resource
         ),
         "tags": [group.tag],
-        "parameters": [
-            {
-                "name": group.id_parameter, "in": "path", "required": true,
-                "description": format!("The {}'s id.", group.resource),
-                "schema": {"type": "string", "format": "uuid", "maxLength": 36},
-            },
-            reference("parameters", "IfNoneMatch"),
-            reference("parameters", "RequestId"),
-        ],
+        "parameters": record_parameters(group),
         "responses": responses(answers, &errors),
     })
 }
@@ -569,17 +561,23 @@ fn history_operation(group: &super::Group) -> Value {
             group.scope, group.resource
         ),
         "tags": [group.tag],
-        "parameters": [
-            {
-                "name": group.id_parameter, "in": "path", "required": true,
-                "description": format!("The {}'s id.", group.resource),
-                "schema": {"type": "string", "format": "uuid", "maxLength": 36},
-            },
-            reference("parameters", "IfNoneMatch"),
-            reference("parameters", "RequestId"),
-        ],
+        "parameters": record_parameters(group),
         "responses": responses(answers, &errors),
     })
+}
+
+/// The parameters of an operation on one record: its id in the path, and
+/// the conditional and request-id headers.
+fn record_parameters(group: &super::Group) -> Value {
+    json!([
+        {
+            "name": group.id_parameter, "in": "path", "required": true,
+            "description": format!("The {}'s id.", group.resource),
+            "schema": {"type": "string", "format": "uuid", "maxLength": 36},
+        },
+        reference("parameters", "IfNoneMatch"),
+        reference("parameters", "RequestId"),
+    ])
 }
 
 fn shared_schemas() -> Map<String, Value> {
