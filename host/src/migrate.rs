@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use crate::http::admin::{ADMIN_TOKEN_FILE, ADMIN_TOKEN_TEXT_SECRET};
-use crate::store::{self, COLLECTIONS, MAX_SCAN, Store};
+use crate::store::{self, COLLECTIONS, CollectionWrite, MAX_SCAN, Store};
 
 /// The most records one write to the target holds (a transaction each):
 /// bounds the memory a copy takes, whatever the deployment's size.
@@ -118,6 +118,8 @@ fn copy_collection(
 ) -> anyhow::Result<u64> {
     let mut reader = source.reader(organization)?;
     let (mut after, mut copied, mut batch) = (None, 0u64, Vec::with_capacity(BATCH_RECORDS));
+    // Each record's status history, copied after its record.
+    let mut histories: Vec<(uuid::Uuid, Vec<u8>)> = Vec::new();
     loop {
         let page = reader.scan(collection, after, MAX_SCAN, false)?;
         let Some((last, _)) = page.last() else { break };
@@ -130,13 +132,38 @@ fn copy_collection(
                 bail!("{collection} record {id} would not be stored byte for byte alike; the copy stopped there");
             }
             batch.push(record);
+            histories.extend(reader.history(collection, id)?.into_iter().map(|entry| (id, entry)));
         }
         if batch.len() >= BATCH_RECORDS {
             copied += write(target, organization, collection, &mut batch, copied)?;
+            write_histories(target, organization, collection, &mut histories)?;
         }
     }
     copied += write(target, organization, collection, &mut batch, copied)?;
+    write_histories(target, organization, collection, &mut histories)?;
     Ok(copied)
+}
+
+/// Appends the histories of records already copied, in one batch (which
+/// changes no record, so the feed records nothing), and empties them.
+fn write_histories(
+    target: &dyn Store,
+    organization: uuid::Uuid,
+    collection: &str,
+    histories: &mut Vec<(uuid::Uuid, Vec<u8>)>,
+) -> anyhow::Result<()> {
+    if histories.is_empty() {
+        return Ok(());
+    }
+    let history = std::mem::take(histories);
+    target.write_batch(organization, &mut |_, _| {
+        Ok(vec![CollectionWrite {
+            collection: collection.to_owned(),
+            history: history.clone(),
+            ..CollectionWrite::default()
+        }])
+    })?;
+    Ok(())
 }
 
 /// Writes and empties one batch; returns how many records it held.

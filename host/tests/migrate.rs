@@ -37,8 +37,24 @@ fn create_key(server: &Server, organization: &str, name: &str) -> (String, Strin
 fn a_migrated_deployment_answers_as_sled_does_with_its_keys_cursors_and_admin_token() {
     // Keys made on the sled deployment: one kept, one revoked.
     let made = Mutex::new(None);
+    let resolved = Mutex::new(None);
     let twins = Twins::migrated(&plugins_dir(), |sled| {
         let organization = sled.organization_ids[0].clone();
+        // A finding with a status history: resolved by an import.
+        let mut finding = sled.json("/v1/vulnerability-findings?status=open&limit=1")["data"][0].clone();
+        let object = finding.as_object_mut().unwrap();
+        object.remove("created_at");
+        object.remove("updated_at");
+        object.insert("status".into(), json!("resolved"));
+        object.insert("resolved_at".into(), json!("2026-11-21T00:00:00Z"));
+        let imported = sled
+            .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/import/vulnerability-findings"))
+            .header("content-type", "application/x-ndjson")
+            .body(format!("{finding}\n"))
+            .send()
+            .unwrap();
+        assert_eq!(imported.status(), 200);
+        *resolved.lock().unwrap() = Some(finding["id"].as_str().unwrap().to_owned());
         let kept = create_key(sled, &organization, "kept");
         let revoked = create_key(sled, &organization, "revoked");
         let status = sled.admin(Method::DELETE, &format!("/admin/v1/keys/{}", revoked.0)).send().unwrap().status();
@@ -78,6 +94,15 @@ fn a_migrated_deployment_answers_as_sled_does_with_its_keys_cursors_and_admin_to
         };
         assert_eq!(without_cursor(sled), without_cursor(postgres), "{next}");
     }
+
+    // Histories are copied; the feed goes on from sled's sequence.
+    let resolved = resolved.into_inner().unwrap().unwrap();
+    let history = format!("/v1/vulnerability-findings/{resolved}/history");
+    let (sled_history, postgres_history) = (twins.sled.json(&history), twins.postgres.json(&history));
+    assert_eq!(sled_history["data"][0]["status"], "resolved");
+    assert_eq!(postgres_history, sled_history);
+    let sequence = |server: &Server| server.json("/v1/endpoints?limit=1")["sequence"].as_u64().unwrap();
+    assert_eq!(sequence(&twins.postgres), sequence(&twins.sled));
 
     // The sled deployment's admin token is the PostgreSQL server's.
     let sled_token = twins.sled.admin_token();
