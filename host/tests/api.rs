@@ -279,7 +279,7 @@ fn lists_page_with_limit_and_offset_and_reject_bad_parameters() {
         assert_eq!(first["data"].as_array().unwrap().len() as u64, total.min(50));
         assert_eq!(first["next_cursor"].is_string(), total > 50, "{collection}: next_cursor");
         let keys: Vec<&String> = first.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 5, "{collection}: envelope is data, total, limit, offset, next_cursor");
+        assert_eq!(keys.len(), 6, "{collection}: envelope is data, total, limit, offset, next_cursor, sequence");
 
         // Offset pages tile the collection in creation order.
         let pages: Vec<Value> = (0..total.div_ceil(7).min(4))
