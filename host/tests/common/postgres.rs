@@ -117,6 +117,8 @@ impl Twins {
                     }
                 }
                 postgres.finish_bulk_load().unwrap();
+                // Lists carry the feed's sequence: the copy goes on from sled's, as `esr migrate` does.
+                postgres.continue_changes_from(id, sled.change_log(id).unwrap().latest).unwrap();
                 postgres.insert_organization(&organization).unwrap();
                 let key =
                     esr::auth::create_key(postgres.as_ref(), id, "demo", &esr::auth::ALL_READ_SCOPES, None).unwrap();
