@@ -8,7 +8,7 @@
 mod common;
 
 use common::postgres::TestDatabase;
-use esr::store::{self, CollectionWrite};
+use esr::store::{self, CollectionWrite, Store};
 use esr_plugin_sdk::indexes;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -111,139 +111,22 @@ fn postgres_answers_every_store_question_as_sled_does() {
         by_id.into_values().collect()
     };
 
-    for organization in [acme, globex, Uuid::now_v7()] {
-        let mut sled_reads = sled.reader(organization).unwrap();
-        let mut pg_reads = pg.reader(organization).unwrap();
-        for (collection, records) in [("vulnerability-findings", &final_acme), ("endpoints", &endpoints)] {
-            assert_eq!(sled_reads.count(collection).unwrap(), pg_reads.count(collection).unwrap());
-            // Scans in id order, both ways, from the start and from the middle.
-            for after in [None, Some(id(77)), Some(id(10_020))] {
-                for reverse in [false, true] {
-                    let from_sled: Vec<(Uuid, Vec<u8>)> = sled_reads.scan(collection, after, 50, reverse).unwrap();
-                    assert_eq!(from_sled, pg_reads.scan(collection, after, 50, reverse).unwrap());
-                }
-            }
-            for n in [0, 5, 77, 299, 10_003, 99_999] {
-                assert_eq!(sled_reads.get(collection, id(n)).unwrap(), pg_reads.get(collection, id(n)).unwrap());
-            }
-            for index in indexes::indexes(collection) {
-                for value in values_of(index, records) {
-                    let count = sled_reads.index_count(collection, index.name, &value).unwrap();
-                    assert_eq!(count, pg_reads.index_count(collection, index.name, &value).unwrap());
-                    for reverse in [false, true] {
-                        let positions =
-                            sled_reads.index_positions(collection, index.name, &value, None, 1000, reverse).unwrap();
-                        assert_eq!(
-                            positions,
-                            pg_reads.index_positions(collection, index.name, &value, None, 1000, reverse).unwrap(),
-                            "{collection} {} {value:?}",
-                            index.name
-                        );
-                        // Pages resumed from the middle.
-                        if let Some(middle) = positions.get(positions.len() / 2).copied() {
-                            let from_sled: Vec<(Uuid, Vec<u8>)> = sled_reads
-                                .index_scan(collection, index.name, &value, Some(middle), 7, reverse)
-                                .unwrap();
-                            assert_eq!(
-                                from_sled,
-                                pg_reads.index_scan(collection, index.name, &value, Some(middle), 7, reverse).unwrap()
-                            );
-                        }
-                    }
-                    if index.key == indexes::IndexKey::SortValue && value == indexes::SORTED {
-                        let positions =
-                            sled_reads.index_positions(collection, index.name, &value, None, 1000, false).unwrap();
-                        let bounds: Vec<Option<(i64, Uuid)>> = [None]
-                            .into_iter()
-                            .chain([positions.len() / 4, positions.len() * 3 / 4].map(|at| positions.get(at).copied()))
-                            .collect();
-                        for after in &bounds {
-                            for before in &bounds {
-                                for conditions in [vec![], vec![("status".to_owned(), vec!["open".to_owned()])]] {
-                                    let conditions: Vec<(String, Vec<String>)> = conditions
-                                        .into_iter()
-                                        .filter(|(index, _)| indexes::find(collection, index).is_some())
-                                        .collect();
-                                    for updated_after in [None, Some(1_772_000_000_000_000_000)] {
-                                        assert_eq!(
-                                            sled_reads
-                                                .count_in_range(
-                                                    collection,
-                                                    index.name,
-                                                    *after,
-                                                    *before,
-                                                    &conditions,
-                                                    updated_after
-                                                )
-                                                .unwrap(),
-                                            pg_reads
-                                                .count_in_range(
-                                                    collection,
-                                                    index.name,
-                                                    *after,
-                                                    *before,
-                                                    &conditions,
-                                                    updated_after
-                                                )
-                                                .unwrap(),
-                                            "{collection} {} {after:?}..{before:?} {conditions:?} {updated_after:?}",
-                                            index.name
-                                        );
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        // Totals of combinations of filters, with and without updatedAfter.
-        let condition = |index: &str, values: &[&str]| {
-            (index.to_owned(), values.iter().map(|v| (*v).to_owned()).collect::<Vec<_>>())
-        };
-        let combinations = [
-            vec![],
-            vec![condition("status", &["open"])],
-            vec![condition("status", &["open", "resolved", "open"])],
-            vec![condition("status", &["open"]), condition("severity", &["critical", "high"])],
-            vec![condition("kev", &["true"]), condition("severity", &["low"])],
-            vec![condition("status", &["resolved"]), condition("scanner", &["trivy"])],
-            vec![condition("status", &["open"]), condition("severity", &["high"]), condition("kev", &["false"])],
-            vec![
-                condition("cve_id", &["CVE-2024-1003", "CVE-2024-1004"]),
-                condition("endpoint_id", &[&id(10_003).to_string()]),
-            ],
-            vec![condition("created_at", &[""]), condition("status", &["suppressed"])],
-        ];
-        for conditions in &combinations {
-            for updated_after in
-                [None, Some(0), Some(1_770_000_000_000_000_000), Some(1_772_123_456_000_000_000), Some(i64::MAX)]
-            {
-                assert_eq!(
-                    sled_reads.count_matching("vulnerability-findings", conditions, updated_after).unwrap(),
-                    pg_reads.count_matching("vulnerability-findings", conditions, updated_after).unwrap(),
-                    "{conditions:?} after {updated_after:?}"
-                );
-            }
-        }
-        for conditions in [
-            vec![condition("tag", &["prod", "eu"])],
-            vec![condition("tag", &["db"]), condition("os_family", &["linux"])],
-            vec![condition("os_family", &["linux"]), condition("has_agent", &["true"])],
-        ] {
-            assert_eq!(
-                sled_reads.count_matching("endpoints", &conditions, None).unwrap(),
-                pg_reads.count_matching("endpoints", &conditions, None).unwrap(),
-                "{conditions:?}"
-            );
-        }
-    }
+    let organizations = [acme, globex, Uuid::now_v7()];
+    assert_reads_alike(&*sled, &*pg, &organizations, &final_acme, &endpoints);
     assert!(matches!(
         pg.reader(acme).unwrap().index_count("scopes", "colour", "red"),
         Err(esr::store::StoreError::UnknownIndex(_))
     ));
     assert_eq!(pg.verify_indexes().unwrap(), Vec::<String>::new());
     assert_eq!(sled.verify_indexes().unwrap(), Vec::<String>::new());
+
+    // A database the schema before index columns wrote is carried over at
+    // start, every entry in place.
+    drop(pg);
+    back_to_schema_3(&mut database.client());
+    let pg = store::open(Some(&database.url), dir.path()).unwrap();
+    assert_reads_alike(&*sled, &*pg, &organizations, &final_acme, &endpoints);
+    assert_eq!(pg.verify_indexes().unwrap(), Vec::<String>::new());
 
     // A record without created_at is refused and nothing of its batch is written.
     let count = || pg.reader(acme).unwrap().count("scopes").unwrap();
@@ -416,4 +299,175 @@ fn a_database_of_schema_2_gains_the_change_feed_at_start() {
         [(1, store::ChangeOperation::Created, written_at)]
     );
     assert_eq!(pg.verify_indexes().unwrap(), Vec::<String>::new());
+}
+
+/// Every read the components make, asked of both stores for each
+/// organization and compared.
+fn assert_reads_alike(
+    sled: &dyn Store,
+    pg: &dyn Store,
+    organizations: &[Uuid],
+    final_acme: &[Value],
+    endpoints: &[Value],
+) {
+    for organization in organizations.iter().copied() {
+        let mut sled_reads = sled.reader(organization).unwrap();
+        let mut pg_reads = pg.reader(organization).unwrap();
+        for (collection, records) in [("vulnerability-findings", final_acme), ("endpoints", endpoints)] {
+            assert_eq!(sled_reads.count(collection).unwrap(), pg_reads.count(collection).unwrap());
+            // Scans in id order, both ways, from the start and from the middle.
+            for after in [None, Some(id(77)), Some(id(10_020))] {
+                for reverse in [false, true] {
+                    let from_sled: Vec<(Uuid, Vec<u8>)> = sled_reads.scan(collection, after, 50, reverse).unwrap();
+                    assert_eq!(from_sled, pg_reads.scan(collection, after, 50, reverse).unwrap());
+                }
+            }
+            for n in [0, 5, 77, 299, 10_003, 99_999] {
+                assert_eq!(sled_reads.get(collection, id(n)).unwrap(), pg_reads.get(collection, id(n)).unwrap());
+            }
+            for index in indexes::indexes(collection) {
+                for value in values_of(index, records) {
+                    let count = sled_reads.index_count(collection, index.name, &value).unwrap();
+                    assert_eq!(count, pg_reads.index_count(collection, index.name, &value).unwrap());
+                    for reverse in [false, true] {
+                        let positions =
+                            sled_reads.index_positions(collection, index.name, &value, None, 1000, reverse).unwrap();
+                        assert_eq!(
+                            positions,
+                            pg_reads.index_positions(collection, index.name, &value, None, 1000, reverse).unwrap(),
+                            "{collection} {} {value:?}",
+                            index.name
+                        );
+                        // Pages resumed from the middle.
+                        if let Some(middle) = positions.get(positions.len() / 2).copied() {
+                            let from_sled: Vec<(Uuid, Vec<u8>)> = sled_reads
+                                .index_scan(collection, index.name, &value, Some(middle), 7, reverse)
+                                .unwrap();
+                            assert_eq!(
+                                from_sled,
+                                pg_reads.index_scan(collection, index.name, &value, Some(middle), 7, reverse).unwrap()
+                            );
+                        }
+                    }
+                    if index.key == indexes::IndexKey::SortValue && value == indexes::SORTED {
+                        let positions =
+                            sled_reads.index_positions(collection, index.name, &value, None, 1000, false).unwrap();
+                        let bounds: Vec<Option<(i64, Uuid)>> = [None]
+                            .into_iter()
+                            .chain([positions.len() / 4, positions.len() * 3 / 4].map(|at| positions.get(at).copied()))
+                            .collect();
+                        for after in &bounds {
+                            for before in &bounds {
+                                for conditions in [vec![], vec![("status".to_owned(), vec!["open".to_owned()])]] {
+                                    let conditions: Vec<(String, Vec<String>)> = conditions
+                                        .into_iter()
+                                        .filter(|(index, _)| indexes::find(collection, index).is_some())
+                                        .collect();
+                                    for updated_after in [None, Some(1_772_000_000_000_000_000)] {
+                                        assert_eq!(
+                                            sled_reads
+                                                .count_in_range(
+                                                    collection,
+                                                    index.name,
+                                                    *after,
+                                                    *before,
+                                                    &conditions,
+                                                    updated_after
+                                                )
+                                                .unwrap(),
+                                            pg_reads
+                                                .count_in_range(
+                                                    collection,
+                                                    index.name,
+                                                    *after,
+                                                    *before,
+                                                    &conditions,
+                                                    updated_after
+                                                )
+                                                .unwrap(),
+                                            "{collection} {} {after:?}..{before:?} {conditions:?} {updated_after:?}",
+                                            index.name
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Totals of combinations of filters, with and without updatedAfter.
+        let condition = |index: &str, values: &[&str]| {
+            (index.to_owned(), values.iter().map(|v| (*v).to_owned()).collect::<Vec<_>>())
+        };
+        let combinations = [
+            vec![],
+            vec![condition("status", &["open"])],
+            vec![condition("status", &["open", "resolved", "open"])],
+            vec![condition("status", &["open"]), condition("severity", &["critical", "high"])],
+            vec![condition("kev", &["true"]), condition("severity", &["low"])],
+            vec![condition("status", &["resolved"]), condition("scanner", &["trivy"])],
+            vec![condition("status", &["open"]), condition("severity", &["high"]), condition("kev", &["false"])],
+            vec![
+                condition("cve_id", &["CVE-2024-1003", "CVE-2024-1004"]),
+                condition("endpoint_id", &[&id(10_003).to_string()]),
+            ],
+            vec![condition("created_at", &[""]), condition("status", &["suppressed"])],
+        ];
+        for conditions in &combinations {
+            for updated_after in
+                [None, Some(0), Some(1_770_000_000_000_000_000), Some(1_772_123_456_000_000_000), Some(i64::MAX)]
+            {
+                assert_eq!(
+                    sled_reads.count_matching("vulnerability-findings", conditions, updated_after).unwrap(),
+                    pg_reads.count_matching("vulnerability-findings", conditions, updated_after).unwrap(),
+                    "{conditions:?} after {updated_after:?}"
+                );
+            }
+        }
+        for conditions in [
+            vec![condition("tag", &["prod", "eu"])],
+            vec![condition("tag", &["db"]), condition("os_family", &["linux"])],
+            vec![condition("os_family", &["linux"]), condition("has_agent", &["true"])],
+        ] {
+            assert_eq!(
+                sled_reads.count_matching("endpoints", &conditions, None).unwrap(),
+                pg_reads.count_matching("endpoints", &conditions, None).unwrap(),
+                "{conditions:?}"
+            );
+        }
+    }
+}
+
+/// Puts the database back in the layout of schema 3, which kept every
+/// index entry as a row of `index_entries`: what migration 0004 moves into
+/// columns of the records' rows.
+fn back_to_schema_3(client: &mut postgres::Client) {
+    let mut sql = String::new();
+    let mut columns = std::collections::BTreeSet::new();
+    for collection in store::COLLECTIONS {
+        for index in indexes::indexes(collection) {
+            if matches!(index.key, indexes::IndexKey::EachOf(_)) {
+                continue;
+            }
+            let value = format!("{}_value", index.name);
+            let position = match index.order {
+                indexes::IndexOrder::CreatedAt => "created_position".to_owned(),
+                indexes::IndexOrder::UpdatedAt => "updated_position".to_owned(),
+                indexes::IndexOrder::By(_) => format!("{}_position", index.name),
+            };
+            sql.push_str(&format!(
+                "INSERT INTO index_entries SELECT org_id, collection, '{}', {value}, {position}, id FROM records \
+                 WHERE collection = '{collection}' AND {value} IS NOT NULL;\n",
+                index.name
+            ));
+            columns.insert(value);
+            columns.insert(position);
+        }
+    }
+    for column in columns {
+        sql.push_str(&format!("ALTER TABLE records DROP COLUMN {column};\n"));
+    }
+    sql.push_str("UPDATE schema_version SET version = 3;");
+    client.batch_execute(&sql).unwrap();
 }

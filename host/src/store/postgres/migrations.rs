@@ -13,6 +13,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_initial.sql"),
     include_str!("migrations/0002_write_clocks_and_hosts.sql"),
     include_str!("migrations/0003_change_feed.sql"),
+    include_str!("migrations/0004_index_columns.sql"),
 ];
 
 /// The schema version this binary writes and reads.

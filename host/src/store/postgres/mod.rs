@@ -2,17 +2,20 @@
 //! the sled layout, as rows.
 //!
 //! Records are `(org_id, collection, id) → body` (the stored bytes, so
-//! ETags are byte-exact); an index entry is a row `(org_id, collection,
-//! index_name, value, position, id)`, and a walk is a keyset page on its
-//! primary key; counts (of index values, counted pairs and update hours)
-//! are rows kept in the write transaction, so a total never counts rows.
-//! A batch is one transaction that locks the organization's row first
-//! (which serializes the writers of one organization across hosts).
+//! ETags are byte-exact). An index entry `(index, value, position, id)` is
+//! two columns of its record's row when the index holds at most one value
+//! per record, and a row of `index_entries` otherwise ([`columns`]); a walk
+//! is a keyset page on either's key. Counts (of index values, counted pairs
+//! and update hours) are rows kept in the write transaction, so a total
+//! never counts rows. A batch is one transaction that locks the
+//! organization's row first (which serializes the writers of one
+//! organization across hosts).
 //!
 //! Every call is blocking: callers run it on a blocking thread. Each pooled
 //! connection prepares a statement once and keeps it.
 
 mod changes;
+mod columns;
 mod migrations;
 mod replicas;
 
@@ -758,19 +761,29 @@ fn verify_organization_indexes(
         }
         writer.finish()?;
     }
-    let stored = "SELECT index_name, value, position, id FROM index_entries WHERE org_id = $1 AND collection = $2";
+    // Every entry stored: the index columns' and every row of `index_entries`
+    // (a row of an index kept in columns is one too many).
+    let mut stored: Vec<String> = indexes::indexes(collection)
+        .iter()
+        .filter(|index| !columns::in_rows(collection, index.name))
+        .map(|index| {
+            format!(
+                "SELECT '{}'::text COLLATE \"C\", value, position, id FROM ({}) e",
+                index.name,
+                columns::entries_of(collection, index, false)
+            )
+        })
+        .collect();
+    stored.push(format!(
+        "SELECT index_name, value, position, id FROM index_entries WHERE org_id = $1 AND collection = '{collection}'"
+    ));
+    let stored = stored.join(" UNION ALL ");
     let expected = "SELECT index_name, value, position, id FROM expected_entries";
     let missing: i64 = transaction
-        .query_one(
-            &format!("SELECT count(*) FROM ({expected} EXCEPT {stored}) AS missing"),
-            &[&organization, &collection],
-        )?
+        .query_one(&format!("SELECT count(*) FROM ({expected} EXCEPT ({stored})) AS missing"), &[&organization])?
         .get(0);
     let extra: i64 = transaction
-        .query_one(
-            &format!("SELECT count(*) FROM ({stored} EXCEPT {expected}) AS extra"),
-            &[&organization, &collection],
-        )?
+        .query_one(&format!("SELECT count(*) FROM (({stored}) EXCEPT {expected}) AS extra"), &[&organization])?
         .get(0);
     let stored_counts: BTreeMap<(String, Vec<u8>), i64> = transaction
         .query(
@@ -1319,27 +1332,24 @@ impl<C: GenericClient> Session<'_, C> {
         let organization = self.organization;
         let limit = limit.min(MAX_SCAN) as i64;
         let (comparison, order) = if reverse { ("<", "DESC") } else { (">", "ASC") };
-        let (body, join) = if bodies {
-            (", r.body", " LEFT JOIN records r ON r.org_id = e.org_id AND r.collection = e.collection AND r.id = e.id")
-        } else {
-            ("", "")
-        };
+        let index = known_index(collection, index)?;
+        let body = if bodies { ", e.body" } else { "" };
         let value = value.as_bytes();
         let select = format!(
-            "SELECT e.position, e.id{body} FROM index_entries e{join} WHERE e.org_id = $1 AND e.collection = $2 \
-             AND e.index_name = $3 AND e.value = $4"
+            "SELECT e.position, e.id{body} FROM ({}) e WHERE e.value = $2",
+            columns::entries_of(collection, &index, bodies)
         );
         match after {
             None => self.query(
-                &format!("{select} ORDER BY e.position {order}, e.id {order} LIMIT $5"),
-                &[&organization, &collection, &index, &value, &limit],
+                &format!("{select} ORDER BY e.position {order}, e.id {order} LIMIT $3"),
+                &[&organization, &value, &limit],
             ),
             Some((position, id)) => self.query(
                 &format!(
-                    "{select} AND (e.position, e.id) {comparison} ($5, $6) ORDER BY e.position {order}, e.id {order} \
-                     LIMIT $7"
+                    "{select} AND (e.position, e.id) {comparison} ($3, $4) ORDER BY e.position {order}, e.id {order} \
+                     LIMIT $5"
                 ),
-                &[&organization, &collection, &index, &value, &position, &id, &limit],
+                &[&organization, &value, &position, &id, &limit],
             ),
         }
     }
@@ -1488,8 +1498,8 @@ impl<C: GenericClient> Session<'_, C> {
                 (index.clone(), values.iter().collect::<BTreeSet<_>>().into_iter().cloned().collect())
             })
             .collect();
-        let range = Range { index: index.to_owned(), after, before };
-        self.count_intersection(collection, Some(range), &conditions, updated_after)
+        let range = IndexRange { index: index.to_owned(), after, before };
+        self.count_intersection(collection, Some(&range), &conditions, updated_after)
     }
 
     /// [`StoreReader::count_groups_of_candidates`] in one statement: the
@@ -1532,83 +1542,35 @@ impl<C: GenericClient> Session<'_, C> {
         if sized[source].0 > max_candidates {
             return Ok(None);
         }
-        let (_, source_index, source_values) = sized.remove(source);
-        let organization = self.organization;
-        let mut params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(organization), Box::new(collection.to_owned())];
-        let param = |params: &mut Vec<Box<dyn ToSql + Sync>>, value: Box<dyn ToSql + Sync>| {
-            params.push(value);
-            format!("${}", params.len())
-        };
-        let bytes =
-            |values: &[String]| -> Vec<Vec<u8>> { values.iter().map(|value| value.as_bytes().to_vec()).collect() };
-        const ENTRIES: &str = "index_entries WHERE org_id = $1 AND collection = $2";
-        let (name, values) =
-            (param(&mut params, Box::new(source_index)), param(&mut params, Box::new(bytes(&source_values))));
-        // Each lookup at a candidate's place is a scalar subquery, which runs
-        // once per candidate: as joins or `EXISTS`, the planner may (on stale
-        // statistics, it did) hash a group index's entries whole instead.
-        // `OFFSET 0` keeps the inner query whole, so that the outer `WHERE`
-        // does not run the lookups a second time.
-        let groups: Vec<String> = (0..group_by.len()).map(|n| format!("g{n}")).collect();
-        let mut sql = format!(
-            "WITH candidates AS MATERIALIZED (SELECT DISTINCT position, id FROM {ENTRIES} AND index_name = {name} \
-             AND value = ANY({values})) SELECT {}, count(*) FROM (SELECT ",
-            groups.join(", ")
+        let conditions: Vec<(String, Vec<String>)> =
+            sized.into_iter().map(|(_, index, values)| (index, values)).collect();
+        let mut params = SqlParams::new(self.organization);
+        let (mut selected, mut joins, mut present) = (Vec::new(), String::new(), Vec::new());
+        for (n, name) in group_by.iter().enumerate() {
+            let index = known_index(collection, name)?;
+            match columns::placement(&index) {
+                columns::Placement::Columns { value, .. } => {
+                    selected.push(format!("r.{value}"));
+                    present.push(format!(" AND r.{value} IS NOT NULL"));
+                }
+                // A record counts in the group of each of its values.
+                columns::Placement::Rows => {
+                    selected.push(format!("g{n}.value"));
+                    joins.push_str(&format!(
+                        " JOIN index_entries g{n} ON g{n}.org_id = r.org_id AND g{n}.collection = r.collection \
+                         AND g{n}.index_name = '{name}' AND g{n}.id = r.id"
+                    ));
+                }
+            }
+        }
+        let matching = matching(collection, range, &conditions, updated_after, &mut params)?;
+        let (selected, present) = (selected.join(", "), present.concat());
+        let positions = (1..=group_by.len()).map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
+        let sql = format!(
+            "SELECT {selected}, count(*) FROM records r{joins} WHERE {matching}{present} GROUP BY {positions} \
+             ORDER BY {positions}"
         );
-        let mut placed = Vec::with_capacity(group_by.len());
-        for (n, index) in group_by.iter().enumerate() {
-            let name = param(&mut params, Box::new(index.clone()));
-            placed.push(format!(
-                "(SELECT value FROM {ENTRIES} AND index_name = {name} AND value = ANY(ARRAY(SELECT value FROM counts \
-                 WHERE org_id = $1 AND collection = $2 AND name = {name} AND n > 0)) AND position = c.position \
-                 AND id = c.id) AS g{n}"
-            ));
-        }
-        sql.push_str(&placed.join(", "));
-        sql.push_str(" FROM candidates c WHERE true");
-        for (_, index, values) in sized {
-            let at_place = ordered_by_creation(collection, &index);
-            let (name, values) = (param(&mut params, Box::new(index)), param(&mut params, Box::new(bytes(&values))));
-            if at_place {
-                sql.push_str(&format!(
-                    " AND (SELECT count(*) FROM {ENTRIES} AND index_name = {name} AND value = ANY({values}) \
-                     AND position = c.position AND id = c.id) > 0"
-                ));
-            } else {
-                sql.push_str(&format!(
-                    " AND c.id IN (SELECT id FROM {ENTRIES} AND index_name = {name} AND value = ANY({values}))"
-                ));
-            }
-        }
-        if let Some(range) = range {
-            let name = param(&mut params, Box::new(range.index.clone()));
-            sql.push_str(&format!(
-                " AND c.id IN (SELECT id FROM {ENTRIES} AND index_name = {name} AND value = '\\x'::bytea"
-            ));
-            if let Some((position, id)) = range.after {
-                let (p, i) = (param(&mut params, Box::new(position)), param(&mut params, Box::new(id)));
-                sql.push_str(&format!(" AND (position, id) > ({p}, {i})"));
-            }
-            if let Some((position, id)) = range.before {
-                let (p, i) = (param(&mut params, Box::new(position)), param(&mut params, Box::new(id)));
-                sql.push_str(&format!(" AND (position, id) < ({p}, {i})"));
-            }
-            sql.push(')');
-        }
-        if let Some(after) = updated_after {
-            let after = param(&mut params, Box::new(after));
-            sql.push_str(&format!(
-                " AND c.id IN (SELECT id FROM {ENTRIES} AND index_name = '{UPDATED_AT}' AND value = '\\x'::bytea \
-                 AND position > {after})"
-            ));
-        }
-        sql.push_str(&format!(
-            " OFFSET 0) placed WHERE {} GROUP BY {1} ORDER BY {1}",
-            groups.iter().map(|group| format!("{group} IS NOT NULL")).collect::<Vec<_>>().join(" AND "),
-            groups.join(", ")
-        ));
-        let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|param| param.as_ref()).collect();
-        let rows = self.query(&sql, &params)?;
+        let rows = self.query(&sql, &params.refs())?;
         let mut groups = Vec::with_capacity(rows.len());
         for row in rows {
             let mut values = Vec::with_capacity(group_by.len());
@@ -1630,10 +1592,13 @@ impl<C: GenericClient> Session<'_, C> {
     fn count_updated_after(&mut self, collection: &str, after: i64) -> Result<u64, StoreError> {
         let organization = self.organization;
         let next_hour = indexes::next_hour_start(after);
+        let updated = known_index(collection, UPDATED_AT)?;
         let this_hour = self.query_opt(
-            "SELECT count(*) FROM index_entries WHERE org_id = $1 AND collection = $2 AND index_name = $3 \
-             AND value = '\\x'::bytea AND position > $4 AND position < $5",
-            &[&organization, &collection, &UPDATED_AT, &after, &next_hour],
+            &format!(
+                "SELECT count(*) FROM ({}) e WHERE e.value = '\\x'::bytea AND e.position > $2 AND e.position < $3",
+                columns::entries_of(collection, &updated, false)
+            ),
+            &[&organization, &after, &next_hour],
         )?;
         let later = self.query_opt(
             "SELECT coalesce(sum(n), 0)::bigint FROM counts WHERE org_id = $1 AND collection = $2 AND name = $3 \
@@ -1644,73 +1609,93 @@ impl<C: GenericClient> Session<'_, C> {
         Ok(read(this_hour) + read(later))
     }
 
-    /// Counts the ids in every condition's entries (and the range, and
+    /// Counts the records matching every condition (and in the range, and
     /// updated after `updated_after`) in one query.
     fn count_intersection(
         &mut self,
         collection: &str,
-        range: Option<Range>,
+        range: Option<&IndexRange>,
         conditions: &[(String, Vec<String>)],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
-        let organization = self.organization;
-        let mut params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(organization), Box::new(collection.to_owned())];
-        let mut parts = Vec::new();
-        let param = |params: &mut Vec<Box<dyn ToSql + Sync>>, value: Box<dyn ToSql + Sync>| {
-            params.push(value);
-            format!("${}", params.len())
-        };
-        const ENTRIES: &str = "SELECT id FROM index_entries WHERE org_id = $1 AND collection = $2";
-        if let Some(range) = range {
-            let name = param(&mut params, Box::new(range.index));
-            let mut part = format!("{ENTRIES} AND index_name = {name} AND value = '\\x'::bytea");
-            if let Some((position, id)) = range.after {
-                let (p, i) = (param(&mut params, Box::new(position)), param(&mut params, Box::new(id)));
-                part.push_str(&format!(" AND (position, id) > ({p}, {i})"));
-            }
-            if let Some((position, id)) = range.before {
-                let (p, i) = (param(&mut params, Box::new(position)), param(&mut params, Box::new(id)));
-                part.push_str(&format!(" AND (position, id) < ({p}, {i})"));
-            }
-            parts.push(part);
-        }
-        for (index, values) in conditions {
-            let name = param(&mut params, Box::new(index.clone()));
-            let values: Vec<Vec<u8>> = values.iter().map(|value| value.as_bytes().to_vec()).collect();
-            let values = param(&mut params, Box::new(values));
-            parts.push(format!("{ENTRIES} AND index_name = {name} AND value = ANY({values})"));
-        }
-        if let Some(after) = updated_after {
-            let after = param(&mut params, Box::new(after));
-            parts.push(format!(
-                "{ENTRIES} AND index_name = '{UPDATED_AT}' AND value = '\\x'::bytea AND position > {after}"
-            ));
-        }
-        if parts.is_empty() {
-            return self.count(collection);
-        }
-        // A record holding several of a condition's values is counted once.
-        let sql = format!("SELECT count(DISTINCT id) FROM ({}) matching", parts.join(" INTERSECT "));
-        let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|param| param.as_ref()).collect();
-        let row = self.query_opt(&sql, &params)?;
+        let mut params = SqlParams::new(self.organization);
+        let matching = matching(collection, range, conditions, updated_after, &mut params)?;
+        let row = self.query_opt(&format!("SELECT count(*) FROM records r WHERE {matching}"), &params.refs())?;
         Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
     }
 }
 
-/// A range of a sort index's entries, both ends exclusive.
-struct Range {
-    index: String,
-    after: Option<(i64, Uuid)>,
-    before: Option<(i64, Uuid)>,
+/// A statement's parameters, `$1` the organization.
+struct SqlParams(Vec<Box<dyn ToSql + Sync>>);
+
+impl SqlParams {
+    fn new(organization: Uuid) -> SqlParams {
+        SqlParams(vec![Box::new(organization)])
+    }
+
+    /// Adds a parameter; returns its placeholder.
+    fn add(&mut self, value: impl ToSql + Sync + 'static) -> String {
+        self.0.push(Box::new(value));
+        format!("${}", self.0.len())
+    }
+
+    fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.0.iter().map(|param| param.as_ref()).collect()
+    }
 }
 
-fn known_index(collection: &str, index: &str) -> Result<(), StoreError> {
+/// The condition on `records` rows (as `r`) of the organization's
+/// collection that hold one of each condition's values, are in the range
+/// of a sort index (both ends exclusive) and, when given, were updated
+/// strictly after `updated_after`.
+fn matching(
+    collection: &str,
+    range: Option<&IndexRange>,
+    conditions: &[(String, Vec<String>)],
+    updated_after: Option<i64>,
+    params: &mut SqlParams,
+) -> Result<String, StoreError> {
+    let mut sql = format!("r.org_id = $1 AND r.collection = '{collection}'");
+    for (name, values) in conditions {
+        let index = known_index(collection, name)?;
+        let values: Vec<Vec<u8>> = values.iter().map(|value| value.as_bytes().to_vec()).collect();
+        let values = params.add(values);
+        sql.push_str(&format!(" AND {}", columns::holds_one_of(collection, &index, &values)));
+    }
+    let mut at = |name: &str, sql: &mut String, after: Option<(i64, Uuid)>, before: Option<(i64, Uuid)>, through_id: bool| -> Result<(), StoreError> {
+        let index = known_index(collection, name)?;
+        let columns::Placement::Columns { value, position } = columns::placement(&index) else {
+            return Err(StoreError::MalformedCall(format!("{name} of {collection} is not a sort index")));
+        };
+        sql.push_str(&format!(" AND r.{value} = '\\x'::bytea"));
+        for (bound, comparison) in [(after, ">"), (before, "<")] {
+            if let Some((at, id)) = bound {
+                let at = params.add(at);
+                if through_id {
+                    let id = params.add(id);
+                    sql.push_str(&format!(" AND (r.{position}, r.id) {comparison} ({at}, {id})"));
+                } else {
+                    sql.push_str(&format!(" AND r.{position} {comparison} {at}"));
+                }
+            }
+        }
+        Ok(())
+    };
+    if let Some(range) = range {
+        at(&range.index, &mut sql, range.after, range.before, true)?;
+    }
+    if let Some(after) = updated_after {
+        at(UPDATED_AT, &mut sql, Some((after, Uuid::nil())), None, false)?;
+    }
+    Ok(sql)
+}
+
+/// The index of this name in the collection, which must be one of [`COLLECTIONS`].
+fn known_index(collection: &str, index: &str) -> Result<indexes::Index, StoreError> {
     if !COLLECTIONS.contains(&collection) {
         return Err(StoreError::UnknownIndex(format!("no collection {collection}")));
     }
-    indexes::find(collection, index)
-        .map(|_| ())
-        .ok_or_else(|| StoreError::UnknownIndex(format!("{collection} has no index {index}")))
+    indexes::find(collection, index).ok_or_else(|| StoreError::UnknownIndex(format!("{collection} has no index {index}")))
 }
 
 /// Whether a record holds at most one value of the index.
@@ -1831,6 +1816,40 @@ impl<'a> WrittenAndDeleted<'a> {
 /// An index entry: (index, value, position, record id).
 type EntryKey = (&'static str, String, i64, Uuid);
 
+/// What a record's `records` row holds: its bytes, and its index columns
+/// (see [`columns::row_values`]).
+type RecordRow = (Vec<u8>, (Vec<Option<Vec<u8>>>, Vec<Option<i64>>));
+
+/// Writes records' rows, with their index columns, in one `COPY`.
+fn copy_records(
+    transaction: &mut postgres::Transaction<'_>,
+    organization: Uuid,
+    collection: &str,
+    rows: &[(Uuid, RecordRow)],
+) -> Result<(), StoreError> {
+    let index_columns = &*columns::INDEX_COLUMNS;
+    let names: Vec<&str> = ["org_id", "collection", "id", "body"]
+        .into_iter()
+        .chain(index_columns.values.iter().map(String::as_str))
+        .chain(index_columns.positions.iter().map(String::as_str))
+        .collect();
+    let types: Vec<Type> = [Type::UUID, Type::TEXT, Type::UUID, Type::BYTEA]
+        .into_iter()
+        .chain(index_columns.values.iter().map(|_| Type::BYTEA))
+        .chain(index_columns.positions.iter().map(|_| Type::INT8))
+        .collect();
+    let sink = transaction.copy_in(&format!("COPY records ({}) FROM STDIN BINARY", names.join(", ")))?;
+    let mut writer = BinaryCopyInWriter::new(sink, &types);
+    for (id, (bytes, (values, positions))) in rows {
+        let mut row: Vec<&(dyn ToSql + Sync)> = vec![&organization, &collection, id, bytes];
+        row.extend(values.iter().map(|value| value as &(dyn ToSql + Sync)));
+        row.extend(positions.iter().map(|position| position as &(dyn ToSql + Sync)));
+        writer.write(&row)?;
+    }
+    writer.finish()?;
+    Ok(())
+}
+
 /// Writes a batch inside `transaction` (see [`Store::write_batch`]), and
 /// its changes when given the feed's.
 fn write_in<'a>(
@@ -1850,8 +1869,10 @@ fn write_in<'a>(
         let ready = crate::parallel::map_in_order(records, |record| -> Result<_, StoreError> {
             let id = record_uuid(collection, record)?;
             let bytes = serde_json::to_vec(record).map_err(|error| StoreError::InvalidRecord(error.to_string()))?;
-            let found = record_entries(collection, id, record)?;
-            Ok((id, bytes, found))
+            let mut found = record_entries(collection, id, record)?;
+            let row = columns::row_values(collection, &found.entries);
+            found.entries.retain(|(index, ..)| columns::in_rows(collection, index));
+            Ok((id, (bytes, row), found))
         })
         .into_iter()
         .collect::<Result<Vec<_>, _>>()?;
@@ -1875,7 +1896,9 @@ fn write_in<'a>(
                 let (id, body): (Uuid, &[u8]) = (row.get(0), row.get(1));
                 let record: Value =
                     serde_json::from_slice(body).map_err(|error| StoreError::Corrupt(error.to_string()))?;
-                stored.insert(id, record_entries(collection, id, &record)?);
+                let mut found = record_entries(collection, id, &record)?;
+                found.entries.retain(|(index, ..)| columns::in_rows(collection, index));
+                stored.insert(id, found);
             }
         }
         // Only stored records are deleted; an id not stored is passed over.
@@ -1891,18 +1914,19 @@ fn write_in<'a>(
             }
             changes.append_history(collection, history);
         }
-        // The rows of replaced and deleted records go.
+        // The rows of replaced and deleted records go (and their entries in
+        // the index columns with them); only entries kept as rows are compared.
         let replaced: Vec<Uuid> = stored.keys().copied().collect();
         // An id on several lines leaves what its last line holds: the
         // batch's effect on an id is that line against what was stored.
-        let mut latest: BTreeMap<Uuid, (Vec<u8>, RecordEntries)> = BTreeMap::new();
-        for (id, bytes, found) in ready {
-            latest.insert(id, (bytes, found));
+        let mut latest: BTreeMap<Uuid, (RecordRow, RecordEntries)> = BTreeMap::new();
+        for (id, row, found) in ready {
+            latest.insert(id, (row, found));
         }
         let mut deltas: HashMap<(String, String), i64> = HashMap::new();
         let (mut removed, mut added): (Vec<EntryKey>, Vec<EntryKey>) = (Vec::new(), Vec::new());
-        let mut rows: Vec<(Uuid, Vec<u8>)> = Vec::with_capacity(latest.len());
-        for (id, (bytes, found)) in latest {
+        let mut rows: Vec<(Uuid, RecordRow)> = Vec::with_capacity(latest.len());
+        for (id, (row, found)) in latest {
             match stored.remove(&id) {
                 None => {
                     added.extend(found.entries.into_iter().map(|(index, value, position)| (index, value, position, id)))
@@ -1922,7 +1946,7 @@ fn write_in<'a>(
             for tally in found.tallies {
                 *deltas.entry(tally).or_default() += 1;
             }
-            rows.push((id, bytes));
+            rows.push((id, row));
         }
         // What is left of the stored records is what the write deletes.
         for (id, previous) in stored {
@@ -1976,12 +2000,7 @@ fn write_in<'a>(
             changes::delete_history(transaction, statements, organization, collection, &deleting)?;
         }
         if !rows.is_empty() {
-            let sink = transaction.copy_in("COPY records (org_id, collection, id, body) FROM STDIN BINARY")?;
-            let mut writer = BinaryCopyInWriter::new(sink, &[Type::UUID, Type::TEXT, Type::UUID, Type::BYTEA]);
-            for (id, bytes) in &rows {
-                writer.write(&[&organization, &collection, id, bytes])?;
-            }
-            writer.finish()?;
+            copy_records(transaction, organization, collection, &rows)?;
         }
         let mut deltas: Vec<((String, String), i64)> = deltas.into_iter().filter(|(_, delta)| *delta != 0).collect();
         deltas.sort_unstable();
