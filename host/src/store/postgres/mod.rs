@@ -1662,30 +1662,36 @@ fn matching(
         let values = params.add(values);
         sql.push_str(&format!(" AND {}", columns::holds_one_of(collection, &index, &values)));
     }
-    let mut at = |name: &str, sql: &mut String, after: Option<(i64, Uuid)>, before: Option<(i64, Uuid)>, through_id: bool| -> Result<(), StoreError> {
-        let index = known_index(collection, name)?;
-        let columns::Placement::Columns { value, position } = columns::placement(&index) else {
-            return Err(StoreError::MalformedCall(format!("{name} of {collection} is not a sort index")));
-        };
-        sql.push_str(&format!(" AND r.{value} = '\\x'::bytea"));
-        for (bound, comparison) in [(after, ">"), (before, "<")] {
-            if let Some((at, id)) = bound {
-                let at = params.add(at);
-                if through_id {
-                    let id = params.add(id);
-                    sql.push_str(&format!(" AND (r.{position}, r.id) {comparison} ({at}, {id})"));
-                } else {
-                    sql.push_str(&format!(" AND r.{position} {comparison} {at}"));
-                }
-            }
-        }
-        Ok(())
-    };
     if let Some(range) = range {
-        at(&range.index, &mut sql, range.after, range.before, true)?;
+        sql.push_str(&between_positions(collection, &range.index, range.after, range.before, params)?);
     }
     if let Some(after) = updated_after {
-        at(UPDATED_AT, &mut sql, Some((after, Uuid::nil())), None, false)?;
+        // Past every id at `after`: strictly after it.
+        sql.push_str(&between_positions(collection, UPDATED_AT, Some((after, Uuid::max())), None, params)?);
+    }
+    Ok(sql)
+}
+
+/// The condition that a `records` row (as `r`) holds the sorted value
+/// (`''`) of a sort index (or `created_at`, `updated_at`), at a position
+/// strictly between `after` and `before` (an absent end is open).
+fn between_positions(
+    collection: &str,
+    name: &str,
+    after: Option<IndexPosition>,
+    before: Option<IndexPosition>,
+    params: &mut SqlParams,
+) -> Result<String, StoreError> {
+    let index = known_index(collection, name)?;
+    let columns::Placement::Columns { value, position } = columns::placement(&index) else {
+        return Err(StoreError::MalformedCall(format!("{name} of {collection} is not a sort index")));
+    };
+    let mut sql = format!(" AND r.{value} = '\\x'::bytea");
+    for (bound, comparison) in [(after, ">"), (before, "<")] {
+        if let Some((at, id)) = bound {
+            let (at, id) = (params.add(at), params.add(id));
+            sql.push_str(&format!(" AND (r.{position}, r.id) {comparison} ({at}, {id})"));
+        }
     }
     Ok(sql)
 }
@@ -1695,7 +1701,8 @@ fn known_index(collection: &str, index: &str) -> Result<indexes::Index, StoreErr
     if !COLLECTIONS.contains(&collection) {
         return Err(StoreError::UnknownIndex(format!("no collection {collection}")));
     }
-    indexes::find(collection, index).ok_or_else(|| StoreError::UnknownIndex(format!("{collection} has no index {index}")))
+    indexes::find(collection, index)
+        .ok_or_else(|| StoreError::UnknownIndex(format!("{collection} has no index {index}")))
 }
 
 /// Whether a record holds at most one value of the index.
