@@ -364,27 +364,21 @@ fn assert_reads_alike(
                                         .filter(|(index, _)| indexes::find(collection, index).is_some())
                                         .collect();
                                     for updated_after in [None, Some(1_772_000_000_000_000_000)] {
+                                        let count = |reads: &mut Box<dyn store::StoreReader>| {
+                                            reads
+                                                .count_in_range(
+                                                    collection,
+                                                    index.name,
+                                                    *after,
+                                                    *before,
+                                                    &conditions,
+                                                    updated_after,
+                                                )
+                                                .unwrap()
+                                        };
                                         assert_eq!(
-                                            sled_reads
-                                                .count_in_range(
-                                                    collection,
-                                                    index.name,
-                                                    *after,
-                                                    *before,
-                                                    &conditions,
-                                                    updated_after
-                                                )
-                                                .unwrap(),
-                                            pg_reads
-                                                .count_in_range(
-                                                    collection,
-                                                    index.name,
-                                                    *after,
-                                                    *before,
-                                                    &conditions,
-                                                    updated_after
-                                                )
-                                                .unwrap(),
+                                            count(&mut sled_reads),
+                                            count(&mut pg_reads),
                                             "{collection} {} {after:?}..{before:?} {conditions:?} {updated_after:?}",
                                             index.name
                                         );
