@@ -9,37 +9,52 @@
 use std::time::Duration;
 
 use esr_plugin_sdk::time::Timestamp;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::ingest::{HistoryCause, KnownRecords};
-use crate::reports::{client_fields, records_by_index};
-use crate::store::{Store, StoreError, StoreReader};
+use crate::reports::client_fields;
+use crate::store::{MAX_SCAN, Store, StoreError, StoreReader};
 
 /// How often the server looks for expired suppressions.
 pub const EXPIRY_EVERY: Duration = Duration::from_secs(60);
 
 const FINDINGS: &str = "vulnerability-findings";
 
+/// How many expired suppressions one batch reopens; the rest go in the
+/// batches after it, so that neither a batch nor what it reads grows with
+/// the organization.
+const REOPEN_PER_BATCH: usize = 1_000;
+
 /// Reopens the organization's findings whose suppression expired before
-/// now, in one batch; how many. An organization with none takes no write
-/// lock.
+/// now, in batches of [`REOPEN_PER_BATCH`]; how many. An organization with
+/// none takes no write lock.
 pub fn expire_suppressions(db: &dyn Store, organization: Uuid) -> Result<usize, StoreError> {
-    {
-        let mut reader = db.reader(organization)?;
-        if reader.index_count(FINDINGS, "status", "suppressed")? == 0 {
-            return Ok(0);
+    let suppressed = db.reader(organization)?.index_count(FINDINGS, "status", "suppressed")?;
+    let mut reopened = 0;
+    // Each full batch reopens findings for good: at most this many batches.
+    for _ in 0..=suppressed as usize / REOPEN_PER_BATCH {
+        let batch = reopen_some(db, organization)?;
+        reopened += batch;
+        if batch < REOPEN_PER_BATCH {
+            break;
         }
-        let now = Timestamp(crate::auth::unix_now_nanos());
-        if expired(reader.as_mut(), now)?.is_empty() {
-            return Ok(0);
-        }
+    }
+    Ok(reopened)
+}
+
+/// Reopens up to [`REOPEN_PER_BATCH`] expired suppressions in one batch.
+fn reopen_some(db: &dyn Store, organization: Uuid) -> Result<usize, StoreError> {
+    let now = Timestamp(crate::auth::unix_now_nanos());
+    if expired(db.reader(organization)?.as_mut(), now, 1)?.is_empty() {
+        return Ok(0);
     }
     // Read again under the write lock: what is reopened is what is stored.
     let cause = HistoryCause::suppression_expired();
     let mut reopened = 0;
     db.write_batch(organization, &mut |view, now| {
-        let findings = expired(view, now)?;
+        let findings = expired(view, now, REOPEN_PER_BATCH)?;
         reopened = findings.len();
         if findings.is_empty() {
             return Ok(Vec::new());
@@ -69,17 +84,42 @@ pub fn expire_suppressions(db: &dyn Store, organization: Uuid) -> Result<usize, 
     Ok(reopened)
 }
 
-/// The suppressed findings whose suppression expired before `now`.
-fn expired(view: &mut dyn StoreReader, now: Timestamp) -> Result<Vec<Value>, StoreError> {
-    let mut suppressed = records_by_index(view, FINDINGS, "status", "suppressed")?;
-    suppressed.retain(|finding| {
-        finding
-            .pointer("/suppression/expires_at")
-            .and_then(Value::as_str)
-            .and_then(Timestamp::parse)
-            .is_some_and(|expires| expires.0 < now.0)
-    });
-    Ok(suppressed)
+/// What [`expired`] reads of each suppressed finding.
+#[derive(Deserialize)]
+struct SuppressedFinding {
+    created_at: Option<Value>,
+    suppression: Option<Value>,
+}
+
+/// Up to `limit` suppressed findings whose suppression expired before
+/// `now`, in creation order. The `status=suppressed` entries are walked a
+/// page at a time, and of each record only its creation (its place in the
+/// index) and its suppression's expiry are read: an organization's
+/// suppressed findings are never all in memory.
+fn expired(view: &mut dyn StoreReader, now: Timestamp, limit: usize) -> Result<Vec<Value>, StoreError> {
+    let order = esr_plugin_sdk::indexes::find(FINDINGS, "status")
+        .ok_or_else(|| StoreError::UnknownIndex(format!("{FINDINGS}/status")))?;
+    let corrupt = |error: serde_json::Error| StoreError::Corrupt(error.to_string());
+    let mut found = Vec::new();
+    let mut after = None;
+    loop {
+        let page = view.index_scan(FINDINGS, "status", "suppressed", after, MAX_SCAN, false)?;
+        let full = page.len() == MAX_SCAN;
+        for (id, bytes) in page {
+            let finding: SuppressedFinding = serde_json::from_slice(&bytes).map_err(corrupt)?;
+            after = Some((order.position_of(finding.created_at.as_ref()), id));
+            let expires = finding.suppression.as_ref().and_then(|suppression| suppression.get("expires_at"));
+            if expires.and_then(Value::as_str).and_then(Timestamp::parse).is_some_and(|expires| expires.0 < now.0) {
+                found.push(serde_json::from_slice(&bytes).map_err(corrupt)?);
+                if found.len() == limit {
+                    return Ok(found);
+                }
+            }
+        }
+        if !full {
+            return Ok(found);
+        }
+    }
 }
 
 /// [`expire_suppressions`] for every organization; failures are logged

@@ -557,7 +557,16 @@ fn an_expired_suppression_reopens_the_finding(backend: Backend) {
         json!({"reason": "accepted_risk", "note": "until the patch", "expires_at": expires.format()});
     let mut lasting = finding(&host, "openssl", "high", "suppressed");
     lasting["suppression"] = json!({"reason": "false_positive", "expires_at": null});
-    let ids = organization.import(FINDINGS, &[suppressed, lasting]);
+    // More than one reopening batch (1,000) expire together.
+    const MANY: usize = 2_345;
+    let many: Vec<Value> = (0..MANY)
+        .map(|n| {
+            let mut finding = finding(&host, &format!("lib{n}"), "low", "suppressed");
+            finding["suppression"] = json!({"reason": "accepted_risk", "expires_at": expires.format()});
+            finding
+        })
+        .collect();
+    let ids = organization.import(FINDINGS, &[&[suppressed, lasting][..], &many].concat());
     assert_eq!(organization.record(FINDINGS, &ids[0])["status"], "suppressed");
     assert_eq!(open_findings(&organization, &host)["critical"], 0);
     // The server looks at start and every minute; restarting once the
@@ -581,6 +590,10 @@ fn an_expired_suppression_reopens_the_finding(backend: Backend) {
     assert_eq!(reopened["resolved_at"], Value::Null);
     assert_eq!(open_findings(&organization, &host)["critical"], 1);
     assert_eq!(organization.record(FINDINGS, &ids[1])["status"], "suppressed", "no expiry: suppressed for good");
+    wait_until(Duration::from_secs(60), "every expired suppression to reopen", || {
+        open_findings(&organization, &host)["low"] == MANY
+    });
+    assert_eq!(organization.json(&format!("/v1/{FINDINGS}?status=suppressed"))["total"], 1);
     let mut restarted = restarted;
     restarted.stop();
     let store = backend.open(&restarted);
