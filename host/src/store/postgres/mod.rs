@@ -100,6 +100,11 @@ pub struct PgStore {
     pool: Option<Pool>,
     /// The read replicas, when there are any.
     replicas: Option<Arc<ReplicaSet>>,
+    /// The organizations found so far. A row is never changed once written
+    /// (only [`Store::clear_data`], offline, removes them), so a request
+    /// after the first of its organization is one round trip shorter; an
+    /// organization not found is asked for again each time.
+    organizations: Mutex<HashMap<Uuid, Organization>>,
 }
 
 impl Drop for PgStore {
@@ -313,7 +318,7 @@ impl PgStore {
         // database is reported with PostgreSQL's own words.
         let mut client = config_of(url)?.connect(NoTls)?;
         migrate(&mut client)?;
-        Ok(PgStore { pool: Some(pool), replicas })
+        Ok(PgStore { pool: Some(pool), replicas, organizations: Mutex::default() })
     }
 
     /// A connection from the pool.
@@ -454,6 +459,7 @@ impl Store for PgStore {
         self.connection()?
             .client
             .batch_execute("TRUNCATE organizations, api_keys, records, index_entries, counts, changes, history")?;
+        self.organizations.lock().unwrap_or_else(PoisonError::into_inner).clear();
         Ok(())
     }
 
@@ -507,11 +513,19 @@ impl Store for PgStore {
     }
 
     fn organization(&self, id: Uuid) -> Result<Option<Organization>, StoreError> {
+        let known = self.organizations.lock().unwrap_or_else(PoisonError::into_inner).get(&id).cloned();
+        if known.is_some() {
+            return Ok(known);
+        }
         let row = self.connection()?.query_opt(
             "SELECT org_id, name, enrollment_token, created_at FROM organizations WHERE org_id = $1",
             &[&id],
         )?;
-        Ok(row.map(|row| organization_of(&row)))
+        let found = row.map(|row| organization_of(&row));
+        if let Some(organization) = &found {
+            self.organizations.lock().unwrap_or_else(PoisonError::into_inner).insert(id, organization.clone());
+        }
+        Ok(found)
     }
 
     /// Every organization, in id (creation) order.
