@@ -1632,6 +1632,9 @@ impl<C: GenericClient> Session<'_, C> {
         conditions: &[(String, Vec<String>)],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
+        if range.is_none() && conditions.is_empty() && updated_after.is_none() {
+            return self.count(collection);
+        }
         let mut params = SqlParams::new(self.organization);
         let matching = matching(collection, range, conditions, updated_after, &mut params)?;
         let row = self.query_opt(&format!("SELECT count(*) FROM records r WHERE {matching}"), &params.refs())?;
