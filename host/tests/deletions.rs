@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::postgres::TestDatabase;
 use common::{Server, plugins_dir, wait_until};
-use esr::store::{ChangeOperation, Store};
+use esr::store::{ChangeEvent, ChangeOperation, Store};
 use reqwest::Method;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -54,6 +54,26 @@ impl Backend {
         }
         command.output().unwrap()
     }
+
+    /// Stops the server, checks that `esr check` passes on what it left,
+    /// and opens its store.
+    fn stop_and_check(&self, server: &mut Server) -> std::sync::Arc<dyn Store> {
+        server.stop();
+        let check = self.check(server);
+        assert!(
+            check.status.success(),
+            "esr check: {}{}",
+            String::from_utf8_lossy(&check.stdout),
+            String::from_utf8_lossy(&check.stderr)
+        );
+        self.open(server)
+    }
+}
+
+/// The operation of the record's event in `events`, if it has one.
+fn operation_in(events: &[ChangeEvent], collection: &str, id: &str) -> Option<ChangeOperation> {
+    let id = Uuid::try_parse(id).unwrap();
+    events.iter().find(|event| event.collection == collection && event.id == id).map(|event| event.operation)
 }
 
 /// An organization of its own on a server, with a key that reads
@@ -262,24 +282,12 @@ fn deleting_an_endpoint_takes_its_findings_and_targets(backend: Backend) {
     let problem: Value = again.json().unwrap();
     assert!(problem["detail"].as_str().unwrap().contains(&format!("no endpoints record {gone}")), "{problem}");
 
-    server.stop();
-    let check = backend.check(&server);
-    assert!(
-        check.status.success(),
-        "esr check: {}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
-
+    let store = backend.stop_and_check(&mut server);
     // The change feed: every deleted record once, `deleted`, after the
     // scope's rewrite, which is `updated`.
-    let store = backend.open(&server);
     let mut reader = store.reader(organization.uuid()).unwrap();
     let events = reader.changes(0, &[], esr::store::MAX_SCAN).unwrap();
-    let operation_of = |collection: &str, id: &str| {
-        let id = Uuid::try_parse(id).unwrap();
-        events.iter().find(|event| event.collection == collection && event.id == id).map(|event| event.operation)
-    };
+    let operation_of = |collection: &str, id: &str| operation_in(&events, collection, id);
     assert_eq!(operation_of("endpoints", gone), Some(ChangeOperation::Deleted));
     for id in &estate.findings[0] {
         assert_eq!(operation_of(FINDINGS, id), Some(ChangeOperation::Deleted), "finding {id}");
@@ -357,21 +365,10 @@ fn deleting_a_finding_a_target_or_a_scope_clears_the_references_to_it(backend: B
     assert_eq!(response.status(), 200);
     assert_eq!(response.json::<Value>().unwrap()["unchanged"], 1);
 
-    server.stop();
-    let check = backend.check(&server);
-    assert!(
-        check.status.success(),
-        "esr check: {}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
-    let store = backend.open(&server);
+    let store = backend.stop_and_check(&mut server);
     let mut reader = store.reader(organization.uuid()).unwrap();
     let events = reader.changes(0, &[], esr::store::MAX_SCAN).unwrap();
-    let operation_of = |collection: &str, id: &str| {
-        let id = Uuid::try_parse(id).unwrap();
-        events.iter().find(|event| event.collection == collection && event.id == id).map(|event| event.operation)
-    };
+    let operation_of = |collection: &str, id: &str| operation_in(&events, collection, id);
     for (collection, id) in
         [(FINDINGS, &critical), (FINDINGS, &resolved), (TARGETS, target), ("scopes", &estate.scopes[1])]
     {
