@@ -72,6 +72,7 @@ macro_rules! contract {
         mod $backend {
             contract!(@checks $backend:
                 records_by_id_and_in_order,
+                a_read_by_id_leaves_later_readers_the_latest_state,
                 many_records_by_id_at_once,
                 scans_return_at_most_max_scan,
                 index_scans_walk_positions,
@@ -206,6 +207,38 @@ fn records_by_id_and_in_order(backend: &dyn Backend) {
     assert_eq!(acme_reader.scan("no-such-collection", None, 100, false).unwrap(), Vec::new());
     assert_eq!(acme_reader.count("no-such-collection").unwrap(), 0);
     assert_eq!(reader(&*store, Uuid::now_v7()).count("scopes").unwrap(), 0);
+}
+
+/// A reader whose only read is by id (one statement outside a snapshot on
+/// PostgreSQL) hands its connection on as it found it: every later reader
+/// sees each write made before it, and reads on after a read by id work.
+fn a_read_by_id_leaves_later_readers_the_latest_state(backend: &dyn Backend) {
+    let store = backend.open();
+    let acme = Uuid::now_v7();
+    let scopes: Vec<Value> = (0..4)
+        .map(|n| {
+            let at = timestamp(1, n);
+            json!({"id": Uuid::now_v7().to_string(), "name": format!("scope {n}"), "status": "active",
+                   "created_at": at, "updated_at": at})
+        })
+        .collect();
+    let ids: Vec<Uuid> = scopes.iter().map(id_of).collect();
+    for (n, scope) in scopes.iter().enumerate() {
+        store.insert_records(acme, "scopes", std::slice::from_ref(scope)).unwrap();
+        // More readers than the pool holds connections, one after another.
+        for _ in 0..12 {
+            let mut reader = reader(&*store, acme);
+            let by_id = reader.get("scopes", ids[n]).unwrap().expect("written before this reader");
+            assert_eq!(serde_json::from_slice::<Value>(&by_id).unwrap(), *scope);
+        }
+        let mut reader = reader(&*store, acme);
+        assert!(reader.get("scopes", ids[0]).unwrap().is_some());
+        assert_eq!(reader.count("scopes").unwrap(), n as u64 + 1, "a read on after a read by id");
+        let scanned: Vec<Uuid> =
+            reader.scan("scopes", None, 100, false).unwrap().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(scanned, ids[..=n]);
+        assert!(reader.get("scopes", ids[n]).unwrap().is_some());
+    }
 }
 
 fn many_records_by_id_at_once(backend: &dyn Backend) {

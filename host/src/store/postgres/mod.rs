@@ -624,6 +624,7 @@ impl Store for PgStore {
             replicas: if from.primary_only { None } else { self.replicas.clone() },
             needed,
             open: None,
+            in_snapshot: false,
             position: None,
             failed_on_replica: false,
             organization,
@@ -817,9 +818,13 @@ pub struct PgReader {
     replicas: Option<Arc<ReplicaSet>>,
     /// The position a replica must have replayed to serve this session.
     needed: u64,
-    /// The connection in its read-only snapshot, from the first read on;
-    /// the flag says whether it is a replica's.
+    /// The connection from the first read on; the flag says whether it is
+    /// a replica's.
     open: Option<(r2d2::PooledConnection<Manager>, bool)>,
+    /// Whether `open` is in the session's read-only snapshot. A session
+    /// whose first read is by id reads it alone (see [`PgReader::get`])
+    /// and begins the snapshot only if it reads again.
+    in_snapshot: bool,
     position: Option<u64>,
     failed_on_replica: bool,
     organization: Uuid,
@@ -841,10 +846,17 @@ impl PgReader {
                 None => self.on_primary()?,
             };
             self.open = Some(opened);
+            self.in_snapshot = true;
         }
         let Some((connection, _)) = self.open.as_mut() else {
             return Err(StoreError::Backend("the read session has no connection".into()));
         };
+        if !self.in_snapshot {
+            // After a read by id on its own: the primary's, as that read's.
+            let messages = connection.client.simple_query(&format!("{BEGIN_SNAPSHOT}; {CURRENT_POSITION}"))?;
+            self.in_snapshot = true;
+            self.position = replicas::positions(&messages).first().copied().flatten().max(self.position);
+        }
         let Connection { client, statements, .. } = &mut **connection;
         Ok(Session { client, statements, organization: self.organization })
     }
@@ -924,39 +936,24 @@ impl StoreReader for PgReader {
     }
 
     /// As a session's first read on the primary (a read by id mostly is
-    /// the only one), it goes with its `BEGIN` in one round trip: all in one
-    /// simple query, whose values are the reader's own UUIDs and a known
-    /// collection's name, never text a caller wrote.
+    /// the only one), it is one statement outside any snapshot, in one
+    /// round trip with nothing to end after it: the write position it
+    /// reads with the record is an upper bound of what the read saw.
     fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
         let replicas_may_serve = self.replicas.as_ref().is_some_and(|replicas| replicas.any_usable());
-        if self.open.is_some() || replicas_may_serve || !COLLECTIONS.contains(&collection) {
+        if self.open.is_some() || replicas_may_serve {
             return self.read(|mut session| session.get(collection, id));
         }
         let mut connection = self.pool.get()?;
-        let messages = connection.client.simple_query(&format!(
-            "{BEGIN_SNAPSHOT}; {CURRENT_POSITION}; \
-             SELECT translate(encode(body, 'base64'), E'\\n', '') FROM records WHERE org_id = '{}' AND collection = '{collection}' AND id = '{id}'",
-            self.organization
-        ));
-        // Kept from here on: a `BEGIN` that ran before its read failed is rolled back on drop.
+        let row = connection.query_opt(
+            "SELECT (SELECT body FROM records WHERE org_id = $1 AND collection = $2 AND id = $3), \
+             (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8",
+            &[&self.organization, &collection, &id],
+        );
         self.open = Some((connection, false));
-        let messages = messages?;
-        let rows: Vec<Option<&str>> = messages
-            .iter()
-            .filter_map(|message| match message {
-                postgres::SimpleQueryMessage::Row(row) => Some(row.get(0)),
-                _ => None,
-            })
-            .collect();
-        self.position = rows.first().copied().flatten().and_then(|text| text.parse().ok());
-        let Some(text) = rows.get(1).copied() else {
-            return Ok(None);
-        };
-        let text = text.ok_or_else(|| StoreError::Corrupt(format!("{collection} record {id} has no body")))?;
-        let body = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, text).map_err(|error| {
-            StoreError::Backend(format!("PostgreSQL: {collection} record {id} came back as no base64: {error}"))
-        })?;
-        Ok(Some(body))
+        let row = row?.ok_or_else(|| StoreError::Backend("PostgreSQL answered a read by id with no row".into()))?;
+        self.position = row.get::<_, Option<i64>>(1).map(|position| position as u64);
+        Ok(row.get(0))
     }
 
     fn get_many(&mut self, collection: &str, ids: &[Uuid]) -> Result<Vec<StoredRecord>, StoreError> {
@@ -1172,6 +1169,9 @@ impl Drop for PgReader {
         let Some((mut connection, _)) = self.open.take() else {
             return;
         };
+        if !self.in_snapshot {
+            return;
+        }
         // The connection goes back to the pool outside any transaction. On
         // the server, the snapshot ends on another blocking thread, so the
         // answer read in it goes out without waiting for that round trip.
