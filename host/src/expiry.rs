@@ -4,18 +4,21 @@
 //! checks, so its endpoint's `open_findings` rises in the same batch and
 //! its history names the cause `suppression_expired`. The server runs
 //! [`expire_suppressions`] for every organization at start and every
-//! [`EXPIRY_EVERY`].
+//! [`EXPIRY_EVERY`]. It finds them in the index of suppressions by expiry
+//! ([`SUPPRESSION_EXPIRY`]): a suppression that has not expired is never
+//! read, however many an organization holds.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
+use esr_plugin_sdk::indexes::{SORTED, SUPPRESSION_EXPIRY};
 use esr_plugin_sdk::time::Timestamp;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::ingest::{HistoryCause, KnownRecords};
 use crate::reports::client_fields;
-use crate::store::{MAX_SCAN, Store, StoreError, StoreReader};
+use crate::store::{Store, StoreError, StoreReader};
 
 /// How often the server looks for expired suppressions.
 pub const EXPIRY_EVERY: Duration = Duration::from_secs(60);
@@ -31,7 +34,7 @@ const REOPEN_PER_BATCH: usize = 1_000;
 /// now, in batches of [`REOPEN_PER_BATCH`]; how many. An organization with
 /// none takes no write lock.
 pub fn expire_suppressions(db: &dyn Store, organization: Uuid) -> Result<usize, StoreError> {
-    let suppressed = db.reader(organization)?.index_count(FINDINGS, "status", "suppressed")?;
+    let suppressed = db.reader(organization)?.index_count(FINDINGS, SUPPRESSION_EXPIRY.name, SORTED)?;
     let mut reopened = 0;
     // Each full batch reopens findings for good: at most this many batches.
     for _ in 0..=suppressed as usize / REOPEN_PER_BATCH {
@@ -84,42 +87,26 @@ fn reopen_some(db: &dyn Store, organization: Uuid) -> Result<usize, StoreError> 
     Ok(reopened)
 }
 
-/// What [`expired`] reads of each suppressed finding.
-#[derive(Deserialize)]
-struct SuppressedFinding {
-    created_at: Option<Value>,
-    suppression: Option<Value>,
-}
-
 /// Up to `limit` suppressed findings whose suppression expired before
-/// `now`, in creation order. The `status=suppressed` entries are walked a
-/// page at a time, and of each record only its creation (its place in the
-/// index) and its suppression's expiry are read: an organization's
-/// suppressed findings are never all in memory.
+/// `now`, soonest first: the entries of the index of suppressions by expiry
+/// up to `now`, then those records. A suppression that has not expired is
+/// never read.
 fn expired(view: &mut dyn StoreReader, now: Timestamp, limit: usize) -> Result<Vec<Value>, StoreError> {
-    let order = esr_plugin_sdk::indexes::find(FINDINGS, "status")
-        .ok_or_else(|| StoreError::UnknownIndex(format!("{FINDINGS}/status")))?;
-    let corrupt = |error: serde_json::Error| StoreError::Corrupt(error.to_string());
-    let mut found = Vec::new();
-    let mut after = None;
-    loop {
-        let page = view.index_scan(FINDINGS, "status", "suppressed", after, MAX_SCAN, false)?;
-        let full = page.len() == MAX_SCAN;
-        for (id, bytes) in page {
-            let finding: SuppressedFinding = serde_json::from_slice(&bytes).map_err(corrupt)?;
-            after = Some((order.position_of(finding.created_at.as_ref()), id));
-            let expires = finding.suppression.as_ref().and_then(|suppression| suppression.get("expires_at"));
-            if expires.and_then(Value::as_str).and_then(Timestamp::parse).is_some_and(|expires| expires.0 < now.0) {
-                found.push(serde_json::from_slice(&bytes).map_err(corrupt)?);
-                if found.len() == limit {
-                    return Ok(found);
-                }
-            }
-        }
-        if !full {
-            return Ok(found);
-        }
+    let expiring = view.index_positions(FINDINGS, SUPPRESSION_EXPIRY.name, SORTED, None, limit, false)?;
+    let ids: Vec<Uuid> = expiring.into_iter().take_while(|(expires, _)| *expires < now.0).map(|(_, id)| id).collect();
+    if ids.is_empty() {
+        return Ok(Vec::new());
     }
+    let mut found = view
+        .get_many(FINDINGS, &ids)?
+        .into_iter()
+        .map(|(id, bytes)| {
+            serde_json::from_slice::<Value>(&bytes)
+                .map(|finding| (id, finding))
+                .map_err(|error| StoreError::Corrupt(format!("{FINDINGS} record {id}: {error}")))
+        })
+        .collect::<Result<HashMap<Uuid, Value>, _>>()?;
+    Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
 }
 
 /// [`expire_suppressions`] for every organization; failures are logged

@@ -34,11 +34,19 @@ fn timestamp(rng: &mut impl Rng) -> String {
 
 fn finding(rng: &mut impl Rng, n: u128) -> Value {
     let created = timestamp(rng);
+    let status = STATUSES[rng.gen_range(0..3)];
+    // Half the suppressions expire (the index of suppressions by expiry).
+    let suppression = match status {
+        "suppressed" if rng.gen_bool(0.5) => json!({"reason": "accepted_risk", "expires_at": timestamp(rng)}),
+        "suppressed" => json!({"reason": "false_positive"}),
+        _ => Value::Null,
+    };
     json!({
         "id": id(n).to_string(),
         "endpoint_id": id(10_000 + n % 7).to_string(),
         "severity": SEVERITIES[rng.gen_range(0..4)],
-        "status": STATUSES[rng.gen_range(0..3)],
+        "status": status,
+        "suppression": suppression,
         "finding_type": if rng.gen_bool(0.7) { "vulnerability" } else { "misconfiguration" },
         "cve_id": if rng.gen_bool(0.5) { Value::from(format!("CVE-2024-{}", rng.gen_range(1000..1010))) } else { Value::Null },
         "kev": rng.gen_bool(0.2),
@@ -125,6 +133,22 @@ fn postgres_answers_every_store_question_as_sled_does() {
     drop(pg);
     back_to_schema_3(&mut database.client());
     let pg = store::open(Some(&database.url), dir.path()).unwrap();
+    assert_reads_alike(&*sled, &*pg, &organizations, &final_acme, &endpoints);
+    assert_eq!(pg.verify_indexes().unwrap(), Vec::<String>::new());
+
+    // A database of schema 4 gains the index of suppressions by expiry at
+    // start, filled from the records.
+    drop(pg);
+    database
+        .client()
+        .batch_execute(
+            "ALTER TABLE records DROP COLUMN suppression_expiry_value, DROP COLUMN suppression_expiry_position; \
+             DELETE FROM counts WHERE name = 'suppression_expiry'; UPDATE schema_version SET version = 4",
+        )
+        .unwrap();
+    let pg = store::open(Some(&database.url), dir.path()).unwrap();
+    let expiring = pg.reader(acme).unwrap().index_count("vulnerability-findings", "suppression_expiry", "").unwrap();
+    assert!(expiring > 10, "{expiring} suppressions that expire");
     assert_reads_alike(&*sled, &*pg, &organizations, &final_acme, &endpoints);
     assert_eq!(pg.verify_indexes().unwrap(), Vec::<String>::new());
 

@@ -31,6 +31,10 @@ pub enum IndexKey {
     /// [`SORTED`] when the record has the value the index orders by, else
     /// [`UNSORTED`] (with [`IndexOrder::By`]).
     SortValue,
+    /// [`SORTED`] when the string at the pointer is the one given and the
+    /// record has the value the index orders by; no entry otherwise (with
+    /// [`IndexOrder::By`]): the records of one state in that value's order.
+    SortValueWhere(&'static str, &'static str),
 }
 
 /// What orders an index's entries within a value (then the record id).
@@ -112,7 +116,16 @@ const FINDINGS: &[Index] = &[
     sorted_by("by_last_seen_at", SortField::Timestamp("/last_seen_at")),
     sorted_by("by_severity", SortField::Rank("/severity", SEVERITY_RANK)),
     sorted_by("by_cvss", SortField::Number("/cvss/base_score")),
+    SUPPRESSION_EXPIRY,
 ];
+
+/// The suppressed findings whose suppression expires, soonest first: the
+/// service reopens those that expired by reading only them.
+pub const SUPPRESSION_EXPIRY: Index = Index {
+    name: "suppression_expiry",
+    key: IndexKey::SortValueWhere("/status", "suppressed"),
+    order: IndexOrder::By(SortField::Timestamp("/suppression/expires_at")),
+};
 
 const TARGETS: &[Index] = &[
     EVERYTHING,
@@ -197,7 +210,10 @@ pub fn find(collection: &str, name: &str) -> Option<Index> {
 
 /// The collection's sort index ordered by `field`, if it keeps one.
 pub fn sort_index(collection: &str, field: SortField) -> Option<Index> {
-    indexes(collection).iter().copied().find(|index| index.order == IndexOrder::By(field))
+    indexes(collection)
+        .iter()
+        .copied()
+        .find(|index| index.key == IndexKey::SortValue && index.order == IndexOrder::By(field))
 }
 
 impl Index {
@@ -251,13 +267,19 @@ impl Index {
                 vec![record.pointer(pointer).is_some_and(|value| !value.is_null()).to_string()]
             }
             IndexKey::Everything => vec![String::new()],
-            IndexKey::SortValue => {
-                let held = match self.order {
-                    IndexOrder::By(field) => sort_position(&field.read(record)).is_some(),
-                    _ => false,
-                };
-                vec![if held { SORTED } else { UNSORTED }.to_owned()]
+            IndexKey::SortValue => vec![if self.holds_sort_value(record) { SORTED } else { UNSORTED }.to_owned()],
+            IndexKey::SortValueWhere(pointer, wanted) => {
+                let in_state = record.pointer(pointer).and_then(Value::as_str) == Some(wanted);
+                if in_state && self.holds_sort_value(record) { vec![SORTED.to_owned()] } else { Vec::new() }
             }
+        }
+    }
+
+    /// Whether the record has the value this index orders by (a sort index's).
+    fn holds_sort_value(&self, record: &Value) -> bool {
+        match self.order {
+            IndexOrder::By(field) => sort_position(&field.read(record)).is_some(),
+            _ => false,
         }
     }
 }
@@ -404,6 +426,14 @@ mod tests {
             find("vulnerability-findings", "kev").map(|i| i.values(&json!({"kev": true}))),
             Some(vec!["true".into()])
         );
+        // Only suppressed findings with an expiry, at the expiry.
+        let suppressed = json!({"status": "suppressed", "suppression": {"expires_at": "1970-01-01T00:00:01Z"}});
+        assert_eq!(SUPPRESSION_EXPIRY.values(&suppressed), vec![SORTED.to_owned()]);
+        assert_eq!(SUPPRESSION_EXPIRY.position(&suppressed), 1_000_000_000);
+        let for_good = json!({"status": "suppressed", "suppression": {"reason": "accepted_risk"}});
+        let reopened = json!({"status": "open", "suppression": {"expires_at": "1970-01-01T00:00:01Z"}});
+        assert!(SUPPRESSION_EXPIRY.values(&for_good).is_empty());
+        assert!(SUPPRESSION_EXPIRY.values(&reopened).is_empty());
         assert!(indexes("nothing").is_empty());
         assert!(
             ["endpoints", "vulnerability-findings", "remediation-targets", "scopes"]

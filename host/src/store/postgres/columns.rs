@@ -14,12 +14,14 @@
 //! Both are read through [`entries_of`]: the organization's entries of one
 //! index as rows `(value, position, id)`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
 use esr_plugin_sdk::indexes::{self, Index, IndexKey, IndexOrder};
+use serde_json::Value;
+use uuid::Uuid;
 
-use crate::store::COLLECTIONS;
+use crate::store::{COLLECTIONS, StoreError};
 
 /// Where an index's entries are.
 pub(super) enum Placement {
@@ -141,15 +143,73 @@ pub(super) fn holds_one_of(collection: &str, index: &Index, values: &str) -> Str
     }
 }
 
+/// Records read at a time by [`fill`].
+const FILL_CHUNK: i32 = 10_000;
+
+/// Fills the columns of an index new to the schema, and its counts, from
+/// the bodies of `collection`'s records (every organization's), reading
+/// them a chunk at a time.
+pub(super) fn fill(
+    transaction: &mut postgres::Transaction<'_>,
+    collection: &str,
+    name: &str,
+) -> Result<(), StoreError> {
+    let unknown = || StoreError::UnknownIndex(format!("{collection}/{name}"));
+    let index = indexes::find(collection, name).ok_or_else(unknown)?;
+    let Placement::Columns { value: value_column, position: position_column } = placement(&index) else {
+        return Err(unknown());
+    };
+    let update = transaction.prepare(&format!(
+        "UPDATE records r SET {value_column} = held.value, {position_column} = held.position \
+         FROM unnest($2::uuid[], $3::uuid[], $4::bytea[], $5::int8[]) AS held(org_id, id, value, position) \
+         WHERE r.org_id = held.org_id AND r.collection = $1 AND r.id = held.id"
+    ))?;
+    let records = transaction.prepare("SELECT org_id, id, body FROM records WHERE collection = $1")?;
+    let portal = transaction.bind(&records, &[&collection])?;
+    let mut counts: BTreeMap<(Uuid, String), i64> = BTreeMap::new();
+    loop {
+        let rows = transaction.query_portal(&portal, FILL_CHUNK)?;
+        if rows.is_empty() {
+            break;
+        }
+        let (mut organizations, mut ids, mut values, mut positions) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for row in &rows {
+            let (organization, id, body): (Uuid, Uuid, &[u8]) = (row.get(0), row.get(1), row.get(2));
+            let record: Value = serde_json::from_slice(body)
+                .map_err(|error| StoreError::Corrupt(format!("{collection} record {id}: {error}")))?;
+            for value in index.values(&record) {
+                organizations.push(organization);
+                ids.push(id);
+                positions.push(index.position(&record));
+                values.push(value.clone().into_bytes());
+                *counts.entry((organization, value)).or_default() += 1;
+            }
+        }
+        if !ids.is_empty() {
+            transaction.execute(&update, &[&collection, &organizations, &ids, &values, &positions])?;
+        }
+    }
+    for ((organization, value), n) in counts {
+        transaction.execute(
+            "INSERT INTO counts (org_id, collection, name, value, n) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (org_id, collection, name, value) DO UPDATE SET n = excluded.n",
+            &[&organization, &collection, &name, &value.as_bytes(), &n],
+        )?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Migration 0004 makes exactly the PostgreSQL indexes the index
-    /// table calls for, over the columns this module reads.
+    /// Migrations 0004 and 0005 make exactly the PostgreSQL indexes the
+    /// index table calls for, over the columns this module reads.
     #[test]
-    fn the_migration_indexes_every_column_placed_index() {
-        let migration = include_str!("migrations/0004_index_columns.sql");
+    fn the_migrations_index_every_column_placed_index() {
+        let migration =
+            [include_str!("migrations/0004_index_columns.sql"), include_str!("migrations/0005_suppression_expiry.sql")]
+                .join(";\n");
         let made: BTreeSet<String> = migration
             .split(';')
             .map(|statement| statement.split_whitespace().collect::<Vec<_>>().join(" "))

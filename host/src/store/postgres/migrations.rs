@@ -5,6 +5,9 @@
 //! past it, under an advisory lock so that hosts starting together migrate
 //! once; a database whose schema is newer than this binary is refused.
 
+use esr_plugin_sdk::indexes;
+
+use super::columns;
 use crate::store::StoreError;
 
 /// The migrations, in order: migration `n` is `MIGRATIONS[n - 1]`. Never
@@ -14,7 +17,13 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_write_clocks_and_hosts.sql"),
     include_str!("migrations/0003_change_feed.sql"),
     include_str!("migrations/0004_index_columns.sql"),
+    include_str!("migrations/0005_suppression_expiry.sql"),
 ];
+
+/// The index columns a migration adds that the host fills from the
+/// records' bodies in the migration's transaction: `(migration, collection,
+/// index)`.
+const FILLED: &[(usize, &str, &str)] = &[(5, "vulnerability-findings", indexes::SUPPRESSION_EXPIRY.name)];
 
 /// The schema version this binary writes and reads.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
@@ -41,9 +50,12 @@ pub fn migrate(client: &mut postgres::Client) -> Result<i32, StoreError> {
         )));
     }
     for (number, sql) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
-        transaction.batch_execute(sql).map_err(|error| {
-            StoreError::Backend(format!("schema migration {} failed: {}", number + 1, StoreError::from(error)))
-        })?;
+        let number = number + 1;
+        let failed = |error: StoreError| StoreError::Backend(format!("schema migration {number} failed: {error}"));
+        transaction.batch_execute(sql).map_err(|error| failed(error.into()))?;
+        for (_, collection, index) in FILLED.iter().filter(|(migration, ..)| *migration == number) {
+            columns::fill(&mut transaction, collection, index).map_err(failed)?;
+        }
     }
     transaction.execute(
         "INSERT INTO schema_version (only_row, version) VALUES (true, $1) \
