@@ -512,6 +512,55 @@ pub fn ordered_by_creation(collection: &str, index: &str) -> bool {
         .is_some_and(|found| found.order == esr_plugin_sdk::indexes::IndexOrder::CreatedAt)
 }
 
+/// What a record adds to its collection's indexes, as both backends keep
+/// them.
+pub struct RecordIndexes {
+    /// `(index, value, position)`; each also counts one under `(index, value)`.
+    pub entries: Vec<(&'static str, String, i64)>,
+    /// The counts it adds one to beyond its entries' `(name, value)`: each
+    /// counted pair's and its update hour's.
+    pub counted: Vec<(String, String)>,
+}
+
+/// The index entries and counts of a record, which must carry RFC 3339
+/// `created_at` and `updated_at`. Each index's values are read once, and
+/// the two timestamps that order most indexes are parsed once.
+pub fn record_indexes(collection: &str, id: Uuid, record: &Value) -> Result<RecordIndexes, StoreError> {
+    use esr_plugin_sdk::indexes::{self, IndexOrder};
+    let timestamp = |field: &str| {
+        record
+            .get(field)
+            .and_then(Value::as_str)
+            .and_then(esr_plugin_sdk::time::Timestamp::parse)
+            .map(|at| at.0)
+            .ok_or_else(|| StoreError::InvalidRecord(format!("{collection} record {id} has no RFC 3339 {field}")))
+    };
+    let (created, updated) = (timestamp("created_at")?, timestamp("updated_at")?);
+    let table = indexes::indexes(collection);
+    let values: Vec<Vec<String>> = table.iter().map(|index| index.values(record)).collect();
+    let mut counted = Vec::new();
+    for (first, second) in indexes::counted_pairs(collection) {
+        let of = |name: &str| table.iter().position(|index| index.name == name).map(|at| &values[at]);
+        for a in of(first).into_iter().flatten() {
+            for b in of(second).into_iter().flatten() {
+                counted.push((indexes::pair_name(first, second), indexes::pair_value(a, b)));
+            }
+        }
+    }
+    counted.push((indexes::UPDATED_HOUR.to_owned(), indexes::hour_value(updated)));
+    let mut entries = Vec::with_capacity(table.len());
+    for (index, values) in table.iter().zip(values) {
+        let position = match index.order {
+            IndexOrder::CreatedAt => created,
+            IndexOrder::UpdatedAt => updated,
+            IndexOrder::By(_) if values.is_empty() => continue,
+            IndexOrder::By(_) => index.position(record),
+        };
+        entries.extend(values.into_iter().map(|value| (index.name, value, position)));
+    }
+    Ok(RecordIndexes { entries, counted })
+}
+
 /// Whether every count [`StoreReader::count_groups`] makes by combination
 /// is a count row (what `count_matching` answers from counts: one
 /// condition where a record holds one value, or a counted pair).

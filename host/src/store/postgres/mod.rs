@@ -25,7 +25,6 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use esr_plugin_sdk::indexes::{self, CREATED_AT, UPDATED_AT};
-use esr_plugin_sdk::time::Timestamp;
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::{ToSql, Type};
 use postgres::{GenericClient, NoTls, Statement};
@@ -1736,33 +1735,10 @@ struct RecordEntries {
 }
 
 fn record_entries(collection: &str, id: Uuid, record: &Value) -> Result<RecordEntries, StoreError> {
-    let mut updated = None;
-    for field in ["created_at", "updated_at"] {
-        let parsed =
-            record.get(field).and_then(Value::as_str).and_then(Timestamp::parse).ok_or_else(|| {
-                StoreError::InvalidRecord(format!("{collection} record {id} has no RFC 3339 {field}"))
-            })?;
-        updated = Some(parsed.0);
-    }
-    let mut found = RecordEntries { entries: Vec::new(), tallies: Vec::new() };
-    for index in indexes::indexes(collection) {
-        for value in index.values(record) {
-            found.tallies.push((index.name.to_owned(), value.clone()));
-            found.entries.push((index.name, value, index.position(record)));
-        }
-    }
-    for (first, second) in indexes::counted_pairs(collection) {
-        let values = |name: &str| indexes::find(collection, name).map(|index| index.values(record)).unwrap_or_default();
-        for a in values(first) {
-            for b in values(second) {
-                found.tallies.push((indexes::pair_name(first, second), indexes::pair_value(&a, &b)));
-            }
-        }
-    }
-    if let Some(updated) = updated {
-        found.tallies.push((indexes::UPDATED_HOUR.to_owned(), indexes::hour_value(updated)));
-    }
-    Ok(found)
+    let found = crate::store::record_indexes(collection, id, record)?;
+    let mut tallies = found.counted;
+    tallies.extend(found.entries.iter().map(|(index, value, _)| ((*index).to_owned(), value.clone())));
+    Ok(RecordEntries { entries: found.entries, tallies })
 }
 
 /// The record's `id`, which must be a UUID.

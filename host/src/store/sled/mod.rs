@@ -17,7 +17,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use esr_plugin_sdk::indexes::{self, CREATED_AT, UPDATED_AT};
-use esr_plugin_sdk::time::Timestamp;
 use serde_json::Value;
 use sled::Transactional;
 use uuid::Uuid;
@@ -1658,34 +1657,15 @@ fn index_entries(
     id: Uuid,
     record: &Value,
 ) -> Result<Vec<IndexEntry>, StoreError> {
-    for field in ["created_at", "updated_at"] {
-        record
-            .get(field)
-            .and_then(Value::as_str)
-            .and_then(Timestamp::parse)
-            .ok_or_else(|| StoreError::InvalidRecord(format!("{collection} record {id} has no RFC 3339 {field}")))?;
+    let found = super::record_indexes(collection, id, record)?;
+    let mut entries = Vec::with_capacity(found.entries.len() + found.counted.len());
+    for (index, value, position) in found.entries {
+        let count_key = value_prefix(organization, index, &value);
+        let mut entry_key = count_key.clone();
+        entry_key.extend_from_slice(&entry_of(position, id));
+        entries.push((Some(entry_key), count_key));
     }
-    let mut entries = Vec::new();
-    for index in esr_plugin_sdk::indexes::indexes(collection) {
-        for value in index.values(record) {
-            let count_key = value_prefix(organization, index.name, &value);
-            let mut entry_key = count_key.clone();
-            entry_key.extend_from_slice(&entry_of(index.position(record), id));
-            entries.push((Some(entry_key), count_key));
-        }
-    }
-    for (first, second) in indexes::counted_pairs(collection) {
-        let values = |name: &str| indexes::find(collection, name).map(|index| index.values(record)).unwrap_or_default();
-        for a in values(first) {
-            for b in values(second) {
-                let key = value_prefix(organization, &indexes::pair_name(first, second), &indexes::pair_value(&a, &b));
-                entries.push((None, key));
-            }
-        }
-    }
-    if let Some(updated) = record.get("updated_at").and_then(Value::as_str).and_then(Timestamp::parse) {
-        entries.push((None, value_prefix(organization, indexes::UPDATED_HOUR, &indexes::hour_value(updated.0))));
-    }
+    entries.extend(found.counted.into_iter().map(|(name, value)| (None, value_prefix(organization, &name, &value))));
     Ok(entries)
 }
 
