@@ -134,7 +134,14 @@ impl<'a> BatchChanges<'a> {
             .collect();
         if !history.is_empty() {
             // Each entry's place among the batch's entries of its record:
-            // its number continues after the record's highest stored one.
+            // its number continues after the record's highest stored one (a
+            // record the batch creates has none to look up).
+            let created: HashSet<(&str, Uuid)> = self
+                .events
+                .iter()
+                .filter(|(.., operation, _)| *operation == ChangeOperation::Created)
+                .map(|(collection, id, ..)| (*collection, *id))
+                .collect();
             let mut appended: HashMap<(&str, Uuid), i64> = HashMap::new();
             let places: Vec<i64> = history
                 .iter()
@@ -147,16 +154,18 @@ impl<'a> BatchChanges<'a> {
             let collections: Vec<&str> = history.iter().map(|(collection, ..)| *collection).collect();
             let ids: Vec<Uuid> = history.iter().map(|(_, id, _)| *id).collect();
             let entries: Vec<&[u8]> = history.iter().map(|(.., entry)| *entry).collect();
+            let new: Vec<bool> =
+                history.iter().map(|(collection, id, _)| created.contains(&(*collection, *id))).collect();
             let append = prepared(
                 statements,
                 transaction,
                 "INSERT INTO history (org_id, collection, id, n, entry) \
-                 SELECT $1, added.collection, added.id, coalesce((SELECT max(h.n) FROM history h \
-                 WHERE h.org_id = $1 AND h.collection = added.collection AND h.id = added.id), 0) + added.place, \
-                 added.entry FROM unnest($2::text[], $3::uuid[], $4::int8[], $5::bytea[]) \
-                 AS added(collection, id, place, entry)",
+                 SELECT $1, added.collection, added.id, CASE WHEN added.new THEN 0 ELSE coalesce((SELECT max(h.n) \
+                 FROM history h WHERE h.org_id = $1 AND h.collection = added.collection AND h.id = added.id), 0) END \
+                 + added.place, added.entry FROM unnest($2::text[], $3::uuid[], $4::int8[], $5::bytea[], $6::bool[]) \
+                 AS added(collection, id, place, entry, new)",
             )?;
-            transaction.execute(&append, &[&organization, &collections, &ids, &places, &entries])?;
+            transaction.execute(&append, &[&organization, &collections, &ids, &places, &entries, &new])?;
         }
         Ok(())
     }

@@ -340,12 +340,15 @@ impl PgStore {
         transaction.batch_execute("SET LOCAL plan_cache_mode = force_custom_plan")?;
         lock_organization(&mut transaction, statements, organization)?;
         let (now, latest_change) = next_write_time(&mut transaction, statements, organization)?;
-        let writes = build(&mut Session { client: &mut transaction, statements, organization }, now)?;
+        let mut view =
+            Session { client: &mut transaction, statements, organization, read_by_id: Some(ReadById::new()) };
+        let writes = build(&mut view, now)?;
+        let read_by_id = view.read_by_id.take().unwrap_or_default();
         let changes = match feed {
             Feed::Recorded => Some(BatchChanges::after(latest_change, now.0)),
             Feed::Unrecorded => None,
         };
-        write_in(&mut transaction, statements, organization, &writes, changes)?;
+        write_in(&mut transaction, statements, organization, &writes, &read_by_id, changes)?;
         if let Some(latest) = crate::store::latest_update(&writes).filter(|latest| *latest > now.0) {
             let keep_past = prepared(
                 statements,
@@ -857,7 +860,7 @@ impl PgReader {
             self.position = replicas::positions(&messages).first().copied().flatten().max(self.position);
         }
         let Connection { client, statements, .. } = &mut **connection;
-        Ok(Session { client, statements, organization: self.organization })
+        Ok(Session { client, statements, organization: self.organization, read_by_id: None })
     }
 
     /// A snapshot on a usable replica that has replayed `needed`, if one has.
@@ -1220,7 +1223,14 @@ pub struct Session<'a, C: GenericClient> {
     client: &'a mut C,
     statements: &'a mut HashMap<String, Statement>,
     organization: Uuid,
+    /// What the session read by id, when it remembers it (a write's build
+    /// step: the write compares its records with these without reading
+    /// them again).
+    read_by_id: Option<ReadById>,
 }
+
+/// Records read by id, by collection: `None` for an id not stored.
+type ReadById = HashMap<String, HashMap<Uuid, Option<Vec<u8>>>>;
 
 impl<C: GenericClient> Session<'_, C> {
     fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, StoreError> {
@@ -1240,7 +1250,11 @@ impl<C: GenericClient> Session<'_, C> {
             "SELECT body FROM records WHERE org_id = $1 AND collection = $2 AND id = $3",
             &[&organization, &collection, &id],
         )?;
-        Ok(row.map(|row| row.get(0)))
+        let body: Option<Vec<u8>> = row.map(|row| row.get(0));
+        if let Some(read) = self.read_by_id.as_mut() {
+            read.entry(collection.to_owned()).or_default().insert(id, body.clone());
+        }
+        Ok(body)
     }
 
     /// The records with these ids that exist, each once: one statement.
@@ -1253,7 +1267,13 @@ impl<C: GenericClient> Session<'_, C> {
             "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2 AND id = ANY($3)",
             &[&organization, &collection, &ids],
         )?;
-        Ok(rows.into_iter().map(|row| (row.get(0), row.get(1))).collect())
+        let found: Vec<StoredRecord> = rows.into_iter().map(|row| (row.get(0), row.get(1))).collect();
+        if let Some(read) = self.read_by_id.as_mut() {
+            let read = read.entry(collection.to_owned()).or_default();
+            read.extend(ids.iter().map(|id| (*id, None)));
+            read.extend(found.iter().map(|(id, body)| (*id, Some(body.clone()))));
+        }
+        Ok(found)
     }
 
     /// Up to `limit` (at most [`MAX_SCAN`]) records in id order, after
@@ -1857,6 +1877,7 @@ fn write_in<'a>(
     statements: &mut HashMap<String, Statement>,
     organization: Uuid,
     writes: &'a [CollectionWrite],
+    read_by_id: &ReadById,
     mut changes: Option<BatchChanges<'a>>,
 ) -> Result<(), StoreError> {
     let deletes = writes.iter().any(|write| !write.deleted.is_empty());
@@ -1885,20 +1906,33 @@ fn write_in<'a>(
             written_and_deleted.check(collection, &written, &deleting)?;
         }
         let ids: Vec<Uuid> = written.iter().chain(&deleting).copied().collect();
+        // What is stored under the ids: what the build step read of them
+        // in this transaction, and the rest read now.
         let mut stored: HashMap<Uuid, RecordEntries> = HashMap::new();
-        if !ids.is_empty() {
+        let mut add_stored = |id: Uuid, body: &[u8]| -> Result<(), StoreError> {
+            let record: Value = serde_json::from_slice(body).map_err(|error| StoreError::Corrupt(error.to_string()))?;
+            let mut found = record_entries(collection, id, &record)?;
+            found.entries.retain(|(index, ..)| columns::in_rows(collection, index));
+            stored.insert(id, found);
+            Ok(())
+        };
+        let already_read = read_by_id.get(collection);
+        let mut unread = Vec::new();
+        for id in &ids {
+            match already_read.and_then(|read| read.get(id)) {
+                Some(Some(body)) => add_stored(*id, body)?,
+                Some(None) => {}
+                None => unread.push(*id),
+            }
+        }
+        if !unread.is_empty() {
             let read_stored = prepared(
                 statements,
                 transaction,
                 "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2 AND id = ANY($3)",
             )?;
-            for row in transaction.query(&read_stored, &[&organization, &collection, &ids])? {
-                let (id, body): (Uuid, &[u8]) = (row.get(0), row.get(1));
-                let record: Value =
-                    serde_json::from_slice(body).map_err(|error| StoreError::Corrupt(error.to_string()))?;
-                let mut found = record_entries(collection, id, &record)?;
-                found.entries.retain(|(index, ..)| columns::in_rows(collection, index));
-                stored.insert(id, found);
+            for row in transaction.query(&read_stored, &[&organization, &collection, &unread])? {
+                add_stored(row.get(0), row.get(1))?;
             }
         }
         // Only stored records are deleted; an id not stored is passed over.
