@@ -1836,17 +1836,26 @@ impl<'a> WrittenAndDeleted<'a> {
 /// An index entry: (index, value, position, record id).
 type EntryKey = (&'static str, String, i64, Uuid);
 
-/// What a record's `records` row holds: its bytes, and its index columns
-/// (see [`columns::row_values`]).
-type RecordRow = (Vec<u8>, (Vec<Option<Vec<u8>>>, Vec<Option<i64>>));
+/// Records encoded at a time while the `COPY` of the ones before streams
+/// to PostgreSQL, which writes them meanwhile.
+const COPY_CHUNK: usize = 1024;
 
-/// Writes records' rows, with their index columns, in one `COPY`.
+/// Writes the rows of the records whose line `keep` (each record's index
+/// in `records`) with their index columns, in one `COPY`; returns each
+/// kept record's id and entries (those of the indexes kept as rows) in
+/// order. The records are encoded a chunk at a time (on every core) while
+/// the chunks before are on their way and being written.
 fn copy_records(
     transaction: &mut postgres::Transaction<'_>,
     organization: Uuid,
     collection: &str,
-    rows: &[(Uuid, RecordRow)],
-) -> Result<(), StoreError> {
+    records: &[Value],
+    keep: impl Fn(usize) -> bool + Sync,
+) -> Result<Vec<(Uuid, RecordEntries)>, StoreError> {
+    let mut kept = Vec::with_capacity(records.len());
+    if records.is_empty() {
+        return Ok(kept);
+    }
     let index_columns = &*columns::INDEX_COLUMNS;
     let names: Vec<&str> = ["org_id", "collection", "id", "body"]
         .into_iter()
@@ -1860,14 +1869,28 @@ fn copy_records(
         .collect();
     let sink = transaction.copy_in(&format!("COPY records ({}) FROM STDIN BINARY", names.join(", ")))?;
     let mut writer = BinaryCopyInWriter::new(sink, &types);
-    for (id, (bytes, (values, positions))) in rows {
-        let mut row: Vec<&(dyn ToSql + Sync)> = vec![&organization, &collection, id, bytes];
-        row.extend(values.iter().map(|value| value as &(dyn ToSql + Sync)));
-        row.extend(positions.iter().map(|position| position as &(dyn ToSql + Sync)));
-        writer.write(&row)?;
+    let lines: Vec<usize> = (0..records.len()).filter(|line| keep(*line)).collect();
+    for chunk in lines.chunks(COPY_CHUNK) {
+        let encoded = crate::parallel::map_in_order(chunk, |line| -> Result<_, StoreError> {
+            let record = &records[*line];
+            let id = record_uuid(collection, record)?;
+            let bytes = serde_json::to_vec(record).map_err(|error| StoreError::InvalidRecord(error.to_string()))?;
+            let mut found = record_entries(collection, id, record)?;
+            let (values, positions) = columns::row_values(collection, &found.entries);
+            found.entries.retain(|(index, ..)| columns::in_rows(collection, index));
+            Ok((id, bytes, values, positions, found))
+        });
+        for row in encoded {
+            let (id, bytes, values, positions, found) = row?;
+            let mut row: Vec<&(dyn ToSql + Sync)> = vec![&organization, &collection, &id, &bytes];
+            row.extend(values.iter().map(|value| value as &(dyn ToSql + Sync)));
+            row.extend(positions.iter().map(|position| position as &(dyn ToSql + Sync)));
+            writer.write(&row)?;
+            kept.push((id, found));
+        }
     }
     writer.finish()?;
-    Ok(())
+    Ok(kept)
 }
 
 /// Writes a batch inside `transaction` (see [`Store::write_batch`]), and
@@ -1887,19 +1910,11 @@ fn write_in<'a>(
         if !COLLECTIONS.contains(&collection) {
             return Err(StoreError::InvalidRecord(format!("unknown collection {collection}")));
         }
-        let ready = crate::parallel::map_in_order(records, |record| -> Result<_, StoreError> {
-            let id = record_uuid(collection, record)?;
-            let bytes = serde_json::to_vec(record).map_err(|error| StoreError::InvalidRecord(error.to_string()))?;
-            let mut found = record_entries(collection, id, record)?;
-            let row = columns::row_values(collection, &found.entries);
-            found.entries.retain(|(index, ..)| columns::in_rows(collection, index));
-            Ok((id, (bytes, row), found))
-        })
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?;
+        let record_ids =
+            records.iter().map(|record| record_uuid(collection, record)).collect::<Result<Vec<Uuid>, _>>()?;
         // Each id once, where it first appears: the order of the feed's events.
-        let mut seen = HashSet::with_capacity(ready.len());
-        let written: Vec<Uuid> = ready.iter().map(|(id, ..)| *id).filter(|id| seen.insert(*id)).collect();
+        let mut seen = HashSet::with_capacity(record_ids.len());
+        let written: Vec<Uuid> = record_ids.iter().copied().filter(|id| seen.insert(*id)).collect();
         let mut seen = HashSet::with_capacity(deleted.len());
         let deleting: Vec<Uuid> = deleted.iter().copied().filter(|id| seen.insert(*id)).collect();
         if deletes {
@@ -1951,16 +1966,26 @@ fn write_in<'a>(
         // The rows of replaced and deleted records go (and their entries in
         // the index columns with them); only entries kept as rows are compared.
         let replaced: Vec<Uuid> = stored.keys().copied().collect();
+        if !replaced.is_empty() {
+            let remove = prepared(
+                statements,
+                transaction,
+                "DELETE FROM records WHERE org_id = $1 AND collection = $2 AND id = ANY($3)",
+            )?;
+            transaction.execute(&remove, &[&organization, &collection, &replaced])?;
+        }
+        if !deleting.is_empty() {
+            changes::delete_history(transaction, statements, organization, collection, &deleting)?;
+        }
         // An id on several lines leaves what its last line holds: the
         // batch's effect on an id is that line against what was stored.
-        let mut latest: BTreeMap<Uuid, (RecordRow, RecordEntries)> = BTreeMap::new();
-        for (id, row, found) in ready {
-            latest.insert(id, (row, found));
-        }
+        let last_line: HashMap<Uuid, usize> = record_ids.iter().enumerate().map(|(line, id)| (*id, line)).collect();
+        let latest = copy_records(transaction, organization, collection, records, |line| {
+            last_line.get(&record_ids[line]) == Some(&line)
+        })?;
         let mut deltas: HashMap<(String, String), i64> = HashMap::new();
         let (mut removed, mut added): (Vec<EntryKey>, Vec<EntryKey>) = (Vec::new(), Vec::new());
-        let mut rows: Vec<(Uuid, RecordRow)> = Vec::with_capacity(latest.len());
-        for (id, (row, found)) in latest {
+        for (id, found) in latest {
             match stored.remove(&id) {
                 None => {
                     added.extend(found.entries.into_iter().map(|(index, value, position)| (index, value, position, id)))
@@ -1980,7 +2005,6 @@ fn write_in<'a>(
             for tally in found.tallies {
                 *deltas.entry(tally).or_default() += 1;
             }
-            rows.push((id, row));
         }
         // What is left of the stored records is what the write deletes.
         for (id, previous) in stored {
@@ -2021,20 +2045,6 @@ fn write_in<'a>(
                 writer.write(&[&organization, &collection, index, &value.as_bytes(), position, id])?;
             }
             writer.finish()?;
-        }
-        if !replaced.is_empty() {
-            let remove = prepared(
-                statements,
-                transaction,
-                "DELETE FROM records WHERE org_id = $1 AND collection = $2 AND id = ANY($3)",
-            )?;
-            transaction.execute(&remove, &[&organization, &collection, &replaced])?;
-        }
-        if !deleting.is_empty() {
-            changes::delete_history(transaction, statements, organization, collection, &deleting)?;
-        }
-        if !rows.is_empty() {
-            copy_records(transaction, organization, collection, &rows)?;
         }
         let mut deltas: Vec<((String, String), i64)> = deltas.into_iter().filter(|(_, delta)| *delta != 0).collect();
         deltas.sort_unstable();
