@@ -642,12 +642,58 @@ pub fn single_run(prefix: &[u8], entries: &[Entry]) -> Vec<(Vec<u8>, Vec<u8>)> {
     even_chunks(entries).map(|chunk| (block_key(&first_run, &chunk[0]), chunk.concat())).collect()
 }
 
-/// Every entry the tree holds, as full entry keys (`value prefix ‖
-/// entry`), and what is wrong with how they are kept: blocks not keyed by
+/// An index entry's whole key (its value prefix, then the entry) as 128
+/// bits: a check of every entry compares these, sixteen bytes an entry
+/// whatever the key's length, rather than the keys.
+pub type EntryDigest = [u8; 16];
+
+/// The [`EntryDigest`] of the key made of `parts`, one after another.
+pub fn entry_digest(parts: &[&[u8]]) -> EntryDigest {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    for part in parts {
+        hasher.update(part);
+    }
+    let mut digest = [0u8; 16];
+    digest.copy_from_slice(&hasher.finalize()[..16]);
+    digest
+}
+
+/// How many of `expected` are not in `stored`, and how many of `stored`
+/// are not in `expected` (both sorted, each digest once).
+pub fn differences(expected: &[EntryDigest], stored: &[EntryDigest]) -> (usize, usize) {
+    let (mut missing, mut extra) = (0, 0);
+    let (mut e, mut s) = (expected.iter().peekable(), stored.iter().peekable());
+    loop {
+        match (e.peek(), s.peek()) {
+            (Some(a), Some(b)) if a == b => {
+                e.next();
+                s.next();
+            }
+            (Some(a), Some(b)) if a < b => {
+                missing += 1;
+                e.next();
+            }
+            (Some(_), Some(_)) | (None, Some(_)) => {
+                extra += 1;
+                s.next();
+            }
+            (Some(_), None) => {
+                missing += 1;
+                e.next();
+            }
+            (None, None) => return (missing, extra),
+        }
+    }
+}
+
+/// Every entry the tree holds, as the sorted [`EntryDigest`]s of their
+/// full keys (`value prefix ‖ entry`), each once, and what is wrong with
+/// how they are kept: blocks not keyed by
 /// their first entry or too large, an entry in two runs, runs missing from
 /// their directory or holding another number of entries than it says.
-pub fn stored_entries(tree: &sled::Tree) -> Result<(BTreeSet<Vec<u8>>, Vec<String>), StoreError> {
-    let mut entries = BTreeSet::new();
+pub fn stored_entries(tree: &sled::Tree) -> Result<(Vec<EntryDigest>, Vec<String>), StoreError> {
+    let mut entries = Vec::new();
     let mut problems = BTreeSet::new();
     // Per value: the runs its blocks hold (with their entries), and the
     // runs its directory lists.
@@ -670,11 +716,13 @@ pub fn stored_entries(tree: &sled::Tree) -> Result<(BTreeSet<Vec<u8>>, Vec<Strin
             problems.insert("an index block is not keyed by its first entry".to_owned());
         }
         *found.entry(prefix.to_vec()).or_default().entry(run).or_default() += held.len() as u64;
-        for entry in held {
-            if !entries.insert([prefix, &entry[..]].concat()) {
-                problems.insert("an index entry is held by two runs".to_owned());
-            }
-        }
+        entries.extend(held.iter().map(|entry| entry_digest(&[prefix, &entry[..]])));
+    }
+    entries.sort_unstable();
+    let held = entries.len();
+    entries.dedup();
+    if entries.len() < held {
+        problems.insert("an index entry is held by two runs".to_owned());
     }
     // A value with one run has no directory; one with several lists them.
     for (prefix, runs) in &found {
@@ -805,6 +853,18 @@ mod tests {
         }
         assert!(most_runs >= 3, "the walk never met several runs ({most_runs})");
         Ok(())
+    }
+
+    #[test]
+    fn differences_count_what_each_side_lacks() {
+        let digest = |n: u8| [n; 16];
+        let (one, two, three, four, five) = (digest(1), digest(2), digest(3), digest(4), digest(5));
+        assert_eq!(differences(&[one, two, four], &[two, three, four, five]), (1, 2));
+        assert_eq!(differences(&[], &[one]), (0, 1));
+        assert_eq!(differences(&[one], &[]), (1, 0));
+        assert_eq!(differences(&[one, two], &[one, two]), (0, 0));
+        assert_eq!(entry_digest(&[b"ab", b"c"]), entry_digest(&[b"abc"]));
+        assert_ne!(entry_digest(&[b"abc"]), entry_digest(&[b"abd"]));
     }
 
     /// Additions out of order make new runs, merged as a binary counter:

@@ -243,7 +243,7 @@ impl Trees {
     fn verify_indexes(&self) -> Result<Vec<String>, StoreError> {
         let mut problems = Vec::new();
         for (collection, trees) in &self.collections {
-            let mut entries = std::collections::BTreeSet::new();
+            let mut entries: Vec<index_blocks::EntryDigest> = Vec::new();
             let mut counts: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
             for entry in trees.records.iter() {
                 let (key, bytes) = entry?;
@@ -251,14 +251,15 @@ impl Trees {
                 let id = record_id(&key)?;
                 let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 for (entry_key, count_key) in index_entries(organization, collection, id, &record)? {
-                    entries.extend(entry_key);
+                    entries.extend(entry_key.map(|key| index_blocks::entry_digest(&[&key])));
                     *counts.entry(count_key).or_default() += 1;
                 }
             }
+            entries.sort_unstable();
+            entries.dedup();
             let (stored_entries, layout_problems) = index_blocks::stored_entries(&trees.index)?;
             problems.extend(layout_problems.into_iter().map(|problem| format!("{collection}: {problem}")));
-            let missing = entries.iter().filter(|key| !stored_entries.contains(*key)).count();
-            let extra = stored_entries.iter().filter(|key| !entries.contains(*key)).count();
+            let (missing, extra) = index_blocks::differences(&entries, &stored_entries);
             if missing + extra > 0 {
                 problems.push(format!("{collection}: {missing} index entries missing, {extra} pointing at nothing"));
             }
