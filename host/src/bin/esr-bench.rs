@@ -1441,7 +1441,7 @@ fn main() -> anyhow::Result<()> {
 
 /// The latency cases of the main loop, with their targets, as the backend
 /// comparison measures them (see [`latency_paths`]).
-const BACKEND_CASES: [(&str, &str); 10] = [
+const BACKEND_CASES: [(&str, &str); 12] = [
     ("health (HTTP floor, no component)", ""),
     ("finding by id", "≤ 2× sled"),
     ("findings?endpointId=… first page", "≤ 2× sled"),
@@ -1452,6 +1452,8 @@ const BACKEND_CASES: [(&str, &str); 10] = [
     ("findings?status=open&severity=critical", "≤ 2× sled"),
     ("findings?sort=-severity page 1", "≤ 2× sled"),
     ("findings?updatedAfter=<median> (wide)", "≤ 2× sled"),
+    ("summary groupBy=severity,status&endpointId=…", "p50 < 5 ms"),
+    ("summary groupBy=severity&status=open", "p50 < 5 ms"),
 ];
 
 /// One backend's server for the comparison, and what its cases ask for.
@@ -1577,7 +1579,7 @@ fn cursor_and_median(client: &mut ApiClient) -> anyhow::Result<(String, String)>
 }
 
 /// The paths of [`BACKEND_CASES`] on a backend, for one finding and endpoint.
-fn latency_paths(backend: &Backend, finding: &str, endpoint: &str) -> [String; 10] {
+fn latency_paths(backend: &Backend, finding: &str, endpoint: &str) -> [String; 12] {
     [
         "/v1/health".to_owned(),
         format!("/v1/vulnerability-findings/{finding}"),
@@ -1589,6 +1591,8 @@ fn latency_paths(backend: &Backend, finding: &str, endpoint: &str) -> [String; 1
         "/v1/vulnerability-findings?status=open&severity=critical".to_owned(),
         "/v1/vulnerability-findings?sort=-severity".to_owned(),
         backend.wide_sync.clone(),
+        format!("/v1/vulnerability-findings/summary?groupBy=severity,status&endpointId={endpoint}"),
+        "/v1/vulnerability-findings/summary?groupBy=severity&status=open".to_owned(),
     ]
 }
 
