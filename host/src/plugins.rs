@@ -1472,7 +1472,7 @@ impl LoadedImporter {
             pre,
         };
         let described = importer
-            .call(engine, "load", |instance, store| instance.esr_plugin_importer().call_describe(store))
+            .call_loading(engine, |instance, store| instance.esr_plugin_importer().call_describe(store))
             .map_err(|error| anyhow!("{}: describe() failed: {error:?}", file.display()))?;
         let format_is_sane = (1..=32).contains(&described.format.len())
             && described.format.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
@@ -1491,7 +1491,7 @@ impl LoadedImporter {
         importer.info.description = described.description.chars().take(512).collect();
         // A smoke call: detect on a trivial report must give an answer.
         importer
-            .call(engine, "load", |instance, store| instance.esr_plugin_importer().call_detect(store, b"{}"))
+            .call_loading(engine, |instance, store| instance.esr_plugin_importer().call_detect(store, b"{}"))
             .map_err(|error| anyhow!("{}: fails its smoke call (detect): {error:?}", file.display()))?;
         Ok(importer)
     }
@@ -1503,8 +1503,29 @@ impl LoadedImporter {
         request_id: &str,
         run: impl FnOnce(&ReportImporter, &mut Store<CallState>) -> wasmtime::Result<T>,
     ) -> Result<T, ConvertError> {
+        self.call_limited(engine, &engine.importer_limits, request_id, run)
+    }
+
+    /// A call at load, with every component's limits: the importers' own
+    /// (`--importer-deadline-ms`, `--importer-memory-mib`) bound the
+    /// reading of reports, not the loading.
+    fn call_loading<T>(
+        &self,
+        engine: &PluginEngine,
+        run: impl FnOnce(&ReportImporter, &mut Store<CallState>) -> wasmtime::Result<T>,
+    ) -> Result<T, ConvertError> {
+        self.call_limited(engine, &engine.limits, "load", run)
+    }
+
+    fn call_limited<T>(
+        &self,
+        engine: &PluginEngine,
+        limits: &Limits,
+        request_id: &str,
+        run: impl FnOnce(&ReportImporter, &mut Store<CallState>) -> wasmtime::Result<T>,
+    ) -> Result<T, ConvertError> {
         let group = format!("import-{}", self.info.format);
-        let mut store = new_store_limited(engine, &engine.importer_limits, &group, None, request_id);
+        let mut store = new_store_limited(engine, limits, &group, None, request_id);
         let result = self.pre.instantiate(&mut store).and_then(|instance| run(&instance, &mut store));
         match finish(&store, result.map(Ok)) {
             Ok(value) => Ok(value),

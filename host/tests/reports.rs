@@ -621,6 +621,7 @@ fn a_report_beyond_the_importers_limits_is_refused_clearly_and_the_server_carrie
     assert!(all(&server, &key, "vulnerability-findings", "").is_empty());
     assert_eq!(import_ok(&server, &organization, "endpoint=x", small.clone())["created"], 5);
 
+    // The least deadline allowed bounds conversions, not the loading of the importers.
     let server = Server::start_with(&plugins_dir(), &["--importer-deadline-ms", "10"]);
     let (organization, key) = new_organization(&server, "deadline");
     let (status, body) = post_report(&server, &organization, "endpoint=x&format=trivy", large);
