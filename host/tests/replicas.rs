@@ -60,8 +60,10 @@ impl Setup {
     /// when this was called.
     fn wait_for_catch_up(&self) {
         let mut primary = self.database.client();
+        // The insert position, not the write one: the test cluster commits
+        // asynchronously, so a commit answered may not be written out yet.
         let written: i64 =
-            primary.query_one("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::int8", &[]).unwrap().get(0);
+            primary.query_one("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8", &[]).unwrap().get(0);
         let mut replica = self.replica_client();
         wait_until(BOUND, "the replica to catch up", || {
             let replayed: i64 =
