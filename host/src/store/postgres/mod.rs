@@ -1846,17 +1846,16 @@ type EntryKey = (&'static str, String, i64, Uuid);
 /// to PostgreSQL, which writes them meanwhile.
 const COPY_CHUNK: usize = 1024;
 
-/// Writes the rows of the records whose line `keep` (each record's index
-/// in `records`) with their index columns, in one `COPY`; returns each
-/// kept record's id and entries (those of the indexes kept as rows) in
-/// order. The records are encoded a chunk at a time (on every core) while
-/// the chunks before are on their way and being written.
+/// Writes the rows of `records` (each with its id) with their index
+/// columns, in one `COPY`; returns each record's id and entries (those of
+/// the indexes kept as rows) in order. The records are encoded a chunk at
+/// a time (on every core) while the chunks before are on their way and
+/// being written.
 fn copy_records(
     transaction: &mut postgres::Transaction<'_>,
     organization: Uuid,
     collection: &str,
-    records: &[Value],
-    keep: impl Fn(usize) -> bool + Sync,
+    records: &[(Uuid, &Value)],
 ) -> Result<Vec<(Uuid, RecordEntries)>, StoreError> {
     let mut kept = Vec::with_capacity(records.len());
     if records.is_empty() {
@@ -1875,11 +1874,9 @@ fn copy_records(
         .collect();
     let sink = transaction.copy_in(&format!("COPY records ({}) FROM STDIN BINARY", names.join(", ")))?;
     let mut writer = BinaryCopyInWriter::new(sink, &types);
-    let lines: Vec<usize> = (0..records.len()).filter(|line| keep(*line)).collect();
-    for chunk in lines.chunks(COPY_CHUNK) {
-        let encoded = crate::parallel::map_in_order(chunk, |line| -> Result<_, StoreError> {
-            let record = &records[*line];
-            let id = record_uuid(collection, record)?;
+    for chunk in records.chunks(COPY_CHUNK) {
+        let encoded = crate::parallel::map_in_order(chunk, |(id, record)| -> Result<_, StoreError> {
+            let id = *id;
             let bytes = serde_json::to_vec(record).map_err(|error| StoreError::InvalidRecord(error.to_string()))?;
             let mut found = record_entries(collection, id, record)?;
             let (values, positions) = columns::row_values(collection, &found.entries);
@@ -1986,9 +1983,14 @@ fn write_in<'a>(
         // An id on several lines leaves what its last line holds: the
         // batch's effect on an id is that line against what was stored.
         let last_line: HashMap<Uuid, usize> = record_ids.iter().enumerate().map(|(line, id)| (*id, line)).collect();
-        let latest = copy_records(transaction, organization, collection, records, |line| {
-            last_line.get(&record_ids[line]) == Some(&line)
-        })?;
+        let last_lines: Vec<(Uuid, &Value)> = record_ids
+            .iter()
+            .zip(records)
+            .enumerate()
+            .filter(|(line, (id, _))| last_line.get(*id) == Some(line))
+            .map(|(_, (id, record))| (*id, record))
+            .collect();
+        let latest = copy_records(transaction, organization, collection, &last_lines)?;
         let mut deltas: HashMap<(String, String), i64> = HashMap::new();
         let (mut removed, mut added): (Vec<EntryKey>, Vec<EntryKey>) = (Vec::new(), Vec::new());
         for (id, found) in latest {
