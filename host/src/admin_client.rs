@@ -139,6 +139,8 @@ impl AdminClient {
 pub struct ReportRequest {
     pub format: String,
     pub endpoint: Option<String>,
+    /// The scanner the uploader declares, when not the importer's.
+    pub scanner: Option<String>,
     pub dry_run: bool,
 }
 
@@ -157,6 +159,9 @@ impl AdminClient {
         query.append_pair("format", &request.format);
         if let Some(endpoint) = &request.endpoint {
             query.append_pair("endpoint", endpoint);
+        }
+        if let Some(scanner) = &request.scanner {
+            query.append_pair("scanner", scanner);
         }
         query.append_pair("dryRun", if request.dry_run { "true" } else { "false" });
         let url = format!("{}/admin/v1/organizations/{organization}/reports?{}", self.url, query.finish());

@@ -73,22 +73,46 @@ pub struct HistoryCause {
     pub scanner: Option<String>,
     /// The import or report request that wrote it.
     pub batch_id: Option<Uuid>,
+    /// Which importer read the report and who named the scanner.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub report: Option<ReportProvenance>,
+}
+
+/// Where a report's changes came from, as its history entries record it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReportProvenance {
+    #[serde(skip)]
+    pub scanner: String,
+    /// Whether the uploader declared the scanner (else the importer named it).
+    pub scanner_declared: bool,
+    /// The importer's format and its component's version.
+    pub format: String,
+    pub importer_version: String,
+    /// The tool the document says wrote it; never matched on.
+    pub tool: Option<String>,
+    /// The request that carried the report.
+    pub request_id: String,
 }
 
 impl HistoryCause {
     /// An NDJSON import batch, with a new batch id.
     pub fn import() -> HistoryCause {
-        HistoryCause { kind: CauseKind::Import, scanner: None, batch_id: Some(Uuid::now_v7()) }
+        HistoryCause { kind: CauseKind::Import, scanner: None, batch_id: Some(Uuid::now_v7()), report: None }
     }
 
     /// A scanner report's import, with a new batch id.
-    pub fn report(scanner: &str) -> HistoryCause {
-        HistoryCause { kind: CauseKind::Report, scanner: Some(scanner.to_owned()), batch_id: Some(Uuid::now_v7()) }
+    pub fn report(provenance: ReportProvenance) -> HistoryCause {
+        HistoryCause {
+            kind: CauseKind::Report,
+            scanner: Some(provenance.scanner.clone()),
+            batch_id: Some(Uuid::now_v7()),
+            report: Some(provenance),
+        }
     }
 
     /// The service's own rewrite of suppressions that expired.
     pub fn suppression_expired() -> HistoryCause {
-        HistoryCause { kind: CauseKind::SuppressionExpired, scanner: None, batch_id: None }
+        HistoryCause { kind: CauseKind::SuppressionExpired, scanner: None, batch_id: None, report: None }
     }
 
     /// A history entry: the record's `status` at `at` (RFC 3339), for this cause.

@@ -74,6 +74,11 @@ enum Command {
         /// report names no host.
         #[arg(long, requires = "report")]
         endpoint: Option<String>,
+        /// The scanner whose findings the report is compared with (and
+        /// resolves), when not the importer's own: e.g. `trivy` for a
+        /// CycloneDX file Trivy wrote. Recorded in the history.
+        #[arg(long, requires = "report")]
+        scanner: Option<String>,
         /// Work out what the report would change, write nothing.
         #[arg(long, requires = "report")]
         dry_run: bool,
@@ -330,6 +335,11 @@ struct ServeArgs {
     /// its lines as much as with its bytes.
     #[arg(long, env = "ESR_IMPORT_MAX_LINES", default_value_t = esr::ingest::DEFAULT_MAX_LINES, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     import_max_lines: u32,
+    /// The most findings one scanner report may make (its entries, after a
+    /// format's fan-out); more is `413`. A report is written all or
+    /// nothing in one batch, so this bounds what its write holds in memory.
+    #[arg(long, env = "ESR_IMPORT_MAX_FINDINGS", default_value_t = esr::reports::DEFAULT_MAX_FINDINGS, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    import_max_findings: u32,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -524,6 +534,9 @@ fn import_report(
         return Ok(());
     }
     let count = |name: &str| outcome[name].as_u64().unwrap_or(0);
+    for warning in outcome["warnings"].as_array().into_iter().flatten() {
+        eprintln!("warning: {}", text(warning));
+    }
     println!(
         "{}{} report from {} ({}): {} created, {} updated, {} unchanged, {} resolved, {} reopened, {} skipped",
         if outcome["dry_run"] == true { "dry run: nothing written; " } else { "" },
@@ -623,6 +636,7 @@ fn main() -> ExitCode {
                 plugin_slot_wait: std::time::Duration::from_millis(args.plugin_slot_wait_ms),
                 import_max_bytes: usize::from(args.import_max_mib) << 20,
                 import_max_lines: args.import_max_lines as usize,
+                import_max_findings: args.import_max_findings as usize,
                 rate_limit: Quota { per_minute: args.rate_limit_per_minute, burst: args.rate_limit_burst },
                 agent_config_rate_limit: Quota {
                     per_minute: args.agent_config_rate_limit_per_minute,
@@ -662,6 +676,7 @@ fn main() -> ExitCode {
             report,
             format,
             endpoint,
+            scanner,
             dry_run,
             json,
             admin,
@@ -669,7 +684,7 @@ fn main() -> ExitCode {
             (Some(report), _, _) => import_report(
                 &organization,
                 &report,
-                &esr::admin_client::ReportRequest { format, endpoint, dry_run },
+                &esr::admin_client::ReportRequest { format, endpoint, scanner, dry_run },
                 json,
                 &admin,
             ),

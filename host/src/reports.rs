@@ -45,15 +45,49 @@ use crate::store::{CollectionWrite, MAX_SCAN, Store, StoreError, StoreReader};
 pub struct ReportOptions {
     /// The endpoint the report is about: an id or a host name.
     pub endpoint: Option<String>,
+    /// The scanner the uploader declares (`scanner=`): its findings are
+    /// the ones the report is compared with, instead of the importer's.
+    pub scanner: Option<String>,
     /// Work everything out, write nothing.
     pub dry_run: bool,
+    /// The request that carried the report, recorded in the history.
+    pub request_id: String,
 }
+
+/// The importer that read a report.
+#[derive(Debug, Clone, Copy)]
+pub struct Importer<'a> {
+    pub format: &'a str,
+    /// The component's own version.
+    pub version: &'a str,
+}
+
+/// How far past the server's clock a report's time may be (scanners'
+/// clocks drift): later than that, the report is refused, because it
+/// would make every genuine report after it look older than the last.
+pub const MAX_CLOCK_SKEW_SECS: i64 = 5 * 60;
+
+/// The most findings one report may make unless `esr serve
+/// --import-max-findings` says otherwise: a report is written in one batch,
+/// and its memory grows with its findings.
+pub const DEFAULT_MAX_FINDINGS: u32 = 10_000;
+
+/// A report older than this is imported but flagged in the answer.
+pub const STALE_AFTER_DAYS: i64 = 90;
 
 /// What an import did (or, dry, would do).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ReportOutcome {
     pub format: String,
+    /// The importer's version.
+    pub importer_version: String,
+    /// Whose findings the report was compared with: the importer's
+    /// scanner, or the one the uploader declared.
     pub scanner: String,
+    /// Whether the uploader declared `scanner`.
+    pub scanner_declared: bool,
+    /// The tool the document says wrote it (never matched on).
+    pub tool: Option<String>,
     /// The report's time, or the import's when it has none.
     pub scanned_at: String,
     pub dry_run: bool,
@@ -78,6 +112,8 @@ pub struct ReportOutcome {
     /// The import's id, which the history entries it wrote name (`null`
     /// for a dry run, which writes none).
     pub batch_id: Option<Uuid>,
+    /// What a person should check, e.g. a report far older than the import.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -121,19 +157,22 @@ const ENDPOINTS: &str = "endpoints";
 pub fn import(
     db: &dyn Store,
     organization: Uuid,
-    format: &str,
+    importer: Importer<'_>,
     report: ConvertedReport,
     options: &ReportOptions,
 ) -> Result<ReportOutcome, ReportError> {
-    let scanner = report.scanner.trim().to_owned();
-    if scanner.is_empty()
-        || scanner.len() > 64
-        || !scanner.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-    {
-        return Err(ReportError::Unusable(format!(
-            "the {format} importer names the scanner {scanner:?}, which is not a token of lowercase letters, digits and dashes"
-        )));
-    }
+    let format = importer.format;
+    let declared = options.scanner.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    let scanner = match declared {
+        Some(declared) => scanner_name(declared)
+            .ok_or_else(|| ReportError::Unusable(format!("the declared scanner {declared:?} {NOT_A_SCANNER_NAME}")))?,
+        None => scanner_name(report.scanner.trim()).ok_or_else(|| {
+            ReportError::Unusable(format!(
+                "the {format} importer names the scanner {:?}, which {NOT_A_SCANNER_NAME}",
+                report.scanner
+            ))
+        })?,
+    };
     let scanned_at = match report.scanned_at.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
         Some(text) => match Timestamp::parse_saturating(text) {
             Some(at) => Some(at),
@@ -141,7 +180,31 @@ pub fn import(
         },
         None => None,
     };
-    let cause = crate::ingest::HistoryCause::report(&scanner);
+    let mut warnings = Vec::new();
+    if let Some(at) = scanned_at {
+        let now = Timestamp(crate::auth::unix_now_nanos());
+        if at.0 > now.0.saturating_add(MAX_CLOCK_SKEW_SECS * NANOS_PER_SEC) {
+            return Err(ReportError::Unusable(format!(
+                "the report's time {} is later than the server's clock ({}) by more than {MAX_CLOCK_SKEW_SECS} s: check the scanner's clock; nothing was written",
+                at.format(),
+                now.format()
+            )));
+        }
+        if at.0 < now.0.saturating_sub(STALE_AFTER_DAYS * 86_400 * NANOS_PER_SEC) {
+            warnings.push(format!(
+                "the report's time {} is more than {STALE_AFTER_DAYS} days before the import: is it the report you meant?",
+                at.format()
+            ));
+        }
+    }
+    let cause = crate::ingest::HistoryCause::report(crate::ingest::ReportProvenance {
+        scanner: scanner.clone(),
+        scanner_declared: declared.is_some(),
+        format: format.to_owned(),
+        importer_version: importer.version.to_owned(),
+        tool: report.tool.clone(),
+        request_id: options.request_id.clone(),
+    });
     let mut result = None;
     db.write_batch(organization, &mut |view, now| {
         // Worked out afresh on each call (a backend may retry the write).
@@ -150,6 +213,10 @@ pub fn import(
         match planned {
             Ok((mut outcome, writes)) => {
                 outcome.batch_id = cause.batch_id.filter(|_| !options.dry_run);
+                outcome.importer_version = importer.version.to_owned();
+                outcome.scanner_declared = declared.is_some();
+                outcome.tool = report.tool.clone();
+                outcome.warnings = warnings.clone();
                 result = Some(Ok(outcome));
                 Ok(if options.dry_run { Vec::new() } else { writes })
             }
@@ -161,6 +228,18 @@ pub fn import(
         }
     })?;
     result.unwrap_or_else(|| Err(StoreError::Backend("the write ended without planning the report".into()).into()))
+}
+
+const NANOS_PER_SEC: i64 = 1_000_000_000;
+
+const NOT_A_SCANNER_NAME: &str = "is not a token of at most 64 lowercase letters, digits, dashes and underscores";
+
+/// A scanner's name as findings' `source.scanner` holds it, if `text` is one.
+fn scanner_name(text: &str) -> Option<String> {
+    let fits = !text.is_empty()
+        && text.len() <= 64
+        && text.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    fits.then(|| text.to_owned())
 }
 
 /// When an import runs and when its report was made.
@@ -451,6 +530,20 @@ fn resolve_endpoints(
         },
         None => None,
     };
+    // Host names as endpoints are found by them: case-insensitively.
+    let hostnames: BTreeSet<String> =
+        report.hosts.iter().map(|host| host.hostname.trim().to_ascii_lowercase()).collect();
+    if default.is_some() && hostnames.len() > 1 {
+        // `endpoint` says what one endpoint the report is about: the other
+        // hosts' entries must not be written anywhere.
+        let names: Vec<&str> = hostnames.iter().map(String::as_str).take(10).collect();
+        return Err(ReportError::Unusable(format!(
+            "the report names {} hosts ({}{}), and `endpoint` confines a report to one: import it without `endpoint`, so each host's entries go to its endpoint, or split it per host; nothing was written",
+            hostnames.len(),
+            names.join(", "),
+            if hostnames.len() > names.len() { ", …" } else { "" }
+        )));
+    }
     let mut by_host_key = HashMap::new();
     for host in &report.hosts {
         if default.is_some() && report.hosts.len() == 1 {

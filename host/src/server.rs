@@ -73,6 +73,8 @@ pub struct ServeOptions {
     pub import_max_bytes: usize,
     /// The most lines an import batch may hold.
     pub import_max_lines: usize,
+    /// The most findings one scanner report may make.
+    pub import_max_findings: usize,
     /// Requests per API key.
     pub rate_limit: Quota,
     /// Requests per API key to `/v1/agent/config`.
@@ -194,6 +196,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         store_calls,
         import_max_bytes: options.import_max_bytes,
         import_max_lines: options.import_max_lines,
+        import_max_findings: options.import_max_findings,
         metrics: state.metrics.clone(),
         token_hash: Sha256::digest(
             tokio::task::block_in_place(|| {

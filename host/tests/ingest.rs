@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Server, plugins_dir, wait_until};
+use common::{Server, memory_figure, plugins_dir, reset_peak_memory, wait_until};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -499,13 +499,6 @@ fn hostile_text_is_refused_naming_the_line_and_field() {
     assert!(refused["invalid_lines"][0]["reason"].as_str().unwrap().contains("U+2066"), "{refused}");
 }
 
-/// A figure of `/proc/<pid>/status` in bytes (`VmRSS`, `VmHWM`).
-fn memory_figure(pid: u32, name: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|line| line.starts_with(&format!("{name}:"))).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
-}
-
 #[test]
 fn an_import_at_the_size_limit_takes_bounded_memory_and_gives_it_back() {
     const BATCH: usize = 8 << 20;
@@ -514,7 +507,7 @@ fn an_import_at_the_size_limit_takes_bounded_memory_and_gives_it_back() {
     let pid = server.pid();
     let baseline = memory_figure(pid, "VmRSS");
     // Peaks from here on: VmHWM restarts at the current resident size.
-    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    reset_peak_memory(pid);
     // Measured: about 16 times the batch, half of it sled's transaction;
     // the change feed's event and pointer (two more sled keys per record)
     // took the peak from under 24 to 26 to 30 times (30 on a fresh build

@@ -11,7 +11,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use common::{Server, plugins_dir};
+use common::{Server, memory_figure, plugins_dir, reset_peak_memory};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -529,7 +529,9 @@ fn reports_on_postgres_give_the_answers_they_give_on_sled() {
     let mut imports: Vec<(String, Vec<u8>)> = Vec::new();
     for format in ["trivy", "grype", "osv-scanner", "sarif", "cyclonedx", "wazuh"] {
         for (index, file) in report_files(format).iter().enumerate() {
-            imports.push((format!("endpoint={format}-{index}"), std::fs::read(file).unwrap()));
+            // Wazuh names the hosts it scanned.
+            let query = if format == "wazuh" { String::new() } else { format!("endpoint={format}-{index}") };
+            imports.push((query, std::fs::read(file).unwrap()));
         }
     }
     let second = later_report(&stretch, "2021-09-01T00:00:00Z", &["bash", "e2fslibs"], Some("bash-static"));
@@ -604,6 +606,82 @@ fn large_trivy_report(megabytes: usize) -> Vec<u8> {
     }
     report["Results"][0]["Vulnerabilities"] = json!(repeated);
     serde_json::to_vec(&report).unwrap()
+}
+
+/// A real Trivy report with `entries` vulnerabilities, each repetition of
+/// its real ones on packages of their own.
+fn trivy_report_of(entries: usize) -> Vec<u8> {
+    let mut report = read_json(&reports_dir().join("trivy/defectdojo_issue-9333_debian-10.13.json"));
+    let real = report["Results"][0]["Vulnerabilities"].as_array().unwrap().clone();
+    let repeated: Vec<Value> = (0..entries)
+        .map(|index| {
+            let mut vulnerability = real[index % real.len()].clone();
+            let package = format!("{}-{}", vulnerability["PkgName"].as_str().unwrap(), index / real.len());
+            vulnerability["PkgName"] = json!(package);
+            vulnerability
+        })
+        .collect();
+    report["Results"][0]["Vulnerabilities"] = json!(repeated);
+    serde_json::to_vec(&report).unwrap()
+}
+
+/// One report cannot take the server's memory: a report making more
+/// findings than `--import-max-findings` is refused before anything is
+/// planned, and one at the limit is written within a bound per finding
+/// and gives its memory back.
+#[test]
+fn a_report_at_the_findings_limit_takes_bounded_memory_and_one_beyond_is_refused() {
+    const LIMIT: usize = 10_000;
+    let server = Server::start_with(&plugins_dir(), &["--import-max-findings", &LIMIT.to_string()]);
+    let (organization, key) = new_organization(&server, "large");
+    let pid = server.pid();
+    let beyond = trivy_report_of(LIMIT + 1);
+    let at_limit = trivy_report_of(LIMIT);
+    let baseline = memory_figure(pid, "VmRSS");
+    reset_peak_memory(pid);
+
+    let (status, problem) = post_report(&server, &organization, "endpoint=big-1", beyond);
+    assert_eq!(status, 413, "{problem}");
+    assert!(problem["detail"].as_str().unwrap().contains("--import-max-findings"), "{problem}");
+    assert_eq!(
+        (problem["findings"].as_u64(), problem["max_findings"].as_u64()),
+        (Some(LIMIT as u64 + 1), Some(LIMIT as u64))
+    );
+    assert!(all(&server, &key, "endpoints", "").is_empty(), "nothing was written");
+    let refused_peak = memory_figure(pid, "VmHWM").saturating_sub(baseline);
+
+    reset_peak_memory(pid);
+    let dry = import_ok(&server, &organization, "endpoint=big-1&dryRun=true", at_limit.clone());
+    assert_eq!(dry["created"], LIMIT, "{dry}");
+    let dry_peak = memory_figure(pid, "VmHWM").saturating_sub(baseline);
+    eprintln!("dry run: {} MiB above the baseline", dry_peak >> 20);
+
+    reset_peak_memory(pid);
+    let answer = import_ok(&server, &organization, "endpoint=big-1", at_limit);
+    assert_eq!(answer["created"], LIMIT, "{answer}");
+    let peak = memory_figure(pid, "VmHWM").saturating_sub(baseline);
+    eprintln!(
+        "peak above the baseline: refused {} MiB, {LIMIT} findings written {} MiB",
+        refused_peak >> 20,
+        peak >> 20
+    );
+    // Measured 724 to 864 MiB (a dry run: 302, the refusal: 151); the
+    // bound leaves room for a loaded machine. Without the limit, 100,000
+    // entries took 6 GiB and more.
+    assert!(peak <= 1536 << 20, "{} MiB above the baseline for {LIMIT} findings", peak >> 20);
+    assert!(refused_peak <= 256 << 20, "{} MiB above the baseline to refuse a report", refused_peak >> 20);
+    // And gives it back: what stays is mostly the store's cache (256 MiB);
+    // measured 466 MiB above the baseline 3 s after.
+    let settled = baseline + (640 << 20);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while memory_figure(pid, "VmRSS") > settled {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} MiB resident after the report",
+            memory_figure(pid, "VmRSS") >> 20
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -919,4 +997,171 @@ fn every_other_report_comes_out_as_a_reading_of_it_says_and_again_quietly() {
             assert_eq!(all(&server, &key, "vulnerability-findings", ""), findings, "{name}: nothing moved");
         }
     }
+}
+
+/// A report's own time is not trusted beyond the server's clock: one from
+/// the far future is refused (else every genuine report after it would be
+/// "older than the last"), one from long ago is imported and flagged.
+#[test]
+fn a_report_from_the_future_is_refused_and_one_from_long_ago_is_flagged() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = new_organization(&server, "clock");
+    let original = read_json(&reports_dir().join("trivy/trivy-repo_debian-stretch.json"));
+    for future in ["9999-12-31T23:59:59Z", "2262-04-11T23:47:16Z", "2100-01-01T00:00:00Z"] {
+        let forged = later_report(&original, future, &[], None);
+        let (status, problem) =
+            post_report(&server, &organization, "endpoint=web-1", serde_json::to_vec(&forged).unwrap());
+        assert_eq!(status, 422, "{future}: {problem}");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("later than the server's clock") && detail.contains("nothing was written"),
+            "{problem}"
+        );
+    }
+    assert!(all(&server, &key, "vulnerability-findings", "").is_empty());
+    assert!(all(&server, &key, "endpoints", "").is_empty(), "a refused report creates no endpoint");
+
+    // The genuine report of 2021 is imported, with a warning about its age.
+    let answer = import_ok(&server, &organization, "endpoint=web-1", serde_json::to_vec(&original).unwrap());
+    assert_eq!(answer["created"], 5, "{answer}");
+    let warnings = answer["warnings"].as_array().unwrap();
+    assert!(warnings.iter().any(|w| w.as_str().unwrap().contains("more than 90 days")), "{answer}");
+    // A report from a minute ago (within the clocks' skew) is not flagged.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let recent = later_report(&original, &esr::demo::format_timestamp(now + 60), &[], None);
+    let answer = import_ok(&server, &organization, "endpoint=web-1", serde_json::to_vec(&recent).unwrap());
+    assert_eq!(answer["warnings"], json!([]), "{answer}");
+    assert_eq!(answer["unchanged"].as_u64().unwrap() + answer["updated"].as_u64().unwrap(), 5, "{answer}");
+}
+
+/// A CycloneDX document with one vulnerability on an OS package, whose
+/// `metadata.tools` claims `tool` wrote it.
+fn cyclonedx_claiming(tool: &str, created_at: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "bomFormat": "CycloneDX", "specVersion": "1.5", "version": 1,
+        "metadata": {"timestamp": created_at, "tools": {"components": [{"type": "application", "name": tool, "version": "0.50.0"}]}},
+        "components": [{"bom-ref": "pkg:deb/debian/zlib1g@1.2.11?distro=debian-9", "type": "library", "name": "zlib1g",
+                        "version": "1.2.11", "purl": "pkg:deb/debian/zlib1g@1.2.11?distro=debian-9"}],
+        "vulnerabilities": [{"id": "CVE-2022-37434", "ratings": [{"severity": "critical"}],
+                             "affects": [{"ref": "pkg:deb/debian/zlib1g@1.2.11?distro=debian-9"}]}],
+    }))
+    .unwrap()
+}
+
+/// Whose findings a report is compared with is the importer's to say (or
+/// the uploader's, recorded), never the document's: a CycloneDX file
+/// claiming Trivy wrote it does not resolve Trivy's findings.
+#[test]
+fn a_document_naming_another_scanner_cannot_resolve_that_scanners_findings() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = new_organization(&server, "forged");
+    let trivy = std::fs::read(reports_dir().join("trivy/trivy-repo_debian-stretch.json")).unwrap();
+    assert_eq!(import_ok(&server, &organization, "endpoint=web-1", trivy)["created"], 5);
+
+    let forged = cyclonedx_claiming("trivy", "2021-09-01T00:00:00Z");
+    let answer = import_ok(&server, &organization, "endpoint=web-1", forged.clone());
+    assert_eq!(
+        (
+            answer["format"].as_str(),
+            answer["scanner"].as_str(),
+            answer["tool"].as_str(),
+            answer["scanner_declared"].as_bool()
+        ),
+        (Some("cyclonedx"), Some("cyclonedx"), Some("trivy"), Some(false)),
+        "{answer}"
+    );
+    assert_eq!((answer["created"].as_u64(), answer["resolved"].as_u64()), (Some(1), Some(0)), "{answer}");
+    let findings = all(&server, &key, "vulnerability-findings", "");
+    let trivy_open = |findings: &[Value]| {
+        findings.iter().filter(|f| f["source"]["scanner"] == "trivy" && f["status"] == "open").count()
+    };
+    assert_eq!(trivy_open(&findings), 5, "Trivy's findings stay as Trivy left them");
+    assert_eq!(findings.iter().filter(|f| f["source"]["scanner"] == "cyclonedx").count(), 1);
+
+    // The uploader may say the file is Trivy's: then it is compared with
+    // Trivy's findings, and the history records who said so.
+    let request_id = "declared-scanner-0001";
+    let response = server
+        .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/reports?endpoint=web-1&scanner=trivy"))
+        .header("content-type", "application/json")
+        .header("x-request-id", request_id)
+        .body(forged)
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().unwrap();
+    assert_eq!((answer["scanner"].as_str(), answer["scanner_declared"].as_bool()), (Some("trivy"), Some(true)));
+    assert_eq!((answer["resolved"].as_u64(), answer["created"].as_u64()), (Some(5), Some(1)), "{answer}");
+    let findings = all(&server, &key, "vulnerability-findings", "");
+    assert_eq!(trivy_open(&findings), 1, "only the one finding the declared report lists is open");
+    let resolved = findings.iter().find(|f| f["source"]["scanner"] == "trivy" && f["status"] == "resolved").unwrap();
+    let history: Value = server
+        .client
+        .get(server.url(&format!("/v1/vulnerability-findings/{}/history", resolved["id"].as_str().unwrap())))
+        .bearer_auth(&key)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let cause = &history["data"].as_array().unwrap().last().unwrap()["cause"];
+    assert_eq!(cause["kind"], "report", "{history}");
+    assert_eq!(cause["scanner"], "trivy", "{history}");
+    assert_eq!(cause["scanner_declared"], true, "{history}");
+    assert_eq!(cause["format"], "cyclonedx", "{history}");
+    assert_eq!(cause["tool"], "trivy", "{history}");
+    assert_eq!(cause["request_id"], request_id, "{history}");
+    assert!(!cause["importer_version"].as_str().unwrap().is_empty(), "{history}");
+    let first_cause = &history["data"][0]["cause"];
+    assert_eq!(
+        (first_cause["format"].as_str(), first_cause["scanner_declared"].as_bool()),
+        (Some("trivy"), Some(false))
+    );
+
+    // A declared scanner must be a scanner's name.
+    let (status, problem) = post_report(
+        &server,
+        &organization,
+        "endpoint=web-1&scanner=Not%20A%20Name",
+        cyclonedx_claiming("x", "2021-09-02T00:00:00Z"),
+    );
+    assert_eq!(status, 422, "{problem}");
+    assert!(problem["detail"].as_str().unwrap().contains("declared scanner"), "{problem}");
+}
+
+/// A file valid in two formats is not imported under whichever sorts
+/// first: the caller is asked to say which.
+#[test]
+fn a_report_two_importers_are_certain_of_needs_its_format_named() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = new_organization(&server, "both");
+    let mut both = read_json(&reports_dir().join("trivy/trivy-repo_debian-stretch.json"));
+    both["bomFormat"] = json!("CycloneDX");
+    both["specVersion"] = json!("1.5");
+    both["vulnerabilities"] = json!([]);
+    let bytes = serde_json::to_vec(&both).unwrap();
+    let (status, problem) = post_report(&server, &organization, "endpoint=web-1", bytes.clone());
+    assert_eq!(status, 415, "{problem}");
+    assert_eq!(problem["formats_detected"], json!(["cyclonedx", "trivy"]), "{problem}");
+    assert!(problem["detail"].as_str().unwrap().contains("`format`"), "{problem}");
+    assert!(all(&server, &key, "vulnerability-findings", "").is_empty());
+    let answer = import_ok(&server, &organization, "endpoint=web-1&format=trivy", bytes);
+    assert_eq!((answer["format"].as_str(), answer["created"].as_u64()), (Some("trivy"), Some(5)), "{answer}");
+}
+
+/// `endpoint` names the one endpoint a report is about: a report naming
+/// several hosts is refused with it, not written to them all.
+#[test]
+fn endpoint_confines_a_report_to_one_host_or_refuses_it() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = new_organization(&server, "confined");
+    let wazuh = std::fs::read(reports_dir().join("wazuh/defectdojo_wazuh-4.8-indexer.json")).unwrap();
+    let (status, problem) = post_report(&server, &organization, "endpoint=myhost0", wazuh.clone());
+    assert_eq!(status, 422, "{problem}");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(detail.contains("names 2 hosts (myhost0, myhost1)") && detail.contains("nothing was written"), "{problem}");
+    assert!(all(&server, &key, "endpoints", "").is_empty());
+    assert!(all(&server, &key, "vulnerability-findings", "").is_empty());
+    // Without it, each host's entries go to that host's endpoint.
+    import_ok(&server, &organization, "", wazuh);
+    assert_eq!(all(&server, &key, "endpoints", "").len(), 2);
 }

@@ -42,6 +42,8 @@ pub struct AdminState {
     pub import_max_bytes: usize,
     /// The most lines an import batch may hold.
     pub import_max_lines: usize,
+    /// The most findings one scanner report may make.
+    pub import_max_findings: usize,
     pub metrics: Arc<crate::metrics::Metrics>,
 }
 
@@ -445,7 +447,7 @@ async fn delete_record(State(state): State<AdminState>, uri: Uri) -> Result<Resp
     }
 }
 
-/// `POST /admin/v1/organizations/{organizationId}/reports?format=…&endpoint=…&dryRun=…`:
+/// `POST /admin/v1/organizations/{organizationId}/reports?format=…&endpoint=…&scanner=…&dryRun=…`:
 /// a scanner report as the body, converted by the importer component of
 /// its format (detected unless given), imported all or nothing.
 async fn import_report(
@@ -464,12 +466,14 @@ async fn import_report(
         match name.as_ref() {
             "format" => format = value.trim().to_ascii_lowercase(),
             "endpoint" => options.endpoint = Some(value.into_owned()),
+            "scanner" => options.scanner = Some(value.into_owned()),
             "dryRun" => match value.as_ref() {
                 "true" => options.dry_run = true,
                 "false" => options.dry_run = false,
                 _ => invalid.push(("dryRun".to_owned(), "not true or false".to_owned())),
             },
-            other => invalid.push((other.to_owned(), "unknown parameter; known: format, endpoint, dryRun".to_owned())),
+            other => invalid
+                .push((other.to_owned(), "unknown parameter; known: format, endpoint, scanner, dryRun".to_owned())),
         }
     }
     if !invalid.is_empty() {
@@ -488,12 +492,14 @@ async fn import_report(
         .chars()
         .take(64)
         .collect::<String>();
+    options.request_id = request_id.clone();
+    let max_findings = state.import_max_findings;
     let started = std::time::Instant::now();
     let outcome = state
         .blocking(move || {
             organization_exists(db.as_ref(), organization_id)?;
             let outcome =
-                import_report_body(db.as_ref(), &plugins, organization_id, &format, &body, &options, &request_id);
+                import_report_body(db.as_ref(), &plugins, organization_id, &format, &body, &options, max_findings);
             drop(body);
             db.release_freed_memory();
             outcome
@@ -520,8 +526,9 @@ fn import_report_body(
     format: &str,
     body: &[u8],
     options: &crate::reports::ReportOptions,
-    request_id: &str,
+    max_findings: usize,
 ) -> Result<crate::reports::ReportOutcome, ApiError> {
+    let request_id = options.request_id.as_str();
     use crate::plugins::{Confidence, ConvertError, ImporterError};
     let formats: Vec<String> = plugins.importer_infos().map(|info| info.format.clone()).collect();
     if formats.is_empty() {
@@ -554,6 +561,10 @@ fn import_report_body(
     }
     let format = if format == "auto" {
         let mut best: Option<(Confidence, String)> = None;
+        // Every importer that is `certain`: two of them is a file valid in
+        // both formats, and which one reads it decides whose findings it
+        // is compared with, so the caller must say.
+        let mut certain = Vec::new();
         // Importers whose `detect` ran out of time or memory on this report.
         let mut unfinished = Vec::new();
         for (candidate, confidence) in plugins.detect(body, request_id) {
@@ -565,9 +576,24 @@ fn import_report_body(
                 }
                 Err(ConvertError::Report(_)) => continue,
             };
+            if confidence == Confidence::Certain {
+                certain.push(candidate.clone());
+            }
             if confidence != Confidence::No && best.as_ref().is_none_or(|(seen, _)| rank(confidence) > rank(*seen)) {
                 best = Some((confidence, candidate));
             }
+        }
+        if certain.len() > 1 {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "ambiguous-report-format",
+                "Ambiguous report format",
+                format!(
+                    "the report is valid in more than one format ({}): say which with `format` (esr import --format)",
+                    certain.join(", ")
+                ),
+            )
+            .with_member("formats_detected", json!(certain)));
         }
         match best {
             Some((_, format)) => format,
@@ -634,7 +660,34 @@ fn import_report_body(
         unprocessable_report(format!("the {format} importer returned a converted report the host cannot read: {error}"))
     })?;
     drop(converted);
-    crate::reports::import(db, organization_id, &format, report, options).map_err(|error| match error {
+    if report.entries.len() > max_findings {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "report-too-large",
+            "Report too large",
+            format!(
+                "the report makes {} findings; a report may make at most {max_findings} (esr serve --import-max-findings): split it, e.g. per host or image; nothing was written",
+                report.entries.len()
+            ),
+        )
+        .with_member("findings", json!(report.entries.len()))
+        .with_member("max_findings", json!(max_findings)));
+    }
+    if options.scanner.is_none() && report.scanner != format && formats.contains(&report.scanner) {
+        // An importer may not compare its reports with another importer's
+        // findings; only the uploader can declare that.
+        return Err(unprocessable_report(format!(
+            "the {format} importer names the scanner {:?}, whose findings another importer's reports hold; declare the scanner with `scanner` if this report is that scanner's",
+            report.scanner
+        )));
+    }
+    let version = plugins
+        .importer_infos()
+        .find(|info| info.format == format)
+        .map(|info| info.version.clone())
+        .unwrap_or_default();
+    let importer = crate::reports::Importer { format: &format, version: &version };
+    crate::reports::import(db, organization_id, importer, report, options).map_err(|error| match error {
         crate::reports::ReportError::NoEndpoint(reason) | crate::reports::ReportError::Unusable(reason) => {
             unprocessable_report(reason)
         }

@@ -533,6 +533,17 @@ fn history_entry_schema() -> Value {
                         "type": ["string", "null"], "format": "uuid", "maxLength": 36,
                         "description": "The import or report that changed it (its answer's batch_id).",
                     },
+                    "scanner_declared": {
+                        "type": "boolean",
+                        "description": "Reports: whether the uploader declared the scanner (else the importer named it).",
+                    },
+                    "format": {"type": "string", "maxLength": 64, "description": "Reports: the importer's format."},
+                    "importer_version": {"type": "string", "maxLength": 64, "description": "Reports: the importer's version."},
+                    "tool": {
+                        "type": ["string", "null"], "maxLength": 64,
+                        "description": "Reports: the tool the document names (never matched on).",
+                    },
+                    "request_id": {"type": "string", "maxLength": 64, "description": "Reports: the import's request id."},
                 },
             },
         },

@@ -425,3 +425,15 @@ pub fn plugins_dir_with(leave_out: &[&str], add: &[(&str, &Path)]) -> tempfile::
     }
     dir
 }
+
+/// A figure of `/proc/<pid>/status` in bytes (`VmRSS`, `VmHWM`).
+pub fn memory_figure(pid: u32, name: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|line| line.starts_with(&format!("{name}:"))).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+/// Restarts the peak resident size (`VmHWM`) of a process at its current size.
+pub fn reset_peak_memory(pid: u32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+}

@@ -19,6 +19,9 @@ use esr_plugin_sdk::report::{
 use serde::Deserialize;
 use serde_json::Value;
 
+/// What multiplies this format's entries, for the error past `report::MAX_ENTRIES`.
+const FAN_OUT: &str = "vulnerabilities × affected components";
+
 pub struct CycloneDx;
 
 esr_plugin_sdk::export_report_importer!(crate::CycloneDx);
@@ -183,7 +186,7 @@ fn convert(bom: Bom) -> Result<ConvertedReport, ReportError> {
             "this CycloneDX document is an SBOM: it lists no vulnerabilities to import".into(),
         ));
     };
-    let (scanner, scanner_version) = tool(bom.metadata.tools.as_ref());
+    let (tool, scanner_version) = tool(bom.metadata.tools.as_ref());
     let mut components: Vec<&Component> = Vec::new();
     if let Some(component) = &bom.metadata.component {
         collect(component, &mut components);
@@ -204,7 +207,10 @@ fn convert(bom: Bom) -> Result<ConvertedReport, ReportError> {
         architecture: None,
     });
     let mut converted = ConvertedReport {
-        scanner,
+        // Any tool writes CycloneDX: the document does not choose whose
+        // findings it is compared with.
+        scanner: "cyclonedx".into(),
+        tool,
         scanner_version,
         scanned_at: bom.metadata.timestamp.clone(),
         operating_system,
@@ -220,28 +226,31 @@ fn convert(bom: Bom) -> Result<ConvertedReport, ReportError> {
     for (index, vulnerability) in vulnerabilities.iter().enumerate() {
         let at = format!("vulnerabilities[{index}]");
         if vulnerability.id.trim().is_empty() {
-            converted.skipped.push(SkippedEntry { entry: at, reason: "no id".into() });
+            converted.add_skipped(SkippedEntry { entry: at, reason: "no id".into() }, FAN_OUT)?;
             continue;
         }
         if vulnerability.affects.is_empty() {
-            converted.skipped.push(SkippedEntry {
-                entry: format!("{at} ({})", vulnerability.id),
-                reason: "affects no component".into(),
-            });
+            converted.add_skipped(
+                SkippedEntry { entry: format!("{at} ({})", vulnerability.id), reason: "affects no component".into() },
+                FAN_OUT,
+            )?;
             continue;
         }
         for (affects_index, affects) in vulnerability.affects.iter().enumerate() {
             let reference = affects.reference.as_deref().unwrap_or_default();
             let Some(component) = by_ref.get(reference).filter(|component| !component.name.trim().is_empty()) else {
-                converted.skipped.push(SkippedEntry {
-                    entry: format!("{at}.affects[{affects_index}] ({})", vulnerability.id),
-                    reason: format!("ref {reference:?} names no component of the document"),
-                });
+                converted.add_skipped(
+                    SkippedEntry {
+                        entry: format!("{at}.affects[{affects_index}] ({})", vulnerability.id),
+                        reason: format!("ref {reference:?} names no component of the document"),
+                    },
+                    FAN_OUT,
+                )?;
                 continue;
             };
             let entry = entry(vulnerability, affects, component, os.map(|os| os.name.as_str()));
             converted.scanned_classes.push(entry.class);
-            converted.entries.push(entry);
+            converted.add_entry(entry, FAN_OUT)?;
         }
     }
     converted.scanned_classes.sort();
@@ -257,10 +266,10 @@ fn collect<'a>(component: &'a Component, into: &mut Vec<&'a Component>) {
     }
 }
 
-/// The tool that wrote the document, as a scanner name and its version:
-/// the first of `metadata.tools` (an array up to 1.4, `tools.components`
-/// since 1.5), else `cyclonedx`.
-fn tool(tools: Option<&Value>) -> (String, Option<String>) {
+/// The tool the document says wrote it, as a scanner name, and its
+/// version: the first of `metadata.tools` (an array up to 1.4,
+/// `tools.components` since 1.5).
+fn tool(tools: Option<&Value>) -> (Option<String>, Option<String>) {
     let first = match tools {
         Some(Value::Array(tools)) => tools.first(),
         Some(Value::Object(tools)) => tools
@@ -276,10 +285,7 @@ fn tool(tools: Option<&Value>) -> (String, Option<String>) {
         .and_then(Value::as_str)
         .filter(|version| !version.is_empty() && !version.starts_with('['))
         .map(str::to_owned);
-    match name {
-        Some(name) => (name, version),
-        None => ("cyclonedx".into(), None),
-    }
+    (name.clone(), version.filter(|_| name.is_some()))
 }
 
 fn property<'a>(component: &'a Component, name: &str) -> Option<&'a str> {
@@ -560,7 +566,7 @@ mod tests {
     fn what_the_real_documents_are_known_to_hold() {
         // VEX: the four states of the CISA example, on its one product.
         let vex = convert_file("bom-examples_cisa-case-3.vex.json");
-        assert_eq!(vex.scanner, "cyclonedx");
+        assert_eq!((vex.scanner.as_str(), vex.tool.as_deref()), ("cyclonedx", None));
         let count = |wanted: fn(&EntryState) -> bool| {
             vex.entries.iter().filter(|e| e.state.as_ref().is_some_and(wanted)).count()
         };
@@ -583,7 +589,7 @@ mod tests {
         // Grype's CycloneDX 1.7: EPSS and KEV as ratings; the rating's own
         // severity stands even beside a higher score.
         let grype = convert_file("grype-repo_image-snapshot.cdx.json");
-        assert_eq!(grype.scanner, "grype");
+        assert_eq!((grype.scanner.as_str(), grype.tool.as_deref()), ("cyclonedx", Some("grype")));
         let [one, two] = grype.entries.as_slice() else { panic!("{:?}", grype.entries) };
         assert_eq!((one.severity, one.cvss[0].base_score, one.kev), (Severity::Low, Some(8.2), None));
         assert_eq!((two.kev, two.epss.as_ref().map(|epss| epss.score)), (Some(true), Some(0.08)));
@@ -594,7 +600,7 @@ mod tests {
         // Grype's CycloneDX 1.4 of a container: tool and version from the
         // 1.4 tools array, packages by bom-ref.
         let container = convert_file("secobserve_grype-container.cdx.json");
-        assert_eq!((container.scanner.as_str(), container.scanner_version.as_deref()), ("grype", Some("0.59.1")));
+        assert_eq!((container.tool.as_deref(), container.scanner_version.as_deref()), (Some("grype"), Some("0.59.1")));
         assert_eq!(container.entries.len(), 8);
         assert_eq!(container.entries[0].cvss[0].version, "2.0");
         assert!(container.scanned_classes.contains(&PackageClass::Os));
@@ -630,6 +636,33 @@ mod tests {
             CycloneDx::convert(br#"{"bomFormat":"CycloneDX","specVersion":"1.6","components":[]}"#),
             Err(ReportError::Unsupported(reason)) if reason.contains("SBOM")
         ));
+    }
+
+    /// Vulnerabilities each affecting every component multiply: past the
+    /// SDK's bound the conversion stops with an error naming it.
+    #[test]
+    fn a_document_fanning_out_past_the_bound_is_refused() {
+        let document = |vulnerabilities: usize, components: usize| {
+            let components: Vec<Value> = (0..components)
+                .map(|n| serde_json::json!({"bom-ref": format!("c{n}"), "type": "library", "name": format!("lib{n}"), "version": "1"}))
+                .collect();
+            let affects: Vec<Value> =
+                (0..components.len()).map(|n| serde_json::json!({"ref": format!("c{n}")})).collect();
+            let vulnerabilities: Vec<Value> = (0..vulnerabilities)
+                .map(|n| serde_json::json!({"id": format!("CVE-2024-{:05}", n + 10_000), "affects": affects}))
+                .collect();
+            serde_json::to_vec(&serde_json::json!({"bomFormat": "CycloneDX", "specVersion": "1.5",
+                "components": components, "vulnerabilities": vulnerabilities}))
+            .expect("JSON")
+        };
+        let within = CycloneDx::convert(&document(200, 200)).expect("40,000 entries convert");
+        assert_eq!(within.entries.len(), 40_000);
+        match CycloneDx::convert(&document(400, 300)) {
+            Err(ReportError::Invalid(reason)) => {
+                assert!(reason.contains("100000") && reason.contains("affected components"), "{reason}")
+            }
+            other => panic!("{:?}", other.map(|converted| converted.entries.len())),
+        }
     }
 
     #[test]

@@ -17,6 +17,9 @@ use esr_plugin_sdk::report::{
 use serde::Deserialize;
 use serde_json::Value;
 
+/// What multiplies this format's entries, for the error past `report::MAX_ENTRIES`.
+const FAN_OUT: &str = "matches";
+
 pub struct Grype;
 
 esr_plugin_sdk::export_report_importer!(crate::Grype);
@@ -218,27 +221,33 @@ fn convert(report: Report) -> Result<ConvertedReport, ReportError> {
     for (index, matched) in matches.into_iter().enumerate() {
         let at = format!("matches[{index}]");
         if matched.vulnerability.id.trim().is_empty() {
-            converted.skipped.push(SkippedEntry { entry: at, reason: "no vulnerability.id".into() });
+            converted.add_skipped(SkippedEntry { entry: at, reason: "no vulnerability.id".into() }, FAN_OUT)?;
             continue;
         }
         if matched.artifact.name.trim().is_empty() {
-            converted.skipped.push(SkippedEntry {
-                entry: format!("{at} ({})", matched.vulnerability.id),
-                reason: "no artifact.name: the match names no package".into(),
-            });
+            converted.add_skipped(
+                SkippedEntry {
+                    entry: format!("{at} ({})", matched.vulnerability.id),
+                    reason: "no artifact.name: the match names no package".into(),
+                },
+                FAN_OUT,
+            )?;
             continue;
         }
-        converted.entries.push(entry(matched, distro_name.as_deref(), kev_known));
+        converted.add_entry(entry(matched, distro_name.as_deref(), kev_known), FAN_OUT)?;
     }
     for (index, ignored) in report.ignored_matches.into_iter().enumerate() {
         let rules = ignored
             .applied_ignore_rules
             .map(|rules| rules.iter().map(Value::to_string).collect::<Vec<_>>().join(", "))
             .unwrap_or_default();
-        converted.skipped.push(SkippedEntry {
-            entry: format!("ignoredMatches[{index}] ({} in {})", ignored.vulnerability.id, ignored.artifact.name),
-            reason: format!("ignored by Grype's ignore rules: {rules}"),
-        });
+        converted.add_skipped(
+            SkippedEntry {
+                entry: format!("ignoredMatches[{index}] ({} in {})", ignored.vulnerability.id, ignored.artifact.name),
+                reason: format!("ignored by Grype's ignore rules: {rules}"),
+            },
+            FAN_OUT,
+        )?;
     }
     Ok(converted)
 }

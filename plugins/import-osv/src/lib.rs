@@ -13,8 +13,14 @@ use esr_plugin_sdk::report::{
     self, Confidence, ConvertedReport, ImporterInfo, Package, PackageClass, ReportEntry, ReportError, ReportImporter,
     Severity, SkippedEntry,
 };
+
+use std::collections::{HashMap, HashSet};
+
 use serde::Deserialize;
 use serde_json::Value;
+
+/// What multiplies this format's entries, for the error past `report::MAX_ENTRIES`.
+const FAN_OUT: &str = "vulnerabilities × packages";
 
 pub struct Osv;
 
@@ -156,7 +162,7 @@ impl ReportImporter for Osv {
                     &format!("results[{index}].packages[{package_index}]"),
                     &result.source,
                     package,
-                );
+                )?;
             }
         }
         converted.scanned_classes.sort();
@@ -165,16 +171,24 @@ impl ReportImporter for Osv {
     }
 }
 
-fn add_package(converted: &mut ConvertedReport, at: &str, source: &Source, result: &PackageResult) {
+fn add_package(
+    converted: &mut ConvertedReport,
+    at: &str,
+    source: &Source,
+    result: &PackageResult,
+) -> Result<(), ReportError> {
     let package = package(source, &result.package);
     let Some((package, class, location)) = package else {
         for vulnerability in &result.vulnerabilities {
-            converted.skipped.push(SkippedEntry {
-                entry: format!("{at} ({})", vulnerability.id),
-                reason: "the package has no name, and its source names no repository".into(),
-            });
+            converted.add_skipped(
+                SkippedEntry {
+                    entry: format!("{at} ({})", vulnerability.id),
+                    reason: "the package has no name, and its source names no repository".into(),
+                },
+                FAN_OUT,
+            )?;
         }
-        return;
+        return Ok(());
     };
     converted.scanned_classes.push(class);
     // Each group is one flaw; a vulnerability no group holds is its own.
@@ -189,39 +203,43 @@ fn add_package(converted: &mut ConvertedReport, at: &str, source: &Source, resul
             )
         })
         .collect();
+    // By id, once: groups and vulnerabilities are matched without walking
+    // one list per item of the other.
+    let grouped: HashSet<&str> = groups.iter().flat_map(|(ids, _, _)| ids.iter().copied()).collect();
     for vulnerability in &result.vulnerabilities {
-        if !groups.iter().any(|(ids, _, _)| ids.contains(&vulnerability.id.as_str())) {
+        if !grouped.contains(vulnerability.id.as_str()) {
             groups.push((vec![vulnerability.id.as_str()], Vec::new(), None));
         }
     }
+    let mut by_id: HashMap<&str, &Vulnerability> = HashMap::new();
+    for vulnerability in &result.vulnerabilities {
+        by_id.entry(vulnerability.id.as_str()).or_insert(vulnerability);
+    }
     for (group_index, (ids, group_aliases, max_severity)) in groups.into_iter().enumerate() {
-        let members: Vec<&Vulnerability> =
-            ids.iter().filter_map(|id| result.vulnerabilities.iter().find(|v| v.id == *id)).collect();
+        let members: Vec<&Vulnerability> = ids.iter().filter_map(|id| by_id.get(id).copied()).collect();
         let Some(id) = ids.iter().map(|id| id.trim()).find(|id| !id.is_empty()) else {
-            converted.skipped.push(SkippedEntry {
-                entry: format!("{at}.groups[{group_index}]"),
-                reason: "a group without ids".into(),
-            });
+            converted.add_skipped(
+                SkippedEntry { entry: format!("{at}.groups[{group_index}]"), reason: "a group without ids".into() },
+                FAN_OUT,
+            )?;
             continue;
         };
         if members.is_empty() {
-            converted.skipped.push(SkippedEntry {
-                entry: format!("{at}.groups[{group_index}] ({id})"),
-                reason: "the group names vulnerabilities the package does not list".into(),
-            });
+            converted.add_skipped(
+                SkippedEntry {
+                    entry: format!("{at}.groups[{group_index}] ({id})"),
+                    reason: "the group names vulnerabilities the package does not list".into(),
+                },
+                FAN_OUT,
+            )?;
             continue;
         }
-        converted.entries.push(entry(
-            id,
-            &ids,
-            &group_aliases,
-            max_severity,
-            &members,
-            &package,
-            class,
-            location.clone(),
-        ));
+        converted.add_entry(
+            entry(id, &ids, &group_aliases, max_severity, &members, &package, class, location.clone()),
+            FAN_OUT,
+        )?;
     }
+    Ok(())
 }
 
 /// The package, its class and location; a package without a name scanned

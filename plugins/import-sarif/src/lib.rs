@@ -16,8 +16,13 @@ use esr_plugin_sdk::report::{
     self, Confidence, ConvertedReport, CvssRating, ImporterInfo, Package, PackageClass, ReportEntry, ReportError,
     ReportImporter, Severity, SkippedEntry,
 };
+use std::collections::HashMap;
+
 use serde::Deserialize;
 use serde_json::Value;
+
+/// What multiplies this format's entries, for the error past `report::MAX_ENTRIES`.
+const FAN_OUT: &str = "results of every run";
 
 pub struct Sarif;
 
@@ -150,10 +155,9 @@ fn convert(log: Log) -> Result<ConvertedReport, ReportError> {
     let Some(runs) = log.runs else { return Err(ReportError::Unsupported("not a SARIF log: no runs".into())) };
     let mut converted = ConvertedReport::default();
     for (run_index, run) in runs.into_iter().enumerate() {
-        let scanner = report::scanner_token(&run.tool.driver.name).unwrap_or_else(|| "sarif".into());
-        // One report, one scanner: the first run's tool names it.
-        if converted.scanner.is_empty() {
-            converted.scanner = scanner;
+        // One report, one tool: the first run's names it.
+        if converted.tool.is_none() {
+            converted.tool = report::scanner_token(&run.tool.driver.name);
             converted.scanner_version =
                 run.tool.driver.semantic_version.clone().or_else(|| run.tool.driver.version.clone());
         }
@@ -163,20 +167,26 @@ fn convert(log: Log) -> Result<ConvertedReport, ReportError> {
                 .iter()
                 .find_map(|invocation| invocation.end_time_utc.clone().or_else(|| invocation.start_time_utc.clone()));
         }
+        // Rules by id, once per run: a result naming its rule by id alone
+        // must not cost a walk over every rule.
+        let mut rules_by_id: HashMap<&str, &Rule> = HashMap::new();
+        for rule in &run.tool.driver.rules {
+            rules_by_id.entry(rule.id.as_str()).or_insert(rule);
+        }
         for (index, result) in run.results.iter().enumerate() {
             let at = format!("runs[{run_index}].results[{index}] (ruleId {})", result.rule_id.as_deref().unwrap_or(""));
-            match entry(&run.tool.driver, result) {
+            match entry(&run.tool.driver, &rules_by_id, result) {
                 Ok(entry) => {
                     converted.scanned_classes.push(entry.class);
-                    converted.entries.push(entry);
+                    converted.add_entry(entry, FAN_OUT)?;
                 }
-                Err(reason) => converted.skipped.push(SkippedEntry { entry: at, reason: reason.into() }),
+                Err(reason) => converted.add_skipped(SkippedEntry { entry: at, reason: reason.into() }, FAN_OUT)?,
             }
         }
     }
-    if converted.scanner.is_empty() {
-        converted.scanner = "sarif".into();
-    }
+    // Any tool writes SARIF: the document does not choose whose findings
+    // it is compared with.
+    converted.scanner = "sarif".into();
     converted.scanned_classes.sort();
     converted.scanned_classes.dedup();
     Ok(converted)
@@ -285,12 +295,16 @@ fn severity_word(rule: Option<&Rule>, texts: &[&str]) -> Option<String> {
         .filter(|word| !word.contains(' '))
 }
 
-fn entry(driver: &Driver, result: &SarifResult) -> Result<ReportEntry, &'static str> {
+fn entry(
+    driver: &Driver,
+    rules_by_id: &HashMap<&str, &Rule>,
+    result: &SarifResult,
+) -> Result<ReportEntry, &'static str> {
     let rule = result
         .rule_index
         .and_then(|index| driver.rules.get(index))
         .filter(|rule| result.rule_id.as_deref().is_none_or(|id| id == rule.id))
-        .or_else(|| driver.rules.iter().find(|rule| Some(rule.id.as_str()) == result.rule_id.as_deref()));
+        .or_else(|| result.rule_id.as_deref().and_then(|id| rules_by_id.get(id).copied()));
     let rule_id = result.rule_id.as_deref().map(str::trim).filter(|id| !id.is_empty());
     let help = rule.and_then(|rule| text(&rule.help));
     let texts: Vec<&str> = [result.message.text.as_deref(), help].into_iter().flatten().collect();
@@ -456,7 +470,8 @@ mod tests {
             let raw: Value = serde_json::from_slice(&bytes).expect("the real file is JSON");
             let converted = Sarif::convert(&bytes).unwrap_or_else(|error| panic!("{name}: {error}"));
             let tool = raw.pointer("/runs/0/tool/driver/name").and_then(Value::as_str).expect("a tool");
-            assert_eq!(converted.scanner, tool.to_ascii_lowercase(), "{name}");
+            assert_eq!(converted.scanner, "sarif", "{name}");
+            assert_eq!(converted.tool, Some(tool.to_ascii_lowercase()), "{name}");
             let mut entries = converted.entries.iter();
             let mut skipped = converted.skipped.iter();
             for run in raw["runs"].as_array().expect("runs") {
@@ -512,7 +527,7 @@ mod tests {
         assert!(one.aliases.is_empty(), "{:?}", one.aliases);
 
         let check = convert_file("secobserve_dependency-check-8.0.1.sarif.json");
-        assert_eq!(check.scanner, "dependency-check");
+        assert_eq!(check.tool.as_deref(), Some("dependency-check"));
         let by_id = |id: &str| check.entries.iter().find(|entry| entry.vulnerability_id == id).expect(id);
         let bcel = by_id("CVE-2022-42920");
         assert_eq!(bcel.package.name, "org.apache.bcel:bcel");
@@ -541,7 +556,7 @@ mod tests {
             {"ruleId":"RUSTSEC-2024-0001","level":"error","message":{"text":"Package: time\nVersion: 0.1.0\nType: rust-crate"}},
             {"ruleId":"RUSTSEC-2024-0001","level":"error","message":{"text":"no package here"}}]}]}"#;
         let converted = Sarif::convert(log).expect("converts");
-        assert_eq!(converted.scanner, "some-scanner");
+        assert_eq!((converted.scanner.as_str(), converted.tool.as_deref()), ("sarif", Some("some-scanner")));
         let [npm, crate_] = converted.entries.as_slice() else { panic!("{:?}", converted.entries) };
         assert_eq!((npm.severity, npm.location.as_deref()), (Severity::Critical, Some("package-lock.json")));
         assert_eq!((crate_.severity, crate_.package.package_manager.as_deref()), (Severity::High, Some("cargo")));

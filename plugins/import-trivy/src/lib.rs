@@ -17,6 +17,9 @@ use esr_plugin_sdk::report::{
 };
 use serde::Deserialize;
 
+/// What multiplies this format's entries, for the error past `report::MAX_ENTRIES`.
+const FAN_OUT: &str = "vulnerabilities of every result";
+
 pub struct Trivy;
 
 esr_plugin_sdk::export_report_importer!(crate::Trivy);
@@ -151,7 +154,7 @@ impl ReportImporter for Trivy {
         const TRIVY: &str =
             "a Trivy JSON report (an object with SchemaVersion and Results, or an array of {Target, Vulnerabilities})";
         if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
-            Ok(convert_legacy(report::parse_report(bytes, TRIVY)?))
+            convert_legacy(report::parse_report(bytes, TRIVY)?)
         } else {
             convert_current(report::parse_report(bytes, TRIVY)?)
         }
@@ -188,7 +191,7 @@ fn convert_current(report: Report) -> Result<ConvertedReport, ReportError> {
     }
     let os_family = report.metadata.os.as_ref().and_then(|os| os.family.clone());
     for (index, result) in report.results.unwrap_or_default().into_iter().enumerate() {
-        add_result(&mut converted, &format!("Results[{index}]"), result, os_family.as_deref());
+        add_result(&mut converted, &format!("Results[{index}]"), result, os_family.as_deref())?;
     }
     converted.scanned_classes.sort();
     converted.scanned_classes.dedup();
@@ -197,7 +200,7 @@ fn convert_current(report: Report) -> Result<ConvertedReport, ReportError> {
 
 /// The older layout: no SchemaVersion, no report time, OS packages only,
 /// the OS in the target's parentheses (`python:3 (debian 10.2)`).
-fn convert_legacy(results: Vec<ScanResult>) -> ConvertedReport {
+fn convert_legacy(results: Vec<ScanResult>) -> Result<ConvertedReport, ReportError> {
     let mut converted = ConvertedReport { scanner: "trivy".into(), ..ConvertedReport::default() };
     for (index, result) in results.into_iter().enumerate() {
         let os = legacy_target_os(&result.target);
@@ -205,11 +208,11 @@ fn convert_legacy(results: Vec<ScanResult>) -> ConvertedReport {
             converted.operating_system = os.as_ref().map(|os| operating_system(os, None));
         }
         let family = os.and_then(|os| os.family);
-        add_result(&mut converted, &format!("[{index}]"), result, family.as_deref());
+        add_result(&mut converted, &format!("[{index}]"), result, family.as_deref())?;
     }
     converted.scanned_classes.sort();
     converted.scanned_classes.dedup();
-    converted
+    Ok(converted)
 }
 
 /// `name (family version)` → the family and version.
@@ -230,7 +233,12 @@ fn operating_system(os: &Os, architecture: Option<String>) -> OperatingSystem {
     }
 }
 
-fn add_result(converted: &mut ConvertedReport, at: &str, result: ScanResult, os_family: Option<&str>) {
+fn add_result(
+    converted: &mut ConvertedReport,
+    at: &str,
+    result: ScanResult,
+    os_family: Option<&str>,
+) -> Result<(), ReportError> {
     // The older layout has no Class: it scanned OS packages only.
     let class = match result.class.as_deref() {
         None | Some("os-pkgs") => Some(PackageClass::Os),
@@ -243,24 +251,30 @@ fn add_result(converted: &mut ConvertedReport, at: &str, result: ScanResult, os_
         ("Licenses", result.licenses.as_ref().map_or(0, Vec::len)),
     ] {
         for index in 0..count {
-            converted.skipped.push(SkippedEntry {
-                entry: format!("{at}.{what}[{index}] (Target {})", result.target),
-                reason: format!("{} findings are not package vulnerabilities", what.to_ascii_lowercase()),
-            });
+            converted.add_skipped(
+                SkippedEntry {
+                    entry: format!("{at}.{what}[{index}] (Target {})", result.target),
+                    reason: format!("{} findings are not package vulnerabilities", what.to_ascii_lowercase()),
+                },
+                FAN_OUT,
+            )?;
         }
     }
     let vulnerabilities = result.vulnerabilities.unwrap_or_default();
     let Some(class) = class else {
         for (index, vulnerability) in vulnerabilities.iter().enumerate() {
-            converted.skipped.push(SkippedEntry {
-                entry: format!("{at}.Vulnerabilities[{index}] ({})", vulnerability.vulnerability_id),
-                reason: format!(
-                    "result class {:?} is neither os-pkgs nor lang-pkgs",
-                    result.class.as_deref().unwrap_or_default()
-                ),
-            });
+            converted.add_skipped(
+                SkippedEntry {
+                    entry: format!("{at}.Vulnerabilities[{index}] ({})", vulnerability.vulnerability_id),
+                    reason: format!(
+                        "result class {:?} is neither os-pkgs nor lang-pkgs",
+                        result.class.as_deref().unwrap_or_default()
+                    ),
+                },
+                FAN_OUT,
+            )?;
         }
-        return;
+        return Ok(());
     };
     converted.scanned_classes.push(class);
     let ecosystem = match class {
@@ -271,22 +285,26 @@ fn add_result(converted: &mut ConvertedReport, at: &str, result: ScanResult, os_
     for (index, vulnerability) in vulnerabilities.into_iter().enumerate() {
         let entry_at = format!("{at}.Vulnerabilities[{index}]");
         if vulnerability.vulnerability_id.trim().is_empty() {
-            converted.skipped.push(SkippedEntry { entry: entry_at, reason: "no VulnerabilityID".into() });
+            converted.add_skipped(SkippedEntry { entry: entry_at, reason: "no VulnerabilityID".into() }, FAN_OUT)?;
             continue;
         }
         if vulnerability.pkg_name.trim().is_empty() {
-            converted.skipped.push(SkippedEntry {
-                entry: format!("{entry_at} ({})", vulnerability.vulnerability_id),
-                reason: "no PkgName: the vulnerability names no package".into(),
-            });
+            converted.add_skipped(
+                SkippedEntry {
+                    entry: format!("{entry_at} ({})", vulnerability.vulnerability_id),
+                    reason: "no PkgName: the vulnerability names no package".into(),
+                },
+                FAN_OUT,
+            )?;
             continue;
         }
         let location = match class {
             PackageClass::Os => None,
             _ => vulnerability.pkg_path.clone().filter(|path| !path.is_empty()).or_else(|| Some(result.target.clone())),
         };
-        converted.entries.push(entry(vulnerability, class, location, ecosystem.clone(), manager.clone()));
+        converted.add_entry(entry(vulnerability, class, location, ecosystem.clone(), manager.clone()), FAN_OUT)?;
     }
+    Ok(())
 }
 
 fn entry(

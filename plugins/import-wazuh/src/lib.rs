@@ -18,6 +18,9 @@ use esr_plugin_sdk::report::{
 use serde::Deserialize;
 use serde_json::Value;
 
+/// What multiplies this format's entries, for the error past `report::MAX_ENTRIES`.
+const FAN_OUT: &str = "hits";
+
 pub struct Wazuh;
 
 esr_plugin_sdk::export_report_importer!(crate::Wazuh);
@@ -161,19 +164,19 @@ impl ReportImporter for Wazuh {
         let total = total.as_ref().and_then(|total| total.get("value").unwrap_or(total).as_u64());
         if let Some(total) = total.filter(|total| *total > hits.len() as u64) {
             converted.partial = true;
-            converted.skipped.push(SkippedEntry {
+            converted.add_skipped(SkippedEntry {
                 entry: format!("hits.hits[{}..{total}]", hits.len()),
                 reason: format!(
                     "the search response holds {} of {total} hits: the others are not in the file (page the search with size and search_after); nothing is resolved",
                     hits.len()
                 ),
-            });
+            }, FAN_OUT)?;
         }
         let mut hosts: BTreeMap<String, ReportHost> = BTreeMap::new();
         for (index, hit) in hits.into_iter().enumerate() {
             let at = format!("hits.hits[{index}]");
             let Some(state) = hit.source else {
-                converted.skipped.push(SkippedEntry { entry: at, reason: "no _source".into() });
+                converted.add_skipped(SkippedEntry { entry: at, reason: "no _source".into() }, FAN_OUT)?;
                 continue;
             };
             let at = format!("{at} ({} on agent {})", state.vulnerability.id, state.agent.id);
@@ -187,7 +190,7 @@ impl ReportImporter for Wazuh {
                 None
             };
             if let Some(reason) = problem {
-                converted.skipped.push(SkippedEntry { entry: at, reason: reason.into() });
+                converted.add_skipped(SkippedEntry { entry: at, reason: reason.into() }, FAN_OUT)?;
                 continue;
             }
             let os = state.host.os.clone().unwrap_or_default();
@@ -196,7 +199,7 @@ impl ReportImporter for Wazuh {
                 hostname: state.agent.name.clone(),
                 operating_system: operating_system(&os),
             });
-            converted.entries.push(entry(state, &os));
+            converted.add_entry(entry(state, &os), FAN_OUT)?;
         }
         converted.hosts = hosts.into_values().collect();
         Ok(converted)

@@ -16,11 +16,17 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ConvertedReport {
-    /// The tool that produced the findings, as findings'
-    /// `source.scanner` names it: lowercase, e.g. `trivy`, `grype`,
-    /// `osv-scanner`, `dependency-check` (SARIF and CycloneDX name the
-    /// tool that wrote them; [`scanner_token`] makes a name fit).
+    /// The scanner findings' `source.scanner` names, and whose findings a
+    /// re-import is compared with: lowercase, e.g. `trivy`, `grype`,
+    /// `osv-scanner`. Fixed by the importer, never read from the document:
+    /// a format many tools write (SARIF, CycloneDX) gives its own name,
+    /// so a document cannot choose whose findings it resolves (the
+    /// uploader may declare the scanner; the host records that).
     pub scanner: String,
+    /// The tool the document says wrote it, as [`scanner_token`] makes the
+    /// name fit (SARIF's `tool.driver.name`, CycloneDX's
+    /// `metadata.tools`): shown and recorded, never matched on.
+    pub tool: Option<String>,
     /// The tool's version, when the report gives it.
     pub scanner_version: Option<String>,
     /// When the scan ran (RFC 3339), when the report says; the host uses
@@ -50,6 +56,42 @@ pub struct ConvertedReport {
     /// Wazuh indexer search): what it does not list may still be there,
     /// so it resolves nothing.
     pub partial: bool,
+}
+
+/// The most entries and skipped entries one converted report may hold.
+/// A format where one item fans out (a CycloneDX vulnerability affecting
+/// many components, SARIF results of many rules) can make far more findings
+/// than its size suggests; past this the conversion stops with
+/// [`ReportError::Invalid`] (the host's `422`) instead of filling the
+/// importer's memory. The host caps what it writes lower still
+/// (`esr serve --import-max-findings`).
+pub const MAX_ENTRIES: usize = 100_000;
+
+impl ConvertedReport {
+    /// Adds an entry, or says the report makes more than [`MAX_ENTRIES`];
+    /// `fan_out` names what multiplies, e.g. "vulnerabilities × affected
+    /// components".
+    pub fn add_entry(&mut self, entry: ReportEntry, fan_out: &str) -> Result<(), ReportError> {
+        self.check_room(fan_out)?;
+        self.entries.push(entry);
+        Ok(())
+    }
+
+    /// Adds a skipped entry, within the same bound as entries.
+    pub fn add_skipped(&mut self, skipped: SkippedEntry, fan_out: &str) -> Result<(), ReportError> {
+        self.check_room(fan_out)?;
+        self.skipped.push(skipped);
+        Ok(())
+    }
+
+    fn check_room(&self, fan_out: &str) -> Result<(), ReportError> {
+        if self.entries.len() + self.skipped.len() >= MAX_ENTRIES {
+            return Err(ReportError::Invalid(format!(
+                "the report makes more than {MAX_ENTRIES} entries ({fan_out}): split it, e.g. per host or image"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// A host a report identifies.

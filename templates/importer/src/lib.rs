@@ -15,6 +15,10 @@ use serde::Deserialize;
 
 pub struct Importer;
 
+/// What multiplies entries in this format, for the error past
+/// `report::MAX_ENTRIES` (`add_entry` and `add_skipped` keep the bound).
+const FAN_OUT: &str = "findings";
+
 esr_plugin_sdk::export_report_importer!(crate::Importer);
 
 /// The report as this importer reads it, e.g.
@@ -65,21 +69,27 @@ impl ReportImporter for Importer {
         };
         for (index, finding) in parsed.findings.into_iter().enumerate() {
             if finding.id.is_empty() || finding.package.is_empty() {
-                converted.skipped.push(SkippedEntry {
-                    entry: format!("findings[{index}]"),
-                    reason: "no vulnerability id or no package".into(),
-                });
+                converted.add_skipped(
+                    SkippedEntry {
+                        entry: format!("findings[{index}]"),
+                        reason: "no vulnerability id or no package".into(),
+                    },
+                    FAN_OUT,
+                )?;
                 continue;
             }
-            converted.entries.push(ReportEntry {
-                severity: report::entry_severity(finding.severity.as_deref(), &[]),
-                severity_given: finding.severity,
-                vulnerability_id: finding.id,
-                package: Package { name: finding.package, version: finding.version, ..Package::default() },
-                class: PackageClass::Os,
-                fixed_version: finding.fixed,
-                ..ReportEntry::default()
-            });
+            converted.add_entry(
+                ReportEntry {
+                    severity: report::entry_severity(finding.severity.as_deref(), &[]),
+                    severity_given: finding.severity,
+                    vulnerability_id: finding.id,
+                    package: Package { name: finding.package, version: finding.version, ..Package::default() },
+                    class: PackageClass::Os,
+                    fixed_version: finding.fixed,
+                    ..ReportEntry::default()
+                },
+                FAN_OUT,
+            )?;
         }
         Ok(converted)
     }
