@@ -64,6 +64,7 @@ pub struct Metrics {
     call_latency: Histograms<GroupLabels>,
     call_failures: Family<FailureLabels, Counter>,
     rate_limited: Family<PolicyLabels, Counter>,
+    abandoned: Family<RouteLabels, Counter>,
     shed: Counter,
     store_bytes: Gauge<u64, AtomicU64>,
 }
@@ -77,6 +78,7 @@ impl Default for Metrics {
             call_latency: Family::new_with_constructor(latency_histogram),
             call_failures: Family::default(),
             rate_limited: Family::default(),
+            abandoned: Family::default(),
             shed: Counter::default(),
             store_bytes: Gauge::default(),
         };
@@ -103,6 +105,11 @@ impl Default for Metrics {
             metrics.call_failures.clone(),
         );
         registry.register("esr_rate_limited", "Requests refused with 429, by policy", metrics.rate_limited.clone());
+        registry.register(
+            "esr_http_requests_abandoned",
+            "Requests whose client went away before the answer (logged with status 499), by route template",
+            metrics.abandoned.clone(),
+        );
         registry.register("esr_shed_requests", "Requests shed with 503 at the concurrency limit", metrics.shed.clone());
         registry.register("esr_store_size_bytes", "The store's size on disk", metrics.store_bytes.clone());
         Metrics { registry, ..metrics }
@@ -135,6 +142,10 @@ impl Metrics {
 
     pub fn rate_limited(&self, policy: &'static str) {
         self.rate_limited.get_or_create(&PolicyLabels { policy }).inc();
+    }
+
+    pub fn abandoned(&self, route: &'static str) {
+        self.abandoned.get_or_create(&RouteLabels { route }).inc();
     }
 
     pub fn shed(&self) {

@@ -220,10 +220,6 @@ impl PluginEngine {
         // wasmtime itself refuses files from another version or config.
         unsafe { Component::deserialize_file(&self.engine, path) }
     }
-
-    fn deadline_ticks(limits: &Limits) -> u64 {
-        (limits.deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
-    }
 }
 
 /// The caller's organization, bound into a call's store.
@@ -235,6 +231,9 @@ pub struct Tenant {
     pub organization_json: Arc<Vec<u8>>,
     /// Where the call's reads may come from, and what they saw.
     pub reads: Arc<CallReads>,
+    /// When the request's time is up: the store's statements and walks
+    /// stop there too, not only guest code.
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// What a call's read sessions must see and what they saw: the position a
@@ -250,6 +249,9 @@ pub struct CallReads {
     /// The latest position a session of the call read at (0: unknown).
     pub position: AtomicU64,
     pub failed_on_replica: AtomicBool,
+    /// The request was abandoned (its client went away): the call stops
+    /// at its next epoch check or store call.
+    pub abandoned: AtomicBool,
 }
 
 impl Tenant {
@@ -260,6 +262,7 @@ impl Tenant {
         let from = crate::store::ReadFrom {
             position: self.reads.at_least.load(Ordering::Relaxed),
             primary_only: self.reads.primary_only.load(Ordering::Relaxed),
+            deadline: self.deadline,
         };
         Ok(TenantSession {
             reader: self.store.reader_from(self.organization_id, from)?,
@@ -321,10 +324,16 @@ impl Drop for CallState {
     }
 }
 
-/// A call that reached its deadline while its guest waited in WASI.
+/// A call that reached its deadline while its guest waited in WASI, or
+/// before a store call.
 #[derive(Debug, thiserror::Error)]
-#[error("the call reached its deadline while the component waited")]
+#[error("the call reached its deadline")]
 struct DeadlineReached;
+
+/// A call whose request was abandoned: nobody waits for its answer.
+#[derive(Debug, thiserror::Error)]
+#[error("the call's request was abandoned by its client")]
+struct Abandoned;
 
 /// Runs a WASI wait, ending it at `deadline`. The stock synchronous WASI
 /// blocks the calling thread without limit (a guest's `sleep` or clock
@@ -400,8 +409,27 @@ impl WasiView for CallState {
 impl types::Host for CallState {}
 
 impl CallState {
-    /// Fails the call unless the component declared `name` in its `reads`.
+    /// Whether the call's request was abandoned by its client.
+    fn abandoned(&self) -> bool {
+        self.tenant.as_ref().is_some_and(|tenant| tenant.reads.abandoned.load(Ordering::Relaxed))
+    }
+
+    /// Fails the call when its request was abandoned or its time is up.
+    fn still_wanted(&self) -> wasmtime::Result<()> {
+        if self.abandoned() {
+            return Err(Abandoned.into());
+        }
+        if Instant::now() >= self.deadline {
+            return Err(DeadlineReached.into());
+        }
+        Ok(())
+    }
+
+    /// Fails the call unless the component declared `name` in its `reads`,
+    /// and while the call is still wanted (every store function asks this
+    /// first, so host work stops at the next store call too).
     fn may_read(&self, name: &str, function: &str) -> wasmtime::Result<()> {
+        self.still_wanted()?;
         if self.reads.allows(name) {
             return Ok(());
         }
@@ -850,6 +878,8 @@ pub enum CallError {
     Plugin(PluginError),
     /// It ran past its deadline.
     Timeout,
+    /// Its request was abandoned by the client, and it stopped.
+    Abandoned,
     /// A store call failed because the database cannot serve now
     /// ([`StoreError::Unavailable`]); the request may be retried.
     Unavailable(String),
@@ -863,6 +893,7 @@ impl CallError {
     pub fn from_store(error: StoreError) -> CallError {
         match error {
             StoreError::Unavailable(reason) => CallError::Unavailable(reason),
+            StoreError::DeadlineReached => CallError::Timeout,
             error => CallError::Failed(format!("the store: {error}")),
         }
     }
@@ -1242,7 +1273,19 @@ fn new_store_limited(
     };
     let mut store = Store::new(&engine.engine, state);
     store.limiter(|state| &mut state.limits);
-    store.set_epoch_deadline(PluginEngine::deadline_ticks(limits));
+    // Every tick, guest code stops when the call's time is up or its
+    // request was abandoned.
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|context| {
+        let state = context.data();
+        if state.abandoned() {
+            return Err(Abandoned.into());
+        }
+        if Instant::now() >= state.deadline {
+            return Err(wasmtime::Trap::Interrupt.into());
+        }
+        Ok(wasmtime::UpdateDeadline::Continue(1))
+    });
     store
 }
 
@@ -1258,8 +1301,13 @@ fn finish<T>(store: &Store<CallState>, result: wasmtime::Result<Result<T, Plugin
 /// What a call that trapped or failed in the runtime answers, logged.
 fn call_failure(store: &Store<CallState>, error: wasmtime::Error) -> CallError {
     let state = store.data();
+    if error.downcast_ref::<Abandoned>().is_some() {
+        tracing::info!(plugin = %state.group, request_id = %state.request_id, "plugin call stopped: its request was abandoned");
+        return CallError::Abandoned;
+    }
     if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt)
         || error.downcast_ref::<DeadlineReached>().is_some()
+        || matches!(error.downcast_ref::<StoreError>(), Some(StoreError::DeadlineReached))
     {
         tracing::warn!(plugin = %state.group, request_id = %state.request_id, "plugin overran its deadline");
         return CallError::Timeout;
@@ -1529,7 +1577,7 @@ impl LoadedImporter {
         let result = self.pre.instantiate(&mut store).and_then(|instance| run(&instance, &mut store));
         match finish(&store, result.map(Ok)) {
             Ok(value) => Ok(value),
-            Err(CallError::Timeout) => Err(ConvertError::Timeout),
+            Err(CallError::Timeout | CallError::Abandoned) => Err(ConvertError::Timeout),
             Err(CallError::Failed(reason) | CallError::Unavailable(reason)) => Err(ConvertError::Failed(reason)),
             Err(CallError::Plugin(error)) => Err(ConvertError::Failed(format!("{error:?}"))),
         }

@@ -93,3 +93,80 @@ fn an_organization_saturating_its_share_leaves_another_unaffected() {
     let allowed = (before * 3 / 2).max(before + Duration::from_millis(20));
     assert!(during <= allowed, "Globex's p99 went from {before:?} to {during:?} (allowed {allowed:?})");
 }
+
+fn p50(sorted: &[Duration]) -> Duration {
+    sorted[sorted.len() / 2]
+}
+
+/// A client that abandons its expensive requests does not get more than
+/// its share by doing so: the call slot is held until the work stops, and
+/// the work stops soon after the client goes away (at the component's next
+/// epoch check). Abandoned requests are logged (`499`) and counted.
+#[test]
+fn abandoning_requests_frees_no_slot_before_the_work_stops() {
+    // Acme's endpoints are served by a component that spins until its
+    // deadline: every abandoned call would burn a core for 5 s.
+    let endless = test_plugins_dir().join("endless-loop.wasm");
+    let dir = plugins_dir_with(&["endpoints.wasm"], &[("endless-loop.wasm", &endless)]);
+    let server = Server::start_with(
+        dir.path(),
+        &[
+            "ESR_LOG=warn,esr::http=info",
+            "--plugin-deadline-ms",
+            "5000",
+            "--plugin-slots-per-organization",
+            "1",
+            "--plugin-slot-wait-ms",
+            "200",
+        ],
+    );
+    let quiet = latencies(&server, 1000, || true);
+
+    let acme_clients = 6;
+    let (abandoned, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
+    let loaded = std::thread::scope(|scope| {
+        for _ in 0..acme_clients {
+            scope.spawn(|| {
+                // Gives up on each request after 0.3 s, and closes its connection.
+                let client = reqwest::blocking::Client::builder().timeout(Duration::from_millis(300)).build().unwrap();
+                let url = server.url("/v1/endpoints");
+                while !stop.load(Ordering::Relaxed) {
+                    match client.get(&url).bearer_auth(&server.keys[0]).send() {
+                        Err(error) if error.is_timeout() => {
+                            abandoned.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(error) => panic!("{error}"),
+                        // Refused: another of Acme's calls holds its one slot.
+                        Ok(response) => assert_eq!(response.status(), 503),
+                    }
+                }
+            });
+        }
+        let bound = Instant::now() + Duration::from_secs(60);
+        while abandoned.load(Ordering::Relaxed) < 2 * acme_clients {
+            assert!(Instant::now() < bound, "Acme's requests were never abandoned");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let loaded = latencies(&server, 1000, || true);
+        stop.store(true, Ordering::Relaxed);
+        loaded
+    });
+    let (before, during) = (p50(&quiet), p50(&loaded));
+    eprintln!(
+        "Globex's p50: {before:?} quiet, {during:?} while Acme abandoned {} requests",
+        abandoned.load(Ordering::Relaxed)
+    );
+    // Within 2× of quiet, with a floor of 2 ms for a timer's grain on a busy machine.
+    let allowed = (before * 2).max(before + Duration::from_millis(2));
+    assert!(during <= allowed, "Globex's p50 went from {before:?} to {during:?} (allowed {allowed:?})");
+
+    // Each abandoned request is a log line with 499, and counted.
+    server.wait_for_log(10, |log| log.contains("request abandoned by the client") && log.contains("499"));
+    let metrics = server.admin(reqwest::Method::GET, "/metrics").send().unwrap().text().unwrap();
+    let counted: f64 = metrics
+        .lines()
+        .filter(|line| line.starts_with("esr_http_requests_abandoned_total{") && line.contains("/v1/{collection}\""))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(counted >= 2.0 * acme_clients as f64, "{metrics}");
+}

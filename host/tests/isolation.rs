@@ -41,7 +41,9 @@ fn serve_with_prober(prober: &str) -> (Server, IdsByCollection, IdsByCollection)
     stock.stop();
     let source = test_plugins_dir().join(prober);
     let dir = plugins_dir_with(&["endpoints.wasm"], &[(prober, &source)]);
-    let server = Server::start_on(dir.path(), stock.data_dir());
+    // The prober makes thousands of store calls: a busy machine must not
+    // turn its answer into a deadline's `503`.
+    let server = Server::start_on_with(dir.path(), stock.data_dir(), &["--plugin-deadline-ms", "20000"]);
     (server, acme, globex)
 }
 

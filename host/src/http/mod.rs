@@ -293,12 +293,50 @@ async fn component_health(state: &AppState, plugins: Arc<PluginSet>) -> Vec<(Str
 }
 
 /// Counts every public request by route template and status, with its latency.
-async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
+async fn observe(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
-    let route = matched_route(&request);
+    let route = public_route_template(matched_route(&request).as_ref());
+    let note = Arc::new(RequestNote::default());
+    request.extensions_mut().insert(note.clone());
+    let request_id = request.extensions().get::<RequestId>().map(|id| id.0.clone()).unwrap_or_default();
+    let mut watch = AbandonWatch { state: &state, route, started, note, request_id, answered: false };
     let response = next.run(request).await;
-    state.metrics.request(public_route_template(route.as_ref()), response.status().as_u16(), started.elapsed());
+    watch.answered = true;
+    state.metrics.request(route, response.status().as_u16(), started.elapsed());
     response
+}
+
+/// What the layers learn about a request that its log line needs even if
+/// its client goes away before the answer.
+#[derive(Default)]
+struct RequestNote {
+    organization: std::sync::OnceLock<Uuid>,
+}
+
+/// Logs and counts a request whose client went away before its answer
+/// (hyper drops the request's future): `499`, as proxies log it.
+struct AbandonWatch<'a> {
+    state: &'a AppState,
+    route: &'static str,
+    started: std::time::Instant,
+    note: Arc<RequestNote>,
+    request_id: String,
+    answered: bool,
+}
+
+impl Drop for AbandonWatch<'_> {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        self.state.metrics.abandoned(self.route);
+        let organization = self.note.organization.get().map_or("-".to_owned(), Uuid::to_string);
+        tracing::info!(
+            request_id = %self.request_id, route = self.route, status = 499u16,
+            micros = self.started.elapsed().as_micros() as u64, organization_id = %organization,
+            "request abandoned by the client"
+        );
+    }
 }
 
 /// Bounds what one request may be and how many run at once: a request
@@ -426,6 +464,9 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
         Err(_) => limits.per_address.check(limits::address_key(client_address(&request))),
     };
     let organization = caller.principal.as_ref().ok().map(|principal| principal.organization_id);
+    if let (Some(organization), Some(note)) = (organization, request.extensions().get::<Arc<RequestNote>>()) {
+        let _ = note.organization.set(organization);
+    }
     let mut response = if decision.allowed {
         request.extensions_mut().insert(caller);
         next.run(request).await
@@ -551,6 +592,7 @@ fn tenant(state: &AppState, caller: &Caller) -> Result<Tenant, ApiError> {
         organization_id: organization.organization_id,
         organization_json: Arc::new(json.to_string().into_bytes()),
         reads: Arc::default(),
+        deadline: Some(caller.deadline.into_std()),
     })
 }
 
@@ -567,6 +609,15 @@ fn plugin_request(path: &str, base_url: &str, query: &[(String, String)]) -> plu
     }
 }
 
+/// Marks a call's request abandoned when dropped.
+struct AbandonOnDrop(Arc<CallReads>);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        self.0.abandoned.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Runs a component call off the async threads, in one of the calling
 /// organization's slots, with a store permit (its read session holds a
 /// database connection) waited for until the caller's deadline.
@@ -578,21 +629,40 @@ async fn call_plugin<T: Send + 'static>(
     reads: &Arc<CallReads>,
     call: impl FnOnce(&PluginSet) -> Result<T, CallError> + Clone + Send + 'static,
 ) -> Result<T, ApiError> {
-    let _slot = state.plugin_slots.acquire(organization).await?;
+    // The slot is held by the work, not by this future: a client that goes
+    // away frees it only when the call has stopped.
+    let slot = Arc::new(state.plugin_slots.acquire(organization).await?);
+    // Dropped with this future when the client goes away (and harmlessly
+    // once the call is done): the call stops at its next check.
+    let _abandon = AbandonOnDrop(reads.clone());
     let plugins = state.plugins.current();
     let started = std::time::Instant::now();
     let first = call.clone();
     let first_plugins = plugins.clone();
-    let mut outcome = state.store_calls.run(caller.deadline, move || first(&first_plugins)).await?;
+    let first_slot = slot.clone();
+    let mut outcome = state
+        .store_calls
+        .run(caller.deadline, move || {
+            let _slot = first_slot;
+            first(&first_plugins)
+        })
+        .await?;
     // A read a replica lost (a replay conflict cancels it, the replica
     // goes away) is read again on the primary, once.
     if outcome.is_err() && reads.failed_on_replica.swap(false, Ordering::Relaxed) {
         tracing::warn!(group, "a read failed on a replica; reading the primary");
         reads.primary_only.store(true, Ordering::Relaxed);
-        outcome = state.store_calls.run(caller.deadline, move || call(&plugins)).await?;
+        outcome = state
+            .store_calls
+            .run(caller.deadline, move || {
+                let _slot = slot;
+                call(&plugins)
+            })
+            .await?;
     }
     let failure = match &outcome {
         Err(CallError::Timeout) => Some("timeout"),
+        Err(CallError::Abandoned) => Some("abandoned"),
         Err(CallError::Failed(_)) => Some("trap"),
         Err(CallError::Unavailable(_)) => Some("unavailable"),
         _ => None,
@@ -609,6 +679,8 @@ async fn call_plugin<T: Send + 'static>(
             ApiError::internal()
         }
         CallError::Timeout => ApiError::unavailable("the request took too long; retry shortly"),
+        // Nobody reads this answer: its client went away.
+        CallError::Abandoned => ApiError::unavailable("the request was abandoned"),
         CallError::Unavailable(reason) => {
             tracing::warn!(group, %reason, "a component call's store failed: the database is unavailable");
             ApiError::database_unavailable()

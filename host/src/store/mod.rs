@@ -51,6 +51,11 @@ pub enum StoreError {
     /// commit; the caller may retry the whole operation.
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// The call's time ran out in the store (a statement's timeout, a walk
+    /// that checked the deadline): the request answers `503`, as a
+    /// component that overran its deadline does.
+    #[error("the request's time ran out in the store")]
+    DeadlineReached,
     #[error("storage: {0}")]
     Io(#[from] std::io::Error),
     #[error("stored data is corrupt: {0}")]
@@ -594,6 +599,49 @@ pub struct ReadFrom {
     pub position: u64,
     /// Read from the primary even when replicas are configured.
     pub primary_only: bool,
+    /// When the call's time is up: statements and walks stop there
+    /// ([`StoreError::DeadlineReached`]).
+    pub deadline: Option<std::time::Instant>,
+}
+
+/// [`StoreError::DeadlineReached`] once `deadline` has passed.
+pub fn within(deadline: Option<std::time::Instant>) -> Result<(), StoreError> {
+    match deadline {
+        Some(deadline) if std::time::Instant::now() >= deadline => Err(StoreError::DeadlineReached),
+        _ => Ok(()),
+    }
+}
+
+/// The deadline of the store call running on this thread, for a backend's
+/// walks deep below the call (an embedded backend's index walks check it
+/// as they go, without every helper taking it as an argument).
+pub mod call_deadline {
+    use std::cell::Cell;
+    use std::time::Instant;
+
+    thread_local! {
+        static CURRENT: Cell<Option<Instant>> = const { Cell::new(None) };
+    }
+
+    /// This thread's deadline while it lives; the one before, after.
+    pub struct Scope(Option<Instant>);
+
+    impl Scope {
+        pub fn enter(deadline: Option<Instant>) -> Scope {
+            Scope(CURRENT.replace(deadline))
+        }
+    }
+
+    impl Drop for Scope {
+        fn drop(&mut self) {
+            CURRENT.set(self.0);
+        }
+    }
+
+    /// [`super::within`] this thread's deadline.
+    pub fn check() -> Result<(), super::StoreError> {
+        super::within(CURRENT.get())
+    }
 }
 
 /// How a read replica stands, as its monitor last saw it.

@@ -47,6 +47,11 @@ use crate::store::{
 
 impl From<postgres::Error> for StoreError {
     fn from(error: postgres::Error) -> StoreError {
+        if error.code().is_some_and(|code| code.code() == "57014")
+            && error.as_db_error().is_some_and(|db| db.message().contains("statement timeout"))
+        {
+            return StoreError::DeadlineReached;
+        }
         let text = described(&error);
         if is_unavailable(&error) { StoreError::Unavailable(text) } else { StoreError::Backend(text) }
     }
@@ -636,6 +641,8 @@ impl Store for PgStore {
             position: None,
             failed_on_replica: false,
             organization,
+            deadline: from.deadline,
+            timeout_set_at: None,
         }))
     }
 
@@ -836,7 +843,16 @@ pub struct PgReader {
     position: Option<u64>,
     failed_on_replica: bool,
     organization: Uuid,
+    /// When the request's time is up: every statement of the snapshot runs
+    /// under the time left (`statement_timeout`).
+    deadline: Option<std::time::Instant>,
+    /// When the snapshot's `statement_timeout` was last set.
+    timeout_set_at: Option<std::time::Instant>,
 }
+
+/// How often a session sets its statements' timeout to the time left: a
+/// statement may outlive the deadline by at most this.
+const TIMEOUT_REFRESH: Duration = Duration::from_millis(100);
 
 /// Begins the read-only snapshot a page and its total share.
 const BEGIN_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
@@ -921,16 +937,40 @@ impl PgReader {
         Ok((connection, false))
     }
 
-    /// Runs one read, noting a failure on a replica (the caller may retry on the primary).
+    /// Runs one read, within the request's deadline, noting a failure on a
+    /// replica (the caller may retry on the primary).
     fn read<T>(
         &mut self,
         read: impl FnOnce(Session<'_, postgres::Client>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        crate::store::within(self.deadline)?;
+        self.session()?;
+        self.bound_by_deadline()?;
         let outcome = read(self.session()?);
-        if outcome.is_err() && self.open.as_ref().is_some_and(|(_, replica)| *replica) {
+        if matches!(outcome, Err(ref error) if !matches!(error, StoreError::DeadlineReached))
+            && self.open.as_ref().is_some_and(|(_, replica)| *replica)
+        {
             self.failed_on_replica = true;
         }
         outcome
+    }
+
+    /// Sets the snapshot's `statement_timeout` to the time left, unless it
+    /// was set less than [`TIMEOUT_REFRESH`] ago.
+    fn bound_by_deadline(&mut self) -> Result<(), StoreError> {
+        let Some(deadline) = self.deadline else { return Ok(()) };
+        let now = std::time::Instant::now();
+        if self.timeout_set_at.is_some_and(|at| now.duration_since(at) < TIMEOUT_REFRESH) {
+            return Ok(());
+        }
+        let left = deadline.saturating_duration_since(now);
+        if left.is_zero() {
+            return Err(StoreError::DeadlineReached);
+        }
+        let Some((connection, _)) = self.open.as_mut() else { return Ok(()) };
+        connection.client.batch_execute(&format!("SET LOCAL statement_timeout = {}", left.as_millis().max(1)))?;
+        self.timeout_set_at = Some(now);
+        Ok(())
     }
 }
 

@@ -218,7 +218,13 @@ pub struct Entries {
     heads: Vec<Option<Entry>>,
     started: bool,
     reverse: bool,
+    /// Entries walked: the call's deadline is checked every
+    /// [`DEADLINE_CHECK_EVERY`] of them.
+    walked: u32,
 }
+
+/// How many entries a walk reads between looks at the call's deadline.
+const DEADLINE_CHECK_EVERY: u32 = 1024;
 
 impl Entries {
     pub fn new(tree: &sled::Tree, prefix: &[u8], after: Option<&Entry>, reverse: bool) -> Result<Entries, StoreError> {
@@ -226,7 +232,7 @@ impl Entries {
             .iter()
             .map(|(id, _)| RunEntries::new(tree, &run_prefix(prefix, *id), after, reverse))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Entries { heads: vec![None; runs.len()], runs, started: false, reverse })
+        Ok(Entries { heads: vec![None; runs.len()], runs, started: false, reverse, walked: 0 })
     }
 
     fn next_entry(&mut self) -> Result<Option<Entry>, StoreError> {
@@ -254,6 +260,12 @@ impl Iterator for Entries {
     type Item = Result<Entry, StoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        self.walked = self.walked.wrapping_add(1);
+        if self.walked % DEADLINE_CHECK_EVERY == 0
+            && let Err(error) = crate::store::call_deadline::check()
+        {
+            return Some(Err(error));
+        }
         self.next_entry().transpose()
     }
 }

@@ -24,8 +24,8 @@ use uuid::Uuid;
 use self::index_blocks::value_prefix;
 use crate::store::{
     ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, GroupCount,
-    IndexCondition, IndexPosition, IndexRange, MAX_SCAN, Organization, Store, StoreError, StoreReader, StoredRecord,
-    WriteTime, ordered_by_creation, restricting_conditions,
+    IndexCondition, IndexPosition, IndexRange, MAX_SCAN, Organization, ReadFrom, Store, StoreError, StoreReader,
+    StoredRecord, WriteTime, ordered_by_creation, restricting_conditions,
 };
 
 const ORGANIZATIONS: &str = "organizations";
@@ -97,6 +97,17 @@ struct CollectionTrees {
 struct SledReader {
     trees: Arc<Trees>,
     organization: Uuid,
+    /// When the request's time is up: walks stop there.
+    deadline: Option<std::time::Instant>,
+}
+
+impl SledReader {
+    /// Enters a store call: refused once the deadline has passed, and the
+    /// walks below it check the deadline as they go.
+    fn call(&self) -> Result<crate::store::call_deadline::Scope, StoreError> {
+        crate::store::within(self.deadline)?;
+        Ok(crate::store::call_deadline::Scope::enter(self.deadline))
+    }
 }
 
 impl SledStore {
@@ -1227,6 +1238,7 @@ impl StoreReader for SledReader {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<StoredRecord>, StoreError> {
+        let _call = self.call()?;
         self.trees.scan(self.organization, collection, after, limit, reverse)
     }
 
@@ -1243,6 +1255,7 @@ impl StoreReader for SledReader {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<StoredRecord>, StoreError> {
+        let _call = self.call()?;
         let (trees, entries) = self.trees.index_walk(self.organization, collection, index, value, after, reverse)?;
         let mut records = Vec::with_capacity(limit.min(MAX_SCAN).min(128));
         for entry in entries.take(limit.min(MAX_SCAN)) {
@@ -1264,6 +1277,7 @@ impl StoreReader for SledReader {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<IndexPosition>, StoreError> {
+        let _call = self.call()?;
         let (_, entries) = self.trees.index_walk(self.organization, collection, index, value, after, reverse)?;
         let mut positions = Vec::with_capacity(limit.min(MAX_SCAN).min(128));
         for entry in entries.take(limit.min(MAX_SCAN)) {
@@ -1287,6 +1301,7 @@ impl StoreReader for SledReader {
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
+        let _call = self.call()?;
         self.trees.count_matching(self.organization, collection, conditions, updated_after)
     }
 
@@ -1295,6 +1310,7 @@ impl StoreReader for SledReader {
     }
 
     fn changes(&mut self, after: u64, collections: &[&str], limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
+        let _call = self.call()?;
         self.trees.changes(self.organization, after, collections, limit)
     }
 
@@ -1311,6 +1327,7 @@ impl StoreReader for SledReader {
         updated_after: Option<i64>,
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+        let _call = self.call()?;
         self.trees.count_groups_of_candidates(
             self.organization,
             collection,
@@ -1331,13 +1348,20 @@ impl StoreReader for SledReader {
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
+        let _call = self.call()?;
         self.trees.count_in_range(self.organization, collection, index, after, before, conditions, updated_after)
     }
 }
 
 impl Store for SledStore {
     fn reader(&self, organization: Uuid) -> Result<Box<dyn StoreReader>, StoreError> {
-        Ok(Box::new(SledReader { trees: self.0.clone(), organization }))
+        self.reader_from(organization, ReadFrom::default())
+    }
+
+    /// One process holds the data: every read is of the latest state; the
+    /// deadline bounds the session's walks.
+    fn reader_from(&self, organization: Uuid, from: ReadFrom) -> Result<Box<dyn StoreReader>, StoreError> {
+        Ok(Box::new(SledReader { trees: self.0.clone(), organization, deadline: from.deadline }))
     }
 
     fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError> {
@@ -1347,7 +1371,7 @@ impl Store for SledStore {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| i64::try_from(since.as_micros()).unwrap_or(i64::MAX / 1000) * 1000);
         let now = wall.max(last_write.saturating_add(1000));
-        let mut view = SledReader { trees: self.0.clone(), organization };
+        let mut view = SledReader { trees: self.0.clone(), organization, deadline: None };
         let writes = build(&mut view, WriteTime(now))?;
         let latest = crate::store::latest_update(&writes).unwrap_or(now);
         self.write_records(organization, writes, now)?;
