@@ -21,7 +21,8 @@ fn client_from(local: IpAddr) -> Client {
 
 #[test]
 fn a_weak_esr_admin_token_is_refused_at_start_and_a_strong_one_is_the_token() {
-    for weak in ["esradm_sixteen-chars", "0123456789abcdef0123456789abcde", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]
+    for weak in
+        ["esradm_sixteen-chars", "0123456789abcdef0123456789abcde", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]
     {
         let data_dir = private_tempdir();
         let variable = format!("ESR_ADMIN_TOKEN={weak}");
