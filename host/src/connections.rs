@@ -1,18 +1,20 @@
 //! How both listeners (the public API and the admin listener) handle
 //! connections: caps on connections overall and per client address,
-//! enforced at accept; an idle timeout between requests; a bound on the
-//! time a request's headers may take; graceful shutdown.
+//! enforced at accept (on the admin listener, by closing the oldest
+//! connection that has not authenticated and is not in a request, when
+//! there is one, else the new one); an idle timeout between requests; a
+//! bound on the time a request's headers may take; graceful shutdown.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Notify;
 use tokio::time::{Instant, Sleep};
 
 /// How a listener treats its connections.
@@ -29,6 +31,11 @@ pub struct ConnectionSettings {
     /// How long a connection may stay open with no request in progress and
     /// nothing received.
     pub idle_timeout: Duration,
+    /// At a cap, close the oldest connection that has not authenticated
+    /// and has no request in progress to admit the new one (the admin
+    /// listener, whose router marks authenticated connections: slow or
+    /// idle strangers cannot hold it against the operator).
+    pub make_room_from_unauthenticated: bool,
 }
 
 /// File descriptors kept for everything but client connections: sled's
@@ -62,13 +69,97 @@ pub fn default_max_connections(budget: u64) -> u64 {
     (budget / 2).clamp(1, DEFAULT_MAX_CONNECTIONS_CEILING)
 }
 
+/// What a listener knows of one open connection while it is open.
+#[derive(Default)]
+struct ConnectionState {
+    /// Requests in progress: from the service call until hyper has dropped
+    /// the response body (written, or abandoned).
+    requests: AtomicUsize,
+    /// A request on it presented the admin token.
+    authenticated: AtomicBool,
+    /// Closes the connection, to make room for a new one.
+    closing: Notify,
+}
+
+impl ConnectionState {
+    /// Whether it may be closed to make room: a stranger between requests.
+    fn may_make_room(&self) -> bool {
+        !self.authenticated.load(Ordering::Relaxed) && self.requests.load(Ordering::Relaxed) == 0
+    }
+}
+
+/// The connection a request came on, in the request's extensions: the
+/// admin listener's authentication marks it.
+#[derive(Clone)]
+pub struct ConnectionStanding(Arc<ConnectionState>);
+
+impl ConnectionStanding {
+    /// The connection's requests presented the admin token: the listener
+    /// never closes it to make room.
+    pub fn mark_authenticated(&self) {
+        self.0.authenticated.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The open connections of a listener, overall and per address.
+#[derive(Default)]
+struct ConnectionTable {
+    next_id: u64,
+    /// By id: ids only grow, so the first is the oldest.
+    open: BTreeMap<u64, OpenConnection>,
+    per_address: HashMap<IpAddr, usize>,
+}
+
+struct OpenConnection {
+    address: IpAddr,
+    state: Arc<ConnectionState>,
+}
+
+impl ConnectionTable {
+    fn remove(&mut self, id: u64) -> Option<OpenConnection> {
+        let connection = self.open.remove(&id)?;
+        if let Some(count) = self.per_address.get_mut(&connection.address) {
+            *count -= 1;
+            if *count == 0 {
+                self.per_address.remove(&connection.address);
+            }
+        }
+        Some(connection)
+    }
+
+    /// Closes a connection that may make room: of `address` when given,
+    /// else of the address holding the most places (so one that holds few,
+    /// such as the operator's, keeps them), its oldest; false when none may.
+    fn make_room(&mut self, address: Option<IpAddr>) -> bool {
+        let holding = |open: &OpenConnection| self.per_address.get(&open.address).copied().unwrap_or(0);
+        let mut candidates = self
+            .open
+            .iter()
+            .filter(|(_, open)| address.is_none_or(|address| open.address == address) && open.state.may_make_room());
+        // The largest holder's oldest candidate (candidates come oldest first).
+        let chosen = candidates.next().map(|first| {
+            candidates.fold(first, |chosen, next| if holding(next.1) > holding(chosen.1) { next } else { chosen })
+        });
+        match chosen.map(|(id, _)| *id).and_then(|id| self.remove(id)) {
+            Some(closed) => {
+                closed.state.closing.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// Counts the open connections of a listener, overall and per address.
 struct ConnectionLimits {
-    overall: Arc<Semaphore>,
+    max_connections: usize,
     per_address_cap: usize,
-    per_address: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    make_room_from_unauthenticated: bool,
+    table: Arc<Mutex<ConnectionTable>>,
     /// When a refusal was last logged: under a flood, one line per interval.
     last_refusal_logged: Mutex<Option<Instant>>,
+    /// When a connection closed to make room was last logged.
+    last_room_made_logged: Mutex<Option<Instant>>,
 }
 
 /// How often refused connections are logged at most.
@@ -76,20 +167,16 @@ const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// A connection counted against the caps until it is dropped.
 struct AdmittedConnection {
-    _overall: OwnedSemaphorePermit,
-    address: IpAddr,
-    per_address: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    id: u64,
+    state: Arc<ConnectionState>,
+    table: Arc<Mutex<ConnectionTable>>,
+    /// The cap at which an older connection was closed to admit this one.
+    made_room_at: Option<&'static str>,
 }
 
 impl Drop for AdmittedConnection {
     fn drop(&mut self) {
-        let mut counts = self.per_address.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = counts.get_mut(&self.address) {
-            *count -= 1;
-            if *count == 0 {
-                counts.remove(&self.address);
-            }
-        }
+        self.table.lock().unwrap_or_else(PoisonError::into_inner).remove(self.id);
     }
 }
 
@@ -105,52 +192,83 @@ fn client_key(address: IpAddr) -> IpAddr {
 impl ConnectionLimits {
     fn new(settings: &ConnectionSettings) -> ConnectionLimits {
         ConnectionLimits {
-            overall: Arc::new(Semaphore::new(settings.max_connections)),
+            max_connections: settings.max_connections,
             per_address_cap: settings.max_connections_per_address,
-            per_address: Arc::default(),
+            make_room_from_unauthenticated: settings.make_room_from_unauthenticated,
+            table: Arc::default(),
             last_refusal_logged: Mutex::new(None),
+            last_room_made_logged: Mutex::new(None),
         }
     }
 
-    /// Counts a new connection from `peer`, or says which cap it is over.
+    /// Counts a new connection from `peer` (closing an older one to make
+    /// room when the listener may), or says which cap it is over.
     fn admit(&self, peer: IpAddr) -> Result<AdmittedConnection, &'static str> {
-        let overall = self.overall.clone().try_acquire_owned().map_err(|_| "connections overall")?;
         let address = client_key(peer);
-        let mut counts = self.per_address.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = counts.entry(address).or_default();
-        if *count >= self.per_address_cap {
-            return Err("connections per client address");
+        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut made_room_at = None;
+        // The address's cap first: room made there is room overall too.
+        for (scope, cap) in [(Some(address), "connections per client address"), (None, "connections overall")] {
+            let at_cap = match scope {
+                Some(address) => table.per_address.get(&address).copied().unwrap_or(0) >= self.per_address_cap,
+                None => table.open.len() >= self.max_connections,
+            };
+            if at_cap {
+                if !(self.make_room_from_unauthenticated && table.make_room(scope)) {
+                    return Err(cap);
+                }
+                made_room_at = Some(cap);
+            }
         }
-        *count += 1;
-        Ok(AdmittedConnection { _overall: overall, address, per_address: self.per_address.clone() })
+        let id = table.next_id;
+        table.next_id += 1;
+        let state = Arc::new(ConnectionState::default());
+        table.open.insert(id, OpenConnection { address, state: state.clone() });
+        *table.per_address.entry(address).or_default() += 1;
+        Ok(AdmittedConnection { id, state, table: self.table.clone(), made_room_at })
     }
 
     fn log_refusal(&self, listener: &str, peer: SocketAddr, cap: &str) {
-        let mut last = self.last_refusal_logged.lock().unwrap_or_else(PoisonError::into_inner);
-        if last.is_none_or(|at| at.elapsed() >= REFUSAL_LOG_INTERVAL) {
-            *last = Some(Instant::now());
+        if due(&self.last_refusal_logged) {
             tracing::warn!(listener, %peer, cap, "connection closed at accept: at the cap (logged once per 10 s)");
+        }
+    }
+
+    fn log_room_made(&self, listener: &str, peer: SocketAddr, cap: &str) {
+        if due(&self.last_room_made_logged) {
+            tracing::warn!(
+                listener,
+                %peer,
+                cap,
+                "at the cap: closed an idle connection that had not authenticated to admit a new one (logged once per 10 s)"
+            );
         }
     }
 }
 
-/// Requests in progress on one connection: from the service call until
-/// hyper has dropped the response body (written, or abandoned).
-#[derive(Default)]
-struct RequestsInProgress(AtomicUsize);
+/// Whether a line logged at most once per [`REFUSAL_LOG_INTERVAL`] is due (and marks it logged).
+fn due(last: &Mutex<Option<Instant>>) -> bool {
+    let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
+    let due = last.is_none_or(|at| at.elapsed() >= REFUSAL_LOG_INTERVAL);
+    if due {
+        *last = Some(Instant::now());
+    }
+    due
+}
 
-struct RequestInProgress(Arc<RequestsInProgress>);
+/// One request in progress on a connection, until dropped.
+struct RequestInProgress(Arc<ConnectionState>);
 
 impl RequestInProgress {
-    fn start(requests: &Arc<RequestsInProgress>) -> RequestInProgress {
-        requests.0.fetch_add(1, Ordering::Relaxed);
-        RequestInProgress(requests.clone())
+    fn start(connection: &Arc<ConnectionState>) -> RequestInProgress {
+        connection.requests.fetch_add(1, Ordering::Relaxed);
+        RequestInProgress(connection.clone())
     }
 }
 
 impl Drop for RequestInProgress {
     fn drop(&mut self) {
-        self.0.0.fetch_sub(1, Ordering::Relaxed);
+        self.0.requests.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -160,7 +278,7 @@ impl Drop for RequestInProgress {
 /// it waits for a request, so the timer is checked exactly then.
 struct IdleTimeoutIo<T> {
     inner: T,
-    requests: Arc<RequestsInProgress>,
+    connection: Arc<ConnectionState>,
     idle_timeout: Duration,
     last_activity: Instant,
     /// Rearmed lazily: when it fires early, it is set to the true deadline.
@@ -168,11 +286,11 @@ struct IdleTimeoutIo<T> {
 }
 
 impl<T> IdleTimeoutIo<T> {
-    fn new(inner: T, requests: Arc<RequestsInProgress>, idle_timeout: Duration) -> Self {
+    fn new(inner: T, connection: Arc<ConnectionState>, idle_timeout: Duration) -> Self {
         let now = Instant::now();
         IdleTimeoutIo {
             inner,
-            requests,
+            connection,
             idle_timeout,
             last_activity: now,
             timer: Box::pin(tokio::time::sleep_until(now + idle_timeout)),
@@ -184,7 +302,7 @@ impl<T> IdleTimeoutIo<T> {
         loop {
             ready!(self.timer.as_mut().poll(cx));
             let now = Instant::now();
-            let idle_until = if self.requests.0.load(Ordering::Relaxed) > 0 {
+            let idle_until = if self.connection.requests.load(Ordering::Relaxed) > 0 {
                 now + self.idle_timeout
             } else {
                 self.last_activity + self.idle_timeout
@@ -303,12 +421,16 @@ pub async fn serve_connections(
                 continue;
             }
         };
-        let requests = Arc::new(RequestsInProgress::default());
+        if let Some(cap) = admitted.made_room_at {
+            limits.log_room_made(name, peer, cap);
+        }
+        let state = admitted.state.clone();
         let app = app.clone();
-        let in_progress = requests.clone();
+        let in_progress = state.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
             let request_in_progress = RequestInProgress::start(&in_progress);
             request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+            request.extensions_mut().insert(ConnectionStanding(in_progress.clone()));
             let response = app.clone().oneshot(request.map(axum::body::Body::new));
             async move {
                 let response = response.await?;
@@ -321,11 +443,15 @@ pub async fn serve_connections(
                 }))
             }
         });
-        let io = TokioIo::new(IdleTimeoutIo::new(stream, requests, settings.idle_timeout));
+        let io = TokioIo::new(IdleTimeoutIo::new(stream, state.clone(), settings.idle_timeout));
         let connection = graceful.watch(builder.serve_connection(io, service));
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "connection ended");
+            tokio::select! {
+                ended = connection => if let Err(error) = ended {
+                    tracing::debug!(%error, "connection ended");
+                },
+                // Dropping the connection closes it.
+                () = state.closing.notified() => tracing::debug!("connection closed to make room for a new one"),
             }
             drop(admitted);
         });
@@ -362,6 +488,7 @@ mod tests {
             max_connections_per_address: 2,
             header_read_timeout: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(1),
+            make_room_from_unauthenticated: false,
         };
         let limits = ConnectionLimits::new(&settings);
         let (a, b, c) = (IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 2]), IpAddr::from([10, 0, 0, 3]));
@@ -375,6 +502,46 @@ mod tests {
         drop(first);
         assert!(limits.admit(a).is_ok(), "a closed connection frees its places");
         drop(third);
-        assert!(limits.per_address.lock().unwrap_or_else(PoisonError::into_inner).get(&b).is_none());
+        assert!(!limits.table.lock().unwrap_or_else(PoisonError::into_inner).per_address.contains_key(&b));
+    }
+
+    #[test]
+    fn at_a_cap_an_idle_stranger_makes_room_never_an_authenticated_or_busy_connection() {
+        let settings = ConnectionSettings {
+            max_connections: 4,
+            max_connections_per_address: 2,
+            header_read_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+            make_room_from_unauthenticated: true,
+        };
+        let limits = ConnectionLimits::new(&settings);
+        let (a, b, c) = (IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 2]), IpAddr::from([10, 0, 0, 3]));
+        let admit = |peer| limits.admit(peer).unwrap_or_else(|cap| panic!("refused at {cap}"));
+        let is_open = |connection: &AdmittedConnection| {
+            limits.table.lock().unwrap_or_else(PoisonError::into_inner).open.contains_key(&connection.id)
+        };
+        // Per address: the address's oldest stranger makes room.
+        let (a1, a2) = (admit(a), admit(a));
+        let a3 = admit(a);
+        assert_eq!(a3.made_room_at, Some("connections per client address"));
+        assert!(!is_open(&a1) && is_open(&a2) && is_open(&a3));
+        // An authenticated connection, or one in a request, never does.
+        ConnectionStanding(a2.state.clone()).mark_authenticated();
+        let busy = RequestInProgress::start(&a3.state);
+        assert_eq!(limits.admit(a).err(), Some("connections per client address"));
+        drop(busy);
+        let a4 = admit(a);
+        assert!(is_open(&a2) && !is_open(&a3) && is_open(&a4));
+        // Overall: the oldest stranger of any address.
+        let (b1, c1) = (admit(b), admit(c));
+        assert!(is_open(&a4) && is_open(&b1));
+        let c2 = admit(c);
+        assert_eq!(c2.made_room_at, Some("connections overall"));
+        assert!(!is_open(&a4) && is_open(&b1) && is_open(&c1) && is_open(&c2));
+        // The address holding the most places gives one up, not the oldest stranger's.
+        let d1 = admit(IpAddr::from([10, 0, 0, 4]));
+        assert!(is_open(&b1) && !is_open(&c1) && is_open(&c2) && is_open(&d1));
+        let table = limits.table.lock().unwrap_or_else(PoisonError::into_inner);
+        assert_eq!((table.open.len(), table.per_address.get(&a).copied()), (4, Some(1)));
     }
 }

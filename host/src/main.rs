@@ -189,7 +189,8 @@ struct AdminArgs {
     /// The admin listener's URL.
     #[arg(long, env = "ESR_ADMIN_URL", default_value = "http://127.0.0.1:8081")]
     admin_url: String,
-    /// The server's data directory, where its admin token is (or set ESR_ADMIN_TOKEN).
+    /// The server's data directory, where its admin token is (or set
+    /// ESR_ADMIN_TOKEN: at least 128 bits, e.g. 32 hex or 22 base64 characters).
     #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
     data_dir: PathBuf,
 }
@@ -199,7 +200,8 @@ struct AdminArgs {
 struct DatabaseArgs {
     /// A PostgreSQL database (`postgres://…` or `postgresql://…`) instead
     /// of sled in the data directory; the data directory then holds only
-    /// the compile cache and a copy of the admin token.
+    /// the compile cache and this machine's copy of the admin token (the
+    /// database keeps only its SHA-256).
     #[arg(long = "database", env = "ESR_DATABASE_URL")]
     url: Option<String>,
     /// Connections to the database this process keeps open at most
@@ -241,7 +243,21 @@ struct ServeArgs {
     /// listener creates organizations and keys and imports data).
     #[arg(long, env = "ESR_ADMIN_ALLOW_REMOTE", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     admin_allow_remote: bool,
-    /// Where the database lives (with --database: the compile cache).
+    /// Connections the admin listener holds at once from one client address
+    /// (an IPv6 /64), of its 32; at either cap, the oldest connection that
+    /// has not presented the admin token and is between requests is closed
+    /// to admit the new one.
+    #[arg(long, env = "ESR_ADMIN_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=32))]
+    admin_max_connections_per_address: u32,
+    /// Seconds an admin connection may take to send a request's headers,
+    /// counted from when the server starts waiting for them, before it is
+    /// closed (short: a connection holds an admin place until it authenticates).
+    #[arg(long, env = "ESR_ADMIN_HEADER_READ_TIMEOUT_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    admin_header_read_timeout_secs: u64,
+    /// Where the database lives (with --database: the compile cache), and
+    /// the admin token (`admin-token`, generated on first start) unless
+    /// ESR_ADMIN_TOKEN sets it: at least 128 bits of entropy (e.g. 32 hex or
+    /// 22 base64 characters), else esr refuses to start.
     #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
     data_dir: PathBuf,
     #[command(flatten)]
@@ -621,6 +637,8 @@ fn main() -> ExitCode {
                 listen: args.listen,
                 admin_listen: args.admin_listen,
                 admin_allow_remote: args.admin_allow_remote,
+                admin_max_connections_per_address: args.admin_max_connections_per_address as usize,
+                admin_header_read_timeout: std::time::Duration::from_secs(args.admin_header_read_timeout_secs),
                 data_dir: args.data_dir,
                 database_replicas: args.database.replicas(),
                 database_url: args.database.url,

@@ -1,6 +1,7 @@
 //! `esr migrate`: copies a sled deployment into a PostgreSQL database,
 //! through the store seam only: secrets (the cursor key, so cursors keep
-//! working), the admin token, markers, organizations, every record in id
+//! working), the admin token's SHA-256 (the hosts compare it; the token
+//! stays in the operator's hands), markers, organizations, every record in id
 //! order with its index entries and counts, and the API keys under their
 //! hashes (so the keys keep working). The copy is streamed per organization
 //! and collection in bounded batches and checked at the end.
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::http::admin::{ADMIN_TOKEN_FILE, ADMIN_TOKEN_TEXT_SECRET};
+use crate::http::admin_auth::{ADMIN_TOKEN_DIGEST_SECRET, ADMIN_TOKEN_FILE, token_digest};
 use crate::store::{self, COLLECTIONS, CollectionWrite, MAX_SCAN, Store};
 
 /// The most records one write to the target holds (a transaction each):
@@ -55,10 +56,11 @@ pub fn migrate(from: &Path, to: &str) -> anyhow::Result<Copied> {
     }
     let mut copied = Copied::default();
 
-    // The admin token of a sled deployment is a file beside its store.
+    // The admin token of a sled deployment is a file beside its store; the
+    // database keeps only its digest, which every host compares.
     match std::fs::read_to_string(from.join(ADMIN_TOKEN_FILE)) {
         Ok(token) if !token.trim().is_empty() => {
-            target.set_secret(ADMIN_TOKEN_TEXT_SECRET, token.trim().as_bytes())?;
+            target.set_secret(ADMIN_TOKEN_DIGEST_SECRET, &token_digest(&token))?;
             copied.secrets += 1;
         }
         Ok(_) => {}

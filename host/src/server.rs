@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use crate::connections::{self, ConnectionSettings, serve_connections};
 use crate::http::admin::{self, AdminState};
+use crate::http::admin_auth;
 use crate::http::limits::{self, Quota, RateLimits};
 use crate::http::slots::CallSlots;
 use crate::http::store_calls::StoreCalls;
@@ -95,6 +95,11 @@ pub struct ServeOptions {
     pub idle_timeout: Duration,
     /// Let the admin listener bind an address other than loopback.
     pub admin_allow_remote: bool,
+    /// Connections the admin listener holds at once from one client address.
+    pub admin_max_connections_per_address: usize,
+    /// How long an admin connection may take to send a request's headers
+    /// (before it has authenticated, it holds a place for that long at most).
+    pub admin_header_read_timeout: Duration,
     /// Serve every group with the native baseline (measurement only).
     pub native_handlers: bool,
     /// How long the change feed keeps deletion events.
@@ -114,6 +119,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             options.admin_listen
         );
     }
+    // A weak ESR_ADMIN_TOKEN is refused before anything is opened.
+    admin_auth::environment_token()?;
     let connections = public_connection_settings(&options)?;
     crate::store::check_data_dir_private(&options.data_dir)?;
     // Store calls block (a network database's client must not run on the
@@ -198,13 +205,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         import_max_lines: options.import_max_lines,
         import_max_findings: options.import_max_findings,
         metrics: state.metrics.clone(),
-        token_hash: Sha256::digest(
-            tokio::task::block_in_place(|| {
-                admin::admin_token(&options.data_dir, options.database_url.is_some().then_some(db.as_ref()))
-            })?
-            .as_bytes(),
-        )
-        .into(),
+        token_hash: tokio::task::block_in_place(|| {
+            admin_auth::admin_token_digest(&options.data_dir, options.database_url.is_some().then_some(db.as_ref()))
+        })?,
+        failed_authentications: Arc::default(),
     };
     println!("{LISTENING}http://{bound}");
     println!("{ADMIN_LISTENING}http://{admin_bound}");
@@ -213,7 +217,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
     let admin_connections = ConnectionSettings {
         max_connections: ADMIN_MAX_CONNECTIONS,
-        max_connections_per_address: ADMIN_MAX_CONNECTIONS,
+        max_connections_per_address: options.admin_max_connections_per_address.min(ADMIN_MAX_CONNECTIONS),
+        header_read_timeout: options.admin_header_read_timeout,
+        // Strangers holding places (a slowloris) make room for the operator.
+        make_room_from_unauthenticated: true,
         ..connections
     };
     let admin = tokio::spawn(serve_connections(
@@ -339,6 +346,7 @@ fn public_connection_settings(options: &ServeOptions) -> anyhow::Result<Connecti
         max_connections_per_address: options.max_connections_per_address,
         header_read_timeout: options.header_read_timeout,
         idle_timeout: options.idle_timeout,
+        make_room_from_unauthenticated: false,
     })
 }
 

@@ -1,7 +1,8 @@
 //! Connections are bounded, on both listeners: caps overall and per client
 //! address enforced at accept, idle keep-alive connections closed after
 //! the idle timeout, half-sent requests closed, and the admin listener kept
-//! on loopback unless explicitly allowed elsewhere.
+//! on loopback unless explicitly allowed elsewhere; a slowloris on the
+//! admin listener does not lock the operator out.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,6 +11,8 @@ mod common;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{IpAddr, TcpStream};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Server, plugins_dir, plugins_dir_with, test_plugins_dir};
@@ -215,4 +218,117 @@ fn a_non_loopback_admin_address_is_refused_unless_explicitly_allowed() {
     let output = child.wait_with_output().unwrap();
     let (_, admin) = listening.unwrap_or_else(|| panic!("refused: {}", String::from_utf8_lossy(&output.stderr)));
     assert!(admin.starts_with("http://0.0.0.0:"), "{admin}");
+}
+
+/// A slowloris against `target`: `count` connections, from `sources` in
+/// turn, each sending a request head one byte every `pace` and never
+/// finishing it, opened again `pace` after the server closes it, until
+/// `stop`. Counts the connections it opened in `opened`.
+fn slowloris(
+    target: std::net::SocketAddr,
+    sources: Vec<IpAddr>,
+    count: usize,
+    pace: Duration,
+    stop: Arc<AtomicBool>,
+    opened: Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let head = b"POST /admin/v1/plugins/reload HTTP/1.1\r\nHost: admin\r\nX-Padding: ";
+            let tasks: Vec<_> = (0..count)
+                .map(|i| {
+                    let (stop, opened, source) = (stop.clone(), opened.clone(), sources[i % sources.len()]);
+                    tokio::spawn(async move {
+                        while !stop.load(Ordering::Relaxed) {
+                            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                            socket.bind(std::net::SocketAddr::new(source, 0)).unwrap();
+                            if let Ok(mut stream) = socket.connect(target).await {
+                                opened.fetch_add(1, Ordering::Relaxed);
+                                let mut bytes = head.iter().chain(std::iter::repeat(&b'a'));
+                                let mut buffer = [0u8; 1024];
+                                while !stop.load(Ordering::Relaxed) {
+                                    tokio::select! {
+                                        // Closed (or answered): open another.
+                                        _ = stream.read(&mut buffer) => break,
+                                        () = tokio::time::sleep(pace) => {
+                                            let byte = bytes.next().copied().unwrap_or(b'a');
+                                            if stream.write_all(&[byte]).await.is_err() {
+                                                break;
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                            tokio::time::sleep(pace).await;
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                let _ = task.await;
+            }
+        });
+    })
+}
+
+#[test]
+fn the_operator_revokes_a_key_and_imports_while_a_slowloris_holds_the_admin_listener() {
+    let server = Server::start(&plugins_dir());
+    let organization = server.organization_ids[0].clone();
+    let created: serde_json::Value = server
+        .admin(reqwest::Method::POST, "/admin/v1/keys")
+        .json(&serde_json::json!({"organization_id": organization, "name": "to revoke", "scopes": ["endpoints:read"]}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let (key_id, key) = (created["id"].as_str().unwrap(), created["api_key"].as_str().unwrap());
+    let endpoints = common::private_tempdir();
+    let file = endpoints.path().join("endpoints.ndjson");
+    let line = serde_json::json!({"hostname": "during-the-attack", "operating_system": {"name": "Debian 12", "family": "linux"}});
+    std::fs::write(&file, format!("{line}\n")).unwrap();
+
+    // One local process, four loopback addresses, 40 slow connections:
+    // more than the admin listener's 32 places.
+    let admin: std::net::SocketAddr = host_port(&server.admin_base).parse().unwrap();
+    let (stop, opened) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
+    let sources = (2..=5).map(|last| IpAddr::from([127, 0, 0, last])).collect();
+    let attack = slowloris(admin, sources, 40, Duration::from_millis(200), stop.clone(), opened.clone());
+    let started = Instant::now();
+    while opened.load(Ordering::Relaxed) < 40 {
+        assert!(started.elapsed() < BOUND, "the slowloris opened only {} connections", opened.load(Ordering::Relaxed));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let opened_before = opened.load(Ordering::Relaxed);
+
+    // The operator, from 127.0.0.1, with the command line.
+    let timed = |args: &[&str]| {
+        let started = Instant::now();
+        let output = server.cli(args);
+        (output, started.elapsed())
+    };
+    let (revoked, revoke_took) = timed(&["keys", "revoke", key_id]);
+    let (imported, import_took) =
+        timed(&["import", "--organization", &organization, "--collection", "endpoints", file.to_str().unwrap()]);
+    let (listed, list_took) = timed(&["organizations", "list"]);
+    let opened_during = opened.load(Ordering::Relaxed) - opened_before;
+    stop.store(true, Ordering::Relaxed);
+    attack.join().unwrap();
+    eprintln!(
+        "under the slowloris ({opened_during} connections opened meanwhile): revoke {revoke_took:?}, import \
+         {import_took:?}, list {list_took:?}"
+    );
+    for (what, output, took) in
+        [("revoke", &revoked, revoke_took), ("import", &imported, import_took), ("list", &listed, list_took)]
+    {
+        assert!(output.status.success(), "{what} failed after {took:?}: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(took < Duration::from_secs(20), "{what} took {took:?}");
+    }
+    assert!(opened_during > 0, "the slowloris was still at it");
+    let refused = server.client.get(server.url("/v1/endpoints")).bearer_auth(key).send().unwrap();
+    assert_eq!(refused.status(), 401, "the revoked key is refused");
+    assert!(server.log().contains("closed an idle connection that had not authenticated"), "{}", server.log());
 }

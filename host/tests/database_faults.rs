@@ -76,6 +76,9 @@ impl Deployment {
         let a = Server::start_with(&plugins_dir(), &flags);
         let b_dir = private_tempdir();
         std::fs::copy(a.data_dir().join("demo-keys.json"), b_dir.path().join("demo-keys.json")).unwrap();
+        // The database keeps only the admin token's digest: the operator
+        // copies the first host's token to the other hosts' machines.
+        std::fs::copy(a.data_dir().join("admin-token"), b_dir.path().join("admin-token")).unwrap();
         let b = Server::start_on_with(&plugins_dir(), b_dir.path(), &flags);
         Deployment { cluster, url, hosts: [a, b], _b_dir: b_dir }
     }

@@ -12,6 +12,7 @@ use common::plugins_dir;
 use common::postgres::Twins;
 use reqwest::Method;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 #[test]
 fn postgres_answers_the_api_cases_as_sled_does() {
@@ -23,16 +24,22 @@ fn postgres_answers_the_api_cases_as_sled_does() {
 fn admin_routes_and_the_command_line_work_on_postgres() {
     let database = common::postgres::TestDatabase::new();
     let server = common::Server::start_with(&plugins_dir(), &["--database", &database.url]);
-    // The admin token is kept in the database.
-    let stored: Vec<u8> = database
+    // The database keeps only the admin token's SHA-256; the token itself
+    // is in the first host's data directory (and was shown once).
+    let token = server.admin_token();
+    let settings: Vec<(String, Vec<u8>)> = database
         .client()
-        .query_one("SELECT value FROM settings WHERE name = 'secret/admin-token'", &[])
+        .query("SELECT name, value FROM settings", &[])
         .unwrap()
-        .get(0);
-    assert_eq!(
-        server.admin_token(),
-        format!("esradm_{}", stored.iter().map(|b| format!("{b:02x}")).collect::<String>())
-    );
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    let digest = settings.iter().find(|(name, _)| name == "secret/admin-token-sha256").map(|(_, value)| value);
+    assert_eq!(digest.map(Vec::as_slice), Some(Sha256::digest(token.as_bytes()).as_slice()));
+    for (name, value) in &settings {
+        assert!(!name.starts_with("secret/admin-token-text") && name != "secret/admin-token", "{name} is stored");
+        assert!(!value.windows(token.len()).any(|window| window == token.as_bytes()), "{name} holds the token");
+    }
     let created: Value = server
         .admin(Method::POST, "/admin/v1/organizations")
         .json(&json!({"name": "Initech"}))
@@ -84,6 +91,33 @@ fn admin_routes_and_the_command_line_work_on_postgres() {
         .unwrap();
     assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
     assert!(String::from_utf8_lossy(&check.stdout).contains("every index agrees"));
+}
+
+#[test]
+fn a_database_holding_the_admin_token_keeps_only_its_digest_after_the_upgrade_and_the_hosts_copy_keeps_working() {
+    let database = common::postgres::TestDatabase::new();
+    // What schema 5 held: the token's 32 bytes in `settings`; each host
+    // wrote `esradm_` and their hex to its data directory.
+    let bytes: Vec<u8> = (0..32u8).map(|i| i.wrapping_mul(37).wrapping_add(11)).collect();
+    let token = format!("esradm_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    let mut client = database.client();
+    client.execute("UPDATE schema_version SET version = 5", &[]).unwrap();
+    client.execute("INSERT INTO settings (name, value) VALUES ('secret/admin-token', $1)", &[&bytes]).unwrap();
+    let data_dir = common::private_tempdir();
+    std::fs::write(data_dir.path().join("admin-token"), &token).unwrap();
+
+    let server = common::Server::start_on_with(&plugins_dir(), data_dir.path(), &["--database", &database.url]);
+    assert_eq!(server.admin_token(), token, "the host's copy is left as it was");
+    assert_eq!(server.admin(Method::GET, "/admin/v1/organizations").send().unwrap().status(), 200);
+    let stored: Vec<(String, Vec<u8>)> = client
+        .query("SELECT name, value FROM settings WHERE name LIKE 'secret/admin-token%'", &[])
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert_eq!(stored, [("secret/admin-token-sha256".to_owned(), Sha256::digest(token.as_bytes()).to_vec())]);
+    let version: i32 = client.query_one("SELECT version FROM schema_version", &[]).unwrap().get(0);
+    assert_eq!(version, esr::store::postgres::SCHEMA_VERSION);
 }
 
 #[test]

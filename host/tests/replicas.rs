@@ -46,6 +46,9 @@ impl Setup {
         );
         let b_dir = private_tempdir();
         std::fs::copy(a.data_dir().join("demo-keys.json"), b_dir.path().join("demo-keys.json")).unwrap();
+        // The database keeps only the admin token's digest: the operator
+        // copies the first host's token to the other hosts' machines.
+        std::fs::copy(a.data_dir().join("admin-token"), b_dir.path().join("admin-token")).unwrap();
         let b = Server::start_on_with(&plugins_dir(), b_dir.path(), &["--database", &database.url]);
         let setup = Setup { a, b, replica, database, _b_dir: b_dir };
         setup.wait_for_replica("up");

@@ -738,6 +738,9 @@ fn secrets_and_markers_survive_a_reopen(backend: &dyn Backend) {
         // Secrets set as given (a copied deployment's), of any length.
         store.set_secret("copied", &[7; 32]).unwrap();
         store.set_secret("text", b"esradm_copied").unwrap();
+        // The first value stored under a name stays (the admin token's digest).
+        assert_eq!(store.secret_if_absent("digest", [1; 32]).unwrap(), [1; 32]);
+        assert_eq!(store.secret_if_absent("digest", [2; 32]).unwrap(), [1; 32], "the first writer wins");
         store.insert_records(organization, FINDINGS, std::slice::from_ref(&record)).unwrap();
         store.insert_organization(&self::organization("acme")).unwrap();
         store.flush().unwrap();
@@ -754,6 +757,7 @@ fn secrets_and_markers_survive_a_reopen(backend: &dyn Backend) {
     let expected = [
         ("copied", vec![7; 32]),
         ("cursor", cursor.to_vec()),
+        ("digest", vec![1; 32]),
         ("other", other.to_vec()),
         ("text", b"esradm_copied".to_vec()),
     ];

@@ -3,32 +3,28 @@
 //! organizations, API keys, the import and deletion of records, and plugin
 //! reload.
 
-use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Context;
 use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, Request, State};
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use esr_plugin_sdk::time::Timestamp;
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use super::admin_auth::{self, FailedAuthentications};
 use super::problem::ApiError;
 use super::{path_parameters, request_id};
 use crate::auth::{self, ALL_READ_SCOPES};
+use crate::connections::ConnectionStanding;
 use crate::deletions::{self, DeleteError};
 use crate::ingest::{self, ImportError};
 use crate::plugins::{PluginInfo, PluginRegistry};
 use crate::store::{ApiKeyRecord, COLLECTIONS, Organization, Store, StoreError};
-
-/// The file the generated admin token is kept in, in the data directory.
-pub const ADMIN_TOKEN_FILE: &str = "admin-token";
 
 #[derive(Clone)]
 pub struct AdminState {
@@ -38,6 +34,8 @@ pub struct AdminState {
     pub store_calls: super::store_calls::StoreCalls,
     /// SHA-256 of the admin token.
     pub token_hash: [u8; 32],
+    /// Failed authentications by client address, throttled.
+    pub failed_authentications: Arc<FailedAuthentications>,
     /// The largest import body accepted, in bytes.
     pub import_max_bytes: usize,
     /// The most lines an import batch may hold.
@@ -45,54 +43,6 @@ pub struct AdminState {
     /// The most findings one scanner report may make.
     pub import_max_findings: usize,
     pub metrics: Arc<crate::metrics::Metrics>,
-}
-
-/// The secret holding, as text, an admin token a shared store took over
-/// from a sled deployment (`esr migrate`), which keeps working.
-pub const ADMIN_TOKEN_TEXT_SECRET: &str = "admin-token-text";
-
-/// The admin token: `ESR_ADMIN_TOKEN` when set; else, with a `shared`
-/// store (a database that several hosts serve), the one kept in it (copied
-/// from a sled deployment, or created by the first host) and copied to
-/// `<data-dir>/admin-token` for the command line on this machine; else the
-/// one in `<data-dir>/admin-token`, created (owner-only) on first start.
-pub fn admin_token(data_dir: &Path, shared: Option<&dyn Store>) -> anyhow::Result<String> {
-    if let Ok(token) = std::env::var("ESR_ADMIN_TOKEN") {
-        anyhow::ensure!(token.len() >= 16, "ESR_ADMIN_TOKEN must be at least 16 characters");
-        return Ok(token);
-    }
-    let path = data_dir.join(ADMIN_TOKEN_FILE);
-    if let Some(store) = shared {
-        let copied = store.secrets()?.into_iter().find(|(name, _)| name == ADMIN_TOKEN_TEXT_SECRET);
-        let token = match copied {
-            Some((_, text)) => String::from_utf8(text).context("the stored admin token is not text")?,
-            None => format!("esradm_{}", crate::plugins::hex(&store.secret("admin-token")?)),
-        };
-        if std::fs::read_to_string(&path).ok().as_deref() != Some(token.as_str()) {
-            std::fs::create_dir_all(data_dir)?;
-            crate::seed::write_private(&path, token.as_bytes())?;
-        }
-        return Ok(token);
-    }
-    match std::fs::read_to_string(&path) {
-        Ok(token) if !token.trim().is_empty() => Ok(token.trim().to_owned()),
-        _ => {
-            let token = format!("esradm_{}", auth::random_base62(40));
-            crate::seed::write_private(&path, token.as_bytes())?;
-            Ok(token)
-        }
-    }
-}
-
-/// The token a CLI subcommand uses to reach a running server.
-pub fn read_admin_token(data_dir: &Path) -> anyhow::Result<String> {
-    if let Ok(token) = std::env::var("ESR_ADMIN_TOKEN") {
-        return Ok(token);
-    }
-    let path = data_dir.join(ADMIN_TOKEN_FILE);
-    std::fs::read_to_string(&path).map(|t| t.trim().to_owned()).with_context(|| {
-        format!("no admin token in {} (set ESR_ADMIN_TOKEN, or --data-dir to the server's)", path.display())
-    })
 }
 
 pub fn router(state: AdminState) -> Router {
@@ -119,23 +69,51 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
-/// Every admin route needs the admin token.
+/// Every admin route needs the admin token. A connection that presents it
+/// is marked authenticated (the listener never closes it to make room for
+/// another). Failures are counted per client address: past its allowance,
+/// an address's failures are answered `429` with `Retry-After` and the
+/// connection is closed. The token is always compared, so the operator is
+/// never refused for failures another local process made from the same
+/// loopback address; guessing is hopeless anyway (at least 128 bits).
 async fn authorize(State(state): State<AdminState>, request: Request, next: Next) -> Response {
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "));
-    let Some(presented) = presented else {
-        return ApiError::unauthorized("the admin token is required: Authorization: Bearer <admin token>")
-            .into_response();
-    };
     // Comparing digests keeps the comparison's timing independent of the token.
-    let digest: [u8; 32] = Sha256::digest(presented.trim().as_bytes()).into();
-    if digest != state.token_hash {
-        return ApiError::unauthorized("the admin token is not valid").into_response();
+    if let Some(presented) = presented
+        && admin_auth::token_digest(presented) == state.token_hash
+    {
+        if let Some(connection) = request.extensions().get::<ConnectionStanding>() {
+            connection.mark_authenticated();
+        }
+        return next.run(request).await;
     }
-    next.run(request).await
+    let address = super::client_address(&request);
+    let now = std::time::Instant::now();
+    let throttled = state.failed_authentications.retry_after(address, now);
+    state.failed_authentications.record(address, now);
+    if let Some(wait) = throttled {
+        let seconds = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
+        let mut problem = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate-limited",
+            "Too many requests",
+            format!("too many failed admin authentications from this address; retry after {seconds} s"),
+        )
+        .with_header(header::CONNECTION, "close");
+        if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+            problem.headers.push((header::RETRY_AFTER, value));
+        }
+        return problem.into_response();
+    }
+    match presented {
+        None => ApiError::unauthorized("the admin token is required: Authorization: Bearer <admin token>"),
+        Some(_) => ApiError::unauthorized("the admin token is not valid"),
+    }
+    .into_response()
 }
 
 /// How long an admin request waits for a store permit (an import waits

@@ -6,6 +6,7 @@
 //! organization bound into its store.
 
 pub mod admin;
+pub mod admin_auth;
 mod changes;
 pub mod cursor;
 pub mod limits;

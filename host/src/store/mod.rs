@@ -771,6 +771,11 @@ pub trait Store: Send + Sync {
     /// caller and every host sharing the store.
     fn secret(&self, name: &str) -> Result<[u8; 32], StoreError>;
 
+    /// Stores `value` under `name` unless a secret is there already, and
+    /// returns the one stored: the first writer wins, for every caller and
+    /// every host sharing the store (e.g. the admin token's digest).
+    fn secret_if_absent(&self, name: &str, value: [u8; 32]) -> Result<[u8; 32], StoreError>;
+
     /// Every secret of this installation by name, as stored (copying a
     /// deployment to another store: `esr migrate`).
     fn secrets(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError>;

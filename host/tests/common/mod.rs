@@ -382,11 +382,14 @@ pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
             "--address-rate-limit-burst=100000",
         ]
     };
-    // `ESR_LOG=…` among the extras sets the log filter instead of being a flag.
+    // `ESR_…=…` among the extras sets that environment variable instead of
+    // being a flag (`ESR_LOG=…`: the log filter).
+    let is_variable = |item: &&&str| item.starts_with("ESR_") && item.contains('=');
     let log_filter = extra
         .iter()
         .find_map(|item| item.strip_prefix("ESR_LOG="))
         .unwrap_or("warn,esr::server=info,esr::connections=info");
+    let variables = extra.iter().filter(is_variable).filter_map(|item| item.split_once('='));
     Command::new(env!("CARGO_BIN_EXE_esr"))
         .args(["serve", "--demo", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
         .arg("--data-dir")
@@ -394,7 +397,8 @@ pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
         .arg("--plugins-dir")
         .arg(plugins_dir)
         .args(generous_limits)
-        .args(extra.iter().filter(|item| !item.starts_with("ESR_LOG=")))
+        .args(extra.iter().filter(|item| !is_variable(item)))
+        .envs(variables)
         .env("ESR_LOG", log_filter)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -496,13 +496,18 @@ impl Store for PgStore {
     /// A 32-byte secret shared by every host of this database, created on
     /// first use (the first writer wins).
     fn secret(&self, name: &str) -> Result<[u8; 32], StoreError> {
-        let mut connection = self.connection()?;
-        let key = format!("secret/{name}");
         let mut fresh = [0u8; 32];
         rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut fresh);
+        self.secret_if_absent(name, fresh)
+    }
+
+    /// Stores `value` unless the secret is there (the first writer wins).
+    fn secret_if_absent(&self, name: &str, value: [u8; 32]) -> Result<[u8; 32], StoreError> {
+        let mut connection = self.connection()?;
+        let key = format!("secret/{name}");
         connection.execute(
             "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-            &[&key, &&fresh[..]],
+            &[&key, &&value[..]],
         )?;
         let row = connection
             .query_opt("SELECT value FROM settings WHERE name = $1", &[&key])?

@@ -340,12 +340,17 @@ impl Trees {
     /// A 32-byte secret of this installation (e.g. the cursor-sealing
     /// key), created on first use so that it survives restarts.
     fn secret(&self, name: &str) -> Result<[u8; 32], StoreError> {
+        let mut fresh = [0u8; 32];
+        rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut fresh);
+        self.secret_if_absent(name, fresh)
+    }
+
+    /// Stores `value` unless the secret is there (the first writer wins).
+    fn secret_if_absent(&self, name: &str, value: [u8; 32]) -> Result<[u8; 32], StoreError> {
         let key = format!("secret/{name}");
         if self.meta.get(&key)?.is_none() {
-            let mut fresh = [0u8; 32];
-            rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut fresh);
             // Only the first writer wins, so concurrent first uses agree.
-            let _ = self.meta.compare_and_swap(&key, None as Option<&[u8]>, Some(&fresh[..]))?;
+            let _ = self.meta.compare_and_swap(&key, None as Option<&[u8]>, Some(&value[..]))?;
             self.flush()?;
         }
         let stored = self.meta.get(&key)?.ok_or_else(|| StoreError::Corrupt(format!("{key} vanished")))?;
@@ -1439,6 +1444,10 @@ impl Store for SledStore {
 
     fn secret(&self, name: &str) -> Result<[u8; 32], StoreError> {
         self.0.secret(name)
+    }
+
+    fn secret_if_absent(&self, name: &str, value: [u8; 32]) -> Result<[u8; 32], StoreError> {
+        self.0.secret_if_absent(name, value)
     }
 
     fn secrets(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
