@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use esr_plugin_sdk::contract::{SEVERITIES, transition_allowed};
 use esr_plugin_sdk::schema::{Field, Kind, MAX_ARRAY_ITEMS, Owner, schema};
+use esr_plugin_sdk::text::Form as TextForm;
 use esr_plugin_sdk::time::Timestamp;
 use serde::Serialize;
 use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
@@ -1038,7 +1039,19 @@ fn check_value(
         Kind::Text { max, multiline } => match value.as_str() {
             Some(text) if text.trim().is_empty() => Err("must not be empty".into()),
             Some(text) if text.chars().count() > max => Err(format!("longer than {max} characters")),
-            Some(text) => match forbidden_character(text, multiline) {
+            Some(text) => {
+                let form = if multiline { TextForm::Lines } else { TextForm::Line };
+                match esr_plugin_sdk::text::refusal(text, form) {
+                    Some(reason) => Err(reason),
+                    None => Ok(json!(text)),
+                }
+            }
+            None => Err("must be a string".into()),
+        },
+        Kind::Name { max } => match value.as_str() {
+            Some(text) if text.trim().is_empty() => Err("must not be empty".into()),
+            Some(text) if text.chars().count() > max => Err(format!("longer than {max} characters")),
+            Some(text) => match esr_plugin_sdk::text::refusal(text, TextForm::Name) {
                 Some(reason) => Err(reason),
                 None => Ok(json!(text)),
             },
@@ -1129,30 +1142,6 @@ fn check_value(
         },
     };
     checked.map_err(|reason| errors.add(line, path, reason)).ok()
-}
-
-/// Why text may not hold one of its characters: control characters (C0,
-/// DEL, C1; line feeds, carriage returns and tabs only in multi-line text,
-/// so ANSI escapes are refused with their ESC) and bidirectional formatting
-/// characters, which make text display other than it reads.
-fn forbidden_character(text: &str, multiline: bool) -> Option<String> {
-    let character = text.chars().find(|c| match c {
-        '\n' | '\r' | '\t' => !multiline,
-        c => c.is_control() || is_bidi_control(*c),
-    })?;
-    let code = u32::from(character);
-    Some(if character.is_control() && ['\n', '\r', '\t'].contains(&character) {
-        format!("contains the control character U+{code:04X}; line breaks and tabs only in multi-line text")
-    } else if character.is_control() {
-        format!("contains the control character U+{code:04X}")
-    } else {
-        format!("contains the bidirectional formatting character U+{code:04X}")
-    })
-}
-
-/// Marks and embeddings, overrides and isolates that reorder displayed text.
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A host name as RFC 1123 allows (no trailing dot: a name, not a query).

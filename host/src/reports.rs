@@ -29,9 +29,11 @@
 //! (`ingest::write_records_checked`): a report cannot write what an import
 //! line could not, and the write is one atomic batch.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use esr_plugin_sdk::report::{ConvertedReport, EntryState, ReportEntry, SkippedEntry, SuppressionReason};
+use esr_plugin_sdk::text::{Form as TextForm, nfkc};
 use esr_plugin_sdk::time::Timestamp;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -180,6 +182,10 @@ pub fn import(
         },
         None => None,
     };
+    let refused = refused_names(&report);
+    if !refused.is_empty() {
+        return Err(ReportError::Invalid(refused));
+    }
     let mut warnings = Vec::new();
     if let Some(at) = scanned_at {
         let now = Timestamp(crate::auth::unix_now_nanos());
@@ -436,7 +442,8 @@ impl InstalledPackage {
     fn of(endpoint: Uuid, entry: &ReportEntry) -> InstalledPackage {
         InstalledPackage {
             endpoint,
-            product: entry.package.name.trim().to_owned(),
+            // One package, one target, however the report spelled it.
+            product: nfkc(entry.package.name.trim()).into_owned(),
             version: entry.package.version.clone(),
             location: entry.location.clone(),
             vendor: entry.package.vendor.clone(),
@@ -447,19 +454,19 @@ impl InstalledPackage {
 
     /// What tells this installation's target apart.
     fn key(&self) -> InstallationKey<'_> {
-        (self.endpoint.to_string(), &self.product, self.version.as_deref(), self.location.as_deref())
+        (self.endpoint.to_string(), nfkc(&self.product), self.version.as_deref(), self.location.as_deref())
     }
 }
 
-/// An installation as a target names it: endpoint, product, installed
-/// version and location.
-type InstallationKey<'a> = (String, &'a str, Option<&'a str>, Option<&'a str>);
+/// An installation as a target names it: endpoint, product (in NFKC),
+/// installed version and location.
+type InstallationKey<'a> = (String, Cow<'a, str>, Option<&'a str>, Option<&'a str>);
 
 /// The installation a stored target is for.
 fn installation_of(target: &Value) -> InstallationKey<'_> {
     (
         target["endpoint_id"].as_str().unwrap_or_default().to_owned(),
-        target["subject"]["product"].as_str().unwrap_or_default(),
+        nfkc(target["subject"]["product"].as_str().unwrap_or_default()),
         target["installed_version"].as_str(),
         target["install_path"].as_str(),
     )
@@ -611,18 +618,19 @@ fn new_endpoint(id: Uuid, hostname: &str, os: Option<&esr_plugin_sdk::report::Op
 }
 
 /// A finding's identity within its endpoint and scanner; `None` when the
-/// entry lacks a vulnerability id or a package.
+/// entry lacks a vulnerability id or a package. In NFKC, so that a package
+/// spelled in full-width or mathematical letters is the same package.
 fn identity(entry: &ReportEntry) -> Option<String> {
     let id = entry.vulnerability_id.trim();
-    let package = entry.package.name.trim();
+    let package = nfkc(entry.package.name.trim());
     if id.is_empty() || package.is_empty() {
         return None;
     }
-    let vulnerability = cve_of(entry).unwrap_or(id);
+    let vulnerability = nfkc(cve_of(entry).unwrap_or(id));
     let mut identity = format!("{} {} {}", entry.class.as_str(), vulnerability, package.replace(' ', "_"));
     if let Some(location) = entry.location.as_deref().map(str::trim).filter(|l| !l.is_empty()) {
         identity.push(' ');
-        identity.push_str(location);
+        identity.push_str(&nfkc(location));
     }
     // `scanner_finding_id` holds at most 256 characters: a long identity
     // keeps its start and a hash of the whole.
@@ -633,6 +641,31 @@ fn identity(entry: &ReportEntry) -> Option<String> {
         identity = format!("{kept}#{}", &digest[..32]);
     }
     Some(identity)
+}
+
+/// The entries whose package name or vendor a record's name may not hold
+/// (`text::Form::Name`: invisible characters, words mixing Latin with
+/// look-alike letters): such a name could pass for another package and
+/// escape the scopes written for it. The report is refused naming them,
+/// as it is for any record made from it that the import rules refuse.
+fn refused_names(report: &ConvertedReport) -> Vec<InvalidEntry> {
+    let mut refused = Vec::new();
+    for (index, entry) in report.entries.iter().enumerate() {
+        // As given: a separator or control character around a name would
+        // reach the title the finding is given when the report has none.
+        let names =
+            [("package.name", Some(entry.package.name.as_str())), ("package.vendor", entry.package.vendor.as_deref())];
+        for (field, name) in names {
+            if let Some(reason) = name.and_then(|name| esr_plugin_sdk::text::refusal(name, TextForm::Name)) {
+                refused.push(InvalidEntry {
+                    entry: format!("entries[{index}] ({})", entry.vulnerability_id),
+                    field: field.to_owned(),
+                    reason,
+                });
+            }
+        }
+    }
+    refused
 }
 
 /// The first CVE among the entry's id and aliases.
@@ -661,7 +694,8 @@ fn stored_findings(
             continue;
         }
         if let Some(identity) = record["source"]["scanner_finding_id"].as_str() {
-            found.insert(identity.to_owned(), record);
+            // Identities stored before they were kept in NFKC.
+            found.insert(nfkc(identity).into_owned(), record);
         }
     }
     Ok(found)
@@ -1025,19 +1059,25 @@ fn new_target(package: &InstalledPackage, now: &str) -> Map<String, Value> {
 
 /// Whether an active scope's three filters (each empty one matching
 /// everything) hold for a target of this package with these open findings.
+/// Vendors and products match by confusable skeleton (`text::skeleton_key`:
+/// NFKC, lowercase, look-alike letters as the letters they pass for), tags
+/// in NFKC and lowercase (`text::match_key`).
 fn scope_matches(scope: &Value, package: &InstalledPackage, endpoint: &Value, open: &[&Value]) -> bool {
+    use esr_plugin_sdk::text::{match_key, skeleton_key};
     let strings = |value: &Value| -> Vec<String> {
         value.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_ascii_lowercase).collect()
     };
+    let names = |value: &Value, key: fn(&str) -> String| -> Vec<String> {
+        value.as_array().into_iter().flatten().filter_map(Value::as_str).map(key).collect()
+    };
     let subject = &scope["subject_filter"];
     let types = strings(&subject["subject_types"]);
-    let vendors = strings(&subject["vendors"]);
-    let products = strings(&subject["products"]);
+    let vendors = names(&subject["vendors"], skeleton_key);
+    let products = names(&subject["products"], skeleton_key);
     let cpes = strings(&subject["cpe_patterns"]);
-    let vendor = package.vendor.as_deref().unwrap_or("").to_ascii_lowercase();
     let subject_ok = (types.is_empty() || types.iter().any(|t| t == "software"))
-        && (vendors.is_empty() || vendors.contains(&vendor))
-        && (products.is_empty() || products.contains(&package.product.to_ascii_lowercase()))
+        && (vendors.is_empty() || vendors.contains(&skeleton_key(package.vendor.as_deref().unwrap_or(""))))
+        && (products.is_empty() || products.contains(&skeleton_key(&package.product)))
         && (cpes.is_empty()
             || open.iter().any(|finding| {
                 let cpe = finding["subject"]["cpe"].as_str().unwrap_or("").to_ascii_lowercase();
@@ -1046,8 +1086,8 @@ fn scope_matches(scope: &Value, package: &InstalledPackage, endpoint: &Value, op
     let filter = &scope["endpoint_filter"];
     let families = strings(&filter["os_families"]);
     let ids = strings(&filter["endpoint_ids"]);
-    let tags = strings(&filter["tags"]);
-    let endpoint_tags = strings(&endpoint["tags"]);
+    let tags = names(&filter["tags"], match_key);
+    let endpoint_tags = names(&endpoint["tags"], match_key);
     let family = endpoint["operating_system"]["family"].as_str().unwrap_or("").to_owned();
     let has_agent = !endpoint["agent_id"].is_null();
     let endpoint_ok = (families.is_empty() || families.contains(&family))

@@ -231,3 +231,38 @@ fn a_component_built_against_wit_0_3_1_loads_and_its_summary_is_404() {
     assert!(document["paths"].get("/v1/endpoints/summary").is_none());
     assert!(document["paths"].get("/v1/vulnerability-findings/summary").is_some());
 }
+
+/// The deadline bounds the store's work, not only the component's: a
+/// summary counted per combination of values (many store calls, each a
+/// walk of index entries) answers `503` within its deadline and a margin,
+/// on sled and on PostgreSQL, rather than when the counting is done
+/// (measured at 200,000 findings on sled: 3.8 s with no deadline in reach).
+#[test]
+fn a_summary_answers_within_its_deadline_on_both_backends() {
+    const DEADLINE_MS: u64 = 100;
+    // Room for a loaded machine: the counting alone takes seconds.
+    const MARGIN: std::time::Duration = std::time::Duration::from_millis(900);
+    let database = common::postgres::TestDatabase::new();
+    let deadline = DEADLINE_MS.to_string();
+    for backend in [&[][..], &["--database", database.url.as_str()][..]] {
+        let extra: Vec<&str> = [&["--plugin-deadline-ms", deadline.as_str()][..], backend].concat();
+        // More findings than a summary counts from its candidates (100,000):
+        // it counts per combination of values.
+        let server = Server::start_seeded_with(&plugins_dir(), 1500, 100, &extra);
+        for path in [
+            "/v1/vulnerability-findings/summary?groupBy=findingType,scanner&status=open,reopened",
+            "/v1/vulnerability-findings/summary?groupBy=scanner,kev&status=open",
+        ] {
+            let started = std::time::Instant::now();
+            let response = server.get(path);
+            let elapsed = started.elapsed();
+            let status = response.status().as_u16();
+            eprintln!("{backend:?} {path}: {status} in {elapsed:?}");
+            assert!(
+                elapsed <= std::time::Duration::from_millis(DEADLINE_MS) + MARGIN,
+                "{backend:?} {path}: answered {status} after {elapsed:?} with a deadline of {DEADLINE_MS} ms"
+            );
+            assert!(status == 200 || status == 503, "{backend:?} {path}: {status}");
+        }
+    }
+}

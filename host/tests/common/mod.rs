@@ -135,9 +135,18 @@ impl Server {
     /// The same, serving with `extra` flags.
     pub fn start_seeded_with(plugins_dir: &Path, endpoints: u32, findings_per_endpoint: u32, extra: &[&str]) -> Server {
         let data_dir = private_tempdir();
+        // A server of a database is seeded into that database.
+        let database: Vec<&str> = extra
+            .iter()
+            .position(|item| *item == "--database")
+            .and_then(|at| extra.get(at..at + 2))
+            .map(<[&str]>::to_vec)
+            .unwrap_or_default();
         let seeded = Command::new(env!("CARGO_BIN_EXE_esr"))
             .args(["seed", "--endpoints", &endpoints.to_string()])
-            .args(["--findings-per-endpoint", &findings_per_endpoint.to_string(), "--data-dir"])
+            .args(["--findings-per-endpoint", &findings_per_endpoint.to_string()])
+            .args(&database)
+            .arg("--data-dir")
             .arg(data_dir.path())
             .output()
             .unwrap();

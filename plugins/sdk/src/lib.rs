@@ -7,7 +7,8 @@
 //! - [`query`]: strict query-parameter parsing that collects every problem.
 //! - [`list`]: filtering, sorting, `limit`/`offset`/`cursor` paging, `total`.
 //! - [`time`]: RFC 3339 timestamps.
-//! - [`schema`], [`contract`]: the records' fields, enums and state machines.
+//! - [`schema`], [`contract`]: the records' fields, enums and state machines;
+//!   [`text`]: what text they may hold, and the form names match in.
 //! - [`report`]: the neutral report scanner-report importers return, and
 //!   the mappings they share (severities, CVSS, package managers, VEX);
 //!   [`scanner_reports`] finds the real reports importers' tests read.
@@ -29,6 +30,7 @@ pub mod schema;
 pub mod sort;
 mod stored;
 pub mod summary;
+pub mod text;
 pub mod time;
 
 /// Every component built with the SDK allocates from its instance arena.

@@ -12,11 +12,23 @@ use crate::contract::*;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Kind {
     /// A string of 1 to `max` characters, without control characters
-    /// (C0, DEL, C1) or bidirectional formatting characters; `multiline`
-    /// free text may also hold line feeds, carriage returns and tabs.
+    /// (C0, DEL, C1), format characters (Cf: bidirectional formatting,
+    /// zero-width, tags…), line and paragraph separators or noncharacters
+    /// ([`crate::text::Form::Line`]); `multiline` free text may also hold
+    /// line feeds, carriage returns, tabs, separators and the zero-width
+    /// joiners ([`crate::text::Form::Lines`]).
     Text {
         max: usize,
         multiline: bool,
+    },
+    /// A name records are matched by (a product, a vendor, a tag): one
+    /// line of text of 1 to `max` characters that also holds no
+    /// variation selector or other invisible character, and no word
+    /// mixing Latin with look-alike letters of Cyrillic or Greek
+    /// ([`crate::text::Form::Name`]). Stored as given; matched in
+    /// [`crate::text::match_key`] form.
+    Name {
+        max: usize,
     },
     /// A host name as RFC 1123 allows: dot-separated labels of letters,
     /// digits and inner hyphens, 1 to 63 characters each, 253 in all.
@@ -103,6 +115,9 @@ const fn text(max: usize) -> Kind {
 }
 
 const SHORT: Kind = text(256);
+/// A name that filters and identities match.
+const NAME: Kind = Kind::Name { max: 256 };
+const NAME_LIST: Kind = Kind::Array(&NAME);
 /// Free text that may run over several lines (descriptions, notes).
 const LONG: Kind = Kind::Text { max: 8192, multiline: true };
 const SHORT_LIST: Kind = Kind::Array(&SHORT);
@@ -133,7 +148,7 @@ pub const ENDPOINT: &[Field] = &[
     nullable("agent_version", SHORT),
     CREATED_AT,
     UPDATED_AT,
-    optional("tags", SHORT_LIST),
+    optional("tags", NAME_LIST),
     nullable("owner", Kind::Object(&[nullable("name", SHORT), nullable("email", Kind::Email)])),
     nullable("last_seen_at", Kind::Timestamp),
     service(
@@ -159,8 +174,8 @@ pub const SCOPE: &[Field] = &[
         "subject_filter",
         Kind::Object(&[
             optional("subject_types", Kind::Array(&Kind::Enum(SUBJECT_TYPES))),
-            optional("vendors", SHORT_LIST),
-            optional("products", SHORT_LIST),
+            optional("vendors", NAME_LIST),
+            optional("products", NAME_LIST),
             optional("cpe_patterns", SHORT_LIST),
         ]),
     ),
@@ -170,7 +185,7 @@ pub const SCOPE: &[Field] = &[
             optional("os_families", Kind::Array(&Kind::Enum(OS_FAMILIES))),
             optional("endpoint_ids", Kind::Array(&Kind::Reference("endpoints"))),
             nullable("has_agent", Kind::Bool),
-            optional("tags", SHORT_LIST),
+            optional("tags", NAME_LIST),
         ]),
     ),
     optional(
@@ -225,8 +240,8 @@ pub const FINDING: &[Field] = &[
         "subject",
         Kind::Object(&[
             required("type", Kind::Enum(SUBJECT_TYPES)),
-            nullable("vendor", SHORT),
-            required("product", SHORT),
+            nullable("vendor", NAME),
+            required("product", NAME),
             nullable("version", SHORT),
             nullable("cpe", SHORT),
             nullable("purl", text(1024)),
@@ -258,8 +273,8 @@ pub const TARGET: &[Field] = &[
         "subject",
         Kind::Object(&[
             required("type", Kind::Enum(SUBJECT_TYPES)),
-            nullable("vendor", SHORT),
-            required("product", SHORT),
+            nullable("vendor", NAME),
+            required("product", NAME),
         ]),
     ),
     nullable("installed_version", SHORT),
@@ -324,7 +339,7 @@ pub fn json_schema(fields: &[Field]) -> serde_json::Value {
 fn kind_schema(kind: Kind) -> serde_json::Value {
     use serde_json::json;
     match kind {
-        Kind::Text { max, .. } => json!({"type": "string", "maxLength": max}),
+        Kind::Text { max, .. } | Kind::Name { max } => json!({"type": "string", "maxLength": max}),
         Kind::Hostname => json!({"type": "string", "maxLength": 253}),
         Kind::Email => json!({"type": "string", "maxLength": 256}),
         Kind::Token => json!({"type": "string", "pattern": "^[a-z0-9._-]{1,64}$", "maxLength": 64}),
