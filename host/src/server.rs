@@ -175,10 +175,12 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             options.plugin_slot_wait,
         ),
         store_calls: store_calls.clone(),
+        admission_calls: StoreCalls::for_admission(db.as_ref()),
+        known_keys: crate::http::known_keys::KnownKeys::default(),
         request_deadline: Duration::from_millis(options.plugin_deadline_ms),
         request_permits: Arc::new(Semaphore::new(options.max_concurrent_requests)),
         metrics: Arc::new(Metrics::with_rate_limit_policies(&limits::POLICIES)),
-        component_health: std::sync::Mutex::default(),
+        health: tokio::sync::Mutex::default(),
         rate_limits,
     });
     let heartbeats = tokio::spawn(heartbeat(state.clone()));
@@ -195,6 +197,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         import_max_bytes: options.import_max_bytes,
         import_max_lines: options.import_max_lines,
         metrics: state.metrics.clone(),
+        serving: state.clone(),
         token_hash: Sha256::digest(
             tokio::task::block_in_place(|| {
                 admin::admin_token(&options.data_dir, options.database_url.is_some().then_some(db.as_ref()))
