@@ -112,7 +112,12 @@ pub fn bearer_key(authorization: Option<&str>) -> Result<&str, AuthFailure> {
 /// The principal of a well-formed key: its stored record, when the key is
 /// neither revoked nor expired.
 pub fn principal_of_key(db: &dyn Store, key: &str) -> Result<Result<Principal, AuthFailure>, StoreError> {
-    Ok(match db.api_key(&hash_key(key))? {
+    principal_of_hash(db, &hash_key(key))
+}
+
+/// [`principal_of_key`] by the key's hash.
+pub fn principal_of_hash(db: &dyn Store, hash: &[u8; 32]) -> Result<Result<Principal, AuthFailure>, StoreError> {
+    Ok(match db.api_key(hash)? {
         Some(record) if is_usable(&record) => {
             Ok(Principal { key_id: record.id, organization_id: record.organization_id, scopes: record.scopes })
         }
@@ -128,7 +133,8 @@ fn is_usable(record: &ApiKeyRecord) -> bool {
     record.revoked_at.is_none() && !expired
 }
 
-fn generate_key() -> String {
+/// A new key: random, with its checksum.
+pub fn generate_key() -> String {
     let random = random_base62(RANDOM_CHARS);
     format!("{KEY_PREFIX}{random}{}", checksum(&random))
 }

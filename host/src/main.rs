@@ -204,8 +204,9 @@ struct DatabaseArgs {
     /// database keeps only its SHA-256).
     #[arg(long = "database", env = "ESR_DATABASE_URL")]
     url: Option<String>,
-    /// Connections to the database this process keeps open at most
-    /// (default 16; hosts × this must stay under the server's max_connections).
+    /// Connections to the database this process keeps open at most for
+    /// tenants' work (default 16), beside 2 for authentication and health;
+    /// hosts × (this + 2) must stay under the server's max_connections.
     #[arg(long = "database-pool-size", env = "ESR_DATABASE_POOL_SIZE", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pool_size: Option<u32>,
     /// A streaming replica of the database that serves public reads
@@ -301,7 +302,9 @@ struct ServeArgs {
     /// Requests at once per API key to /v1/agent/config.
     #[arg(long, env = "ESR_AGENT_CONFIG_RATE_LIMIT_BURST", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     agent_config_rate_limit_burst: u32,
-    /// Requests per minute per client address without a valid key.
+    /// Requests per minute per client address without a valid key (and
+    /// before the lookup of a key not known valid); health's too, in
+    /// buckets of its own.
     #[arg(long, env = "ESR_ADDRESS_RATE_LIMIT_PER_MINUTE", default_value_t = 120, value_parser = clap::value_parser!(u32).range(1..))]
     address_rate_limit_per_minute: u32,
     /// Requests at once per client address without a valid key.

@@ -184,10 +184,12 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             options.plugin_slot_wait,
         ),
         store_calls: store_calls.clone(),
+        admission_calls: StoreCalls::for_admission(db.as_ref()),
+        known_keys: crate::http::known_keys::KnownKeys::default(),
         request_deadline: Duration::from_millis(options.plugin_deadline_ms),
         request_permits: Arc::new(Semaphore::new(options.max_concurrent_requests)),
         metrics: Arc::new(Metrics::with_rate_limit_policies(&limits::POLICIES)),
-        component_health: std::sync::Mutex::default(),
+        health: tokio::sync::Mutex::default(),
         rate_limits,
     });
     let heartbeats = tokio::spawn(heartbeat(state.clone()));
@@ -205,6 +207,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         import_max_lines: options.import_max_lines,
         import_max_findings: options.import_max_findings,
         metrics: state.metrics.clone(),
+        serving: state.clone(),
         token_hash: tokio::task::block_in_place(|| {
             admin_auth::admin_token_digest(&options.data_dir, options.database_url.is_some().then_some(db.as_ref()))
         })?,

@@ -521,13 +521,34 @@ fn health_and_agent_config_answer_per_the_contract() {
     assert_eq!(body["status"], "pass");
     assert!(body["version"].is_string());
     assert_eq!(body["checks"]["storage"][0]["status"], "pass");
-    for group in ["endpoints", "remediation-targets", "scopes", "vulnerability-findings", "agent"] {
+    // Public health says pass or fail per check, and nothing of where or what runs.
+    let groups = ["endpoints", "remediation-targets", "scopes", "vulnerability-findings", "agent"];
+    for group in groups {
         let check = &body["checks"][format!("plugin:{group}")][0];
+        assert_eq!(check, &serde_json::json!({"status": "pass", "component_type": "component"}), "{body}");
+    }
+    let mut members: Vec<&String> = body.as_object().unwrap().keys().collect();
+    members.sort();
+    assert_eq!(members, ["checks", "status", "version"], "{body}");
+    let (text, port) = (body.to_string(), server.base.rsplit(':').next().unwrap());
+    assert!(!text.contains("sha256:") && !text.contains(&format!(":{port}")), "{text}");
+
+    // The admin listener's health has the details.
+    let detailed = server.admin(reqwest::Method::GET, "/admin/v1/health").send().unwrap();
+    assert_eq!(detailed.status(), 200);
+    assert_eq!(detailed.headers()["content-type"], "application/health+json");
+    let detailed: Value = detailed.json().unwrap();
+    assert_eq!(detailed["status"], "pass");
+    assert!(detailed["host"].as_str().unwrap().ends_with(server.base.rsplit(':').next().unwrap()), "{detailed}");
+    for group in groups {
+        let check = &detailed["checks"][format!("plugin:{group}")][0];
         assert_eq!(check["name"], group);
         assert_eq!(check["status"], "pass", "{check}");
         assert!(check["version"].is_string());
         assert!(check["content_hash"].as_str().unwrap().starts_with("sha256:"), "{check}");
     }
+    let anonymous = server.client.get(format!("{}/admin/v1/health", server.admin_base)).send().unwrap();
+    assert_eq!(anonymous.status(), 401, "the details need the admin token");
 
     let active_scopes: BTreeSet<String> = server
         .all(0, "scopes")

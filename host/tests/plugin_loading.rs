@@ -14,7 +14,7 @@ fn a_replacement_component_serves_its_group_without_rebuilding_the_host() {
     let stock = Server::start(&plugins_dir());
     let stock_endpoints = stock.all(0, "endpoints");
     assert!(stock_endpoints.iter().any(|e| e["owner"].is_object() && e["ip"].is_string()));
-    let stock_version = stock.json("/v1/health")["checks"]["plugin:endpoints"][0]["version"].clone();
+    let stock_version = stock.health_details()["checks"]["plugin:endpoints"][0]["version"].clone();
     drop(stock);
 
     // The same host binary, with the endpoints component swapped for the
@@ -26,7 +26,7 @@ fn a_replacement_component_serves_its_group_without_rebuilding_the_host() {
     assert_eq!(endpoints.len(), stock_endpoints.len());
     assert!(endpoints.iter().all(|e| e["owner"].is_null() && e["ip"].is_null() && e["mac_address"].is_null()));
     assert!(endpoints.iter().all(|e| e["hostname"].is_string()));
-    let health: Value = server.json("/v1/health");
+    let health: Value = server.health_details();
     let version = &health["checks"]["plugin:endpoints"][0]["version"];
     assert!(version.as_str().unwrap().ends_with("+redacted"), "{version}");
     assert_ne!(version, &stock_version);
@@ -136,7 +136,7 @@ fn a_component_built_against_wit_0_3_0_still_loads() {
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", older.path())]);
     let server = Server::start(dir.path());
     assert_eq!(server.get("/v1/scopes").status(), 200);
-    let health: Value = server.json("/v1/health");
+    let health: Value = server.health_details();
     assert_eq!(health["checks"]["plugin:scopes"][0]["wit_version"], "0.3.0", "{health}");
 }
 

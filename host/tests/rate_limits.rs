@@ -1,10 +1,12 @@
 //! Rate limits over real HTTP: per key, a lower one for the agent
-//! configuration, per address without a valid key; health exempt.
+//! configuration, per address without a valid key (and before the lookup
+//! of a key not known valid), health per address in buckets of its own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use common::{Server, plugins_dir, wait_until};
@@ -60,22 +62,48 @@ fn each_key_has_its_own_bucket_and_every_response_says_where_it_stands() {
     assert_eq!(config.status(), 429);
     assert_eq!(server.get_as(1, "/v1/scopes").status(), 200, "reads keep their own bucket");
 
-    // Health is exempt.
-    for _ in 0..20 {
-        let health = server.client.get(server.url("/v1/health")).send().unwrap();
-        assert_eq!(health.status(), 200);
-        assert!(health.headers().get("ratelimit").is_none());
-    }
-
-    // Without a valid key, the address's coarse bucket.
+    // Health has a bucket of its own per address, with the address's quota.
+    let other_address =
+        |last: u8| reqwest::blocking::Client::builder().local_address(IpAddr::from([127, 0, 0, last])).build().unwrap();
+    let monitor = other_address(2);
     for remaining in (0..3).rev() {
-        let response = server.client.get(server.url("/v1/endpoints")).bearer_auth("esr_nope").send().unwrap();
+        let health = monitor.get(server.url("/v1/health")).send().unwrap();
+        assert_eq!(health.status(), 200);
+        assert_eq!(header(&health, "ratelimit-policy"), "\"health\";q=60;w=60");
+        assert_eq!(header(&health, "x-ratelimit-remaining"), remaining.to_string());
+    }
+    let health = monitor.get(server.url("/v1/health")).send().unwrap();
+    assert_eq!(health.status(), 429);
+    assert_eq!(header(&health, "content-type"), "application/problem+json");
+
+    // Without a valid key, the address's coarse bucket (the health bucket
+    // of the same address aside); a well-formed key not known valid is
+    // charged to it before it is looked up, so a flood of random keys
+    // costs no lookups past the address's burst.
+    let anonymous = other_address(2);
+    let random_key = esr::auth::generate_key();
+    for remaining in (0..3).rev() {
+        let key = if remaining == 1 { random_key.as_str() } else { "esr_nope" };
+        let response = anonymous.get(server.url("/v1/endpoints")).bearer_auth(key).send().unwrap();
         assert_eq!(response.status(), 401);
         assert_eq!(header(&response, "ratelimit-policy"), "\"per-address\";q=60;w=60");
         assert_eq!(header(&response, "x-ratelimit-remaining"), remaining.to_string());
     }
-    let response = server.client.get(server.url("/v1/endpoints")).send().unwrap();
-    assert_eq!(response.status(), 429);
+    for key in [None, Some(esr::auth::generate_key()), Some(server.keys[0].clone())] {
+        let mut request = anonymous.get(server.url("/v1/endpoints"));
+        if let Some(key) = &key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().unwrap();
+        // Acme's key is known valid on this host: its own bucket, not the address's.
+        let expected = if key.as_ref() == Some(&server.keys[0]) { [200, 429] } else { [429, 429] };
+        assert!(expected.contains(&response.status().as_u16()), "{key:?}: {}", response.status());
+        if key.as_ref() != Some(&server.keys[0]) {
+            assert_eq!(header(&response, "ratelimit-policy"), "\"per-address\";q=60;w=60");
+        } else {
+            assert_eq!(header(&response, "ratelimit-policy"), "\"per-key\";q=60;w=60");
+        }
+    }
 
     // Refused requests cost nothing; about a second later Acme has one again.
     wait_until(Duration::from_secs(30), "Acme's bucket to refill", || server.get("/v1/scopes").status() == 200);

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use common::{Server, plugins_dir, plugins_dir_with, test_plugins_dir};
 
 fn endpoints_version(server: &Server) -> String {
-    server.json("/v1/health")["checks"]["plugin:endpoints"][0]["version"].as_str().unwrap().to_owned()
+    server.health_details()["checks"]["plugin:endpoints"][0]["version"].as_str().unwrap().to_owned()
 }
 
 /// Puts `component` in the directory as the endpoints component.
@@ -72,13 +72,13 @@ fn reloads_swap_components_without_failing_a_request() {
 fn a_broken_directory_is_refused_and_the_loaded_components_keep_serving() {
     let dir = plugins_dir_with(&[], &[]);
     let server = Server::start_with(dir.path(), &[]);
-    let before = server.json("/v1/health");
+    let before = server.health_details();
     std::fs::write(dir.path().join("endpoints.wasm"), b"not a component").unwrap();
     server.signal("HUP");
     server.wait_for_log(30, |log| log.contains("plugin reload refused"));
     let log = server.log();
     assert!(log.contains("endpoints.wasm") && log.contains("not a valid WebAssembly component"), "{log}");
-    assert_eq!(server.json("/v1/health")["checks"], before["checks"], "health is unchanged");
+    assert_eq!(server.health_details()["checks"], before["checks"], "health is unchanged");
     assert_eq!(server.get("/v1/endpoints?limit=1").status(), 200, "the old component keeps serving");
 }
 

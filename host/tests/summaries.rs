@@ -210,7 +210,7 @@ fn a_component_built_against_wit_0_3_1_loads_and_its_summary_is_404() {
     let old = test_plugins_dir().join("endpoints-wit-0-3-1.wasm");
     let dir = plugins_dir_with(&["endpoints.wasm"], &[("endpoints.wasm", &old)]);
     let server = Server::start(dir.path());
-    let health = server.json("/v1/health");
+    let health = server.health_details();
     assert!(health.to_string().contains("+wit-0.3.1"), "{health}");
     // It serves its list and records as before.
     let page = server.json("/v1/endpoints");

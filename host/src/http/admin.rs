@@ -43,6 +43,8 @@ pub struct AdminState {
     /// The most findings one scanner report may make.
     pub import_max_findings: usize,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The public listener's state: health's details.
+    pub serving: super::AppState,
 }
 
 pub fn router(state: AdminState) -> Router {
@@ -55,6 +57,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/v1/organizations/{organization_id}/{collection}/{id}", delete(delete_record))
         .route("/admin/v1/plugins/reload", post(reload))
         .route("/metrics", get(metrics))
+        .route("/admin/v1/health", get(health))
         .method_not_allowed_fallback(|| async {
             ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -833,4 +836,11 @@ async fn read_body_within(
         .await
         .unwrap_or(false);
     Err(if drained { too_large() } else { too_large().with_header(header::CONNECTION, "close") })
+}
+
+/// `GET /admin/v1/health`: the public health with its details (this
+/// host's name, each component's version and hash, each replica's address
+/// and lag, the hosts sharing the rate limits).
+async fn health(State(state): State<AdminState>) -> Result<Response, ApiError> {
+    super::detailed_health(&state.serving).await
 }

@@ -4,15 +4,17 @@
 //! and `RateLimit` fields and the `X-RateLimit-*` ones; `429` adds
 //! `Retry-After`.
 //!
-//! Several hosts sharing one database divide every quota among them: each
-//! request costs as many of its bucket's requests as there are hosts
-//! serving (as the store counts them), so a caller's requests spread over
-//! the hosts by a load balancer get the quota once, not once per host.
+//! Several hosts sharing one database divide every quota among them: with
+//! `N` hosts serving (as the store counts them) each host's bucket refills
+//! `N` times slower and holds `1/N` of the burst (at least one request), so
+//! a caller's requests spread over the hosts by a load balancer get the
+//! sustained rate once, not once per host, however many hosts there are.
 
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv6Addr};
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
@@ -37,9 +39,14 @@ pub struct Quota {
 }
 
 impl Quota {
-    fn governor(self) -> governor::Quota {
-        let period = Duration::from_secs(60) / self.per_minute.max(1);
-        let burst = NonZeroU32::new(self.burst).unwrap_or(NonZeroU32::MIN);
+    /// One host's part of the quota when `hosts` share it: the period
+    /// between requests times `hosts`, the burst divided by `hosts` (at
+    /// least one request), so the hosts together never sustain more than
+    /// the policy.
+    fn governor_for(self, hosts: u32) -> governor::Quota {
+        let hosts = hosts.max(1);
+        let period = Duration::from_secs(60) / self.per_minute.max(1) * hosts;
+        let burst = NonZeroU32::new(self.burst / hosts).unwrap_or(NonZeroU32::MIN);
         governor::Quota::with_period(period)
             .unwrap_or_else(|| governor::Quota::per_second(NonZeroU32::MAX))
             .allow_burst(burst)
@@ -67,11 +74,22 @@ enum Slot<K> {
     Overflow,
 }
 
-/// A bucket per caller, at most [`MAX_TRACKED`] of them: an unknown caller
-/// arriving when the map is full is charged to [`Slot::Overflow`].
-struct BoundedStore<K: Hash + Eq + Clone> {
-    buckets: DashMapStateStore<Slot<K>>,
+/// Every caller's bucket of one policy (the time its next request is due,
+/// as `governor` keeps it), at most `bound` of them, shared by the
+/// limiters the policy has had as the number of hosts changed.
+struct Buckets<K: Hash + Eq + Clone> {
+    map: DashMapStateStore<Slot<K>>,
     bound: usize,
+}
+
+/// The buckets as one limiter sees them: `governor` counts time from when
+/// a limiter was made, so a limiter made later (for another number of
+/// hosts) reads and writes them shifted by `offset`, the time between the
+/// first limiter's start and its own. An unknown caller arriving when the
+/// map is full is charged to [`Slot::Overflow`].
+struct BoundedStore<K: Hash + Eq + Clone> {
+    buckets: Arc<Buckets<K>>,
+    offset: Nanos,
 }
 
 impl<K: Hash + Eq + Clone> StateStore for BoundedStore<K> {
@@ -81,49 +99,59 @@ impl<K: Hash + Eq + Clone> StateStore for BoundedStore<K> {
     where
         F: Fn(Option<Nanos>) -> Result<(T, Nanos), E>,
     {
+        let map = &self.buckets.map;
         // A known caller (the common case) is found without counting every shard.
-        let slot =
-            if self.buckets.contains_key(slot) || self.buckets.len() < self.bound { slot } else { &Slot::Overflow };
-        self.buckets.measure_and_replace(slot, f)
+        let slot = if map.contains_key(slot) || map.len() < self.buckets.bound { slot } else { &Slot::Overflow };
+        let offset = self.offset;
+        map.measure_and_replace(slot, |stored| {
+            let (outcome, next) = f(stored.map(|at| at.saturating_sub(offset)))?;
+            Ok((outcome, next + offset))
+        })
     }
 }
 
 impl<K: Hash + Eq + Clone> ShrinkableKeyedStateStore<Slot<K>> for BoundedStore<K> {
     fn retain_recent(&self, drop_below: Nanos) {
-        ShrinkableKeyedStateStore::retain_recent(&self.buckets, drop_below);
+        ShrinkableKeyedStateStore::retain_recent(&self.buckets.map, drop_below + self.offset);
     }
 
     fn shrink_to_fit(&self) {
-        self.buckets.shrink_to_fit();
+        self.buckets.map.shrink_to_fit();
     }
 
     fn len(&self) -> usize {
-        self.buckets.len()
+        self.buckets.map.len()
     }
 
     fn is_empty(&self) -> bool {
-        self.buckets.is_empty()
+        self.buckets.map.is_empty()
     }
 }
 
-/// One policy's buckets, by caller (GCRA, as `governor` keeps them).
-pub struct Limiter<K: Hash + Eq + Clone, C: Clock = DefaultClock> {
-    name: &'static str,
-    quota: Quota,
+/// A policy's limiter for one number of hosts sharing it.
+struct Share<K: Hash + Eq + Clone, C: Clock> {
+    hosts: u32,
     /// What one request costs: a bucket gains one request per `period`.
     period: Duration,
     burst: u32,
+    limiter: RateLimiter<Slot<K>, BoundedStore<K>, C, StateInformationMiddleware>,
+}
+
+/// One policy's buckets, by caller (GCRA, as `governor` keeps them).
+pub struct Limiter<K: Hash + Eq + Clone, C: Clock + Clone = DefaultClock> {
+    name: &'static str,
+    quota: Quota,
     /// The most buckets kept (see [`BoundedStore`]).
     bound: usize,
-    buckets: RateLimiter<Slot<K>, BoundedStore<K>, C, StateInformationMiddleware>,
-    /// When the limiter was made, for [`Self::last_sweep`].
+    buckets: Arc<Buckets<K>>,
+    clock: C,
+    /// When the limiter was made, for [`Self::last_sweep`] and the offsets of [`BoundedStore`].
     start: C::Instant,
     /// Nanoseconds from `start` to the last sweep of full buckets.
     last_sweep: AtomicU64,
-    /// How many hosts share the quota (see the module's documentation).
-    hosts: AtomicU32,
+    /// The limiter for the number of hosts sharing the quota now (see the module's documentation).
+    share: RwLock<Arc<Share<K, C>>>,
 }
-
 /// The outcome of one request against a policy.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Decision {
@@ -144,34 +172,33 @@ impl<K: Hash + Eq + Clone> Limiter<K> {
     }
 }
 
-impl<K: Hash + Eq + Clone, C: Clock> Limiter<K, C> {
+impl<K: Hash + Eq + Clone, C: Clock + Clone> Limiter<K, C> {
     /// A limiter on the given clock that tracks at most `bound` callers.
     fn with_clock(name: &'static str, quota: Quota, clock: C, bound: usize) -> Limiter<K, C> {
         let start = clock.now();
-        let store = BoundedStore { buckets: DashMapStateStore::default(), bound };
-        let governed = quota.governor();
-        let buckets = RateLimiter::<_, _, _, StateInformationMiddleware>::new(governed, store, clock);
-        let (period, burst) = (governed.replenish_interval(), governed.burst_size().get());
+        let buckets = Arc::new(Buckets { map: DashMapStateStore::default(), bound });
+        let share = Share::new(quota, 1, &buckets, &clock, Nanos::new(0));
         Limiter {
             name,
             quota,
-            period,
-            burst,
             bound,
             buckets,
+            clock,
             start,
             last_sweep: AtomicU64::new(0),
-            hosts: AtomicU32::new(1),
+            share: RwLock::new(Arc::new(share)),
         }
     }
 
-    /// Takes one request from the caller's bucket, if it has one left: as
-    /// many of the bucket's requests as there are hosts sharing the quota.
+    fn share(&self) -> Arc<Share<K, C>> {
+        self.share.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Takes one request from the caller's bucket, if it has one left.
     pub fn check(&self, caller: K) -> Decision {
         self.sweep_if_due();
-        let (period, burst) = (self.period, self.burst);
-        let share = self.hosts.load(Ordering::Relaxed).clamp(1, burst.max(1));
-        let cost = NonZeroU32::new(share).unwrap_or(NonZeroU32::MIN);
+        let share = self.share();
+        let (period, burst) = (share.period, share.burst);
         let seconds = |duration: Duration| duration.as_secs() + u64::from(duration.subsec_nanos() > 0);
         let refused = |wait: Duration| Decision {
             allowed: false,
@@ -179,49 +206,77 @@ impl<K: Hash + Eq + Clone, C: Clock> Limiter<K, C> {
             quota: self.quota,
             remaining: 0,
             // The bucket is full once the next request's wait and the rest of the burst have passed.
-            reset_seconds: seconds(wait + period * (burst - share)),
+            reset_seconds: seconds(wait + period * (burst - 1)),
             retry_after_seconds: seconds(wait).max(1),
         };
-        match self.buckets.check_key_n(&Slot::Caller(caller), cost) {
-            Ok(Ok(state)) => {
+        match share.limiter.check_key(&Slot::Caller(caller)) {
+            Ok(state) => {
                 let left = state.remaining_burst_capacity();
                 Decision {
                     allowed: true,
                     policy: self.name,
                     quota: self.quota,
-                    remaining: left / share,
+                    remaining: left,
                     reset_seconds: seconds(period * (burst - left)),
                     retry_after_seconds: 0,
                 }
             }
-            Ok(Err(not_until)) => refused(not_until.wait_time_from(self.buckets.clock().now())),
-            // Never: the cost is at most the burst.
-            Err(_) => refused(period * share),
+            Err(not_until) => refused(not_until.wait_time_from(self.clock.now())),
         }
     }
 
-    /// Sets how many hosts share this quota (at least one).
+    /// Sets how many hosts share this quota (at least one): callers keep
+    /// their buckets, now refilled at this host's part of the rate.
     pub fn set_hosts(&self, hosts: u32) {
-        self.hosts.store(hosts.max(1), Ordering::Relaxed);
+        let hosts = hosts.max(1);
+        if self.share().hosts == hosts {
+            return;
+        }
+        let mut current = self.share.write().unwrap_or_else(PoisonError::into_inner);
+        if current.hosts != hosts {
+            let offset = self.clock.now().duration_since(self.start);
+            *current = Arc::new(Share::new(self.quota, hosts, &self.buckets, &self.clock, offset));
+        }
+    }
+
+    /// How many hosts share the quota.
+    pub fn hosts(&self) -> u32 {
+        self.share().hosts
     }
 
     /// Forgets callers whose bucket is full (a new bucket would be the
     /// same): every [`SWEEP_EVERY`], or every [`SWEEP_WHEN_FULL_EVERY`]
     /// while the limiter is full. One caller sweeps; the others go on.
     fn sweep_if_due(&self) {
-        let now = u64::from(self.buckets.clock().now().duration_since(self.start));
+        let now = u64::from(self.clock.now().duration_since(self.start));
         let last = self.last_sweep.load(Ordering::Relaxed);
         let since = Duration::from_nanos(now.saturating_sub(last));
-        let due = since >= SWEEP_EVERY || (since >= SWEEP_WHEN_FULL_EVERY && self.buckets.len() >= self.bound);
+        let due = since >= SWEEP_EVERY || (since >= SWEEP_WHEN_FULL_EVERY && self.buckets.map.len() >= self.bound);
         if due && self.last_sweep.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
-            self.buckets.retain_recent();
-            self.buckets.shrink_to_fit();
+            let share = self.share();
+            share.limiter.retain_recent();
+            share.limiter.shrink_to_fit();
         }
     }
 
     /// How many buckets are kept now (callers, and the overflow bucket if in use).
     pub fn tracked(&self) -> usize {
-        self.buckets.len()
+        self.buckets.map.len()
+    }
+}
+
+impl<K: Hash + Eq + Clone, C: Clock + Clone> Share<K, C> {
+    /// The limiter of `hosts`' part of `quota` over `buckets`, made
+    /// `offset` after the policy's first.
+    fn new(quota: Quota, hosts: u32, buckets: &Arc<Buckets<K>>, clock: &C, offset: Nanos) -> Share<K, C> {
+        let governed = quota.governor_for(hosts);
+        let store = BoundedStore { buckets: buckets.clone(), offset };
+        Share {
+            hosts,
+            period: governed.replenish_interval(),
+            burst: governed.burst_size().get(),
+            limiter: RateLimiter::new(governed, store, clock.clone()),
+        }
     }
 }
 
@@ -238,14 +293,19 @@ pub fn address_key(address: IpAddr) -> IpAddr {
 }
 
 /// The policies' names, as responses and metrics give them.
-pub const POLICIES: [&str; 3] = ["per-key", "agent-config", "per-address"];
+pub const POLICIES: [&str; 4] = ["per-key", "agent-config", "per-address", "health"];
 
 /// The server's limiters.
 pub struct RateLimits {
     pub per_key: Limiter<Uuid>,
     pub agent_config: Limiter<Uuid>,
-    /// By [`address_key`].
+    /// By [`address_key`]: requests without a valid key, and every
+    /// request whose key is not known valid yet, before its lookup.
     pub per_address: Limiter<IpAddr>,
+    /// `/v1/health`, by [`address_key`], with the per-address quota in
+    /// buckets of its own (a monitor's probes and a client's requests
+    /// from one address do not throttle each other).
+    pub health: Limiter<IpAddr>,
 }
 
 impl RateLimits {
@@ -254,6 +314,7 @@ impl RateLimits {
             per_key: Limiter::new(POLICIES[0], per_key),
             agent_config: Limiter::new(POLICIES[1], agent_config),
             per_address: Limiter::new(POLICIES[2], per_address),
+            health: Limiter::new(POLICIES[3], per_address),
         }
     }
 
@@ -262,11 +323,12 @@ impl RateLimits {
         self.per_key.set_hosts(hosts);
         self.agent_config.set_hosts(hosts);
         self.per_address.set_hosts(hosts);
+        self.health.set_hosts(hosts);
     }
 
     /// How many hosts the quotas are divided among.
     pub fn hosts(&self) -> u32 {
-        self.per_key.hosts.load(Ordering::Relaxed)
+        self.per_key.hosts()
     }
 }
 
@@ -366,6 +428,44 @@ mod tests {
         clock.advance(Duration::from_secs(3));
         assert!(limiter.check(caller).allowed);
         assert!(!limiter.check(caller).allowed);
+    }
+
+    #[test]
+    fn more_hosts_than_the_burst_never_allow_more_than_the_policy_together() {
+        // Four hosts, a burst of two: each host refills four times slower
+        // with a burst of one, so the four allow about the policy's rate, not
+        // twice it (a cost clamped to the burst would).
+        let quota = Quota { per_minute: 60, burst: 2 };
+        let clock = FakeRelativeClock::default();
+        let hosts: Vec<Limiter<Uuid, FakeRelativeClock>> =
+            (0..4).map(|_| Limiter::with_clock("per-key", quota, clock.clone(), MAX_TRACKED)).collect();
+        let caller = Uuid::now_v7();
+        // The caller's bucket is in use before the hosts are counted: it keeps its state.
+        assert!(hosts[0].check(caller).allowed);
+        for host in &hosts {
+            host.set_hosts(4);
+        }
+        let mut allowed = 0;
+        for tick in 0..600 {
+            if tick > 0 {
+                clock.advance(Duration::from_millis(100));
+            }
+            for host in &hosts {
+                allowed += u32::from(host.check(caller).allowed);
+            }
+        }
+        // A minute (less a tick) at one request a second, and one burst per host.
+        assert!(allowed <= quota.per_minute + 4, "{allowed} requests allowed in a minute by 4 hosts");
+        assert!(allowed >= quota.per_minute - 4, "{allowed} requests allowed in a minute by 4 hosts");
+        let refused = hosts[0].check(caller);
+        assert!(!refused.allowed);
+        assert!(refused.retry_after_seconds <= 4, "one request per 4 s per host: {refused:?}");
+
+        // Back to one host, the full quota again.
+        hosts[0].set_hosts(1);
+        clock.advance(Duration::from_secs(2));
+        assert!(hosts[0].check(caller).allowed && hosts[0].check(caller).allowed);
+        assert!(!hosts[0].check(caller).allowed, "a burst of two");
     }
 
     #[test]

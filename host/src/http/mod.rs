@@ -9,6 +9,7 @@ pub mod admin;
 pub mod admin_auth;
 mod changes;
 pub mod cursor;
+pub mod known_keys;
 pub mod limits;
 pub mod openapi;
 pub mod problem;
@@ -32,7 +33,7 @@ use uuid::Uuid;
 
 use crate::auth::{self, AuthFailure, Principal};
 use crate::plugins::{self, CallError, CallReads, PluginError, PluginRegistry, PluginSet, QueryParam, Tenant};
-use crate::store::{Organization, Store, StoreError};
+use crate::store::{Organization, ReplicaHealth, Store, StoreError};
 use cursor::CursorBinding;
 use esr_plugin_sdk::list::MAX_LIMIT;
 use esr_plugin_sdk::query::MAX_CURSOR_CHARS;
@@ -72,18 +73,32 @@ pub struct SharedState {
     pub rate_limits: limits::RateLimits,
     /// Permits for blocking store calls (one per database connection).
     pub store_calls: store_calls::StoreCalls,
+    /// The permits of authentication and health's probe, apart from
+    /// `store_calls` (connections of their own).
+    pub admission_calls: store_calls::StoreCalls,
+    /// Keys recently found valid or unknown.
+    pub known_keys: known_keys::KnownKeys,
     /// How long a request may wait for what it needs (a database
     /// connection) before it is answered `503`: its component call's deadline.
     pub request_deadline: std::time::Duration,
     /// Requests in progress at most; beyond, a fast `503` instead of a queue.
     pub request_permits: Arc<Semaphore>,
     pub metrics: Arc<crate::metrics::Metrics>,
-    /// The last components check of health: when, for which set, and its outcome.
-    pub component_health: std::sync::Mutex<Option<ComponentCheck>>,
+    /// Health's last checks, shared by every health request for [`HEALTH_TTL`].
+    pub health: tokio::sync::Mutex<Option<HealthChecks>>,
 }
 
-/// When the components were last checked, for which set (by address), and how they did.
-pub type ComponentCheck = (std::time::Instant, usize, Vec<(String, Result<(), String>)>);
+/// What health found: storage, components and replicas, when, and for
+/// which set of components (by address).
+#[derive(Clone)]
+pub struct HealthChecks {
+    at: std::time::Instant,
+    plugin_set: usize,
+    /// Why storage is not readable, when it is not.
+    storage: Result<(), String>,
+    components: Vec<(String, Result<(), String>)>,
+    replicas: Vec<ReplicaHealth>,
+}
 
 /// The public API's route templates, as the router and the metrics name them.
 mod routes {
@@ -137,8 +152,8 @@ struct ServedOrganization(Uuid);
 /// Who is calling, as [`rate_limit`] authenticated the request once for
 /// the handlers after it, with the organization of a valid key as stored
 /// (`None`: it no longer exists). Both are read together (see
-/// [`identify`]) on every request (no cache): a revoked key fails its
-/// next request.
+/// [`identify`]) on every request with a key not recently found unknown
+/// (no cache of valid keys): a revoked key fails its next request.
 #[derive(Debug, Clone)]
 pub struct Caller {
     principal: Result<Principal, AuthFailure>,
@@ -147,26 +162,22 @@ pub struct Caller {
     deadline: tokio::time::Instant,
 }
 
-/// Authenticates an `Authorization` header and reads the key's
-/// organization, on a blocking thread with a store permit (store calls
-/// block) unless the store's short reads are local (sled); a missing or
-/// malformed key is refused without the store.
-async fn identify(state: &AppState, authorization: Option<Option<&str>>) -> Result<Caller, ApiError> {
-    let deadline = tokio::time::Instant::now() + state.request_deadline;
-    let key = match authorization {
-        None => Err(AuthFailure::Missing),
-        Some(None) => Err(AuthFailure::Invalid),
-        Some(Some(value)) => auth::bearer_key(Some(value)).map(str::to_owned),
-    };
-    let key = match key {
-        Ok(key) => key,
-        Err(failure) => return Ok(Caller { principal: Err(failure), organization: None, deadline }),
-    };
+impl Caller {
+    /// A caller refused without the store.
+    fn refused(failure: AuthFailure, deadline: tokio::time::Instant) -> Caller {
+        Caller { principal: Err(failure), organization: None, deadline }
+    }
+}
+
+/// Looks up a well-formed key (by its hash) and its organization, with an
+/// admission permit, on a blocking thread unless the store's short reads
+/// are local (sled).
+async fn identify(state: &AppState, hash: [u8; 32], deadline: tokio::time::Instant) -> Result<Caller, ApiError> {
     let db = state.db.clone();
     let identified = state
-        .store_calls
+        .admission_calls
         .run_short(deadline, move || -> Result<Caller, StoreError> {
-            let principal = auth::principal_of_key(db.as_ref(), &key)?;
+            let principal = auth::principal_of_hash(db.as_ref(), &hash)?;
             let organization = match &principal {
                 Ok(principal) => db.organization(principal.organization_id)?.map(Arc::new),
                 Err(_) => None,
@@ -269,28 +280,45 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// How long a components check stays fresh: health is unauthenticated and
-/// exempt from rate limits, so it must stay cheap however often it is asked.
-const COMPONENT_CHECK_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long health's checks stay fresh: every health request within it
+/// (on either listener) is answered from the same checks, so health stays
+/// cheap however often it is asked.
+pub const HEALTH_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Whether each component instantiates and answers a smoke call, checked
-/// at most once per [`COMPONENT_CHECK_TTL`] (and again after a reload).
-async fn component_health(state: &AppState, plugins: Arc<PluginSet>) -> Vec<(String, Result<(), String>)> {
-    let set_id = Arc::as_ptr(&plugins) as usize;
-    if let Ok(cache) = state.component_health.lock()
-        && let Some((checked, id, outcome)) = cache.as_ref()
-        && *id == set_id
-        && checked.elapsed() < COMPONENT_CHECK_TTL
+/// Health's checks: the last ones if fresh (and of the serving set of
+/// components), else new ones that the health requests arriving meanwhile
+/// wait for and share. The storage probe takes an admission permit.
+async fn health_checks(state: &AppState, plugins: Arc<PluginSet>) -> Result<HealthChecks, ApiError> {
+    let plugin_set = Arc::as_ptr(&plugins) as usize;
+    let deadline = tokio::time::Instant::now() + state.request_deadline;
+    let mut cached = tokio::time::timeout_at(deadline, state.health.lock())
+        .await
+        .map_err(|_| ApiError::unavailable("health is being checked; retry shortly"))?;
+    if let Some(checks) = cached.as_ref()
+        && checks.plugin_set == plugin_set
+        && checks.at.elapsed() < HEALTH_TTL
     {
-        return outcome.clone();
+        return Ok(checks.clone());
     }
-    let outcome = tokio::task::spawn_blocking(move || plugins.check_usable())
+    let db = state.db.clone();
+    let probed = state.admission_calls.run_short(deadline, move || (db.probe(), db.replicas())).await;
+    let (storage, replicas) = match probed {
+        Ok((Ok(()), replicas)) => (Ok(()), replicas),
+        Ok((Err(error), replicas)) => {
+            tracing::error!(%error, "health: storage probe failed");
+            (Err(error.to_string()), replicas)
+        }
+        Err(problem) => {
+            tracing::error!(detail = %problem.detail, "health: no database connection for the storage probe");
+            (Err(problem.detail), Vec::new())
+        }
+    };
+    let components = tokio::task::spawn_blocking(move || plugins.check_usable())
         .await
         .unwrap_or_else(|_| vec![(String::new(), Err("the check itself failed".to_owned()))]);
-    if let Ok(mut cache) = state.component_health.lock() {
-        *cache = Some((std::time::Instant::now(), set_id, outcome.clone()));
-    }
-    outcome
+    let checks = HealthChecks { at: std::time::Instant::now(), plugin_set, storage, components, replicas };
+    *cached = Some(checks.clone());
+    Ok(checks)
 }
 
 /// Counts every public request by route template and status, with its latency.
@@ -447,29 +475,62 @@ fn accepts_what_the_api_answers(headers: &HeaderMap) -> bool {
 
 /// Authenticates the request and charges it to its key's rate limit (the
 /// agent configuration's own, lower one for that path), or, without a
-/// valid key, to its address's. Health is exempt. The limit's fields go on
-/// every response; over the limit is `429` with `Retry-After`.
+/// valid key, to its address's. No key is looked up before a bucket has
+/// paid for it: a key recently found valid is charged to its own bucket
+/// first, any other to the address's (and one recently found unknown is
+/// refused without a lookup). Health is charged to its own bucket of the
+/// address. The limit's fields go on every response; over the limit is
+/// `429` with `Retry-After`.
 async fn rate_limit(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    if request.uri().path() == routes::HEALTH {
-        return next.run(request).await;
-    }
-    let header = request.headers().get(header::AUTHORIZATION).map(|value| value.to_str().ok());
-    let caller = match identify(&state, header).await {
-        Ok(caller) => caller,
-        Err(problem) => return problem.into_response(),
-    };
     let limits = &state.rate_limits;
-    let decision = match &caller.principal {
-        Ok(principal) if request.uri().path() == routes::AGENT_CONFIG => limits.agent_config.check(principal.key_id),
-        Ok(principal) => limits.per_key.check(principal.key_id),
-        Err(_) => limits.per_address.check(limits::address_key(client_address(&request))),
+    let address = limits::address_key(client_address(&request));
+    let (caller, decision) = if request.uri().path() == routes::HEALTH {
+        (None, limits.health.check(address))
+    } else {
+        let deadline = tokio::time::Instant::now() + state.request_deadline;
+        let agent_config = request.uri().path() == routes::AGENT_CONFIG;
+        let key_bucket =
+            |key_id: Uuid| if agent_config { limits.agent_config.check(key_id) } else { limits.per_key.check(key_id) };
+        let key = match request.headers().get(header::AUTHORIZATION).map(|value| value.to_str().ok()) {
+            None => Err(AuthFailure::Missing),
+            Some(None) => Err(AuthFailure::Invalid),
+            Some(Some(value)) => auth::bearer_key(Some(value)).map(auth::hash_key),
+        };
+        match key {
+            Err(failure) => (Some(Caller::refused(failure, deadline)), limits.per_address.check(address)),
+            Ok(hash) => {
+                let known = state.known_keys.valid(&hash);
+                let first = known.map_or_else(|| limits.per_address.check(address), key_bucket);
+                if !first.allowed {
+                    (None, first)
+                } else if known.is_none() && state.known_keys.is_unknown(&hash) {
+                    (Some(Caller::refused(AuthFailure::Invalid, deadline)), first)
+                } else {
+                    let caller = match identify(&state, hash, deadline).await {
+                        Ok(caller) => caller,
+                        Err(problem) => return problem.into_response(),
+                    };
+                    let key_id = caller.principal.as_ref().ok().map(|principal| principal.key_id);
+                    state.known_keys.found(hash, key_id);
+                    let decision = match (key_id, known) {
+                        (Some(key_id), None) => key_bucket(key_id),
+                        // A key known valid until now: the address pays for its failure.
+                        (None, Some(_)) => limits.per_address.check(address),
+                        _ => first,
+                    };
+                    (Some(caller), decision)
+                }
+            }
+        }
     };
-    let organization = caller.principal.as_ref().ok().map(|principal| principal.organization_id);
+    let organization = caller.as_ref().and_then(|caller| caller.principal.as_ref().ok()).map(|p| p.organization_id);
     if let (Some(organization), Some(note)) = (organization, request.extensions().get::<Arc<RequestNote>>()) {
         let _ = note.organization.set(organization);
     }
     let mut response = if decision.allowed {
-        request.extensions_mut().insert(caller);
+        if let Some(caller) = caller {
+            request.extensions_mut().insert(caller);
+        }
         next.run(request).await
     } else {
         too_many_requests(&state, &decision)
@@ -1006,73 +1067,94 @@ async fn openapi_document(
     Ok(conditional(&headers, body, "application/json"))
 }
 
+/// `GET /v1/health`: pass or fail, the version, and each check's status
+/// under the names clients know; where and what runs (the machine, ports,
+/// component hashes, replicas' addresses) only on the admin listener
+/// ([`detailed_health`]).
 async fn health(State(state): State<AppState>, method: Method) -> Result<Response, ApiError> {
     allow_read_only(&method)?;
-    let db = state.db.clone();
-    let deadline = tokio::time::Instant::now() + state.request_deadline;
-    let probe = state.store_calls.run_short(deadline, move || db.probe()).await?;
-    let storage = match probe {
-        Ok(()) => json!([{"status": "pass", "component_type": "datastore"}]),
-        Err(error) => {
-            tracing::error!(%error, "health: storage probe failed");
-            json!([{"status": "fail", "component_type": "datastore", "output": "storage is not readable"}])
-        }
-    };
-    let mut healthy = storage[0]["status"] == "pass";
-    let mut checks = serde_json::Map::new();
-    checks.insert("storage".into(), storage);
+    health_response(&state, false).await
+}
+
+/// `GET /admin/v1/health`: health with every detail.
+pub async fn detailed_health(state: &AppState) -> Result<Response, ApiError> {
+    health_response(state, true).await
+}
+
+async fn health_response(state: &AppState, detailed: bool) -> Result<Response, ApiError> {
     let plugins = state.plugins.current();
-    let usable = component_health(&state, plugins.clone()).await;
+    let checks = health_checks(state, plugins.clone()).await?;
+    let public = |status: &str, component_type: &str| json!([{"status": status, "component_type": component_type}]);
+    let mut healthy = checks.storage.is_ok();
+    let mut report = serde_json::Map::new();
+    let storage = match &checks.storage {
+        Ok(()) => public("pass", "datastore"),
+        Err(_) => json!([{"status": "fail", "component_type": "datastore", "output": "storage is not readable"}]),
+    };
+    report.insert("storage".into(), storage);
     for info in plugins.infos() {
-        let failure =
-            usable.iter().find(|(group, _)| *group == info.group).and_then(|(_, outcome)| outcome.as_ref().err());
+        let failure = checks
+            .components
+            .iter()
+            .find(|(group, _)| *group == info.group)
+            .and_then(|(_, outcome)| outcome.as_ref().err());
         if let Some(reason) = failure {
             tracing::error!(group = %info.group, %reason, "health: a component is not usable");
             healthy = false;
         }
-        checks.insert(
-            format!("plugin:{}", info.group),
+        let status = if failure.is_none() { "pass" } else { "fail" };
+        let check = if detailed {
             json!([{
-                "status": if failure.is_none() { "pass" } else { "fail" },
+                "status": status,
                 "component_type": "component",
                 "name": info.group,
                 "version": info.version,
                 "content_hash": format!("sha256:{}", info.sha256),
                 "wit_version": info.wit_version,
                 "loaded_at": info.loaded_at,
-            }]),
-        );
+            }])
+        } else {
+            public(status, "component")
+        };
+        report.insert(format!("plugin:{}", info.group), check);
     }
     // Read replicas: one that is down or lags is skipped, the primary reads
     // instead, so neither fails the host.
-    let db = state.db.clone();
-    let replicas = state.store_calls.run_short(deadline, move || db.replicas()).await?;
-    if !replicas.is_empty() {
-        let replicas: Vec<Value> = replicas
+    if !checks.replicas.is_empty() {
+        let replicas: Vec<Value> = checks
+            .replicas
             .iter()
             .map(|replica| {
-                json!({
-                    "status": if replica.state == "up" { "pass" } else { "warn" },
-                    "component_type": "datastore",
-                    "component_id": replica.name,
-                    "observed_value": replica.lag_ms,
-                    "observed_unit": "ms",
-                    "output": replica.state,
-                })
+                let status = if replica.state == "up" { "pass" } else { "warn" };
+                if detailed {
+                    json!({
+                        "status": status,
+                        "component_type": "datastore",
+                        "component_id": replica.name,
+                        "observed_value": replica.lag_ms,
+                        "observed_unit": "ms",
+                        "output": replica.state,
+                    })
+                } else {
+                    json!({"status": status, "component_type": "datastore"})
+                }
             })
             .collect();
-        checks.insert("replicas".into(), Value::Array(replicas));
+        report.insert("replicas".into(), Value::Array(replicas));
     }
     // The hosts the rate limits are divided among (see `limits.rs`).
-    checks.insert(
-        "hosts".into(),
-        json!([{"status": "pass", "component_type": "system", "observed_value": state.rate_limits.hosts()}]),
-    );
-    let storage_ok = healthy;
-    let status = if storage_ok { "pass" } else { "fail" };
-    let body: Value =
-        json!({"status": status, "version": env!("CARGO_PKG_VERSION"), "host": state.host, "checks": checks});
-    let code = if storage_ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let hosts = if detailed {
+        json!([{"status": "pass", "component_type": "system", "observed_value": state.rate_limits.hosts()}])
+    } else {
+        public("pass", "system")
+    };
+    report.insert("hosts".into(), hosts);
+    let status = if healthy { "pass" } else { "fail" };
+    let mut body = json!({"status": status, "version": env!("CARGO_PKG_VERSION"), "checks": report});
+    if detailed {
+        body["host"] = json!(state.host);
+    }
+    let code = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let mut response = (code, body.to_string()).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/health+json"));
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

@@ -350,12 +350,11 @@ fn agent_operation(info: &PluginInfo) -> Value {
 
 fn health_operation() -> Value {
     let answer = |description: &str| {
+        let mut headers = common_headers();
+        headers.insert("Cache-Control".to_owned(), reference("headers", "Cache-Control"));
         json!({
             "description": description,
-            "headers": {
-                "X-Request-Id": reference("headers", "X-Request-Id"),
-                "Cache-Control": reference("headers", "Cache-Control"),
-            },
+            "headers": headers,
             "content": {"application/health+json": {"schema": reference("schemas", "Health")}},
         })
     };
@@ -365,11 +364,14 @@ fn health_operation() -> Value {
     json!({
         "operationId": "getHealth",
         "summary": "Check the health of the public API",
-        "description": "No key and no rate limit. Checks storage with a cheap read and each component.",
+        "description": "No key. Limited per client address (policy `health`: the per-address quota, in buckets \
+                        of its own). Checks storage with a cheap read and each component, at most once a second \
+                        for every caller. Says pass or fail per check; what runs where (host, component \
+                        versions and hashes, replicas) is on the admin listener.",
         "tags": ["System"],
         "security": [],
         "parameters": [reference("parameters", "RequestId")],
-        "responses": responses(answers, &["414", "431"]),
+        "responses": responses(answers, &["414", "429", "431"]),
     })
 }
 
@@ -598,16 +600,7 @@ fn shared_schemas() -> Map<String, Value> {
         "properties": {
             "status": {"type": "string", "enum": ["pass", "warn", "fail"]},
             "component_type": {"type": "string", "enum": ["datastore", "component", "system"]},
-            "name": {"type": "string", "maxLength": 64},
-            "version": {"type": "string", "maxLength": 64},
-            "content_hash": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$", "maxLength": 71},
-            "wit_version": {"type": "string", "maxLength": 64},
-            "loaded_at": {"type": "string", "format": "date-time", "maxLength": 30},
             "output": {"type": "string", "maxLength": 256},
-            "observed_value": {
-                "type": "integer", "format": "int64", "minimum": 1, "maximum": u32::MAX,
-                "description": "The `hosts` check: how many hosts share the store and divide the rate limits.",
-            },
         },
     });
     let mut schemas = Map::new();
@@ -653,10 +646,6 @@ fn shared_schemas() -> Map<String, Value> {
             "properties": {
                 "status": {"type": "string", "enum": ["pass", "warn", "fail"]},
                 "version": {"type": "string", "maxLength": 64},
-                "host": {
-                    "type": "string", "maxLength": 72,
-                    "description": "The host that answered: its machine name and public port.",
-                },
                 "checks": {"type": "object", "additionalProperties": {"type": "array", "items": check, "maxItems": 1}},
             },
         }),

@@ -12,6 +12,12 @@
 //! too: at most [`WAITERS_PER_CONNECTION`] calls per connection wait; a
 //! call beyond them is answered `503` at once, so a flood sheds instead of
 //! piling up requests that would mostly wait out their deadline anyway.
+//!
+//! Authentication (a key's lookup) and health's storage probe take their
+//! permits from a small pool of their own ([`StoreCalls::for_admission`],
+//! connections the store keeps beside the others: [`Store::admission_calls`]),
+//! so a flood of either cannot take the permits tenants' work needs, nor
+//! tenants' work hold up the admission of a request.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -52,6 +58,8 @@ pub struct StoreCalls {
     permits: Option<Arc<Semaphore>>,
     /// How many permits there are.
     capacity: usize,
+    /// How many calls may wait for a permit.
+    max_waiting: usize,
     /// How many calls wait for a permit now.
     waiting: Arc<AtomicUsize>,
     /// Whether short reads run in place ([`Store::short_reads_are_local`]).
@@ -62,9 +70,25 @@ impl StoreCalls {
     /// As many permits as `store` serves calls at once.
     pub fn for_store(store: &dyn Store) -> StoreCalls {
         let capacity = store.concurrent_calls().map_or(0, |calls| calls.max(1));
+        StoreCalls::with_capacity(store, capacity, capacity * WAITERS_PER_CONNECTION)
+    }
+
+    /// The permits of authentication and health's probe: as many as the
+    /// store keeps connections for them. Their calls are one short read
+    /// each, so a queue drains in milliseconds: any number may wait (as
+    /// many as requests are in progress, `--max-concurrent-requests`),
+    /// each until its deadline, rather than a burst of callers arriving
+    /// together being refused.
+    pub fn for_admission(store: &dyn Store) -> StoreCalls {
+        let capacity = store.admission_calls().map_or(0, |calls| calls.max(1));
+        StoreCalls::with_capacity(store, capacity, usize::MAX)
+    }
+
+    fn with_capacity(store: &dyn Store, capacity: usize, max_waiting: usize) -> StoreCalls {
         StoreCalls {
             permits: (capacity > 0).then(|| Arc::new(Semaphore::new(capacity))),
             capacity,
+            max_waiting,
             waiting: Arc::new(AtomicUsize::new(0)),
             short_reads_in_place: store.short_reads_are_local(),
         }
@@ -78,7 +102,7 @@ impl StoreCalls {
             return Ok(Some(permit));
         }
         let waiting = Waiting::join(&self.waiting);
-        if waiting.ahead >= self.capacity * WAITERS_PER_CONNECTION {
+        if waiting.ahead >= self.max_waiting {
             return Err(ApiError::unavailable(&format!(
                 "every database connection of this server is busy ({} at once) and {} requests wait for one; \
                  retry shortly",

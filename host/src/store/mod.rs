@@ -812,6 +812,15 @@ pub trait Store: Send + Sync {
         None
     }
 
+    /// How many more calls the store serves at once, beside
+    /// [`Store::concurrent_calls`], for admitting requests (an API key's
+    /// lookup) and health's probe: connections kept for them, so that
+    /// neither a flood of those nor tenants' work holding every other
+    /// connection starves the other. `None` when callers are not bounded.
+    fn admission_calls(&self) -> Option<usize> {
+        None
+    }
+
     /// Whether the short reads of every request (an API key, an
     /// organization, the probe) are lookups in this process's memory or
     /// the operating system's cache, quick enough to make on an async

@@ -297,6 +297,12 @@ impl Server {
         self.client.request(method, format!("{}{path}", self.admin_base)).bearer_auth(self.admin_token())
     }
 
+    /// Health with its details (`GET /admin/v1/health`: this host's name,
+    /// components' versions and hashes, replicas, hosts), whatever its status.
+    pub fn health_details(&self) -> Value {
+        self.admin(reqwest::Method::GET, "/admin/v1/health").send().unwrap().json().unwrap()
+    }
+
     /// `esr <args>` against this server's admin listener and data directory.
     pub fn cli(&self, args: &[&str]) -> std::process::Output {
         Command::new(env!("CARGO_BIN_EXE_esr"))

@@ -333,9 +333,14 @@ pub fn assert_answers_alike(twins: &Twins) -> usize {
             cases += 1;
         }
     }
-    // Health, but for when each server loaded its components and which host answered.
+    // Public health alike; its details alike but for when each server
+    // loaded its components and which host answered.
+    let public = |server: &super::Server| -> serde_json::Value {
+        server.client.get(server.url("/v1/health")).send().unwrap().json().unwrap()
+    };
+    assert_eq!(public(&twins.sled), public(&twins.postgres));
     let health = |server: &super::Server| -> serde_json::Value {
-        let mut health: serde_json::Value = server.client.get(server.url("/v1/health")).send().unwrap().json().unwrap();
+        let mut health = server.health_details();
         let port = server.base.rsplit(':').next().unwrap();
         assert!(health["host"].as_str().unwrap().ends_with(&format!(":{port}")), "{health}");
         health.as_object_mut().unwrap().remove("host");

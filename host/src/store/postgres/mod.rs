@@ -93,6 +93,10 @@ fn is_unavailable(error: &postgres::Error) -> bool {
 /// stay under PostgreSQL's default `max_connections` (100).
 pub const DEFAULT_POOL_SIZE: u32 = 16;
 
+/// Connections the pool keeps beside its size for admitting requests (API
+/// keys' lookups) and health's probe ([`Store::admission_calls`]).
+pub const ADMISSION_CONNECTIONS: u32 = 2;
+
 /// How long a store call waits for a pooled connection (or a new one) when
 /// none is given: a server gives its request deadline instead.
 pub const DEFAULT_CONNECTION_WAIT: Duration = Duration::from_secs(10);
@@ -299,8 +303,8 @@ impl Connection {
 }
 
 impl PgStore {
-    /// Connects to `url` (a pool of at most `pool_size` connections, opened
-    /// as needed) and creates or migrates the schema; refuses a database
+    /// Connects to `url` (a pool of at most `pool_size` connections and
+    /// [`ADMISSION_CONNECTIONS`] more, opened as needed) and creates or migrates the schema; refuses a database
     /// whose schema is newer than this binary knows.
     pub fn open(url: &str, pool_size: u32) -> Result<PgStore, StoreError> {
         PgStore::open_with_replicas(url, pool_size, DEFAULT_CONNECTION_WAIT, &Replicas::default())
@@ -317,7 +321,7 @@ impl PgStore {
     ) -> Result<PgStore, StoreError> {
         let config = config_of(url)?;
         let replicas = ReplicaSet::start(replicas, &config, pool_size)?;
-        let pool = Pool::new(config, pool_size, connection_wait);
+        let pool = Pool::new(config, pool_size.max(1) + ADMISSION_CONNECTIONS, connection_wait);
         // The first connection is made directly, so that an unreachable
         // database is reported with PostgreSQL's own words.
         let mut client = config_of(url)?.connect(NoTls)?;
@@ -482,9 +486,14 @@ impl Store for PgStore {
         Ok(())
     }
 
-    /// The pool's size: each blocking call holds one connection at most.
+    /// The pool's size, less the connections kept for admission: each
+    /// blocking call holds one connection at most.
     fn concurrent_calls(&self) -> Option<usize> {
-        self.pool.as_ref().map(|pool| pool.max_size() as usize)
+        self.pool.as_ref().map(|pool| pool.max_size().saturating_sub(ADMISSION_CONNECTIONS).max(1) as usize)
+    }
+
+    fn admission_calls(&self) -> Option<usize> {
+        self.pool.as_ref().map(|_| ADMISSION_CONNECTIONS as usize)
     }
 
     /// The database's size on disk, in bytes.
