@@ -261,7 +261,7 @@ impl Iterator for Entries {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.walked = self.walked.wrapping_add(1);
-        if self.walked % DEADLINE_CHECK_EVERY == 0
+        if self.walked.is_multiple_of(DEADLINE_CHECK_EVERY)
             && let Err(error) = crate::store::call_deadline::check()
         {
             return Some(Err(error));
