@@ -231,9 +231,11 @@ pub struct Tenant {
     pub organization_json: Arc<Vec<u8>>,
     /// Where the call's reads may come from, and what they saw.
     pub reads: Arc<CallReads>,
-    /// When the request's time is up: the store's statements and walks
-    /// stop there too, not only guest code.
-    pub deadline: Option<std::time::Instant>,
+    /// How long a call may run (`--plugin-deadline-ms`): a call's read
+    /// session ends there too, so the store's statements and walks stop
+    /// with guest code, counted from when the call starts (time spent
+    /// queueing for a slot is not the store's).
+    pub call_time: Option<Duration>,
 }
 
 /// What a call's read sessions must see and what they saw: the position a
@@ -262,7 +264,7 @@ impl Tenant {
         let from = crate::store::ReadFrom {
             position: self.reads.at_least.load(Ordering::Relaxed),
             primary_only: self.reads.primary_only.load(Ordering::Relaxed),
-            deadline: self.deadline,
+            deadline: self.call_time.map(|time| Instant::now() + time),
         };
         Ok(TenantSession {
             reader: self.store.reader_from(self.organization_id, from)?,

@@ -14,16 +14,8 @@ use common::{Server, plugins_dir, plugins_dir_with, test_plugins_dir};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const NDJSON: &str = "application/x-ndjson";
-
 fn import(server: &Server, organization: &str, collection: &str, lines: &[Value]) -> Vec<String> {
-    let body: String = lines.iter().map(|line| format!("{line}\n")).collect();
-    let response = server
-        .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/import/{collection}"))
-        .header("content-type", NDJSON)
-        .body(body)
-        .send()
-        .unwrap();
+    let response = server.import_lines(organization, collection, lines);
     assert_eq!(response.status(), 200, "import refused: {}", response.text().unwrap_or_default());
     let summary: Value = response.json().unwrap();
     summary["ids"].as_array().unwrap().iter().map(|id| id.as_str().unwrap().to_owned()).collect()

@@ -53,20 +53,12 @@ const MORE_HIDDEN: [(&str, &str, Outcome); 4] = [
     ("combining grapheme joiner", "open\u{034F}ssl", Refused("U+034F (the combining grapheme joiner)")),
 ];
 
-const NDJSON: &str = "application/x-ndjson";
-
 fn new_organization(server: &Server, name: &str) -> (String, String) {
     server.organization_with_key(name, &["endpoints:read", "targets:read", "scopes:read", "findings:read"])
 }
 
 fn import(server: &Server, organization: &str, collection: &str, lines: &[Value]) -> (u16, Value) {
-    let body: String = lines.iter().map(|line| format!("{line}\n")).collect();
-    let response = server
-        .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/import/{collection}"))
-        .header("content-type", NDJSON)
-        .body(body)
-        .send()
-        .unwrap();
+    let response = server.import_lines(organization, collection, lines);
     (response.status().as_u16(), response.json().unwrap_or(Value::Null))
 }
 

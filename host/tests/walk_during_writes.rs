@@ -39,7 +39,7 @@ fn records_added_during_a_walk_never_duplicate_or_skip_existing_ones() {
         organization_id,
         organization_json: Arc::new(b"{}".to_vec()),
         reads: Default::default(),
-        deadline: None,
+        call_time: None,
     };
     let mut rng = StdRng::seed_from_u64(7);
 

@@ -654,7 +654,7 @@ fn tenant(state: &AppState, caller: &Caller) -> Result<Tenant, ApiError> {
         organization_id: organization.organization_id,
         organization_json: Arc::new(json.to_string().into_bytes()),
         reads: Arc::default(),
-        deadline: Some(caller.deadline.into_std()),
+        call_time: Some(state.request_deadline),
     })
 }
 

@@ -292,6 +292,17 @@ impl Server {
         (organization, key["api_key"].as_str().unwrap().to_owned())
     }
 
+    /// Imports `lines` as one NDJSON batch into the organization's
+    /// collection through the admin listener.
+    pub fn import_lines(&self, organization: &str, collection: &str, lines: &[Value]) -> Response {
+        let body: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        self.admin(reqwest::Method::POST, &format!("/admin/v1/organizations/{organization}/import/{collection}"))
+            .header("content-type", "application/x-ndjson")
+            .body(body)
+            .send()
+            .unwrap()
+    }
+
     /// A request to the admin listener, with the admin token.
     pub fn admin(&self, method: reqwest::Method, path: &str) -> reqwest::blocking::RequestBuilder {
         self.client.request(method, format!("{}{path}", self.admin_base)).bearer_auth(self.admin_token())
