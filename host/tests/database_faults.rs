@@ -340,7 +340,13 @@ fn an_exhausted_pool_sheds_a_flood_with_503_at_once_and_carries_on() {
     let sleeper = common::test_plugins_dir().join("sleeper.wasm");
     let dir = common::plugins_dir_with(&["endpoints.wasm"], &[("sleeper.wasm", &sleeper)]);
     let deadline = format!("--plugin-deadline-ms={DEADLINE_MS}");
-    let server = Server::start_with(dir.path(), &["--database", &database.url, "--database-pool-size", "1", &deadline]);
+    // Every holder in a slot, so that those waiting for the connection
+    // fill its queue (authentication does not wait there: it has
+    // connections of its own).
+    let server = Server::start_with(
+        dir.path(),
+        &["--database", &database.url, "--database-pool-size", "1", "--plugin-slots-per-organization", "16", &deadline],
+    );
     let get = |path: &str| send(server.client.get(server.url(path)).bearer_auth(&server.keys[0]));
     let stop = AtomicBool::new(false);
     let (holders, flood) = std::thread::scope(|scope| {

@@ -536,9 +536,14 @@ fn imports_and_reports_write_each_status_change_into_the_history() {
 
     let reported_entries = history(store.as_ref(), organization.uuid(), FINDINGS, &reported_id);
     assert_eq!(reported_entries.len(), 1, "{reported_entries:?}");
+    let mut cause = reported_entries[0]["cause"].clone();
+    // The request's id (the report was sent without one: a new one).
+    let request_id = cause.as_object_mut().and_then(|cause| cause.remove("request_id"));
+    assert!(request_id.as_ref().and_then(Value::as_str).is_some_and(|id| !id.is_empty()), "{reported_entries:?}");
     assert_eq!(
-        reported_entries[0]["cause"],
-        json!({"kind": "report", "scanner": "trivy", "batch_id": report_batch}),
+        cause,
+        json!({"kind": "report", "scanner": "trivy", "batch_id": report_batch, "scanner_declared": false,
+               "format": "trivy", "importer_version": "0.1.0", "tool": null}),
         "{reported_entries:?}"
     );
     assert!(history(store.as_ref(), organization.uuid(), "endpoints", &host).is_empty(), "endpoints keep none");

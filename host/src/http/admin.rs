@@ -469,7 +469,7 @@ async fn import_report(
     let request_id = headers
         .get("x-request-id")
         .and_then(|value| value.to_str().ok())
-        .unwrap_or("report-import")
+        .map_or_else(|| Uuid::new_v4().to_string(), str::to_owned)
         .chars()
         .take(64)
         .collect::<String>();
