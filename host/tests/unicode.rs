@@ -57,6 +57,14 @@ fn new_organization(server: &Server, name: &str) -> (String, String) {
     server.organization_with_key(name, &["endpoints:read", "targets:read", "scopes:read", "findings:read"])
 }
 
+/// Imports the endpoint `web-1`; its id.
+fn import_web_1(server: &Server, organization: &str) -> String {
+    let line = json!({"hostname": "web-1", "operating_system": {"name": "Debian 12", "family": "linux"}});
+    let (status, answer) = import(server, organization, "endpoints", &[line]);
+    assert_eq!(status, 200, "{answer}");
+    answer["ids"][0].as_str().unwrap().to_owned()
+}
+
 fn import(server: &Server, organization: &str, collection: &str, lines: &[Value]) -> (u16, Value) {
     let response = server.import_lines(organization, collection, lines);
     (response.status().as_u16(), response.json().unwrap_or(Value::Null))
@@ -186,14 +194,7 @@ fn look_alikes_of_openssl_in_reports_are_refused_or_join_the_openssl_target_its_
 fn look_alikes_of_openssl_in_imported_records_are_refused_naming_line_and_field() {
     let server = Server::start(&plugins_dir());
     let (organization, key) = new_organization(&server, "imported");
-    let (status, answer) = import(
-        &server,
-        &organization,
-        "endpoints",
-        &[json!({"hostname": "web-1", "operating_system": {"name": "Debian 12", "family": "linux"}})],
-    );
-    assert_eq!(status, 200, "{answer}");
-    let endpoint = answer["ids"][0].as_str().unwrap().to_owned();
+    let endpoint = import_web_1(&server, &organization);
     let target = |product: &str| {
         json!({
             "endpoint_id": endpoint, "target_type": "os_patch", "discovery_method": "passive", "status": "identified",
@@ -299,14 +300,7 @@ fn names_written_in_compatibility_forms_match_the_openssl_of_reports() {
     // mathematical letters for the package the report will name.
     assert_eq!(import(&server, &organization, "scopes", &[openssl_scope(&["ＯｐｅｎＳＳＬ"])]).0, 200);
     let scope_id = all(&server, &key, "scopes")[0]["id"].clone();
-    let (status, answer) = import(
-        &server,
-        &organization,
-        "endpoints",
-        &[json!({"hostname": "web-1", "operating_system": {"name": "Debian 12", "family": "linux"}})],
-    );
-    assert_eq!(status, 200, "{answer}");
-    let endpoint = answer["ids"][0].as_str().unwrap().to_owned();
+    let endpoint = import_web_1(&server, &organization);
     let stored = json!({
         "endpoint_id": endpoint, "target_type": "os_patch", "discovery_method": "passive", "status": "actionable",
         "subject": {"type": "software", "vendor": null, "product": "𝐨𝐩𝐞𝐧𝐬𝐬𝐥"},
