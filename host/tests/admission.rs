@@ -90,13 +90,24 @@ fn victim(server: &Server, done: impl Fn() -> bool) -> Seen {
     seen
 }
 
+/// What a flood did: the victim's view, how many flood requests were
+/// answered, and the status of one more request from the flood's address
+/// sent while the flood still ran.
+struct Flood {
+    seen: Seen,
+    answered: usize,
+    probe: reqwest::blocking::Response,
+}
+
 /// The victim's view while `FLOODERS` loops send `request` from `address`
-/// for [`FLOOD_FOR`]; with how many flood requests were answered.
+/// for [`FLOOD_FOR`]. The probe's client is made before the flood: making
+/// one takes long enough on a loaded machine for a bucket to refill.
 fn under_flood(
     server: &Server,
     address: IpAddr,
     request: impl Fn(&reqwest::blocking::Client) -> reqwest::Result<reqwest::blocking::Response> + Sync,
-) -> (Seen, usize) {
+) -> Flood {
+    let probe_client = client_from(address);
     let stop = AtomicBool::new(false);
     let answered = AtomicUsize::new(0);
     let seen = std::thread::scope(|scope| {
@@ -113,10 +124,12 @@ fn under_flood(
         }
         let until = Instant::now() + FLOOD_FOR;
         let seen = victim(server, || Instant::now() >= until);
+        let probe = request(&probe_client);
         stop.store(true, Ordering::Relaxed);
-        seen
+        (seen, probe)
     });
-    (seen, answered.into_inner())
+    let (seen, probe) = seen;
+    Flood { seen, answered: answered.into_inner(), probe: probe.expect("the probe was answered") }
 }
 
 #[test]
@@ -141,19 +154,14 @@ fn floods_of_health_or_random_keys_from_one_address_cost_another_organization_no
     let quiet = victim(&server, || Instant::now() >= quiet_until);
     assert_eq!(quiet.not_ok(), 0, "quiet: {}", quiet.describe());
 
-    let (health, health_sent) =
+    // The flood's address is refused, not served: health is limited per address.
+    let Flood { seen: health, answered: health_sent, probe: refused_health } =
         under_flood(&server, IpAddr::from([127, 0, 0, 2]), |client| client.get(server.url("/v1/health")).send());
-    // The flood's address was refused, not served: health is limited per address.
-    let refused_health = client_from(IpAddr::from([127, 0, 0, 2])).get(server.url("/v1/health")).send().unwrap();
-    let (keys, keys_sent) = under_flood(&server, IpAddr::from([127, 0, 0, 3]), |client| {
-        client.get(server.url("/v1/scopes")).bearer_auth(esr::auth::generate_key()).send()
-    });
     // And so is the lookup of keys not known.
-    let refused_key = client_from(IpAddr::from([127, 0, 0, 3]))
-        .get(server.url("/v1/scopes"))
-        .bearer_auth(esr::auth::generate_key())
-        .send()
-        .unwrap();
+    let Flood { seen: keys, answered: keys_sent, probe: refused_key } =
+        under_flood(&server, IpAddr::from([127, 0, 0, 3]), |client| {
+            client.get(server.url("/v1/scopes")).bearer_auth(esr::auth::generate_key()).send()
+        });
     let report = format!(
         "quiet: {}\nhealth flood ({health_sent} answered): {}\nrandom keys flood ({keys_sent} answered): {}",
         quiet.describe(),
