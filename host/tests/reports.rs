@@ -11,22 +11,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use common::{Server, memory_figure, plugins_dir, reset_peak_memory};
+use common::{Server, memory_figure, plugins_dir, read_json, reports_dir, reset_peak_memory, trivy_report_of};
 use reqwest::Method;
 use serde_json::{Value, json};
-
-/// The real reports; a missing folder fails the test, never skips it.
-fn reports_dir() -> PathBuf {
-    let dir = std::env::var_os("ESR_SCANNER_REPORTS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/scanner-reports"));
-    assert!(
-        dir.join("trivy").is_dir(),
-        "no scanner reports in {} (set ESR_SCANNER_REPORTS_DIR, as `make test` does)",
-        dir.display()
-    );
-    dir
-}
 
 fn report_files(format: &str) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> =
@@ -134,10 +121,6 @@ fn findings_by_identity(findings: &[Value]) -> BTreeMap<(String, String, String,
             (key, finding["severity"].as_str().unwrap().to_owned())
         })
         .collect()
-}
-
-fn read_json(path: &std::path::Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
 #[test]
@@ -610,21 +593,6 @@ fn large_trivy_report(megabytes: usize) -> Vec<u8> {
 
 /// A real Trivy report with `entries` vulnerabilities, each repetition of
 /// its real ones on packages of their own.
-fn trivy_report_of(entries: usize) -> Vec<u8> {
-    let mut report = read_json(&reports_dir().join("trivy/defectdojo_issue-9333_debian-10.13.json"));
-    let real = report["Results"][0]["Vulnerabilities"].as_array().unwrap().clone();
-    let repeated: Vec<Value> = (0..entries)
-        .map(|index| {
-            let mut vulnerability = real[index % real.len()].clone();
-            let package = format!("{}-{}", vulnerability["PkgName"].as_str().unwrap(), index / real.len());
-            vulnerability["PkgName"] = json!(package);
-            vulnerability
-        })
-        .collect();
-    report["Results"][0]["Vulnerabilities"] = json!(repeated);
-    serde_json::to_vec(&report).unwrap()
-}
-
 /// One report cannot take the server's memory: a report making more
 /// findings than `--import-max-findings` is refused before anything is
 /// planned, and one at the limit is written within a bound per finding

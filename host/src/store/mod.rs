@@ -319,6 +319,31 @@ pub trait StoreReader: Send {
         reverse: bool,
     ) -> Result<Vec<IndexPosition>, StoreError>;
 
+    /// The ids of every record holding any of `values` in the index, each
+    /// once, read from the index alone. A backend with round trips answers
+    /// in one; the default walks each value's entries.
+    fn ids_holding_any(
+        &mut self,
+        collection: &str,
+        index: &str,
+        values: &[String],
+    ) -> Result<std::collections::BTreeSet<Uuid>, StoreError> {
+        let mut ids = std::collections::BTreeSet::new();
+        for value in values {
+            let mut after = None;
+            loop {
+                let page = self.index_positions(collection, index, value, after, MAX_SCAN, false)?;
+                let full = page.len() == MAX_SCAN;
+                after = page.last().copied();
+                ids.extend(page.into_iter().map(|(_, id)| id));
+                if !full {
+                    break;
+                }
+            }
+        }
+        Ok(ids)
+    }
+
     /// How many records hold `value` in the index (exact: a record counts
     /// once per value it holds).
     fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError>;

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::blocking::{Client, Response};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The built components: `$ESR_PLUGINS_DIR` (set by `make test`) or
 /// `target/plugins`.
@@ -466,4 +466,38 @@ pub fn memory_figure(pid: u32, name: &str) -> u64 {
 /// Restarts the peak resident size (`VmHWM`) of a process at its current size.
 pub fn reset_peak_memory(pid: u32) {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+}
+
+/// The real reports; a missing folder fails the test, never skips it.
+pub fn reports_dir() -> PathBuf {
+    let dir = std::env::var_os("ESR_SCANNER_REPORTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/scanner-reports"));
+    assert!(
+        dir.join("trivy").is_dir(),
+        "no scanner reports in {} (set ESR_SCANNER_REPORTS_DIR, as `make test` does)",
+        dir.display()
+    );
+    dir
+}
+
+pub fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// A real Trivy report with its vulnerabilities repeated, each copy on a
+/// package of its own, to `entries` of them: as many findings.
+pub fn trivy_report_of(entries: usize) -> Vec<u8> {
+    let mut report = read_json(&reports_dir().join("trivy/defectdojo_issue-9333_debian-10.13.json"));
+    let real = report["Results"][0]["Vulnerabilities"].as_array().unwrap().clone();
+    let repeated: Vec<Value> = (0..entries)
+        .map(|index| {
+            let mut vulnerability = real[index % real.len()].clone();
+            let package = format!("{}-{}", vulnerability["PkgName"].as_str().unwrap(), index / real.len());
+            vulnerability["PkgName"] = json!(package);
+            vulnerability
+        })
+        .collect();
+    report["Results"][0]["Vulnerabilities"] = json!(repeated);
+    serde_json::to_vec(&report).unwrap()
 }

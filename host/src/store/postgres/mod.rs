@@ -1060,6 +1060,15 @@ impl StoreReader for PgReader {
         self.read(|mut session| session.index_positions(collection, index, value, after, limit, reverse))
     }
 
+    fn ids_holding_any(
+        &mut self,
+        collection: &str,
+        index: &str,
+        values: &[String],
+    ) -> Result<std::collections::BTreeSet<Uuid>, StoreError> {
+        self.read(|mut session| session.ids_holding_any(collection, index, values))
+    }
+
     fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
         self.read(|mut session| session.index_count(collection, index, value))
     }
@@ -1162,6 +1171,15 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
         reverse: bool,
     ) -> Result<Vec<IndexPosition>, StoreError> {
         Session::index_positions(self, collection, index, value, after, limit, reverse)
+    }
+
+    fn ids_holding_any(
+        &mut self,
+        collection: &str,
+        index: &str,
+        values: &[String],
+    ) -> Result<std::collections::BTreeSet<Uuid>, StoreError> {
+        Session::ids_holding_any(self, collection, index, values)
     }
 
     fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
@@ -1407,6 +1425,26 @@ impl<C: GenericClient> Session<'_, C> {
         known_index(collection, index)?;
         let rows = self.entries(collection, index, value, after, limit, reverse, false)?;
         Ok(rows.into_iter().map(|row| (row.get(0), row.get(1))).collect())
+    }
+
+    /// The ids of every record holding any of `values` in the index: one query.
+    pub fn ids_holding_any(
+        &mut self,
+        collection: &str,
+        index: &str,
+        values: &[String],
+    ) -> Result<std::collections::BTreeSet<Uuid>, StoreError> {
+        let organization = self.organization;
+        let index = known_index(collection, index)?;
+        let values: Vec<&[u8]> = values.iter().map(String::as_bytes).collect();
+        let rows = self.query(
+            &format!(
+                "SELECT DISTINCT e.id FROM ({}) e WHERE e.value = ANY($2)",
+                columns::entries_of(collection, &index, false)
+            ),
+            &[&organization, &values],
+        )?;
+        Ok(rows.into_iter().map(|row| row.get(0)).collect())
     }
 
     /// One keyset page of an index value's entries: (position, id) rows,

@@ -64,14 +64,15 @@ pub struct Trees {
     /// `organization` → its [`ChangeLog`] (`changes.rs`).
     change_logs: sled::Tree,
     collections: BTreeMap<&'static str, CollectionTrees>,
-    /// Held by whoever validates and writes a batch, so that what was
-    /// validated is what gets replaced. One process owns a sled directory,
-    /// so an in-process lock serializes every writer. It guards the last
-    /// write time given (see [`crate::store::WriteTime`]): one clock for
-    /// every organization of the process.
-    writer: Mutex<i64>,
-    /// Held while a write reads the index blocks it then replaces.
-    index_writer: Mutex<()>,
+    /// Each organization's write lock, held by whoever validates and
+    /// writes a batch of its records, so that what was validated is what
+    /// gets replaced, and while the write reads the index blocks it then
+    /// replaces (every key of an organization's data starts with its id).
+    /// One process owns a sled directory, so in-process locks serialize
+    /// the writers of an organization; those of different organizations
+    /// meet only in sled's commit of one bounded batch. Each lock guards
+    /// its organization's last write time (see [`crate::store::WriteTime`]).
+    writers: Mutex<HashMap<Uuid, Arc<Mutex<i64>>>>,
 }
 
 /// A collection's records, its index entries and the index counts.
@@ -146,12 +147,17 @@ impl SledStore {
             meta: db.open_tree(META)?,
             change_logs: db.open_tree(changes::CHANGE_LOGS)?,
             collections,
-            writer: Mutex::default(),
-            index_writer: Mutex::default(),
+            writers: Mutex::default(),
             db,
         }));
         database.rebuild_indexes_if_stale()?;
         Ok(database)
+    }
+
+    /// The organization's write lock (see [`Trees::writers`]).
+    fn writer(&self, organization: Uuid) -> Arc<Mutex<i64>> {
+        let mut writers = self.writers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        writers.entry(organization).or_default().clone()
     }
 
     /// Opens the store of an existing deployment: refuses a directory
@@ -494,8 +500,8 @@ impl Trees {
         batches: Vec<CollectionWrite>,
         changed_at: i64,
     ) -> Result<(), StoreError> {
-        // The blocks read below stay as read until the transaction commits.
-        let _index_writer = self.index_writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The blocks read below stay as read until the transaction commits:
+        // the caller holds the organization's write lock.
         let log = self.read_change_log(organization)?;
         let mut next_sequence = log.latest;
         let mut trees: Vec<&sled::Tree> = Vec::new();
@@ -1370,8 +1376,8 @@ impl Store for SledStore {
     }
 
     fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError> {
-        // One process owns the directory: this lock serializes its writers.
-        let mut last_write = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let writer = self.writer(organization);
+        let mut last_write = writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| i64::try_from(since.as_micros()).unwrap_or(i64::MAX / 1000) * 1000);
@@ -1385,7 +1391,8 @@ impl Store for SledStore {
     }
 
     fn prune_changes(&self, organization: Uuid, before: i64) -> Result<u64, StoreError> {
-        let _writer = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let writer = self.writer(organization);
+        let _writer = writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         self.0.prune_changes(organization, before)
     }
 
@@ -1394,7 +1401,8 @@ impl Store for SledStore {
     }
 
     fn continue_changes_from(&self, organization: Uuid, latest: u64) -> Result<(), StoreError> {
-        let _writer = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let writer = self.writer(organization);
+        let _writer = writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         self.0.continue_changes_from(organization, latest)
     }
 
