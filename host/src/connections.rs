@@ -373,6 +373,43 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleTimeoutIo<T> {
     }
 }
 
+/// What hyper refused itself, answering a bare `400` or `431` and closing
+/// the connection: the API's own limits answer problem+json below these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Malformed {
+    /// A header block past what is parsed ([`PARSED_HEADER_FIELDS`] fields,
+    /// or hyper's read buffer).
+    TooLarge,
+    /// Framing that is not HTTP/1.1 (a bad request line, conflicting lengths).
+    Framing,
+}
+
+impl Malformed {
+    pub fn name(self) -> &'static str {
+        match self {
+            Malformed::TooLarge => "too-large",
+            Malformed::Framing => "framing",
+        }
+    }
+
+    fn of(error: &hyper::Error) -> Option<Malformed> {
+        if error.is_parse_too_large() {
+            Some(Malformed::TooLarge)
+        } else if error.is_parse() {
+            Some(Malformed::Framing)
+        } else {
+            None
+        }
+    }
+}
+
+/// Told of each request hyper refused (see [`Malformed`]) and the address it came from.
+pub type OnMalformed = Arc<dyn Fn(IpAddr, Malformed) + Send + Sync>;
+
+/// The most header fields hyper parses; the API's own limit (100) is
+/// lower, so a request between the two gets a problem+json `431`.
+pub const PARSED_HEADER_FIELDS: usize = 512;
+
 /// How long requests in flight at shutdown may take to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -387,6 +424,7 @@ pub async fn serve_connections(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     settings: ConnectionSettings,
+    on_malformed: OnMalformed,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     use http_body_util::BodyExt;
@@ -396,7 +434,10 @@ pub async fn serve_connections(
     // HTTP/1 only: the version-sniffing auto builder waits for a first
     // byte without any timeout.
     let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(settings.header_read_timeout);
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(settings.header_read_timeout)
+        .max_headers(PARSED_HEADER_FIELDS);
     let limits = ConnectionLimits::new(&settings);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
@@ -445,10 +486,17 @@ pub async fn serve_connections(
         });
         let io = TokioIo::new(IdleTimeoutIo::new(stream, state.clone(), settings.idle_timeout));
         let connection = graceful.watch(builder.serve_connection(io, service));
+        let on_malformed = on_malformed.clone();
         tokio::spawn(async move {
             tokio::select! {
                 ended = connection => if let Err(error) = ended {
-                    tracing::debug!(%error, "connection ended");
+                    match Malformed::of(&error) {
+                        Some(malformed) => {
+                            tracing::info!(listener = name, %peer, kind = malformed.name(), %error, "malformed request refused");
+                            on_malformed(peer.ip(), malformed);
+                        }
+                        None => tracing::debug!(%error, "connection ended"),
+                    }
                 },
                 // Dropping the connection closes it.
                 () = state.closing.notified() => tracing::debug!("connection closed to make room for a new one"),

@@ -50,6 +50,12 @@ struct PolicyLabels {
     policy: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MalformedLabels {
+    listener: &'static str,
+    kind: &'static str,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -66,6 +72,7 @@ pub struct Metrics {
     rate_limited: Family<PolicyLabels, Counter>,
     abandoned: Family<RouteLabels, Counter>,
     shed: Counter,
+    malformed: Family<MalformedLabels, Counter>,
     store_bytes: Gauge<u64, AtomicU64>,
 }
 
@@ -80,6 +87,7 @@ impl Default for Metrics {
             rate_limited: Family::default(),
             abandoned: Family::default(),
             shed: Counter::default(),
+            malformed: Family::default(),
             store_bytes: Gauge::default(),
         };
         let mut registry = Registry::default();
@@ -111,6 +119,11 @@ impl Default for Metrics {
             metrics.abandoned.clone(),
         );
         registry.register("esr_shed_requests", "Requests shed with 503 at the concurrency limit", metrics.shed.clone());
+        registry.register(
+            "esr_http_malformed_requests",
+            "Requests refused by the HTTP parser with a bare 400 or 431, by listener and kind",
+            metrics.malformed.clone(),
+        );
         registry.register("esr_store_size_bytes", "The store's size on disk", metrics.store_bytes.clone());
         Metrics { registry, ..metrics }
     }
@@ -146,6 +159,10 @@ impl Metrics {
 
     pub fn abandoned(&self, route: &'static str) {
         self.abandoned.get_or_create(&RouteLabels { route }).inc();
+    }
+
+    pub fn malformed(&self, listener: &'static str, kind: &'static str) {
+        self.malformed.get_or_create(&MalformedLabels { listener, kind }).inc();
     }
 
     pub fn shed(&self) {

@@ -231,11 +231,13 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         admin_listener,
         admin::router(admin_state),
         admin_connections,
+        http::on_malformed(&state, "admin"),
         async {
             let _ = admin_stopped.await;
         },
     ));
-    serve_connections("public", listener, http::router(state), connections, shutdown_signal()).await;
+    let on_malformed = http::on_malformed(&state, "public");
+    serve_connections("public", listener, http::router(state), connections, on_malformed, shutdown_signal()).await;
     let _ = stop_admin.send(());
     let _ = admin.await;
     heartbeats.abort();

@@ -347,3 +347,39 @@ fn change_events_and_histories_are_only_the_callers() {
     let replayed = replayed.text().unwrap();
     assert!(!replayed.contains(&globex) && !replayed.contains(&theirs), "{replayed}");
 }
+
+/// A cursor is opaque: on PostgreSQL it carries the database's position
+/// (which every organization's writes move), encrypted, so a tenant reads
+/// neither it nor how far another organization's writes moved it.
+#[test]
+fn a_cursor_shows_nothing_of_the_database_it_was_read_at() {
+    use base64::Engine as _;
+    let database = common::postgres::TestDatabase::new();
+    let server = Server::start_with(&plugins_dir(), &["--database", &database.url]);
+    let next_cursor = || {
+        let page = server.json_as(1, "/v1/endpoints?limit=1");
+        page["next_cursor"].as_str().unwrap_or_else(|| panic!("a next page: {page}")).to_owned()
+    };
+    let before = next_cursor();
+    // Acme writes; Globex pages again.
+    let lines: Vec<Value> = (0..50)
+        .map(|n| serde_json::json!({"hostname": format!("acme-{n}"), "operating_system": {"name": "Debian 12", "family": "linux"}}))
+        .collect();
+    assert_eq!(server.import_lines(&server.organization_ids[0], "endpoints", &lines).status(), 200);
+    let after = next_cursor();
+    for cursor in [&before, &after] {
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cursor).expect("a cursor is base64url");
+        let longest_text = bytes
+            .split(|byte| !(byte.is_ascii_alphanumeric() || b"{}\":,_-".contains(byte)))
+            .map(<[u8]>::len)
+            .max()
+            .unwrap_or(0);
+        assert!(longest_text < 8, "{longest_text} bytes of text in the cursor {cursor}: {bytes:?}");
+    }
+    // The position moved, but not so much as to show in the token's length.
+    assert!(before.len().abs_diff(after.len()) <= 1, "{before} and {after}");
+    // Both still walk on.
+    for cursor in [&before, &after] {
+        assert_eq!(server.get_as(1, &format!("/v1/endpoints?limit=1&cursor={cursor}")).status(), 200);
+    }
+}

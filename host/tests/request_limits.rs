@@ -122,3 +122,56 @@ fn connections_that_send_nothing_are_closed() {
     }
     assert_eq!(server.client.get(server.url("/v1/health")).send().unwrap().status(), 200);
 }
+
+/// One raw request on a connection of its own; what the server answered
+/// before closing it (or within a second).
+fn raw(server: &Server, request: &[u8]) -> String {
+    let address = server.base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    stream.write_all(request).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).to_lowercase()
+}
+
+fn with_header_fields(fields: usize) -> Vec<u8> {
+    let mut request = String::from("GET /v1/scopes HTTP/1.1\r\nHost: esr\r\nConnection: close\r\n");
+    for field in 0..fields {
+        request.push_str(&format!("X-Pad-{field}: a\r\n"));
+    }
+    request.push_str("\r\n");
+    request.into_bytes()
+}
+
+#[test]
+fn requests_the_parser_refuses_are_problems_where_they_can_be_and_are_counted() {
+    let server =
+        Server::start_with(&plugins_dir(), &["--address-rate-limit-per-minute=1", "--address-rate-limit-burst=4"]);
+    // Over the API's 100 fields, under what the parser reads: a problem.
+    let many = raw(&server, &with_header_fields(150));
+    assert!(many.starts_with("http/1.1 431"), "{many}");
+    assert!(many.contains("content-type: application/problem+json"), "{many}");
+    assert!(many.contains("152 header fields; at most 100"), "{many}");
+    // Past what the parser reads, or not HTTP: the parser's bare answer,
+    // counted and charged to the address all the same.
+    let too_many = raw(&server, &with_header_fields(600));
+    assert!(too_many.starts_with("http/1.1 431"), "{too_many}");
+    let conflicting =
+        raw(&server, b"GET /v1/health HTTP/1.1\r\nHost: esr\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab");
+    assert!(conflicting.starts_with("http/1.1 400"), "{conflicting}");
+    let garbage = raw(&server, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not http\r\n\r\n");
+    assert!(garbage.starts_with("http/1.1 400"), "{garbage}");
+
+    let metrics = server.admin(reqwest::Method::GET, "/metrics").send().unwrap().text().unwrap();
+    for expected in [
+        "esr_http_malformed_requests_total{listener=\"public\",kind=\"too-large\"} 1",
+        "esr_http_malformed_requests_total{listener=\"public\",kind=\"framing\"} 2",
+    ] {
+        assert!(metrics.contains(expected), "{expected} missing from\n{metrics}");
+    }
+    // Four refusals spent the address's burst of four.
+    let refused = server.client.get(server.url("/v1/scopes")).send().unwrap();
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers()["ratelimit-policy"].to_str().unwrap().starts_with("\"per-address\""));
+}

@@ -28,6 +28,8 @@ use uuid::Uuid;
 
 /// The longest request target (path and query) served; longer is `414`.
 pub const MAX_REQUEST_TARGET_BYTES: usize = 8 * 1024;
+/// The most header fields served; more is `431`.
+pub const MAX_HEADER_FIELDS: usize = 100;
 /// The most header bytes (names, values, separators) served; more is `431`.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 

@@ -369,7 +369,8 @@ impl Drop for AbandonWatch<'_> {
 }
 
 /// Bounds what one request may be and how many run at once: a request
-/// target over 8 KiB is `414` and headers over 64 KiB are `431`, charged to
+/// target over 8 KiB is `414` and over 100 header fields or 64 KiB of them
+/// are `431`, charged to
 /// the client address's rate limit before any key is looked up (so they
 /// carry its fields like every other answer); when every permit is taken
 /// the request is shed at once with `503` and `Retry-After` rather than
@@ -381,6 +382,18 @@ async fn request_limits(State(state): State<AppState>, request: Request, next: N
         let detail =
             format!("the request target is {target} bytes; at most {} are served", limits::MAX_REQUEST_TARGET_BYTES);
         Some(ApiError::new(StatusCode::URI_TOO_LONG, "uri-too-long", "URI too long", detail))
+    } else if request.headers().len() > limits::MAX_HEADER_FIELDS {
+        let detail = format!(
+            "the request has {} header fields; at most {} are served",
+            request.headers().len(),
+            limits::MAX_HEADER_FIELDS
+        );
+        Some(ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "headers-too-large",
+            "Request header fields too large",
+            detail,
+        ))
     } else if header_bytes > limits::MAX_HEADER_BYTES {
         let detail =
             format!("the header block is {header_bytes} bytes; at most {} are served", limits::MAX_HEADER_BYTES);
@@ -405,6 +418,17 @@ async fn request_limits(State(state): State<AppState>, request: Request, next: N
         return ApiError::unavailable("the service is at capacity; retry shortly").into_response();
     };
     next.run(request).await
+}
+
+/// What a listener does with a request its HTTP parser refused (bare
+/// `400`/`431`, the connection closed): counts it, and charges it to the
+/// address's rate limit like every other refusal.
+pub fn on_malformed(state: &AppState, listener: &'static str) -> crate::connections::OnMalformed {
+    let state = state.clone();
+    Arc::new(move |address, malformed| {
+        state.metrics.malformed(listener, malformed.name());
+        let _ = state.rate_limits.per_address.check(limits::address_key(address));
+    })
 }
 
 /// `406` when `Accept` admits nothing the API answers; after the rate

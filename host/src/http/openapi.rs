@@ -412,7 +412,8 @@ fn list_envelope(schema: &str) -> Value {
             },
             "sequence": sequence_schema(
                 "The organization's latest change-feed sequence when the page was read: list everything, then \
-                 follow /v1/changes?after= the first page's sequence.",
+                 follow /v1/changes?after= the first page's sequence. It counts the changes of every \
+                 collection of the organization, those the key's scopes do not read included.",
             ),
         },
     })
@@ -512,7 +513,8 @@ fn change_feed_schema() -> Value {
             },
             "sequence": sequence_schema(
                 "The organization's latest sequence when the page was read: poll with `after` = this once \
-                 `next_cursor` is null.",
+                 `next_cursor` is null. Sequences count every collection's changes: a key sees gaps where \
+                 the changes of collections its scopes do not read were.",
             ),
         },
     })
