@@ -370,7 +370,8 @@ fn plan(
         }
     }
 
-    let target_count = records.targets.len();
+    let target_count = records.targets.len() - records.target_steps;
+    let target_steps = records.target_steps;
     let sets = vec![
         (ENDPOINTS, std::mem::take(&mut records.endpoints)),
         (TARGETS, std::mem::take(&mut records.targets)),
@@ -389,7 +390,7 @@ fn plan(
                     }
                     TARGETS => {
                         outcome.targets_created = summary.created;
-                        outcome.targets_updated = summary.updated;
+                        outcome.targets_updated = summary.updated.saturating_sub(target_steps);
                     }
                     _ => {}
                 }
@@ -417,6 +418,10 @@ fn invalid_entry(error: RecordError, finding_labels: &[String]) -> InvalidEntry 
 struct Records {
     endpoints: Vec<Value>,
     targets: Vec<Value>,
+    /// Of `targets`, the lines that are a step on a target's way (an
+    /// `identified` target made `actionable` before it is `queued`): the
+    /// state machine moves one step a line, and the history keeps each.
+    target_steps: usize,
     findings: Vec<Value>,
     /// Where each finding came from, for error messages.
     finding_labels: Vec<String>,
@@ -865,7 +870,9 @@ fn truncate(text: &str, max_chars: usize) -> String {
 /// `actionable` target is then `queued` and gets the earliest `due_at`
 /// their SLAs give for its most severe open finding (an `identified` one
 /// keeps its state: the state machine queues only actionable work, but
-/// gets the scopes and the due date). When none of its findings is open
+/// gets the scopes and the due date). A stored `identified` target that
+/// becomes actionable and is in scope goes through `actionable` to
+/// `queued`: two lines, so the history keeps both steps. When none of its findings is open
 /// any more, a target not yet being worked on (`identified`, `actionable`,
 /// `queued`, `pending_approval`, `blocked`, `failed`) becomes `obsolete`:
 /// `remediated` is reached only through `verifying`, which an import does
@@ -918,6 +925,7 @@ fn plan_targets(
         endpoint_records.insert(*endpoint, record);
     }
     let mut targets: BTreeMap<String, Value> = BTreeMap::new();
+    let mut steps: Vec<Value> = Vec::new();
     for (package, indexes) in &groups {
         let existing = open_targets.get(&package.key()).copied();
         let mut target = match existing {
@@ -978,6 +986,12 @@ fn plan_targets(
                 }
             }
         }
+        if !esr_plugin_sdk::contract::transition_allowed(TARGETS, &status, &next) {
+            // Identified, then actionable and queued at once: the first step on its own line.
+            let mut step = target.clone();
+            step.insert("status".into(), json!("actionable"));
+            steps.push(Value::Object(step));
+        }
         target.insert("status".into(), json!(next));
         targets.insert(target_id, Value::Object(target));
     }
@@ -1030,7 +1044,8 @@ fn plan_targets(
             targets.insert(target_id, Value::Object(target));
         }
     }
-    records.targets = targets.into_values().collect();
+    records.target_steps = steps.len();
+    records.targets = steps.into_iter().chain(targets.into_values()).collect();
     Ok(())
 }
 

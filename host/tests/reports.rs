@@ -423,6 +423,35 @@ fn findings_on_one_installed_package_become_one_target_queued_by_matching_scopes
     assert_eq!((again["targets_created"].as_u64(), again["targets_updated"].as_u64()), (Some(0), Some(0)), "{again}");
     assert_eq!(all(&server, &key, "remediation-targets", ""), targets);
 
+    // A fix appears for what had none: those targets go through actionable to queued.
+    let identified: Vec<&Value> = targets.iter().filter(|t| t["status"] == "identified").collect();
+    assert!(!identified.is_empty(), "the report has entries without a fix");
+    let mut fixed = vm.clone();
+    for vulnerability in fixed["Results"][0]["Vulnerabilities"].as_array_mut().unwrap() {
+        if vulnerability.get("FixedVersion").is_none_or(|f| f.as_str() == Some("")) {
+            vulnerability["FixedVersion"] = json!("99.0");
+        }
+    }
+    let answer = import_ok(&server, &organization, "", serde_json::to_vec(&fixed).unwrap());
+    assert_eq!(
+        (answer["targets_created"].as_u64(), answer["targets_updated"].as_u64()),
+        (Some(0), Some(identified.len() as u64)),
+        "{answer}"
+    );
+    let targets = all(&server, &key, "remediation-targets", "");
+    assert!(targets.iter().all(|t| t["status"] == "queued"), "{targets:?}");
+    let id = identified[0]["id"].as_str().unwrap();
+    let history: Value = server
+        .client
+        .get(server.url(&format!("/v1/remediation-targets/{id}/history")))
+        .bearer_auth(&key)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let steps: Vec<&str> = history["data"].as_array().unwrap().iter().filter_map(|e| e["status"].as_str()).collect();
+    assert_eq!(steps, ["identified", "actionable", "queued"], "{history}");
+
     // Everything resolved: the targets are obsolete.
     let mut clean = read_json(&reports_dir().join("trivy/steadybit_checkout-go_clean.json"));
     clean["ArtifactType"] = json!("vm");
