@@ -63,6 +63,9 @@ fn latency_histogram() -> Histogram {
 }
 
 /// The server's metrics.
+/// How a component call can fail, as `esr_component_call_failures_total` labels it.
+pub const CALL_FAILURE_KINDS: [&str; 4] = ["timeout", "abandoned", "trap", "unavailable"];
+
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
@@ -144,6 +147,16 @@ impl Metrics {
     pub fn request(&self, route: &'static str, status: u16, elapsed: Duration) {
         self.requests.get_or_create(&RequestLabels { route, status }).inc();
         self.request_latency.get_or_create(&RouteLabels { route }).observe(elapsed.as_secs_f64());
+    }
+
+    /// Declares every group's count of each kind of call failure at 0, so
+    /// a dashboard sees them before the first failure.
+    pub fn declare_call_failures(&self, groups: &[&'static str]) {
+        for &group in groups {
+            for kind in CALL_FAILURE_KINDS {
+                drop(self.call_failures.get_or_create(&FailureLabels { group, kind }));
+            }
+        }
     }
 
     pub fn component_call(&self, group: &'static str, elapsed: Duration, failure: Option<&'static str>) {

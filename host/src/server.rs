@@ -188,7 +188,11 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         known_keys: crate::http::known_keys::KnownKeys::default(),
         request_deadline: Duration::from_millis(options.plugin_deadline_ms),
         request_permits: Arc::new(Semaphore::new(options.max_concurrent_requests)),
-        metrics: Arc::new(Metrics::with_rate_limit_policies(&limits::POLICIES)),
+        metrics: Arc::new({
+            let metrics = Metrics::with_rate_limit_policies(&limits::POLICIES);
+            metrics.declare_call_failures(&http::CALL_GROUPS);
+            metrics
+        }),
         health: tokio::sync::Mutex::default(),
         rate_limits,
     });

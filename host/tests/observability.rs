@@ -36,6 +36,8 @@ fn every_request_is_logged_once_as_json_and_counted() {
         "esr_component_call_duration_seconds_count{group=\"endpoints\"} 1",
         "esr_shed_requests_total 0",
         "esr_rate_limited_total{policy=\"per-key\"} 0",
+        "esr_component_call_failures_total{group=\"scopes\",kind=\"timeout\"} 0",
+        "esr_component_call_failures_total{group=\"agent\",kind=\"trap\"} 0",
         "esr_store_size_bytes ",
         "# EOF",
     ] {

@@ -266,3 +266,47 @@ fn a_summary_answers_within_its_deadline_on_both_backends() {
         }
     }
 }
+
+/// Every value a summary groups by is one its list's filter accepts, and
+/// lists as many records as the group counts (an endpoint of the family
+/// `other` included); scopes, which have no summary, say so.
+#[test]
+fn every_summary_group_lists_with_its_filter() {
+    let server = Server::start(&plugins_dir());
+    let other = serde_json::json!({"hostname": "plan9-1", "operating_system": {"name": "Plan 9", "family": "other"}});
+    assert_eq!(server.import_lines(&server.organization_ids[0], "endpoints", &[other]).status(), 200);
+    let fields: [(&str, &[&str]); 3] = [
+        ("endpoints", &["osFamily", "hasAgent"]),
+        ("vulnerability-findings", &["severity", "status", "findingType", "kev", "scanner"]),
+        ("remediation-targets", &["status", "targetType", "packageManager"]),
+    ];
+    let mut listed = 0;
+    for (collection, fields) in fields {
+        for field in fields {
+            let summary = server.json(&format!("/v1/{collection}/summary?groupBy={field}"));
+            for group in summary["groups"].as_array().unwrap_or_else(|| panic!("{summary}")) {
+                let value = match &group[*field] {
+                    Value::String(text) => text.clone(),
+                    Value::Bool(flag) => flag.to_string(),
+                    // A record without the field is counted apart; no filter names it.
+                    Value::Null => continue,
+                    other => panic!("{collection} {field}: {other}"),
+                };
+                let path = format!("/v1/{collection}?{field}={value}&limit=1");
+                let response = server.get(&path);
+                assert_eq!(response.status(), 200, "{path}: {}", response.text().unwrap());
+                let page: Value = response.json().unwrap();
+                assert_eq!(page["total"], group["count"], "{path}: {page}");
+                listed += 1;
+            }
+        }
+    }
+    assert!(listed >= 15, "only {listed} groups");
+    let families = server.json("/v1/endpoints/summary?groupBy=osFamily");
+    assert!(families["groups"].as_array().unwrap().iter().any(|g| g["osFamily"] == "other"), "{families}");
+
+    let scopes = server.get("/v1/scopes/summary");
+    assert_eq!(scopes.status(), 400);
+    let problem: Value = scopes.json().unwrap();
+    assert!(problem["detail"].as_str().unwrap().contains("scopes have no summary"), "{problem}");
+}

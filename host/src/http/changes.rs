@@ -42,7 +42,7 @@ const CHANGES_PARAMETERS: [&str; 4] = ["limit", "after", "cursor", "collection"]
 pub const CURSOR_NOT_ISSUED: &str = "not a cursor issued for this feed and these collections";
 
 /// The cursor binding's name for the feed (no collection is called so).
-const FEED: &str = "changes";
+pub(crate) const FEED: &str = "changes";
 
 /// A page of the feed as read, before it becomes JSON.
 enum FeedPage {

@@ -209,6 +209,17 @@ struct Group {
     history: bool,
 }
 
+/// Every group a component call is counted under: the resource groups, the
+/// agent's and the change feed's.
+pub const CALL_GROUPS: [&str; 6] = [
+    GROUPS[0].collection,
+    GROUPS[1].collection,
+    GROUPS[2].collection,
+    GROUPS[3].collection,
+    crate::plugins::AGENT_GROUP,
+    changes::FEED,
+];
+
 const GROUPS: [Group; 4] = [
     Group {
         collection: "endpoints",
@@ -746,11 +757,12 @@ async fn call_plugin<T: Send + 'static>(
             })
             .await?;
     }
+    let [timeout, abandoned, trap, unavailable] = crate::metrics::CALL_FAILURE_KINDS;
     let failure = match &outcome {
-        Err(CallError::Timeout) => Some("timeout"),
-        Err(CallError::Abandoned) => Some("abandoned"),
-        Err(CallError::Failed(_)) => Some("trap"),
-        Err(CallError::Unavailable(_)) => Some("unavailable"),
+        Err(CallError::Timeout) => Some(timeout),
+        Err(CallError::Abandoned) => Some(abandoned),
+        Err(CallError::Failed(_)) => Some(trap),
+        Err(CallError::Unavailable(_)) => Some(unavailable),
         _ => None,
     };
     state.metrics.component_call(group, started.elapsed(), failure);
@@ -911,17 +923,28 @@ async fn summary(
     let [collection, _] = path_parameters(&uri);
     let (group, principal) = read_group(&method, &collection, &caller)?;
     if !group.summary {
-        // As `/v1/scopes/{id}` answers any id that is not a UUID.
-        return Err(ApiError::invalid_id(group.resource));
+        // As `/v1/scopes/{id}` answers any id that is not a UUID, saying why.
+        let mut problem = ApiError::invalid_id(group.resource);
+        problem.detail = format!(
+            "{}: {} have no summary (summaries: {})",
+            problem.detail,
+            group.collection,
+            GROUPS.iter().filter(|group| group.summary).map(|group| group.collection).collect::<Vec<_>>().join(", ")
+        );
+        return Err(problem);
     }
     let served = state.plugins.current().get(group.collection).and_then(|info| info.summary.as_ref()).is_some();
     let not_served = || {
         let plugins = state.plugins.current();
         let built = plugins.get(group.collection).map(|info| info.wit_version.clone()).unwrap_or_default();
-        ApiError::not_found(format!(
-            "the {} component serves no summary (it is built against esr:plugin@{built}; summaries need 0.3.2 or later)",
-            group.collection
-        ))
+        let before_summaries =
+            built.split('.').map(|part| part.parse::<u64>().unwrap_or(0)).collect::<Vec<_>>() < vec![0, 3, 2];
+        let why = if before_summaries {
+            format!(" (it is built against esr:plugin@{built}; summaries need 0.3.2 or later)")
+        } else {
+            String::new()
+        };
+        ApiError::not_found(format!("the {} component serves no summary{why}", group.collection))
     };
     if !served {
         return Err(not_served());

@@ -3,6 +3,7 @@
 //! Filters: `osFamily`, `hasAgent`, `hostname` (prefix, case-insensitive),
 //! `tag`. Sort keys: `created_at`, `updated_at`, `hostname`, `last_seen_at`.
 
+use esr_plugin_sdk::contract::OS_FAMILIES;
 use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request};
 use esr_plugin_sdk::query::{Param, ParamKind, Query};
 use esr_plugin_sdk::summary::{Summary, SummaryField, SummaryInfo, parse_summary_request, summarize, summary_info};
@@ -10,7 +11,6 @@ use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Sto
 use serde_json::Value;
 
 const COLLECTION: &str = "endpoints";
-const OS_FAMILIES: &[&str] = &["macos", "windows", "linux"];
 
 const FILTERS: &[Param] = &[
     Param::new("osFamily", ParamKind::AnyOf(OS_FAMILIES), "Operating system families, comma-separated."),
