@@ -18,7 +18,7 @@ pub struct AdminClient {
 }
 
 /// How many lines and bytes `esr import` sends per batch, by default.
-pub const BATCH_LINES: usize = 10_000;
+pub const BATCH_LINES: u32 = 10_000;
 pub const BATCH_BYTES: usize = 16 << 20;
 
 impl AdminClient {
@@ -77,8 +77,7 @@ impl AdminClient {
         organization: &str,
         collection: &str,
         file: &Path,
-        batch_lines: usize,
-        batch_bytes: usize,
+        batches: &Batches,
     ) -> anyhow::Result<ImportTotals> {
         let (reader, length): (Box<dyn Read>, Option<u64>) = if file.as_os_str() == "-" {
             (Box::new(std::io::stdin()), None)
@@ -96,7 +95,9 @@ impl AdminClient {
             ),
             None => indicatif::ProgressBar::new_spinner(),
         };
-        let path = format!("/admin/v1/organizations/{organization}/import/{collection}");
+        let dry_run = if batches.dry_run { "?dryRun=true" } else { "" };
+        let path = format!("/admin/v1/organizations/{organization}/import/{collection}{dry_run}");
+        let (batch_lines, batch_bytes) = (batches.lines.max(1), batches.bytes);
         let mut totals = ImportTotals::default();
         let mut lines = BufReader::new(reader).lines();
         let mut first_line = 1;
@@ -134,6 +135,15 @@ impl AdminClient {
         progress.finish_and_clear();
         Ok(totals)
     }
+}
+
+/// How `esr import` sends an NDJSON file: batches of at most `lines`
+/// lines and about `bytes` bytes, checked only when `dry_run`.
+#[derive(Debug, Clone)]
+pub struct Batches {
+    pub lines: usize,
+    pub bytes: usize,
+    pub dry_run: bool,
 }
 
 /// What `esr import --report` asks of the server.

@@ -49,8 +49,10 @@ pub struct ImportSummary {
     /// The id of each line's record, in line order.
     pub ids: Vec<Uuid>,
     /// The batch's id, which the history entries it wrote name as their
-    /// cause's `batch_id`.
+    /// cause's `batch_id` (none for a dry run).
     pub batch_id: Option<Uuid>,
+    /// Whether the batch was only checked: what it would change, nothing written.
+    pub dry_run: bool,
 }
 
 /// The collections whose records keep a history of their `status`.
@@ -150,13 +152,15 @@ const CHECK_CHUNK_LINES: usize = 8192;
 pub const DEFAULT_MAX_LINES: u32 = 10_000;
 
 /// Validates a batch of at most `max_lines` lines and, when every line is
-/// valid, writes it durably.
+/// valid, writes it durably; a dry run answers what it would change and
+/// writes nothing (ids it would give to lines without one included).
 pub fn import(
     db: &dyn Store,
     organization: Uuid,
     collection: &str,
     body: &[u8],
     max_lines: usize,
+    dry_run: bool,
 ) -> Result<ImportSummary, ImportError> {
     let fields = schema(collection).ok_or_else(|| ImportError::UnknownCollection(collection.to_owned()))?;
     let lines = || {
@@ -192,9 +196,10 @@ pub fn import(
             return Ok(Vec::new());
         }
         let (mut summary, writes) = batch.commit(now, &cause)?;
-        summary.batch_id = cause.batch_id;
+        summary.dry_run = dry_run;
+        summary.batch_id = cause.batch_id.filter(|_| !dry_run);
         outcome = Some(Ok(summary));
-        Ok(writes)
+        Ok(if dry_run { Vec::new() } else { writes })
     })?;
     outcome.unwrap_or_else(|| Err(StoreError::Backend("the write ended without validating the batch".into()).into()))
 }

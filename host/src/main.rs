@@ -61,9 +61,9 @@ enum Command {
         /// One JSON record per line; `-` reads standard input.
         #[arg(required_unless_present = "report", conflicts_with = "report")]
         file: Option<PathBuf>,
-        /// The most lines one batch holds.
-        #[arg(long, default_value_t = esr::admin_client::BATCH_LINES)]
-        batch_lines: usize,
+        /// The most lines one batch holds (at least 1).
+        #[arg(long, default_value_t = esr::admin_client::BATCH_LINES, value_parser = clap::value_parser!(u32).range(1..))]
+        batch_lines: u32,
         /// A scanner report to import (`-` reads standard input).
         #[arg(long)]
         report: Option<PathBuf>,
@@ -79,8 +79,11 @@ enum Command {
         /// CycloneDX file Trivy wrote. Recorded in the history.
         #[arg(long, requires = "report")]
         scanner: Option<String>,
-        /// Work out what the report would change, write nothing.
-        #[arg(long, requires = "report")]
+        /// Check everything and answer what would change; write nothing.
+        /// For NDJSON, each batch is checked against the store as it is: a
+        /// line naming a record an earlier batch of the same run would
+        /// create is reported missing.
+        #[arg(long)]
         dry_run: bool,
         /// Print what changed as one JSON object.
         #[arg(long, requires = "report")]
@@ -596,15 +599,18 @@ fn import(
     collection: &str,
     file: &Path,
     batch_lines: usize,
+    dry_run: bool,
     admin: &AdminArgs,
 ) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let client = admin_client(admin)?;
-    let totals = client.import(organization, collection, file, batch_lines.max(1), esr::admin_client::BATCH_BYTES)?;
+    let batches = esr::admin_client::Batches { lines: batch_lines, bytes: esr::admin_client::BATCH_BYTES, dry_run };
+    let totals = client.import(organization, collection, file, &batches)?;
     let records = totals.created + totals.updated + totals.unchanged;
     let seconds = started.elapsed().as_secs_f64();
     println!(
-        "{records} records in {seconds:.1}s ({:.0}/s): {} created, {} updated, {} unchanged",
+        "{}{records} records in {seconds:.1}s ({:.0}/s): {} created, {} updated, {} unchanged",
+        if dry_run { "dry run: nothing written; " } else { "" },
         records as f64 / seconds.max(1e-9),
         totals.created,
         totals.updated,
@@ -709,7 +715,9 @@ fn main() -> ExitCode {
                 json,
                 &admin,
             ),
-            (None, Some(collection), Some(file)) => import(&organization, &collection, &file, batch_lines, &admin),
+            (None, Some(collection), Some(file)) => {
+                import(&organization, &collection, &file, batch_lines as usize, dry_run, &admin)
+            }
             _ => Err(anyhow::anyhow!("give --collection and a file, or --report")),
         },
         Command::Delete { organization, collection, id, admin } => {

@@ -556,3 +556,82 @@ fn an_import_at_the_size_limit_takes_bounded_memory_and_gives_it_back() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// A dry run checks everything and writes nothing, over HTTP and from the
+/// command line; a parameter a route does not take is `400` naming it.
+#[test]
+fn a_dry_run_writes_nothing_and_unknown_parameters_are_refused() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = server.organization_with_key("dry", &["endpoints:read"]);
+    let path = format!("/admin/v1/organizations/{organization}/import/endpoints");
+    let send = |query: &str, lines: &[Value]| {
+        server
+            .admin(Method::POST, &format!("{path}{query}"))
+            .header("content-type", NDJSON)
+            .body(ndjson(lines))
+            .send()
+            .unwrap()
+    };
+    let total = || get(&server, &key, "/v1/endpoints").json::<Value>().unwrap()["total"].as_u64().unwrap();
+
+    let dry: Value = send("?dryRun=true", &[endpoint("dry-1")]).json().unwrap();
+    assert_eq!((dry["created"].as_u64(), dry["dry_run"].as_bool()), (Some(1), Some(true)), "{dry}");
+    assert!(dry["batch_id"].is_null(), "{dry}");
+    assert_eq!(total(), 0, "a dry run wrote");
+    // What a dry run finds wrong is what the write would refuse.
+    let mut bad = endpoint("dry-2");
+    bad["mac_address"] = json!("not-a-mac");
+    let refused = send("?dryRun=true", &[bad]);
+    assert_eq!(refused.status(), 422);
+
+    let written: Value = send("?dryRun=false", &[endpoint("dry-1")]).json().unwrap();
+    assert_eq!((written["created"].as_u64(), written["dry_run"].as_bool()), (Some(1), Some(false)), "{written}");
+    let id = written["ids"][0].as_str().unwrap().to_owned();
+    let mut again = endpoint("dry-1");
+    again["id"] = json!(id);
+    again["tags"] = json!(["changed"]);
+    let dry: Value = send("?dryRun=true", &[again]).json().unwrap();
+    assert_eq!(dry["updated"], 1, "{dry}");
+    assert_eq!(
+        get(&server, &key, &format!("/v1/endpoints/{id}")).json::<Value>().unwrap()["tags"],
+        json!(["imported"])
+    );
+
+    // Parameters a route does not take, named; a bad flag value too.
+    for (method, route, name) in [
+        (Method::POST, format!("{path}?dryrun=true"), "dryrun"),
+        (Method::POST, format!("{path}?dryRun=yes"), "dryRun"),
+        (Method::GET, "/admin/v1/health?verbose=1".to_owned(), "verbose"),
+        (Method::GET, "/admin/v1/organizations?limit=5".to_owned(), "limit"),
+        (Method::POST, format!("/admin/v1/organizations/{organization}/reports?dry=1"), "dry"),
+    ] {
+        let response = server.admin(method, &route).header("content-type", NDJSON).body("").send().unwrap();
+        assert_eq!(response.status(), 400, "{route}");
+        let problem: Value = response.json().unwrap();
+        assert_eq!(problem["invalid_params"][0]["name"], name, "{route}: {problem}");
+    }
+
+    // The command line: `--dry-run` for NDJSON, and no empty batches.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("endpoints.ndjson");
+    std::fs::write(&file, ndjson(&[endpoint("cli-1"), endpoint("cli-2")])).unwrap();
+    let file = file.to_str().unwrap();
+    let output =
+        server.cli(&["import", "--organization", &organization, "--collection", "endpoints", "--dry-run", file]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.starts_with("dry run: nothing written; 2 records") && stdout.contains("2 created"), "{stdout}");
+    assert_eq!(total(), 1);
+    let output = server.cli(&[
+        "import",
+        "--organization",
+        &organization,
+        "--collection",
+        "endpoints",
+        "--batch-lines",
+        "0",
+        file,
+    ]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--batch-lines"), "{output:?}");
+}

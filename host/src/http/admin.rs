@@ -66,10 +66,49 @@ pub fn router(state: AdminState) -> Router {
                 "this admin route does not take that method",
             )
         })
+        .route_layer(middleware::from_fn(known_parameters))
         .fallback(|| async { ApiError::not_found("no such admin path") })
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
         .layer(middleware::from_fn(request_id))
         .with_state(state)
+}
+
+/// The query parameters each admin route takes (by method and route);
+/// any other is `400` naming it.
+fn parameters_of(method: &axum::http::Method, route: &str) -> &'static [&'static str] {
+    match (method.as_str(), route) {
+        ("GET", "/admin/v1/keys") => &["organizationId"],
+        ("POST", "/admin/v1/organizations/{organization_id}/import/{collection}") => &["dryRun"],
+        ("POST", "/admin/v1/organizations/{organization_id}/reports") => &["format", "endpoint", "scanner", "dryRun"],
+        _ => &[],
+    }
+}
+
+/// Refuses a query parameter the route does not take, naming each.
+async fn known_parameters(request: Request, next: Next) -> Response {
+    let route = request.extensions().get::<axum::extract::MatchedPath>().map(|path| path.as_str().to_owned());
+    let known = parameters_of(request.method(), route.as_deref().unwrap_or_default());
+    let unknown: Vec<(String, String)> = form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes())
+        .filter(|(name, _)| !known.contains(&name.as_ref()))
+        .map(|(name, _)| {
+            let reason = if known.is_empty() {
+                "unknown parameter; this route takes none".to_owned()
+            } else {
+                format!("unknown parameter; known: {}", known.join(", "))
+            };
+            (name.into_owned(), reason)
+        })
+        .collect();
+    if unknown.is_empty() { next.run(request).await } else { ApiError::invalid_parameters(unknown).into_response() }
+}
+
+/// `true` or `false`, else `400` naming the parameter.
+fn parse_flag(value: &str, name: &str) -> Result<bool, ApiError> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ApiError::invalid_parameters(vec![(name.to_owned(), "not true or false".to_owned())])),
+    }
 }
 
 /// Every admin route needs the admin token. A connection that presents it
@@ -288,7 +327,8 @@ async fn list_keys(State(state): State<AdminState>, RawQuery(query): RawQuery) -
     for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
             "organizationId" => organization = Some(parse_uuid(&value, "organizationId")?),
-            other => return Err(ApiError::invalid_parameters(vec![(other.to_owned(), "unknown parameter".into())])),
+            // Refused by `known_parameters`.
+            _ => {}
         }
     }
     let db = state.db.clone();
@@ -325,10 +365,17 @@ const NDJSON_TYPES: [&str; 3] = ["application/x-ndjson", "application/jsonl", "a
 async fn import(
     State(state): State<AdminState>,
     uri: Uri,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let [organization_id, _, collection] = path_parameters(&uri);
+    let mut dry_run = false;
+    for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        if name == "dryRun" {
+            dry_run = parse_flag(&value, "dryRun")?;
+        }
+    }
     let organization_id = parse_uuid(&organization_id, "organizationId")?;
     if !COLLECTIONS.contains(&collection.as_str()) {
         return Err(ApiError::not_found(format!("no collection {collection}; one of {}", COLLECTIONS.join(", "))));
@@ -352,7 +399,7 @@ async fn import(
     let outcome = state
         .blocking(move || {
             organization_exists(db.as_ref(), organization_id)?;
-            let outcome = ingest::import(db.as_ref(), organization_id, &name, &body, max_lines);
+            let outcome = ingest::import(db.as_ref(), organization_id, &name, &body, max_lines, dry_run);
             drop(body);
             db.release_freed_memory();
             Ok(outcome)
@@ -362,7 +409,7 @@ async fn import(
         Ok(summary) => {
             tracing::info!(
                 %organization_id, %collection, created = summary.created, updated = summary.updated,
-                unchanged = summary.unchanged, elapsed_ms = started.elapsed().as_millis(), "batch imported"
+                unchanged = summary.unchanged, dry_run, elapsed_ms = started.elapsed().as_millis(), "batch imported"
             );
             Ok(Json(summary).into_response())
         }
@@ -442,23 +489,15 @@ async fn import_report(
     let organization_id = parse_uuid(&organization_id, "organizationId")?;
     let mut format = "auto".to_owned();
     let mut options = crate::reports::ReportOptions::default();
-    let mut invalid = Vec::new();
     for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         match name.as_ref() {
             "format" => format = value.trim().to_ascii_lowercase(),
             "endpoint" => options.endpoint = Some(value.into_owned()),
             "scanner" => options.scanner = Some(value.into_owned()),
-            "dryRun" => match value.as_ref() {
-                "true" => options.dry_run = true,
-                "false" => options.dry_run = false,
-                _ => invalid.push(("dryRun".to_owned(), "not true or false".to_owned())),
-            },
-            other => invalid
-                .push((other.to_owned(), "unknown parameter; known: format, endpoint, scanner, dryRun".to_owned())),
+            "dryRun" => options.dry_run = parse_flag(&value, "dryRun")?,
+            // Refused by `known_parameters`.
+            _ => {}
         }
-    }
-    if !invalid.is_empty() {
-        return Err(ApiError::invalid_parameters(invalid));
     }
     let limit = state.import_max_bytes;
     let body = read_body_within(body, &headers, limit, || {
