@@ -1213,7 +1213,7 @@ mod tests {
 
     /// A batch with no line cap (the demo set's collections are re-imported whole).
     fn import(db: &dyn Store, organization: Uuid, collection: &str, body: &[u8]) -> Result<ImportSummary, ImportError> {
-        super::import(db, organization, collection, body, usize::MAX)
+        super::import(db, organization, collection, body, usize::MAX, false)
     }
 
     fn ndjson(lines: &[Value]) -> Vec<u8> {

@@ -325,10 +325,9 @@ async fn create_key(State(state): State<AdminState>, body: Bytes) -> Result<Resp
 async fn list_keys(State(state): State<AdminState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
     let mut organization = None;
     for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        match name.as_ref() {
-            "organizationId" => organization = Some(parse_uuid(&value, "organizationId")?),
-            // Refused by `known_parameters`.
-            _ => {}
+        // Any other is refused by `known_parameters`.
+        if name == "organizationId" {
+            organization = Some(parse_uuid(&value, "organizationId")?);
         }
     }
     let db = state.db.clone();
