@@ -477,7 +477,9 @@ fn organizations(command: OrganizationsCommand) -> anyhow::Result<()> {
     match command {
         OrganizationsCommand::Create { name, admin } => {
             let created = admin_client(&admin)?.post_json("/admin/v1/organizations", &json!({"name": name}))?;
-            println!("{}  {}", text(&created["organization_id"]), text(&created["name"]));
+            // The id alone on standard output: `ORG=$(esr organizations create …)`.
+            println!("{}", text(&created["organization_id"]));
+            eprintln!("created organization {}", text(&created["name"]));
         }
         OrganizationsCommand::List(admin) => {
             for organization in
@@ -621,7 +623,11 @@ fn import(
 
 /// `esr check`: the store's own consistency check, offline.
 fn check(data_dir: &Path, database: &DatabaseArgs) -> anyhow::Result<()> {
-    let db = database.open(data_dir)?;
+    // A directory without a store is refused, not made into an empty one.
+    let db = match database.url {
+        Some(_) => database.open(data_dir)?,
+        None => esr::store::open_existing_sled(data_dir)?,
+    };
     let problems = db.verify_indexes()?;
     if problems.is_empty() {
         let place = if database.url.is_some() { "the database".to_owned() } else { data_dir.display().to_string() };

@@ -340,7 +340,9 @@ fn the_command_line_manages_keys_and_imports_files_through_the_server() {
     };
     let (ok, stdout, stderr) = run(&["organizations", "create", "Hooli"]);
     assert!(ok, "{stderr}");
-    let organization = stdout.split_whitespace().next().unwrap().to_owned();
+    // The id alone on standard output, as `ORG=$(esr organizations create …)` wants it.
+    let organization = stdout.trim().to_owned();
+    assert!(uuid::Uuid::try_parse(&organization).is_ok() && stderr.contains("Hooli"), "{stdout:?} {stderr:?}");
     let (ok, key, stderr) = run(&["keys", "create", "--organization", &organization, "--name", "cli"]);
     assert!(ok, "{stderr}");
     let key = key.trim().to_owned();
@@ -634,4 +636,21 @@ fn a_dry_run_writes_nothing_and_unknown_parameters_are_refused() {
     ]);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--batch-lines"), "{output:?}");
+}
+
+/// `esr check` on a directory that holds no store says so and fails,
+/// creating nothing there.
+#[test]
+fn checking_a_directory_without_a_store_fails_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("not-here");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
+        .args(["check", "--data-dir"])
+        .arg(&missing)
+        .env_remove("ESR_DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("holds no esr data"), "{output:?}");
+    assert!(!missing.exists(), "check created {}", missing.display());
 }
