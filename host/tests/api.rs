@@ -550,12 +550,31 @@ fn health_and_agent_config_answer_per_the_contract() {
     let anonymous = server.client.get(format!("{}/admin/v1/health", server.admin_base)).send().unwrap();
     assert_eq!(anonymous.status(), 401, "the details need the admin token");
 
-    let active_scopes: BTreeSet<String> = server
-        .all(0, "scopes")
-        .iter()
-        .filter(|s| s["status"] == "active")
-        .map(|s| s["id"].as_str().unwrap().to_owned())
-        .collect();
+    // Each platform's file lists the active scopes that apply to it: those
+    // whose endpoint filter names no family, or names the platform's.
+    let scopes = server.all(0, "scopes");
+    let active_for = |platform: &str| -> Vec<String> {
+        scopes
+            .iter()
+            .filter(|s| s["status"] == "active")
+            .filter(|s| match s.pointer("/endpoint_filter/os_families").and_then(Value::as_array) {
+                Some(families) if !families.is_empty() => families.iter().any(|f| f == platform),
+                _ => true,
+            })
+            .map(|s| s["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    for platform in ["linux", "windows", "macos"] {
+        let config: Value = server.json(&format!("/v1/agent/config?platform={platform}"));
+        let mut listed: Vec<String> =
+            config["active_scope_ids"].as_array().unwrap().iter().map(|id| id.as_str().unwrap().to_owned()).collect();
+        listed.sort();
+        let mut expected = active_for(platform);
+        expected.sort();
+        assert_eq!(listed, expected, "{platform}");
+    }
+    assert_ne!(active_for("linux"), active_for("windows"), "the demo has a scope for some platforms only");
+    let active_scopes: BTreeSet<String> = active_for("linux").into_iter().collect();
     let response = server.get("/v1/agent/config?platform=linux");
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-disposition"], "attachment; filename=\"agent-config.json\"");

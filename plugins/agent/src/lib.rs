@@ -4,7 +4,9 @@
 //! Query: `platform` (windows, macos, linux; required), `format` (json, the
 //! default, or toml). The file holds `schema_version`, `organization_id`,
 //! `api_base_url`, `enrollment_token`, `checkin_interval_seconds`,
-//! `platform`, `log_level` and `active_scope_ids`.
+//! `platform`, `log_level` and `active_scope_ids`: the active scopes that
+//! apply to the platform (a scope whose endpoint filter names operating-
+//! system families applies to those platforms only).
 
 use esr_plugin_sdk::query::{Param, ParamKind, Query};
 use esr_plugin_sdk::{Descriptor, DocumentPlugin, IndexPosition, ORGANIZATION, PluginError, Rendered, Request, Store};
@@ -85,6 +87,8 @@ fn config_schema() -> Value {
             "platform": {"type": "string", "enum": PLATFORMS},
             "log_level": {"type": "string", "enum": ["error", "warn", "info", "debug"]},
             "active_scope_ids": {
+                "description": "The active scopes that apply to the platform: a scope whose endpoint filter names \
+                                operating-system families applies to those platforms only.",
                 "type": "array", "maxItems": MAX_ACTIVE_SCOPES,
                 "items": {"type": "string", "format": "uuid", "maxLength": 36},
             },
@@ -128,7 +132,7 @@ impl DocumentPlugin for Agent {
             checkin_interval_seconds: CHECKIN_INTERVAL_SECONDS,
             platform: platform.to_owned(),
             log_level: LOG_LEVEL.to_owned(),
-            active_scope_ids: active_scope_ids(store)?,
+            active_scope_ids: active_scope_ids(store, platform)?,
         };
 
         match format {
@@ -150,17 +154,33 @@ impl DocumentPlugin for Agent {
     }
 }
 
-/// The ids of the organization's active scopes, in creation order: the
-/// positions of the `status` index's `active` value, batch by batch, with
-/// no record read (memory is the ids, not the scopes).
-fn active_scope_ids(store: &dyn Store) -> Result<Vec<String>, PluginError> {
+/// Whether a scope applies to agents of `platform`: unless its endpoint
+/// filter names operating-system families, and then only to those.
+fn applies_to(scope: &Value, platform: &str) -> bool {
+    match scope.pointer("/endpoint_filter/os_families").and_then(Value::as_array) {
+        Some(families) if !families.is_empty() => families.iter().any(|family| family.as_str() == Some(platform)),
+        _ => true,
+    }
+}
+
+/// The ids of the organization's active scopes that apply to `platform`,
+/// in creation order: the `status` index's `active` value, batch by batch
+/// (memory is the ids and one batch of scopes).
+fn active_scope_ids(store: &dyn Store, platform: &str) -> Result<Vec<String>, PluginError> {
     let mut ids = Vec::new();
     let mut after: Option<IndexPosition> = None;
     loop {
         let batch = store.index_positions(SCOPES_COLLECTION, "status", "active", after.as_ref(), SCAN_BATCH, false);
+        let scopes = store.index_scan(SCOPES_COLLECTION, "status", "active", after.as_ref(), SCAN_BATCH, false);
         let done = batch.len() < SCAN_BATCH as usize;
         after = batch.last().cloned();
-        ids.extend(batch.into_iter().map(|position| position.id));
+        for scope in scopes {
+            let record: Value = serde_json::from_slice(&scope.value)
+                .map_err(|error| PluginError::Internal(format!("scope {}: {error}", scope.id)))?;
+            if applies_to(&record, platform) {
+                ids.push(scope.id);
+            }
+        }
         if ids.len() > MAX_ACTIVE_SCOPES {
             return Err(PluginError::Internal(format!("more than {MAX_ACTIVE_SCOPES} active scope ids to list")));
         }
@@ -255,6 +275,29 @@ mod tests {
             Err(PluginError::InvalidParameters(list)) => list.into_iter().map(|p| p.name).collect(),
             other => panic!("expected invalid parameters, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_scope_naming_families_is_only_their_platforms() {
+        const LINUX_ONLY: &str = "0192f0b4-1c2d-7e3f-8a4b-5c6d7e8f9b05";
+        const DESKTOPS: &str = "0192f0b4-1c2d-7e3f-8a4b-5c6d7e8f9b06";
+        let mut store = store();
+        store.insert(
+            SCOPES_COLLECTION,
+            json!({"id": LINUX_ONLY, "name": "kernel", "status": "active", "endpoint_filter": {"os_families": ["linux"]}}),
+        );
+        store.insert(
+            SCOPES_COLLECTION,
+            json!({"id": DESKTOPS, "name": "desktops", "status": "active",
+                   "endpoint_filter": {"os_families": ["windows", "macos"]}}),
+        );
+        let ids = |platform: &str| -> Value {
+            let body = Agent::render(&store, &request(&[("platform", platform)])).expect("render").body;
+            serde_json::from_slice::<Value>(&body).expect("json")["active_scope_ids"].clone()
+        };
+        assert_eq!(ids("linux"), json!([SCOPE_ACTIVE_1, SCOPE_ACTIVE_2, LINUX_ONLY]));
+        assert_eq!(ids("windows"), json!([SCOPE_ACTIVE_1, SCOPE_ACTIVE_2, DESKTOPS]));
+        assert_eq!(ids("macos"), json!([SCOPE_ACTIVE_1, SCOPE_ACTIVE_2, DESKTOPS]));
     }
 
     #[test]
@@ -385,7 +428,7 @@ mod tests {
             let status = if index % 1000 == 999 { "active" } else { "paused" };
             store.insert(SCOPES_COLLECTION, json!({"id": format!("{index:05}"), "status": status}));
         }
-        assert_eq!(active_scope_ids(&store), Ok(vec!["00999".to_owned(), "01999".to_owned()]));
+        assert_eq!(active_scope_ids(&store, "linux"), Ok(vec!["00999".to_owned(), "01999".to_owned()]));
     }
 
     #[test]
