@@ -407,7 +407,15 @@ struct ParsedLine {
 fn check_line(line: usize, raw: &[u8], collection: &str, fields: &'static [Field]) -> CheckedLine {
     let mut errors = Errors::default();
     if raw.len() > MAX_LINE_BYTES {
-        errors.add(line, "", format!("the line is {} bytes; at most {MAX_LINE_BYTES} are accepted", raw.len()));
+        errors.add(
+            line,
+            "",
+            format!("the line is {} bytes; at most {MAX_LINE_BYTES} are accepted for one record", raw.len()),
+        );
+        return CheckedLine::Refused(errors);
+    }
+    if raw.starts_with(b"\xEF\xBB\xBF") {
+        errors.add(line, "", "the line starts with a UTF-8 byte order mark: save the file without one");
         return CheckedLine::Refused(errors);
     }
     let object = match parse_json(raw) {
@@ -421,7 +429,12 @@ fn check_line(line: usize, raw: &[u8], collection: &str, fields: &'static [Field
             return CheckedLine::Refused(errors);
         }
         Err(JsonError::Syntax(error)) => {
-            errors.add(line, "", format!("not valid JSON: {error}"));
+            let hint = if looks_pretty_printed(raw) {
+                "; the file looks pretty-printed: write one JSON object per line (e.g. `jq -c`)"
+            } else {
+                ""
+            };
+            errors.add(line, "", format!("not valid JSON: {error}{hint}"));
             return CheckedLine::Refused(errors);
         }
     };
@@ -439,6 +452,17 @@ fn check_line(line: usize, raw: &[u8], collection: &str, fields: &'static [Field
     let content = check_object(fields, &object, "", line, &mut errors, &mut references);
     let state_errors = check_state_fields(collection, line, &content);
     CheckedLine::Parsed(ParsedLine { line, id, content, references, shape_errors: errors, state_errors })
+}
+
+/// Whether a line that is not JSON looks like a piece of an object spread
+/// over several lines: a lone bracket, or a `"key": value` member.
+fn looks_pretty_printed(raw: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(raw);
+    let text = text.trim();
+    matches!(text, "{" | "}" | "[" | "]" | "}," | "],")
+        || (text.starts_with('"') && text.contains("\":"))
+        || text.ends_with('{')
+        || text.ends_with('[')
 }
 
 enum JsonError {
@@ -1245,6 +1269,21 @@ mod tests {
 
     fn endpoint(hostname: &str) -> Value {
         json!({"hostname": hostname, "operating_system": {"name": "Ubuntu 24.04", "family": "linux"}})
+    }
+
+    #[test]
+    fn a_byte_order_mark_or_a_pretty_printed_file_is_named_as_such() {
+        let (_dir, db) = database();
+        let organization = Uuid::now_v7();
+        let with_bom = [b"\xEF\xBB\xBF".as_slice(), &ndjson(&[endpoint("bom-1")])].concat();
+        let errors = invalid(import(db.as_ref(), organization, "endpoints", &with_bom));
+        assert!(errors[0].2.contains("byte order mark"), "{errors:?}");
+        let pretty = serde_json::to_vec_pretty(&endpoint("pretty-1")).expect("json");
+        let errors = invalid(import(db.as_ref(), organization, "endpoints", &pretty));
+        assert!(errors.iter().all(|(_, _, reason)| reason.contains("one JSON object per line")), "{errors:?}");
+        // Plain junk gets no such hint.
+        let errors = invalid(import(db.as_ref(), organization, "endpoints", b"hostname=web-1\n"));
+        assert!(!errors[0].2.contains("pretty-printed"), "{errors:?}");
     }
 
     fn finding(endpoint: &str, severity: &str, status: &str) -> Value {

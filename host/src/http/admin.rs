@@ -430,7 +430,10 @@ async fn import(
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload-too-large",
             "Payload too large",
-            format!("a batch may hold at most {max} lines; this one holds {lines}: split it into smaller batches"),
+            format!(
+                "a batch may hold at most {max} lines; this one holds {lines}: split it into smaller batches \
+                 (esr import --batch-lines)"
+            ),
         )),
         Err(ImportError::UnknownCollection(name)) => Err(ApiError::not_found(format!("no collection {name}"))),
         Err(ImportError::Store(error)) => Err(storage_failure(error)),
