@@ -26,12 +26,15 @@ enum Command {
     /// its key goes to <data-dir>/seed-keys.json. Needs the data directory
     /// to itself: stop the server first.
     Seed {
+        /// The data directory to load (an embedded store; created if missing).
         #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
         data_dir: PathBuf,
         #[command(flatten)]
         database: DatabaseArgs,
+        /// Endpoints of the generated organization.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
         endpoints: u32,
+        /// Vulnerability findings on each endpoint.
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=10_000))]
         findings_per_endpoint: u32,
         /// Scopes to add beyond the organization's own (its scopes again,
@@ -53,6 +56,7 @@ enum Command {
     /// `--report`, a scanner report (Trivy, Grype, OSV-Scanner, SARIF,
     /// CycloneDX, Wazuh), all or nothing.
     Import {
+        /// The id of the organization the records belong to.
         #[arg(long)]
         organization: String,
         /// endpoints, remediation-targets, scopes or vulnerability-findings.
@@ -95,6 +99,7 @@ enum Command {
     /// endpoint goes with its findings and remediation targets, and other
     /// records' references to what is deleted are cleared, all at once.
     Delete {
+        /// The id of the organization the record belongs to.
         #[arg(long)]
         organization: String,
         /// endpoints, remediation-targets, scopes or vulnerability-findings.
@@ -118,6 +123,7 @@ enum Command {
     },
     /// Check that every index agrees with the records (server stopped).
     Check {
+        /// The data directory of a deployment (its store; refused if it holds none).
         #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
         data_dir: PathBuf,
         #[command(flatten)]
@@ -129,6 +135,7 @@ enum Command {
 enum OrganizationsCommand {
     /// Create an organization and print its id.
     Create {
+        /// The organization's name.
         name: String,
         #[command(flatten)]
         admin: AdminArgs,
@@ -141,12 +148,14 @@ enum OrganizationsCommand {
 enum KeysCommand {
     /// Create an API key; it is printed this once.
     Create {
+        /// The id of the organization whose records the key reads.
         #[arg(long)]
         organization: String,
+        /// A name to tell the key by (e.g. the integration using it).
         #[arg(long)]
         name: String,
         /// A read scope; repeat for several (default: every read scope).
-        #[arg(long = "scope")]
+        #[arg(long = "scope", value_parser = clap::builder::PossibleValuesParser::new(esr::auth::ALL_READ_SCOPES))]
         scopes: Vec<String>,
         /// When the key stops working (RFC 3339).
         #[arg(long)]
@@ -156,6 +165,7 @@ enum KeysCommand {
     },
     /// List keys (never the keys themselves).
     List {
+        /// Only this organization's keys.
         #[arg(long)]
         organization: Option<String>,
         #[command(flatten)]
@@ -163,6 +173,7 @@ enum KeysCommand {
     },
     /// Revoke a key at once.
     Revoke {
+        /// The key's id (`esr keys list`), not the key.
         key_id: String,
         #[command(flatten)]
         admin: AdminArgs,
@@ -181,6 +192,7 @@ enum PluginsCommand {
     /// Print the OpenAPI document the components in a plugins directory
     /// make (what the server answers at /v1/openapi.json).
     Openapi {
+        /// The directory of the components (`.wasm`) whose document to print.
         #[arg(long, env = "ESR_PLUGINS_DIR", default_value = "target/plugins")]
         plugins_dir: PathBuf,
     },
@@ -756,4 +768,36 @@ fn parse_public_url(text: &str) -> Result<String, String> {
         return Err(format!("longer than {limit} characters"));
     }
     Ok(text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every command and every argument of every command says what it is.
+    #[test]
+    fn every_argument_has_a_description() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let path = format!("{path} {}", command.get_name());
+            if command.get_about().is_none() {
+                missing.push(path.clone());
+            }
+            for argument in command.get_arguments() {
+                let builtin = matches!(argument.get_id().as_str(), "help" | "version");
+                if !builtin && argument.get_help().is_none() && argument.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", argument.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, &path, missing);
+            }
+        }
+        let command = Cli::command();
+        command.clone().debug_assert();
+        let mut missing = Vec::new();
+        walk(&command, "", &mut missing);
+        assert!(missing.is_empty(), "without a description: {missing:?}");
+    }
 }
