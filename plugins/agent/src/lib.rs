@@ -87,7 +87,7 @@ fn config_schema() -> Value {
             "platform": {"type": "string", "enum": PLATFORMS},
             "log_level": {"type": "string", "enum": ["error", "warn", "info", "debug"]},
             "active_scope_ids": {
-                "description": "The active scopes that apply to the platform: a scope whose endpoint filter names \
+                "description": "Each active scope that applies to the platform: one whose endpoint filter names \
                                 operating-system families applies to those platforms only.",
                 "type": "array", "maxItems": MAX_ACTIVE_SCOPES,
                 "items": {"type": "string", "format": "uuid", "maxLength": 36},
