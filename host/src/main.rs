@@ -281,6 +281,11 @@ struct ServeArgs {
     /// The directory of built components (`make plugins` fills it).
     #[arg(long, env = "ESR_PLUGINS_DIR", default_value = "target/plugins")]
     plugins_dir: PathBuf,
+    /// Where compiled components are kept so that a restart skips compiling
+    /// (default: <data-dir>/component-cache). It must belong to the user
+    /// esr runs as and be writable by no one else, or it is not used.
+    #[arg(long, env = "ESR_COMPONENT_CACHE_DIR")]
+    component_cache_dir: Option<PathBuf>,
     /// Create the demo data set and keys when the data directory is empty.
     #[arg(long, env = "ESR_DEMO", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     demo: bool,
@@ -671,6 +676,7 @@ fn main() -> ExitCode {
                 database_url: args.database.url,
                 database_pool_size: args.database.pool_size,
                 plugins_dir: args.plugins_dir,
+                component_cache_dir: args.component_cache_dir,
                 demo: args.demo,
                 public_url: args.public_url.map(|url| url.trim_end_matches('/').to_owned()),
                 plugin_memory_mib: usize::from(args.plugin_memory_mib),

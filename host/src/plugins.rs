@@ -183,8 +183,15 @@ impl PluginEngine {
 
     /// Keeps compiled components in `dir`, keyed by the component's content
     /// hash and the engine's configuration, so restarts skip compiling.
+    /// Cached files are machine code run as is, so a directory another user
+    /// owns or may write to is not used (a warning says why).
     pub fn with_cache(mut self, dir: PathBuf) -> PluginEngine {
-        self.cache_dir = Some(dir);
+        match private_directory(&dir) {
+            Ok(()) => self.cache_dir = Some(dir),
+            Err(reason) => {
+                tracing::warn!(dir = %dir.display(), reason, "not caching compiled components: compiling each at start")
+            }
+        }
         self
     }
 
@@ -1695,6 +1702,21 @@ fn exported_interface(engine: &PluginEngine, component: &Component) -> Result<(S
 
 /// Writes `bytes` to `path` (in `dir`) readable by the owner only, via a
 /// temporary file and a rename so that a reader never sees half a file.
+/// Creates `dir` (owner-only) when missing; an existing one must belong to
+/// the user esr runs as and be writable by no one else.
+fn private_directory(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| format!("cannot create it: {e}"))?;
+    let metadata = std::fs::metadata(dir).map_err(|e| format!("cannot read it: {e}"))?;
+    if metadata.uid() != rustix::process::geteuid().as_raw() {
+        return Err(format!("it belongs to user {}, not to the user esr runs as", metadata.uid()));
+    }
+    if metadata.mode() & 0o022 != 0 {
+        return Err(format!("others may write to it (mode {:o})", metadata.mode() & 0o777));
+    }
+    Ok(())
+}
+
 fn write_private_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     std::fs::create_dir_all(dir)?;

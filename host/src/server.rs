@@ -56,6 +56,8 @@ pub struct ServeOptions {
     /// Streaming replicas of the database that serve public reads.
     pub database_replicas: crate::store::postgres::Replicas,
     pub plugins_dir: PathBuf,
+    /// Compiled components (default: `<data_dir>/component-cache`).
+    pub component_cache_dir: Option<PathBuf>,
     pub demo: bool,
     /// The base URL clients reach the API at; defaults to the bound address.
     pub public_url: Option<String>,
@@ -154,7 +156,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         deadline: Duration::from_millis(options.importer_deadline_ms),
     };
     let engine = PluginEngine::with_importer_limits(limits, importer_limits)?
-        .with_cache(options.data_dir.join("component-cache"));
+        .with_cache(options.component_cache_dir.clone().unwrap_or_else(|| options.data_dir.join("component-cache")));
     let plugins = Arc::new(tokio::task::block_in_place(|| {
         PluginRegistry::load_serving(engine, &options.plugins_dir, native_calls(options.native_handlers)?)
     })?);

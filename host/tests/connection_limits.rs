@@ -183,6 +183,7 @@ fn the_admin_listener_closes_idle_and_half_sent_connections() {
 fn serve_admin_on_all_addresses(extra: &[&str]) -> (std::process::Child, tempfile::TempDir) {
     let data_dir = common::private_tempdir();
     let child = Command::new(env!("CARGO_BIN_EXE_esr"))
+        .env("ESR_COMPONENT_CACHE_DIR", common::component_cache_dir())
         .args(["serve", "--listen", "127.0.0.1:0", "--admin-listen", "0.0.0.0:0", "--data-dir"])
         .arg(data_dir.path())
         .arg("--plugins-dir")

@@ -204,8 +204,10 @@ fn plugins_check_describes_a_good_component_and_names_a_bad_one() {
 
 #[test]
 fn compiled_components_are_cached_and_a_corrupt_cache_entry_is_ignored() {
-    let mut server = Server::start(&plugins_dir());
-    let cache = server.data_dir().join("component-cache");
+    let data_dir = common::private_tempdir();
+    let cache = data_dir.path().join("component-cache");
+    let flag = format!("--component-cache-dir={}", cache.display());
+    let mut server = Server::start_on_with(&plugins_dir(), data_dir.path(), &[&flag]);
     let cached: Vec<std::path::PathBuf> = std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().path()).collect();
     // One per component in the directory: the groups' and the report importers'.
     let components = std::fs::read_dir(plugins_dir())
@@ -217,10 +219,22 @@ fn compiled_components_are_cached_and_a_corrupt_cache_entry_is_ignored() {
     // Restart on the same data directory with one cache entry corrupted.
     server.stop();
     std::fs::write(&cached[0], b"garbage").unwrap();
-    let mut child = common::spawn(&plugins_dir(), server.data_dir(), &[]);
+    let mut child = common::spawn(&plugins_dir(), server.data_dir(), &[&flag]);
     let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let listening = std::io::BufRead::lines(stdout).map_while(Result::ok).any(|line| line.starts_with("listening on"));
     let _ = child.kill();
     let _ = child.wait();
     assert!(listening, "the server starts despite a corrupt cache entry");
+}
+
+#[test]
+fn a_compile_cache_others_may_write_to_is_not_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let shared = common::private_tempdir();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let flag = format!("--component-cache-dir={}", shared.path().display());
+    let server = Server::start_with(&plugins_dir(), &[&flag]);
+    assert_eq!(server.get("/v1/health").status(), 200);
+    assert!(server.log().contains("not caching compiled components"), "{}", server.log());
+    assert_eq!(std::fs::read_dir(shared.path()).unwrap().count(), 0, "nothing was written to it");
 }

@@ -393,6 +393,12 @@ pub fn private_tempdir() -> tempfile::TempDir {
     tempfile::Builder::new().permissions(std::fs::Permissions::from_mode(0o700)).tempdir().unwrap()
 }
 
+/// The compiled components every test server shares: compiling them
+/// anew for each of the suite's servers would cost most of its time.
+pub fn component_cache_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
+}
+
 /// Starts the binary; the caller reads its output.
 pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
     // Tests send many requests quickly; only the rate-limit tests set limits.
@@ -416,7 +422,11 @@ pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
         .find_map(|item| item.strip_prefix("ESR_LOG="))
         .unwrap_or("warn,esr::server=info,esr::connections=info");
     let variables = extra.iter().filter(is_variable).filter_map(|item| item.split_once('='));
-    Command::new(env!("CARGO_BIN_EXE_esr"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_esr"));
+    if !extra.iter().any(|item| item.starts_with("--component-cache-dir")) {
+        command.env("ESR_COMPONENT_CACHE_DIR", component_cache_dir());
+    }
+    command
         .args(["serve", "--demo", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
         .arg("--data-dir")
         .arg(data_dir)
