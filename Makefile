@@ -25,7 +25,7 @@ PYTHON_REQUIREMENTS := host/tests/python/requirements.txt
 NPM_DIR     := target/npm
 LINT_PACKAGES := host/tests/lint/package.json host/tests/lint/package-lock.json
 
-.PHONY: run run-postgres test plugins test-plugins host wasm-target lint fmt bench wrk postgresql plugin-new venv openapi npm-tools nodejs
+.PHONY: run run-postgres test plugins test-plugins host wasm-target lint fmt bench wrk postgresql plugin-new venv openapi npm-tools nodejs nginx
 
 run: host plugins
 	$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR)
@@ -41,7 +41,7 @@ run-postgres: host plugins postgresql
 # with the dev-dependencies).
 # The native baseline is built in, so its test runs too; serving still
 # defaults to the components.
-test: plugins test-plugins venv npm-tools postgresql
+test: plugins test-plugins venv npm-tools postgresql nginx
 	ESR_PLUGINS_DIR=$(abspath $(PLUGINS_DIR)) ESR_TEST_PLUGINS_DIR=$(abspath $(TEST_PLUGINS_DIR)) \
 		ESR_PYTHON_VENV=$(abspath $(VENV)) ESR_NPM_DIR=$(abspath $(NPM_DIR)) ESR_SCANNER_REPORTS_DIR=$(ESR_SCANNER_REPORTS_DIR) \
 		$(CARGO) test --workspace --features esr/native-baseline
@@ -68,6 +68,15 @@ nodejs:
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then apt-get install -y -q nodejs npm; \
 		else echo "make test needs Node.js (18.17 or later) and npm: sudo apt-get install nodejs npm" >&2; exit 1; fi; }
+
+# nginx from Debian's packages when missing (as root), else a message saying
+# what to install: the deployment test runs deploy/nginx-esr.conf in front of
+# a server. Debian puts it in /usr/sbin, outside a user's PATH.
+nginx:
+	@command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get install -y -q nginx || { apt-get update -q && apt-get install -y -q nginx; }; \
+		else echo "make test needs nginx (1.22 or later): sudo apt-get install nginx" >&2; exit 1; fi; }
 
 # Rewrites docs/openapi.json from the components (a test fails when it drifts).
 openapi: host plugins

@@ -151,6 +151,8 @@ pub struct Batches {
 pub struct ReportRequest {
     pub format: String,
     pub endpoint: Option<String>,
+    /// Create `endpoint` when no endpoint has that host name.
+    pub create_endpoint: bool,
     /// The scanner the uploader declares, when not the importer's.
     pub scanner: Option<String>,
     pub dry_run: bool,
@@ -171,6 +173,9 @@ impl AdminClient {
         query.append_pair("format", &request.format);
         if let Some(endpoint) = &request.endpoint {
             query.append_pair("endpoint", endpoint);
+            if request.create_endpoint {
+                query.append_pair("createEndpoint", "true");
+            }
         }
         if let Some(scanner) = &request.scanner {
             query.append_pair("scanner", scanner);
@@ -244,8 +249,10 @@ fn explain_refusal(error: anyhow::Error, first_line: usize, totals: &ImportTotal
     let Some(refusal) = error.downcast_ref::<AdminRefusal>() else { return error };
     let mut message = String::new();
     if let Some(invalid) = refusal.body["invalid_lines"].as_array() {
-        let total = refusal.body["invalid_line_count"].as_u64().unwrap_or(invalid.len() as u64);
-        message.push_str(&format!("{total} invalid line(s) in the batch starting at line {first_line}:\n"));
+        let total = refusal.body["problem_count"].as_u64().unwrap_or(invalid.len() as u64);
+        let lines = refusal.body["invalid_line_count"].as_u64().unwrap_or(total);
+        message
+            .push_str(&format!("{total} problem(s) on {lines} line(s) in the batch starting at line {first_line}:\n"));
         for line in invalid.iter().take(20) {
             let number = line["line"].as_u64().unwrap_or(0) as usize + first_line - 1;
             let field = line["field"].as_str().filter(|field| !field.is_empty());

@@ -11,7 +11,7 @@
 //! its endpoint's counts in the same atomic write.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use esr_plugin_sdk::contract::{SEVERITIES, transition_allowed};
 use esr_plugin_sdk::schema::{Field, Kind, MAX_ARRAY_ITEMS, Owner, schema};
@@ -22,6 +22,7 @@ use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess,
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use crate::natural_keys;
 use crate::store::{CollectionWrite, Store, StoreError, StoreReader};
 
 /// The longest line a batch may hold.
@@ -126,12 +127,14 @@ impl HistoryCause {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("{} invalid line(s)", .lines.len())]
+    #[error("{problems} problem(s) on {invalid_lines} line(s)")]
     Invalid {
-        /// At most [`MAX_REPORTED`] of them.
+        /// At most [`MAX_REPORTED`] of the problems.
         lines: Vec<LineError>,
-        /// How many lines were invalid in all.
-        total: usize,
+        /// How many problems were found in all.
+        problems: usize,
+        /// On how many lines.
+        invalid_lines: usize,
     },
     #[error("{lines} lines; a batch may hold at most {max}")]
     TooManyLines { lines: usize, max: usize },
@@ -192,7 +195,12 @@ pub fn import(
             }
         }
         if batch.errors.total > 0 {
-            outcome = Some(Err(ImportError::Invalid { lines: batch.errors.lines, total: batch.errors.total }));
+            let errors = std::mem::take(&mut batch.errors);
+            outcome = Some(Err(ImportError::Invalid {
+                invalid_lines: errors.on_lines.len(),
+                lines: errors.lines,
+                problems: errors.total,
+            }));
             return Ok(Vec::new());
         }
         let (mut summary, writes) = batch.commit(now, &cause)?;
@@ -387,7 +395,7 @@ enum CheckedLine {
     /// Not a JSON object, too long, or with an unusable id: nothing more
     /// is checked.
     Refused(Errors),
-    Parsed(ParsedLine),
+    Parsed(Box<ParsedLine>),
 }
 
 struct ParsedLine {
@@ -451,7 +459,7 @@ fn check_line(line: usize, raw: &[u8], collection: &str, fields: &'static [Field
     let mut references = Vec::new();
     let content = check_object(fields, &object, "", line, &mut errors, &mut references);
     let state_errors = check_state_fields(collection, line, &content);
-    CheckedLine::Parsed(ParsedLine { line, id, content, references, shape_errors: errors, state_errors })
+    CheckedLine::Parsed(Box::new(ParsedLine { line, id, content, references, shape_errors: errors, state_errors }))
 }
 
 /// Whether a line that is not JSON looks like a piece of an object spread
@@ -608,11 +616,14 @@ fn check_state_fields(collection: &str, line: usize, content: &Map<String, Value
 struct Errors {
     lines: Vec<LineError>,
     total: usize,
+    /// The lines with at least one problem (a line may have several).
+    on_lines: HashSet<usize>,
 }
 
 impl Errors {
     fn add(&mut self, line: usize, field: &str, reason: impl Into<String>) {
         self.total += 1;
+        self.on_lines.insert(line);
         if self.lines.len() < MAX_REPORTED {
             self.lines.push(LineError { line, field: field.to_owned(), reason: reason.into() });
         }
@@ -621,6 +632,7 @@ impl Errors {
     /// Adds what another collection of errors holds, after these.
     fn append(&mut self, other: Errors) {
         self.total += other.total;
+        self.on_lines.extend(other.on_lines);
         let room = MAX_REPORTED.saturating_sub(self.lines.len());
         self.lines.extend(other.lines.into_iter().take(room));
     }
@@ -655,6 +667,8 @@ struct Batch<'a> {
     pending: Option<&'a HashMap<(&'static str, Uuid), &'a Value>>,
     /// Stored records the caller already read from the view.
     known: Option<&'a KnownRecords>,
+    /// What lines without an id name.
+    natural: natural_keys::NaturalIds,
 }
 
 impl<'a> Batch<'a> {
@@ -669,6 +683,7 @@ impl<'a> Batch<'a> {
             referenced: HashMap::new(),
             pending: None,
             known: None,
+            natural: natural_keys::NaturalIds::default(),
         }
     }
 
@@ -680,10 +695,19 @@ impl<'a> Batch<'a> {
                 self.errors.append(errors);
                 return Ok(());
             }
-            CheckedLine::Parsed(parsed) => parsed,
+            CheckedLine::Parsed(parsed) => *parsed,
         };
         let ParsedLine { line, id, content, references, shape_errors, state_errors } = parsed;
-        let id = id.unwrap_or_else(Uuid::now_v7);
+        let id = match id {
+            Some(id) => id,
+            None => match self.natural_id(line, &content)? {
+                Some(id) => id,
+                None => {
+                    self.errors.append(shape_errors);
+                    return Ok(());
+                }
+            },
+        };
         let errors_before = self.errors.total;
         self.errors.append(shape_errors);
         for reference in references {
@@ -711,6 +735,33 @@ impl<'a> Batch<'a> {
             self.lines.push((id, content));
         }
         Ok(())
+    }
+
+    /// The id of a line without one: the record its natural key names, or
+    /// a new one; `None` (the problem noted) when the key is ambiguous.
+    fn natural_id(&mut self, line: usize, content: &Map<String, Value>) -> Result<Option<Uuid>, StoreError> {
+        let Some(key) = natural_keys::of(self.collection, content) else { return Ok(Some(Uuid::now_v7())) };
+        match self.natural.find(&mut *self.view, self.collection, &key)? {
+            natural_keys::Found::Existing(id) => Ok(Some(id)),
+            natural_keys::Found::New => {
+                let id = Uuid::now_v7();
+                self.natural.give(key, id);
+                Ok(Some(id))
+            }
+            natural_keys::Found::Ambiguous(ids) => {
+                let ids: Vec<String> = ids.iter().take(10).map(Uuid::to_string).collect();
+                self.errors.add(
+                    line,
+                    "id",
+                    format!(
+                        "no id, and {} stored records have what names this one ({}): give the id of the one meant",
+                        ids.len(),
+                        ids.join(", ")
+                    ),
+                );
+                Ok(None)
+            }
+        }
     }
 
     /// The status of the record `id` before this line: stored, or from an
@@ -1291,7 +1342,7 @@ mod tests {
             "endpoint_id": endpoint, "finding_type": "vulnerability", "title": "OpenSSL flaw",
             "severity": severity, "status": status, "cve_id": "CVE-2024-12797",
             "subject": {"type": "software", "vendor": "OpenSSL", "product": "openssl", "version": "3.0.2"},
-            "source": {"scanner": "trivy", "scanner_finding_id": "t-1"},
+            "source": {"scanner": "trivy", "scanner_finding_id": format!("t-{severity}-{status}")},
             "first_seen_at": "2026-11-01T00:00:00Z", "last_seen_at": "2026-11-20T00:00:00+01:00",
             "resolved_at": if status == "resolved" { json!("2026-11-21T00:00:00Z") } else { Value::Null },
         })

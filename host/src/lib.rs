@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod migrate;
 #[cfg(feature = "native-baseline")]
 pub mod native;
+pub mod natural_keys;
 mod parallel;
 pub mod pg_cluster;
 pub mod plugins;

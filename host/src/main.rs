@@ -11,6 +11,8 @@ use esr::plugins::{Limits, PluginEngine};
 use esr::server::{ServeOptions, serve};
 use serde_json::{Value, json};
 
+mod config_file;
+
 #[derive(Parser)]
 #[command(name = "esr", version, about = "Endpoint security remediation: the public read API")]
 struct Cli {
@@ -26,6 +28,10 @@ enum Command {
     /// its key goes to <data-dir>/seed-keys.json. Needs the data directory
     /// to itself: stop the server first.
     Seed {
+        /// A TOML file of `esr serve` settings: its store keys (`data-dir`,
+        /// `database`, …) apply here; flags and the environment win.
+        #[arg(long, env = "ESR_CONFIG", value_name = "FILE")]
+        config: Option<PathBuf>,
         /// The data directory to load (an embedded store; created if missing).
         #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
         data_dir: PathBuf,
@@ -78,6 +84,10 @@ enum Command {
         /// report names no host.
         #[arg(long, requires = "report")]
         endpoint: Option<String>,
+        /// Create the --endpoint host name when no endpoint has it (without
+        /// this, a name that matches none is refused: most often a typo).
+        #[arg(long, requires = "endpoint")]
+        create_endpoint: bool,
         /// The scanner whose findings the report is compared with (and
         /// resolves), when not the importer's own: e.g. `trivy` for a
         /// CycloneDX file Trivy wrote. Recorded in the history.
@@ -123,12 +133,27 @@ enum Command {
     },
     /// Check that every index agrees with the records (server stopped).
     Check {
+        /// A TOML file of `esr serve` settings: its store keys (`data-dir`,
+        /// `database`, …) apply here; flags and the environment win.
+        #[arg(long, env = "ESR_CONFIG", value_name = "FILE")]
+        config: Option<PathBuf>,
         /// The data directory of a deployment (its store; refused if it holds none).
         #[arg(long, env = "ESR_DATA_DIR", default_value = "./data")]
         data_dir: PathBuf,
         #[command(flatten)]
         database: DatabaseArgs,
     },
+}
+
+impl Command {
+    /// The config file of a subcommand that takes one.
+    fn config_file(&self) -> Option<&Path> {
+        match self {
+            Command::Serve(args) => args.config.as_deref(),
+            Command::Seed { config, .. } | Command::Check { config, .. } => config.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -249,6 +274,10 @@ impl DatabaseArgs {
 
 #[derive(clap::Args)]
 struct ServeArgs {
+    /// A TOML file of settings: each key a flag's name without `--`
+    /// (`rate-limit-burst = 50`); flags and the environment win over it.
+    #[arg(long, env = "ESR_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Address of the public API (port 0 picks a free port).
     #[arg(long, env = "ESR_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
@@ -658,13 +687,25 @@ fn check(data_dir: &Path, database: &DatabaseArgs) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let config_file::Parsed { cli, warnings } =
+        match config_file::parse::<Cli>(std::env::args_os().collect(), |cli| cli.command.config_file()) {
+            Ok(parsed) => parsed,
+            Err(failure) => return failure.exit(),
+        };
+    // serve logs them once its log format is set; other commands say them now.
+    let warnings = if matches!(cli.command, Command::Serve(_)) {
+        warnings
+    } else {
+        warnings.iter().for_each(|warning| eprintln!("esr: warning: {warning}"));
+        Vec::new()
+    };
     // Everything esr writes (the data directory: sled's files, the cursor
     // key, enrollment tokens, the admin token) is for its owner alone.
     rustix::process::umask(rustix::fs::Mode::RWXG | rustix::fs::Mode::RWXO);
     let result = match cli.command {
         Command::Serve(args) => {
             init_logging(args.log_format);
+            warnings.iter().for_each(|warning| tracing::warn!("{warning}"));
             let options = ServeOptions {
                 listen: args.listen,
                 admin_listen: args.admin_listen,
@@ -711,7 +752,7 @@ fn main() -> ExitCode {
                 .map_err(anyhow::Error::from)
                 .and_then(|runtime| runtime.block_on(serve(options)))
         }
-        Command::Seed { data_dir, database, endpoints, findings_per_endpoint, scopes } => {
+        Command::Seed { data_dir, database, endpoints, findings_per_endpoint, scopes, .. } => {
             seed(&data_dir, &database, endpoints as usize, findings_per_endpoint as usize, scopes as usize)
         }
         Command::Plugins(PluginsCommand::Check { file }) => check_plugin(&file),
@@ -727,6 +768,7 @@ fn main() -> ExitCode {
             report,
             format,
             endpoint,
+            create_endpoint,
             scanner,
             dry_run,
             json,
@@ -735,7 +777,7 @@ fn main() -> ExitCode {
             (Some(report), _, _) => import_report(
                 &organization,
                 &report,
-                &esr::admin_client::ReportRequest { format, endpoint, scanner, dry_run },
+                &esr::admin_client::ReportRequest { format, endpoint, create_endpoint, scanner, dry_run },
                 json,
                 &admin,
             ),
@@ -749,7 +791,7 @@ fn main() -> ExitCode {
                 println!("deleted {collection} {id}");
             })
         }
-        Command::Check { data_dir, database } => check(&data_dir, &database),
+        Command::Check { data_dir, database, .. } => check(&data_dir, &database),
         Command::Migrate { from, to } => esr::migrate::migrate(&from, &to).map(|copied| {
             println!(
                 "copied {} organizations, {} API keys, {} records and {} secrets; every index agrees with the records",

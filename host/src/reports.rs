@@ -40,13 +40,16 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::ingest::{KnownRecords, RecordError};
-use crate::store::{CollectionWrite, MAX_SCAN, Store, StoreError, StoreReader};
+use crate::store::{CollectionWrite, MAX_SCAN, Store, StoreError, StoreReader, records_by_index};
 
 /// What the caller asks of an import.
 #[derive(Debug, Clone, Default)]
 pub struct ReportOptions {
     /// The endpoint the report is about: an id or a host name.
     pub endpoint: Option<String>,
+    /// Create `endpoint` when no endpoint has that host name (else a
+    /// name that matches none is refused: most often a typo).
+    pub create_endpoint: bool,
     /// The scanner the uploader declares (`scanner=`): its findings are
     /// the ones the report is compared with, instead of the importer's.
     pub scanner: Option<String>,
@@ -507,12 +510,14 @@ fn resolve_endpoints(
     records: &mut Records,
     outcome: &mut ReportOutcome,
 ) -> Result<Endpoints, ReportError> {
-    let mut by_hostname: Option<HashMap<String, Uuid>> = None;
+    let mut by_hostname: Option<HashMap<String, Vec<(Uuid, String)>>> = None;
     // The view is a parameter, not captured: the caller's endpoint is
-    // looked up in it too.
+    // looked up in it too. `create` says whether a host name no endpoint
+    // has makes one.
     let mut find_or_create = |view: &mut dyn StoreReader,
                               hostname: &str,
                               os: Option<&esr_plugin_sdk::report::OperatingSystem>,
+                              create: bool,
                               records: &mut Records,
                               outcome: &mut ReportOutcome|
      -> Result<Uuid, ReportError> {
@@ -521,13 +526,31 @@ fn resolve_endpoints(
         }
         let known = by_hostname.get_or_insert_with(HashMap::new);
         let key = hostname.to_ascii_lowercase();
-        if let Some(id) = known.get(&key) {
-            return Ok(*id);
+        match known.get(&key).map(Vec::as_slice) {
+            Some([(id, _)]) => return Ok(*id),
+            Some(several @ [_, _, ..]) => {
+                let candidates: Vec<String> =
+                    several.iter().take(10).map(|(id, name)| format!("{id} ({name})")).collect();
+                return Err(ReportError::NoEndpoint(format!(
+                    "{} endpoints have the host name {hostname:?} (host names match without regard to case): {}; \
+                     give the endpoint's id instead; nothing was written",
+                    several.len(),
+                    candidates.join(", ")
+                )));
+            }
+            _ if !create => {
+                return Err(ReportError::NoEndpoint(format!(
+                    "no endpoint has the host name {hostname:?}: check the name, give an endpoint id, or let the \
+                     import create it (`esr import --create-endpoint`, the admin route's `createEndpoint=true`); \
+                     nothing was written"
+                )));
+            }
+            _ => {}
         }
         let id = Uuid::now_v7();
         records.endpoints.push(new_endpoint(id, hostname, os, now));
         outcome.endpoints_created += 1;
-        known.insert(key, id);
+        known.insert(key, vec![(id, hostname.to_owned())]);
         Ok(id)
     };
     let default = match options.endpoint.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
@@ -538,7 +561,14 @@ fn resolve_endpoints(
                 }
                 Some(id)
             }
-            Err(_) => Some(find_or_create(view, named, report.operating_system.as_ref(), records, outcome)?),
+            Err(_) => Some(find_or_create(
+                view,
+                named,
+                report.operating_system.as_ref(),
+                options.create_endpoint,
+                records,
+                outcome,
+            )?),
         },
         None => None,
     };
@@ -563,7 +593,9 @@ fn resolve_endpoints(
             by_host_key.insert(host.key.clone(), default.unwrap_or_default());
             continue;
         }
-        let id = find_or_create(view, host.hostname.trim(), host.operating_system.as_ref(), records, outcome)?;
+        // The hosts a report names are the devices it scanned: new ones are
+        // endpoints to create.
+        let id = find_or_create(view, host.hostname.trim(), host.operating_system.as_ref(), true, records, outcome)?;
         by_host_key.insert(host.key.clone(), id);
     }
     let default = default.or_else(|| match report.hosts.as_slice() {
@@ -579,7 +611,8 @@ fn resolve_endpoints(
     Ok(Endpoints { default, by_host_key })
 }
 
-fn endpoints_by_hostname(view: &mut dyn StoreReader) -> Result<HashMap<String, Uuid>, StoreError> {
+/// Every endpoint by its host name in lower case, with the name as stored.
+fn endpoints_by_hostname(view: &mut dyn StoreReader) -> Result<HashMap<String, Vec<(Uuid, String)>>, StoreError> {
     let mut known = HashMap::new();
     let mut after = None;
     loop {
@@ -587,7 +620,7 @@ fn endpoints_by_hostname(view: &mut dyn StoreReader) -> Result<HashMap<String, U
         for (id, bytes) in &page {
             let record: Value = serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             if let Some(hostname) = record.get("hostname").and_then(Value::as_str) {
-                known.entry(hostname.to_ascii_lowercase()).or_insert(*id);
+                known.entry(hostname.to_ascii_lowercase()).or_insert_with(Vec::new).push((*id, hostname.to_owned()));
             }
         }
         match page.last() {
@@ -1134,33 +1167,6 @@ fn due_at(scopes: &[&Value], open: &[&Value], now: &str) -> Option<String> {
     let days = scopes.iter().filter_map(|scope| scope["sla_days"][worst].as_i64()).min()?;
     let start = Timestamp::parse_saturating(now)?;
     Some(Timestamp(start.0.saturating_add(days.saturating_mul(86_400 * 1_000_000_000))).format())
-}
-
-/// Every record holding `value` in a collection's index, read in pages of
-/// records (one store call per page, not one per record).
-pub(crate) fn records_by_index(
-    view: &mut dyn StoreReader,
-    collection: &str,
-    index: &str,
-    value: &str,
-) -> Result<Vec<Value>, StoreError> {
-    let order = esr_plugin_sdk::indexes::find(collection, index)
-        .ok_or_else(|| StoreError::UnknownIndex(format!("{collection}/{index}")))?;
-    let mut found = Vec::new();
-    let mut after = None;
-    loop {
-        let page = view.index_scan(collection, index, value, after, MAX_SCAN, false)?;
-        let full = page.len() == MAX_SCAN;
-        for (id, bytes) in page {
-            let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            // The next page starts after the last record's place in the index.
-            after = Some((order.position(&record), id));
-            found.push(record);
-        }
-        if !full {
-            return Ok(found);
-        }
-    }
 }
 
 pub(crate) fn stored_record(

@@ -505,7 +505,13 @@ fn imports_and_reports_write_each_status_change_into_the_history() {
     )
     .join("trivy/trivy-repo_debian-stretch.json");
     let response = server
-        .admin(Method::POST, &format!("/admin/v1/organizations/{}/reports?format=trivy&endpoint=beta", organization.id))
+        .admin(
+            Method::POST,
+            &format!(
+                "/admin/v1/organizations/{}/reports?format=trivy&createEndpoint=true&endpoint=beta",
+                organization.id
+            ),
+        )
         .header("content-type", "application/json")
         .body(std::fs::read(&report_path).unwrap())
         .send()

@@ -370,8 +370,10 @@ fn the_command_line_manages_keys_and_imports_files_through_the_server() {
     std::fs::write(&file, ndjson(&lines)).unwrap();
     let (ok, stdout, stderr) = run(&import_args);
     assert!(ok, "{stderr}");
-    // Lines without ids are new records each time; with ids they would be unchanged.
-    assert!(stdout.contains("5 records") && stdout.contains("5 created"), "{stdout}");
+    // Run again after the half-run: lines without ids are found by their
+    // natural key (here the host name), so nothing is made twice.
+    assert!(stdout.contains("5 records") && stdout.contains("1 created") && stdout.contains("4 unchanged"), "{stdout}");
+    assert_eq!(get(&server, &key, "/v1/endpoints").json::<Value>().unwrap()["total"], 5);
     let stored: Value = get(&server, &key, "/v1/endpoints?hostname=host-5").json().unwrap();
     assert_eq!(stored["data"][0]["mac_address"], "00:1a:2b:3c:4d:5e", "normalized");
 
@@ -459,10 +461,19 @@ fn hostile_text_is_refused_naming_the_line_and_field() {
         with("/hostname", json!("web 1<script>alert(1)</script>")),
         with("/hostname", json!("-web-.example")),
         with("/owner/email", json!("not-an-email")),
+        // 12: two problems on one line.
+        {
+            let mut line: Value = serde_json::from_str(&with("/hostname", json!("web 12"))).unwrap();
+            line["owner"]["email"] = json!("nobody");
+            line.to_string()
+        },
     ];
     let refused = import(&server, &organization, "endpoints", lines.join("\n"));
     assert_eq!(refused.status(), 422);
     let problem: Value = refused.json().unwrap();
+    // Problems and lines are counted apart: line 12 has two.
+    assert_eq!((problem["problem_count"].as_u64(), problem["invalid_line_count"].as_u64()), (Some(13), Some(12)));
+    assert!(problem["detail"].as_str().unwrap().starts_with("13 problem(s) on 12 line(s)"), "{problem}");
     let listed: Vec<(u64, String, String)> = problem["invalid_lines"]
         .as_array()
         .unwrap()
@@ -653,4 +664,78 @@ fn checking_a_directory_without_a_store_fails_and_creates_nothing() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("holds no esr data"), "{output:?}");
     assert!(!missing.exists(), "check created {}", missing.display());
+}
+
+/// Re-running a file whose lines carry no ids changes nothing: each
+/// collection's natural key finds the record the first run made.
+#[test]
+fn lines_without_ids_are_found_again_by_their_natural_keys() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) =
+        server.organization_with_key("Initech", &["endpoints:read", "findings:read", "scopes:read", "targets:read"]);
+    let ids = |collection: &str| -> Vec<String> {
+        let page: Value = get(&server, &key, &format!("/v1/{collection}?limit=100")).json().unwrap();
+        page["data"].as_array().unwrap().iter().map(|record| record["id"].as_str().unwrap().to_owned()).collect()
+    };
+    let run = |collection: &str, lines: &[Value]| -> Value {
+        let response = import(&server, &organization, collection, ndjson(lines));
+        assert_eq!(response.status(), 200, "{collection}");
+        response.json().unwrap()
+    };
+    let counts =
+        |summary: &Value| (summary["created"].as_u64(), summary["updated"].as_u64(), summary["unchanged"].as_u64());
+
+    let endpoints = [endpoint("web-1"), endpoint("db-1")];
+    assert_eq!(counts(&run("endpoints", &endpoints)), (Some(2), Some(0), Some(0)));
+    // The host name matches without regard to case.
+    assert_eq!(counts(&run("endpoints", &endpoints)), (Some(0), Some(0), Some(2)));
+    let web = get(&server, &key, "/v1/endpoints?hostname=web-1").json::<Value>().unwrap()["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut shouted = endpoints.clone();
+    shouted[0]["hostname"] = json!("WEB-1");
+    assert_eq!(counts(&run("endpoints", &shouted)), (Some(0), Some(1), Some(1)));
+    assert_eq!(ids("endpoints").len(), 2);
+
+    let findings = [finding(&web, "critical"), finding(&web, "high")];
+    assert_eq!(counts(&run("vulnerability-findings", &findings)), (Some(2), Some(0), Some(0)));
+    let mut changed = findings.clone();
+    changed[1]["title"] = json!("xz backdoor (confirmed)");
+    assert_eq!(counts(&run("vulnerability-findings", &changed)), (Some(0), Some(1), Some(1)));
+    assert_eq!(ids("vulnerability-findings").len(), 2);
+
+    let scope = json!({"name": "Patch OpenSSL", "status": "active", "description": "keep it current",
+                       "subject_filter": {"products": ["openssl"]}});
+    assert_eq!(counts(&run("scopes", std::slice::from_ref(&scope))), (Some(1), Some(0), Some(0)));
+    let mut renamed = scope.clone();
+    renamed["name"] = json!("patch openssl");
+    assert_eq!(
+        counts(&run("scopes", &[renamed])),
+        (Some(0), Some(1), Some(0)),
+        "the name matches without regard to case"
+    );
+    assert_eq!(ids("scopes").len(), 1);
+
+    let target = json!({"endpoint_id": web, "target_type": "software", "discovery_method": "passive",
+                        "status": "identified",
+                        "subject": {"type": "software", "vendor": "Tukaani", "product": "xz-utils"}});
+    assert_eq!(counts(&run("remediation-targets", std::slice::from_ref(&target))), (Some(1), Some(0), Some(0)));
+    assert_eq!(counts(&run("remediation-targets", &[target])), (Some(0), Some(0), Some(1)));
+    assert_eq!(ids("remediation-targets").len(), 1);
+
+    // Two stored records with one natural key (made by ids of their own):
+    // a line without an id naming it is refused, listing both.
+    let twin = |id: &str| {
+        let mut line = endpoint("twin");
+        line["id"] = json!(id);
+        line
+    };
+    let twins = ["019a0000-0000-7000-8000-000000000001", "019a0000-0000-7000-8000-000000000002"];
+    run("endpoints", &[twin(twins[0]), twin(twins[1])]);
+    let refused = import(&server, &organization, "endpoints", ndjson(&[endpoint("Twin")]));
+    assert_eq!(refused.status(), 422);
+    let problem: Value = refused.json().unwrap();
+    let reason = problem["invalid_lines"][0]["reason"].as_str().unwrap();
+    assert!(twins.iter().all(|id| reason.contains(id)) && reason.contains("give the id"), "{problem}");
 }

@@ -129,7 +129,7 @@ fn every_trivy_report_imports_with_its_ids_severities_and_packages_and_again_qui
     for (index, file) in report_files("trivy").iter().enumerate() {
         let (organization, key) = new_organization(&server, &format!("trivy-{index}"));
         let bytes = std::fs::read(file).unwrap();
-        let answer = import_ok(&server, &organization, "endpoint=scanned-host", bytes.clone());
+        let answer = import_ok(&server, &organization, "createEndpoint=true&endpoint=scanned-host", bytes.clone());
         let name = file.display();
         assert_eq!(answer["format"], "trivy", "{name}: {answer}");
         let expected = trivy_expected(&read_json(file));
@@ -158,7 +158,7 @@ fn every_trivy_report_imports_with_its_ids_severities_and_packages_and_again_qui
         assert_eq!(endpoints[0]["hostname"], "scanned-host");
 
         // Again: nothing changes, no `updated_at` moves.
-        let again = import_ok(&server, &organization, "endpoint=scanned-host", bytes);
+        let again = import_ok(&server, &organization, "createEndpoint=true&endpoint=scanned-host", bytes);
         assert_eq!(
             (again["created"].as_u64(), again["updated"].as_u64(), again["resolved"].as_u64()),
             (Some(0), Some(0), Some(0)),
@@ -200,13 +200,15 @@ fn a_later_report_resolves_what_it_no_longer_lists_and_reopens_what_it_lists_aga
     let server = Server::start(&plugins_dir());
     let (organization, key) = new_organization(&server, "later");
     let original = read_json(&reports_dir().join("trivy/trivy-repo_debian-stretch.json"));
-    let first = import_ok(&server, &organization, "endpoint=web-1", serde_json::to_vec(&original).unwrap());
+    let first =
+        import_ok(&server, &organization, "createEndpoint=true&endpoint=web-1", serde_json::to_vec(&original).unwrap());
     assert_eq!(first["created"], 5);
 
     // The stretch fixture: bash, then four packages of one CVE.
     let removed = ["bash", "e2fslibs"];
     let second = later_report(&original, "2021-09-01T00:00:00Z", &removed, Some("bash-static"));
-    let answer = import_ok(&server, &organization, "endpoint=web-1", serde_json::to_vec(&second).unwrap());
+    let answer =
+        import_ok(&server, &organization, "createEndpoint=true&endpoint=web-1", serde_json::to_vec(&second).unwrap());
     assert_eq!((answer["resolved"].as_u64(), answer["created"].as_u64()), (Some(2), Some(1)), "{answer}");
     let findings = all(&server, &key, "vulnerability-findings", "");
     let statuses = status_by_id(&findings);
@@ -222,7 +224,8 @@ fn a_later_report_resolves_what_it_no_longer_lists_and_reopens_what_it_lists_aga
 
     // The original again, later still: the two come back, the added one goes.
     let third = later_report(&original, "2021-10-01T00:00:00Z", &[], None);
-    let answer = import_ok(&server, &organization, "endpoint=web-1", serde_json::to_vec(&third).unwrap());
+    let answer =
+        import_ok(&server, &organization, "createEndpoint=true&endpoint=web-1", serde_json::to_vec(&third).unwrap());
     assert_eq!((answer["reopened"].as_u64(), answer["resolved"].as_u64()), (Some(2), Some(1)), "{answer}");
     let findings = all(&server, &key, "vulnerability-findings", "");
     let reopened: Vec<&Value> = findings.iter().filter(|f| f["status"] == "reopened").collect();
@@ -232,7 +235,8 @@ fn a_later_report_resolves_what_it_no_longer_lists_and_reopens_what_it_lists_aga
     assert_eq!(added["status"], "resolved");
 
     // An older report changes nothing, and says so.
-    let answer = import_ok(&server, &organization, "endpoint=web-1", serde_json::to_vec(&second).unwrap());
+    let answer =
+        import_ok(&server, &organization, "createEndpoint=true&endpoint=web-1", serde_json::to_vec(&second).unwrap());
     assert_eq!(answer["older_than_last"].as_array().unwrap().len(), 1, "{answer}");
     assert_eq!(all(&server, &key, "vulnerability-findings", ""), findings);
 }
@@ -245,7 +249,7 @@ fn the_clean_trivy_report_resolves_everything_its_endpoint_had_from_trivy() {
     let before = import_ok(
         &server,
         &organization,
-        "endpoint=shop-1",
+        "createEndpoint=true&endpoint=shop-1",
         std::fs::read(dir.join("defectdojo_issue-9333_debian-10.13.json")).unwrap(),
     );
     let created = before["created"].as_u64().unwrap();
@@ -255,7 +259,8 @@ fn the_clean_trivy_report_resolves_everything_its_endpoint_had_from_trivy() {
 
     let clean_file = dir.join("steadybit_checkout-go_clean.json");
     let clean = read_json(&clean_file);
-    let answer = import_ok(&server, &organization, "endpoint=shop-1", std::fs::read(&clean_file).unwrap());
+    let answer =
+        import_ok(&server, &organization, "createEndpoint=true&endpoint=shop-1", std::fs::read(&clean_file).unwrap());
     assert_eq!(answer["resolved"], created, "{answer}");
     let findings = all(&server, &key, "vulnerability-findings", "");
     assert!(
@@ -298,14 +303,19 @@ fn bad_reports_are_refused_clearly_and_write_nothing() {
     assert!(body["detail"].as_str().unwrap().contains("--endpoint"), "{body}");
 
     // Not a known format: 415 naming the formats tried.
-    let (status, body) = post_report(&server, &organization, "endpoint=x", br#"{"hello": "world"}"#.to_vec());
+    let (status, body) =
+        post_report(&server, &organization, "createEndpoint=true&endpoint=x", br#"{"hello": "world"}"#.to_vec());
     assert_eq!(status, 415, "{body}");
     assert!(body["detail"].as_str().unwrap().contains("trivy"), "{body}");
     assert_eq!(body["type"].as_str().map(|t| t.ends_with("unsupported-report-format")), Some(true), "{body}");
 
     // Malformed JSON: 422 with line and column.
-    let (status, body) =
-        post_report(&server, &organization, "endpoint=x", b"{\n  \"SchemaVersion\": 2,\n  \"Results\": [}".to_vec());
+    let (status, body) = post_report(
+        &server,
+        &organization,
+        "createEndpoint=true&endpoint=x",
+        b"{\n  \"SchemaVersion\": 2,\n  \"Results\": [}".to_vec(),
+    );
     assert_eq!(status, 422, "{body}");
     assert_eq!((body["line"].as_u64(), body["column"].as_u64()), (Some(3), Some(15)), "{body}");
 
@@ -314,30 +324,39 @@ fn bad_reports_are_refused_clearly_and_write_nothing() {
     let mut big = b"{\"SchemaVersion\":2,\"Results\":[],\"pad\":\"".to_vec();
     big.extend(std::iter::repeat_n(b'x', 2 << 20));
     big.extend(b"\"}");
-    let (status, _) = post_report(&server, &organization, "endpoint=x", big);
+    let (status, _) = post_report(&server, &organization, "createEndpoint=true&endpoint=x", big);
     assert_eq!(status, 413);
 
     // Deeply nested: a clear 422, and the server carries on.
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)).into_bytes();
-    let (status, body) = post_report(&server, &organization, "endpoint=x", deep);
+    let (status, body) = post_report(&server, &organization, "createEndpoint=true&endpoint=x", deep);
     assert_eq!(status, 422, "{body}");
     assert!(body["detail"].as_str().unwrap().contains("nests deeper"), "{body}");
 
     // A format asked for that the report is not in: 415.
-    let (status, body) = post_report(&server, &organization, "endpoint=x&format=trivy", br#"{"matches": []}"#.to_vec());
+    let (status, body) = post_report(
+        &server,
+        &organization,
+        "createEndpoint=true&endpoint=x&format=trivy",
+        br#"{"matches": []}"#.to_vec(),
+    );
     assert_eq!(status, 415, "{body}");
     // An unknown format name or parameter: 400.
-    assert_eq!(post_report(&server, &organization, "endpoint=x&format=nessus", real.clone()).0, 400);
-    assert_eq!(post_report(&server, &organization, "endpoint=x&verbose=1", real.clone()).0, 400);
+    assert_eq!(
+        post_report(&server, &organization, "createEndpoint=true&endpoint=x&format=nessus", real.clone()).0,
+        400
+    );
+    assert_eq!(post_report(&server, &organization, "createEndpoint=true&endpoint=x&verbose=1", real.clone()).0, 400);
     // Another organization's endpoint does not exist here.
     let (other, _) = new_organization(&server, "other");
-    let made = import_ok(&server, &other, "endpoint=theirs", real.clone());
+    let made = import_ok(&server, &other, "createEndpoint=true&endpoint=theirs", real.clone());
     let theirs = made["endpoint_ids"][0].as_str().unwrap();
-    let (status, body) = post_report(&server, &organization, &format!("endpoint={theirs}"), real.clone());
+    let (status, body) =
+        post_report(&server, &organization, &format!("createEndpoint=true&endpoint={theirs}"), real.clone());
     assert_eq!(status, 422, "{body}");
 
     // A dry run answers what would change and writes nothing.
-    let dry = import_ok(&server, &organization, "endpoint=x&dryRun=true", real);
+    let dry = import_ok(&server, &organization, "createEndpoint=true&endpoint=x&dryRun=true", real);
     assert_eq!((dry["created"].as_u64(), dry["dry_run"].as_bool()), (Some(3), Some(true)), "{dry}");
     assert!(all(&server, &key, "vulnerability-findings", "").is_empty());
     assert!(all(&server, &key, "endpoints", "").is_empty());
@@ -350,17 +369,31 @@ fn the_command_line_imports_a_report_and_prints_what_changed() {
     let (organization, _key) = new_organization(&server, "cli");
     let file = reports_dir().join("trivy/trivy-repo_ubuntu-1804.json");
     let file = file.to_str().unwrap();
-    let dry =
-        server.cli(&["import", "--report", file, "--organization", &organization, "--endpoint", "db-1", "--dry-run"]);
+    let import = |extra: &[&str]| {
+        let mut args = vec!["import", "--report", file, "--organization", &organization];
+        args.extend_from_slice(extra);
+        server.cli(&args)
+    };
+    // A host name no endpoint has is most often a typo: refused unless the
+    // import is told to create it.
+    let typo = import(&["--endpoint", "db-1", "--dry-run"]);
+    assert!(!typo.status.success());
+    let stderr = String::from_utf8_lossy(&typo.stderr);
+    assert!(
+        stderr.contains("no endpoint has the host name \"db-1\"") && stderr.contains("--create-endpoint"),
+        "{stderr}"
+    );
+    let dry = import(&["--endpoint", "db-1", "--create-endpoint", "--dry-run"]);
     let stdout = String::from_utf8_lossy(&dry.stdout);
     assert!(dry.status.success(), "{stdout} {}", String::from_utf8_lossy(&dry.stderr));
     assert!(stdout.contains("dry run") && stdout.contains("5 created"), "{stdout}");
-    let done =
-        server.cli(&["import", "--report", file, "--organization", &organization, "--endpoint", "db-1", "--json"]);
+    let done = import(&["--endpoint", "db-1", "--create-endpoint", "--json"]);
     let answer: Value = serde_json::from_slice(&done.stdout).unwrap();
     assert_eq!((answer["created"].as_u64(), answer["dry_run"].as_bool()), (Some(5), Some(false)), "{answer}");
-    let again = server.cli(&["import", "--report", file, "--organization", &organization, "--endpoint", "db-1"]);
-    assert!(String::from_utf8_lossy(&again.stdout).contains("5 unchanged"));
+    // Found now, by any case of its name.
+    let again = import(&["--endpoint", "DB-1"]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("5 unchanged"), "{again:?}");
+    assert!(!import(&["--create-endpoint", "--json"]).status.success(), "--create-endpoint needs --endpoint");
     let refused = server.cli(&["import", "--report", file, "--organization", &organization]);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--endpoint"));
@@ -542,17 +575,21 @@ fn reports_on_postgres_give_the_answers_they_give_on_sled() {
     for format in ["trivy", "grype", "osv-scanner", "sarif", "cyclonedx", "wazuh"] {
         for (index, file) in report_files(format).iter().enumerate() {
             // Wazuh names the hosts it scanned.
-            let query = if format == "wazuh" { String::new() } else { format!("endpoint={format}-{index}") };
+            let query = if format == "wazuh" {
+                String::new()
+            } else {
+                format!("createEndpoint=true&endpoint={format}-{index}")
+            };
             imports.push((query, std::fs::read(file).unwrap()));
         }
     }
     let second = later_report(&stretch, "2021-09-01T00:00:00Z", &["bash", "e2fslibs"], Some("bash-static"));
     let third = later_report(&stretch, "2021-10-01T00:00:00Z", &[], None);
     for report in [&second, &third, &second] {
-        imports.push(("endpoint=trivy-5".into(), serde_json::to_vec(report).unwrap()));
+        imports.push(("createEndpoint=true&endpoint=trivy-5".into(), serde_json::to_vec(report).unwrap()));
     }
     let clean = std::fs::read(reports_dir().join("trivy/steadybit_checkout-go_clean.json")).unwrap();
-    imports.push(("endpoint=trivy-1".into(), clean));
+    imports.push(("createEndpoint=true&endpoint=trivy-1".into(), clean));
 
     let mut numbering: Vec<BTreeMap<String, usize>> = vec![BTreeMap::new(), BTreeMap::new()];
     for (query, body) in &imports {
@@ -591,7 +628,8 @@ fn a_report_with_one_record_the_import_rules_refuse_writes_nothing() {
     let mut report = read_json(&reports_dir().join("trivy/trivy-repo_debian-stretch.json"));
     // A title that would reverse the text around it where it is shown.
     report["Results"][0]["Vulnerabilities"][4]["Title"] = json!("harmless \u{202e}txt.exe");
-    let (status, body) = post_report(&server, &organization, "endpoint=web-1", serde_json::to_vec(&report).unwrap());
+    let (status, body) =
+        post_report(&server, &organization, "createEndpoint=true&endpoint=web-1", serde_json::to_vec(&report).unwrap());
     assert_eq!(status, 422, "{body}");
     let invalid = body["invalid_entries"].as_array().unwrap();
     assert_eq!(invalid.len(), 1, "{body}");
@@ -637,7 +675,7 @@ fn a_report_at_the_findings_limit_takes_bounded_memory_and_one_beyond_is_refused
     let baseline = memory_figure(pid, "VmRSS");
     reset_peak_memory(pid);
 
-    let (status, problem) = post_report(&server, &organization, "endpoint=big-1", beyond);
+    let (status, problem) = post_report(&server, &organization, "createEndpoint=true&endpoint=big-1", beyond);
     assert_eq!(status, 413, "{problem}");
     assert!(problem["detail"].as_str().unwrap().contains("--import-max-findings"), "{problem}");
     assert_eq!(
@@ -648,13 +686,13 @@ fn a_report_at_the_findings_limit_takes_bounded_memory_and_one_beyond_is_refused
     let refused_peak = memory_figure(pid, "VmHWM").saturating_sub(baseline);
 
     reset_peak_memory(pid);
-    let dry = import_ok(&server, &organization, "endpoint=big-1&dryRun=true", at_limit.clone());
+    let dry = import_ok(&server, &organization, "createEndpoint=true&endpoint=big-1&dryRun=true", at_limit.clone());
     assert_eq!(dry["created"], LIMIT, "{dry}");
     let dry_peak = memory_figure(pid, "VmHWM").saturating_sub(baseline);
     eprintln!("dry run: {} MiB above the baseline", dry_peak >> 20);
 
     reset_peak_memory(pid);
-    let answer = import_ok(&server, &organization, "endpoint=big-1", at_limit);
+    let answer = import_ok(&server, &organization, "createEndpoint=true&endpoint=big-1", at_limit);
     assert_eq!(answer["created"], LIMIT, "{answer}");
     let peak = memory_figure(pid, "VmHWM").saturating_sub(baseline);
     eprintln!(
@@ -688,18 +726,18 @@ fn a_report_beyond_the_importers_limits_is_refused_clearly_and_the_server_carrie
     let server = Server::start_with(&plugins_dir(), &["--importer-memory-mib", "16"]);
     let (organization, key) = new_organization(&server, "memory");
     // Detected, or named: either way the answer names the limit.
-    for query in ["endpoint=x&format=trivy", "endpoint=x"] {
+    for query in ["createEndpoint=true&endpoint=x&format=trivy", "createEndpoint=true&endpoint=x"] {
         let (status, body) = post_report(&server, &organization, query, large.clone());
         assert_eq!(status, 422, "{query}: {body}");
         assert!(body["detail"].as_str().unwrap().contains("--importer-memory-mib"), "{query}: {body}");
     }
     assert!(all(&server, &key, "vulnerability-findings", "").is_empty());
-    assert_eq!(import_ok(&server, &organization, "endpoint=x", small.clone())["created"], 5);
+    assert_eq!(import_ok(&server, &organization, "createEndpoint=true&endpoint=x", small.clone())["created"], 5);
 
     // The least deadline allowed bounds conversions, not the loading of the importers.
     let server = Server::start_with(&plugins_dir(), &["--importer-deadline-ms", "10"]);
     let (organization, key) = new_organization(&server, "deadline");
-    let (status, body) = post_report(&server, &organization, "endpoint=x&format=trivy", large);
+    let (status, body) = post_report(&server, &organization, "createEndpoint=true&endpoint=x&format=trivy", large);
     assert_eq!(status, 422, "{body}");
     assert!(body["detail"].as_str().unwrap().contains("--importer-deadline-ms"), "{body}");
     assert!(all(&server, &key, "vulnerability-findings", "").is_empty());
@@ -934,7 +972,7 @@ type ReadReport = fn(&Value) -> Reading;
 #[test]
 fn every_other_report_comes_out_as_a_reading_of_it_says_and_again_quietly() {
     let server = Server::start(&plugins_dir());
-    let named = format!("endpoint={NAMED_HOST}");
+    let named = format!("createEndpoint=true&endpoint={NAMED_HOST}");
     // Wazuh names the hosts it scanned; the others are imported for one.
     let readers: [(&str, &str, &str, ReadReport); 5] = [
         ("grype", "grype", &named, grype_reading),
@@ -1006,8 +1044,12 @@ fn a_report_from_the_future_is_refused_and_one_from_long_ago_is_flagged() {
     let original = read_json(&reports_dir().join("trivy/trivy-repo_debian-stretch.json"));
     for future in ["9999-12-31T23:59:59Z", "2262-04-11T23:47:16Z", "2100-01-01T00:00:00Z"] {
         let forged = later_report(&original, future, &[], None);
-        let (status, problem) =
-            post_report(&server, &organization, "endpoint=web-1", serde_json::to_vec(&forged).unwrap());
+        let (status, problem) = post_report(
+            &server,
+            &organization,
+            "createEndpoint=true&endpoint=web-1",
+            serde_json::to_vec(&forged).unwrap(),
+        );
         assert_eq!(status, 422, "{future}: {problem}");
         let detail = problem["detail"].as_str().unwrap();
         assert!(
@@ -1019,14 +1061,16 @@ fn a_report_from_the_future_is_refused_and_one_from_long_ago_is_flagged() {
     assert!(all(&server, &key, "endpoints", "").is_empty(), "a refused report creates no endpoint");
 
     // The genuine report of 2021 is imported, with a warning about its age.
-    let answer = import_ok(&server, &organization, "endpoint=web-1", serde_json::to_vec(&original).unwrap());
+    let answer =
+        import_ok(&server, &organization, "createEndpoint=true&endpoint=web-1", serde_json::to_vec(&original).unwrap());
     assert_eq!(answer["created"], 5, "{answer}");
     let warnings = answer["warnings"].as_array().unwrap();
     assert!(warnings.iter().any(|w| w.as_str().unwrap().contains("more than 90 days")), "{answer}");
     // A report from a minute ago (within the clocks' skew) is not flagged.
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
     let recent = later_report(&original, &esr::demo::format_timestamp(now + 60), &[], None);
-    let answer = import_ok(&server, &organization, "endpoint=web-1", serde_json::to_vec(&recent).unwrap());
+    let answer =
+        import_ok(&server, &organization, "createEndpoint=true&endpoint=web-1", serde_json::to_vec(&recent).unwrap());
     assert_eq!(answer["warnings"], json!([]), "{answer}");
     assert_eq!(answer["unchanged"].as_u64().unwrap() + answer["updated"].as_u64().unwrap(), 5, "{answer}");
 }
@@ -1053,10 +1097,10 @@ fn a_document_naming_another_scanner_cannot_resolve_that_scanners_findings() {
     let server = Server::start(&plugins_dir());
     let (organization, key) = new_organization(&server, "forged");
     let trivy = std::fs::read(reports_dir().join("trivy/trivy-repo_debian-stretch.json")).unwrap();
-    assert_eq!(import_ok(&server, &organization, "endpoint=web-1", trivy)["created"], 5);
+    assert_eq!(import_ok(&server, &organization, "createEndpoint=true&endpoint=web-1", trivy)["created"], 5);
 
     let forged = cyclonedx_claiming("trivy", "2021-09-01T00:00:00Z");
-    let answer = import_ok(&server, &organization, "endpoint=web-1", forged.clone());
+    let answer = import_ok(&server, &organization, "createEndpoint=true&endpoint=web-1", forged.clone());
     assert_eq!(
         (
             answer["format"].as_str(),
@@ -1079,7 +1123,10 @@ fn a_document_naming_another_scanner_cannot_resolve_that_scanners_findings() {
     // Trivy's findings, and the history records who said so.
     let request_id = "declared-scanner-0001";
     let response = server
-        .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/reports?endpoint=web-1&scanner=trivy"))
+        .admin(
+            Method::POST,
+            &format!("/admin/v1/organizations/{organization}/reports?createEndpoint=true&endpoint=web-1&scanner=trivy"),
+        )
         .header("content-type", "application/json")
         .header("x-request-id", request_id)
         .body(forged)
@@ -1118,7 +1165,7 @@ fn a_document_naming_another_scanner_cannot_resolve_that_scanners_findings() {
     let (status, problem) = post_report(
         &server,
         &organization,
-        "endpoint=web-1&scanner=Not%20A%20Name",
+        "createEndpoint=true&endpoint=web-1&scanner=Not%20A%20Name",
         cyclonedx_claiming("x", "2021-09-02T00:00:00Z"),
     );
     assert_eq!(status, 422, "{problem}");
@@ -1136,12 +1183,12 @@ fn a_report_two_importers_are_certain_of_needs_its_format_named() {
     both["specVersion"] = json!("1.5");
     both["vulnerabilities"] = json!([]);
     let bytes = serde_json::to_vec(&both).unwrap();
-    let (status, problem) = post_report(&server, &organization, "endpoint=web-1", bytes.clone());
+    let (status, problem) = post_report(&server, &organization, "createEndpoint=true&endpoint=web-1", bytes.clone());
     assert_eq!(status, 415, "{problem}");
     assert_eq!(problem["formats_detected"], json!(["cyclonedx", "trivy"]), "{problem}");
     assert!(problem["detail"].as_str().unwrap().contains("`format`"), "{problem}");
     assert!(all(&server, &key, "vulnerability-findings", "").is_empty());
-    let answer = import_ok(&server, &organization, "endpoint=web-1&format=trivy", bytes);
+    let answer = import_ok(&server, &organization, "createEndpoint=true&endpoint=web-1&format=trivy", bytes);
     assert_eq!((answer["format"].as_str(), answer["created"].as_u64()), (Some("trivy"), Some(5)), "{answer}");
 }
 
@@ -1152,7 +1199,7 @@ fn endpoint_confines_a_report_to_one_host_or_refuses_it() {
     let server = Server::start(&plugins_dir());
     let (organization, key) = new_organization(&server, "confined");
     let wazuh = std::fs::read(reports_dir().join("wazuh/defectdojo_wazuh-4.8-indexer.json")).unwrap();
-    let (status, problem) = post_report(&server, &organization, "endpoint=myhost0", wazuh.clone());
+    let (status, problem) = post_report(&server, &organization, "createEndpoint=true&endpoint=myhost0", wazuh.clone());
     assert_eq!(status, 422, "{problem}");
     let detail = problem["detail"].as_str().unwrap();
     assert!(detail.contains("names 2 hosts (myhost0, myhost1)") && detail.contains("nothing was written"), "{problem}");
@@ -1161,4 +1208,40 @@ fn endpoint_confines_a_report_to_one_host_or_refuses_it() {
     // Without it, each host's entries go to that host's endpoint.
     import_ok(&server, &organization, "", wazuh);
     assert_eq!(all(&server, &key, "endpoints", "").len(), 2);
+}
+
+/// Host names match without regard to case, so two endpoints whose names
+/// differ only in case make a name ambiguous: refused with both, never one
+/// picked silently.
+#[test]
+fn an_ambiguous_endpoint_name_is_refused_naming_the_candidates() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = new_organization(&server, "ambiguous");
+    // With ids of their own: without, the second line would name the first
+    // endpoint by its host name.
+    let endpoints: Vec<Value> =
+        [("019a0000-0000-7000-8000-0000000000d1", "dup-1"), ("019a0000-0000-7000-8000-0000000000d2", "DUP-1")]
+            .iter()
+            .map(|(id, hostname)| {
+                json!({"id": id, "hostname": hostname,
+                   "operating_system": {"family": "linux", "name": "Debian", "version": "12"}})
+            })
+            .collect();
+    assert_eq!(server.import_lines(&organization, "endpoints", &endpoints).status(), 200);
+    let ids: Vec<String> = all(&server, &key, "endpoints", "")
+        .iter()
+        .map(|endpoint| endpoint["id"].as_str().unwrap().to_owned())
+        .collect();
+    let report = std::fs::read(reports_dir().join("trivy/trivy-repo_ubuntu-1804.json")).unwrap();
+    for query in ["endpoint=dup-1", "endpoint=Dup-1&createEndpoint=true"] {
+        let (status, problem) = post_report(&server, &organization, query, report.clone());
+        assert_eq!(status, 422, "{query}: {problem}");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains("2 endpoints have the host name"), "{detail}");
+        assert!(ids.iter().all(|id| detail.contains(id.as_str())), "{detail} names {ids:?}");
+    }
+    assert!(all(&server, &key, "vulnerability-findings", "").is_empty(), "nothing was written");
+    // By id, it is not ambiguous.
+    let answer = import_ok(&server, &organization, &format!("endpoint={}", ids[0]), report);
+    assert_eq!(answer["created"], 5, "{answer}");
 }

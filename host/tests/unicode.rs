@@ -72,7 +72,10 @@ fn import(server: &Server, organization: &str, collection: &str, lines: &[Value]
 
 fn post_report(server: &Server, organization: &str, report: &Value) -> (u16, Value) {
     let response = server
-        .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/reports?format=trivy&endpoint=web-1"))
+        .admin(
+            Method::POST,
+            &format!("/admin/v1/organizations/{organization}/reports?format=trivy&createEndpoint=true&endpoint=web-1"),
+        )
         .header("content-type", "application/json")
         .body(report.to_string())
         .send()

@@ -127,7 +127,7 @@ fn large_report_and_deletion_leave_globex_alone(server: &Server, backend: &str) 
     });
 
     let (answer, report_took, during_report) = while_busy(server, || {
-        let response = admin(Method::POST, "/reports?endpoint=big-1".into())
+        let response = admin(Method::POST, "/reports?createEndpoint=true&endpoint=big-1".into())
             .header("content-type", "application/json")
             .body(report)
             .send()

@@ -410,7 +410,9 @@ fn bench_report_import(args: &Args) -> anyhow::Result<String> {
         let cpu_before = cpu_seconds(|pid| pid == server_pid);
         let started = Instant::now();
         let response = client
-            .post(format!("{admin}/admin/v1/organizations/{organization}/reports?endpoint=bench-host"))
+            .post(format!(
+                "{admin}/admin/v1/organizations/{organization}/reports?createEndpoint=true&endpoint=bench-host"
+            ))
             .bearer_auth(token.trim())
             .header("content-type", "application/json")
             .body(body.clone())

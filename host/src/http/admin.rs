@@ -79,7 +79,9 @@ fn parameters_of(method: &axum::http::Method, route: &str) -> &'static [&'static
     match (method.as_str(), route) {
         ("GET", "/admin/v1/keys") => &["organizationId"],
         ("POST", "/admin/v1/organizations/{organization_id}/import/{collection}") => &["dryRun"],
-        ("POST", "/admin/v1/organizations/{organization_id}/reports") => &["format", "endpoint", "scanner", "dryRun"],
+        ("POST", "/admin/v1/organizations/{organization_id}/reports") => {
+            &["format", "endpoint", "createEndpoint", "scanner", "dryRun"]
+        }
         _ => &[],
     }
 }
@@ -412,7 +414,7 @@ async fn import(
             );
             Ok(Json(summary).into_response())
         }
-        Err(ImportError::Invalid { lines, total }) => {
+        Err(ImportError::Invalid { lines, problems, invalid_lines }) => {
             let first = lines.first().map_or_else(String::new, |line| {
                 let field = if line.field.is_empty() { String::new() } else { format!("{}: ", line.field) };
                 format!("; line {}: {field}{}", line.line, line.reason)
@@ -421,10 +423,11 @@ async fn import(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid-lines",
                 "Invalid lines",
-                format!("{total} invalid line(s), nothing was written{first}"),
+                format!("{problems} problem(s) on {invalid_lines} line(s), nothing was written{first}"),
             )
             .with_member("invalid_lines", json!(lines))
-            .with_member("invalid_line_count", json!(total)))
+            .with_member("invalid_line_count", json!(invalid_lines))
+            .with_member("problem_count", json!(problems)))
         }
         Err(ImportError::TooManyLines { lines, max }) => Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -477,7 +480,7 @@ async fn delete_record(State(state): State<AdminState>, uri: Uri) -> Result<Resp
     }
 }
 
-/// `POST /admin/v1/organizations/{organizationId}/reports?format=…&endpoint=…&scanner=…&dryRun=…`:
+/// `POST /admin/v1/organizations/{organizationId}/reports?format=…&endpoint=…&createEndpoint=…&scanner=…&dryRun=…`:
 /// a scanner report as the body, converted by the importer component of
 /// its format (detected unless given), imported all or nothing.
 async fn import_report(
@@ -495,6 +498,7 @@ async fn import_report(
         match name.as_ref() {
             "format" => format = value.trim().to_ascii_lowercase(),
             "endpoint" => options.endpoint = Some(value.into_owned()),
+            "createEndpoint" => options.create_endpoint = parse_flag(&value, "createEndpoint")?,
             "scanner" => options.scanner = Some(value.into_owned()),
             "dryRun" => options.dry_run = parse_flag(&value, "dryRun")?,
             // Refused by `known_parameters`.

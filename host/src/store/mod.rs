@@ -512,6 +512,33 @@ pub trait StoreReader: Send {
     ) -> Result<u64, StoreError>;
 }
 
+/// Every record holding `value` in a collection's index, read in pages of
+/// records (one store call per page, not one per record).
+pub fn records_by_index(
+    view: &mut dyn StoreReader,
+    collection: &str,
+    index: &str,
+    value: &str,
+) -> Result<Vec<Value>, StoreError> {
+    let order = esr_plugin_sdk::indexes::find(collection, index)
+        .ok_or_else(|| StoreError::UnknownIndex(format!("{collection}/{index}")))?;
+    let mut found = Vec::new();
+    let mut after = None;
+    loop {
+        let page = view.index_scan(collection, index, value, after, MAX_SCAN, false)?;
+        let full = page.len() == MAX_SCAN;
+        for (id, bytes) in page {
+            let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            // The next page starts after the last record's place in the index.
+            after = Some((order.position(&record), id));
+            found.push(record);
+        }
+        if !full {
+            return Ok(found);
+        }
+    }
+}
+
 /// The most candidates [`StoreReader::count_groups`] collects to find
 /// their group values (about 40 bytes each); a wider filter is counted by
 /// combination.
