@@ -22,8 +22,11 @@ use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess,
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use crate::natural_keys;
 use crate::store::{CollectionWrite, Store, StoreError, StoreReader};
+use crate::{natural_keys, pairing};
+
+const FINDINGS: &str = "vulnerability-findings";
+const TARGETS: &str = "remediation-targets";
 
 /// The longest line a batch may hold.
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -669,6 +672,8 @@ struct Batch<'a> {
     known: Option<&'a KnownRecords>,
     /// What lines without an id name.
     natural: natural_keys::NaturalIds,
+    /// The target line (id, line number) listing each finding, so far.
+    listed_by: HashMap<String, (Uuid, usize)>,
 }
 
 impl<'a> Batch<'a> {
@@ -684,6 +689,7 @@ impl<'a> Batch<'a> {
             pending: None,
             known: None,
             natural: natural_keys::NaturalIds::default(),
+            listed_by: HashMap::new(),
         }
     }
 
@@ -730,7 +736,32 @@ impl<'a> Batch<'a> {
             self.errors.add(line, "status", format!("a {from} record cannot become {to}"));
         }
         self.errors.append(state_errors);
+        if self.collection == TARGETS {
+            // A finding belongs to at most one target: two of the batch's
+            // targets cannot both list it.
+            for finding in content.get("finding_ids").and_then(Value::as_array).into_iter().flatten() {
+                let Some(finding) = finding.as_str() else { continue };
+                if let Some((other, other_line)) = self.listed_by.get(finding)
+                    && *other != id
+                {
+                    self.errors.add(
+                        line,
+                        "finding_ids",
+                        format!(
+                            "finding {finding} is listed by the target on line {other_line} too; a finding belongs to at most one target"
+                        ),
+                    );
+                }
+            }
+        }
         if self.errors.total == errors_before {
+            if self.collection == TARGETS {
+                for finding in content.get("finding_ids").and_then(Value::as_array).into_iter().flatten() {
+                    if let Some(finding) = finding.as_str() {
+                        self.listed_by.insert(finding.to_owned(), (id, line));
+                    }
+                }
+            }
             self.current_status.insert(id, status.map(str::to_owned));
             self.lines.push((id, content));
         }
@@ -893,11 +924,33 @@ impl<'a> Batch<'a> {
         cause: &HistoryCause,
     ) -> Result<(ImportSummary, Vec<CollectionWrite>), StoreError> {
         let now_text = now.format();
+        // What each record was linked to before its lines (see `pairing`).
+        let targets_before: HashMap<Uuid, Option<String>> =
+            self.stored_before.iter().map(|(id, stored)| (*id, pairing::named_target(stored.as_ref()))).collect();
+        let findings_before: HashMap<Uuid, BTreeSet<String>> =
+            self.stored_before.iter().map(|(id, stored)| (*id, pairing::listed_findings(stored.as_ref()))).collect();
         let prepared = self.prepare(&now_text, cause);
         let endpoints = self.endpoints_with_counts(prepared.open_deltas, &now_text)?;
-        let mut written = CollectionWrite::records(self.collection, prepared.records.into_values().collect());
+        // The other side of each link the lines make or break follows them.
+        let (followers, more_of_this) = match self.collection {
+            FINDINGS => (
+                CollectionWrite::records(
+                    TARGETS,
+                    pairing::targets_following(&mut *self.view, &targets_before, &prepared.records, &now_text)?,
+                ),
+                Vec::new(),
+            ),
+            TARGETS => {
+                let (findings, targets) =
+                    pairing::findings_following(&mut *self.view, &findings_before, &prepared.records, &now_text)?;
+                (CollectionWrite::records(FINDINGS, findings), targets)
+            }
+            _ => (CollectionWrite::records(TARGETS, Vec::new()), Vec::new()),
+        };
+        let records = prepared.records.into_values().chain(more_of_this).collect();
+        let mut written = CollectionWrite::records(self.collection, records);
         written.history = prepared.history;
-        Ok((prepared.summary, vec![written, CollectionWrite::records("endpoints", endpoints)]))
+        Ok((prepared.summary, vec![written, followers, CollectionWrite::records("endpoints", endpoints)]))
     }
 
     /// The stored records the validated lines become (those that change

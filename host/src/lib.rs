@@ -17,6 +17,7 @@ pub mod migrate;
 #[cfg(feature = "native-baseline")]
 pub mod native;
 pub mod natural_keys;
+pub mod pairing;
 mod parallel;
 pub mod pg_cluster;
 pub mod plugins;

@@ -674,10 +674,11 @@ fn check(data_dir: &Path, database: &DatabaseArgs) -> anyhow::Result<()> {
         Some(_) => database.open(data_dir)?,
         None => esr::store::open_existing_sled(data_dir)?,
     };
-    let problems = db.verify_indexes()?;
+    let mut problems = db.verify_indexes()?;
+    problems.extend(esr::pairing::verify(db.as_ref())?);
     if problems.is_empty() {
         let place = if database.url.is_some() { "the database".to_owned() } else { data_dir.display().to_string() };
-        println!("{place}: every index agrees with the records");
+        println!("{place}: every index agrees with the records, and every finding with its remediation target");
         return Ok(());
     }
     for problem in &problems {

@@ -959,6 +959,9 @@ fn plan_targets(
     }
     let mut targets: BTreeMap<String, Value> = BTreeMap::new();
     let mut steps: Vec<Value> = Vec::new();
+    // Findings that move to another target (a new version of their package
+    // installed), by the target they leave: it must stop listing them.
+    let mut moved: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (package, indexes) in &groups {
         let existing = open_targets.get(&package.key()).copied();
         let mut target = match existing {
@@ -973,6 +976,11 @@ fn plan_targets(
             .unwrap_or_default();
         for index in indexes {
             let finding = &mut records.findings[*index];
+            if let (Some(previous), Some(id)) = (finding["remediation_target_id"].as_str(), finding["id"].as_str())
+                && previous != target_id
+            {
+                moved.entry(previous.to_owned()).or_default().insert(id.to_owned());
+            }
             finding["remediation_target_id"] = json!(target_id);
             if let Some(id) = finding["id"].as_str()
                 && !finding_ids.iter().any(|known| known == id)
@@ -1028,14 +1036,21 @@ fn plan_targets(
         target.insert("status".into(), json!(next));
         targets.insert(target_id, Value::Object(target));
     }
-    // Targets of findings this report resolved, whose findings are now all
-    // resolved.
+    // A target this import also writes drops what left it here.
+    for (target_id, left) in &moved {
+        if let Some(target) = targets.get_mut(target_id) {
+            drop_findings(target, left);
+        }
+    }
+    // Targets of findings this report resolved, or that findings left,
+    // whose findings are now all resolved or gone.
     let resolved_targets: BTreeSet<String> = records
         .findings
         .iter()
         .zip(&records.finding_packages)
         .filter(|(_, package)| package.is_none())
         .filter_map(|(finding, _)| finding["remediation_target_id"].as_str().map(str::to_owned))
+        .chain(moved.keys().cloned())
         .filter(|id| !targets.contains_key(id))
         .collect();
     let in_batch: HashMap<&str, &Value> =
@@ -1051,8 +1066,16 @@ fn plan_targets(
                 None => continue,
             },
         };
+        let mut stored = stored;
+        let left = moved.get(&target_id);
+        if let Some(left) = left {
+            drop_findings(&mut stored, left);
+        }
         let status = stored["status"].as_str().unwrap_or_default();
         if !esr_plugin_sdk::contract::transition_allowed(TARGETS, status, "obsolete") || status == "obsolete" {
+            if left.is_some() {
+                targets.insert(target_id, Value::Object(client_fields(&stored)));
+            }
             continue;
         }
         let mut any_open = false;
@@ -1075,11 +1098,20 @@ fn plan_targets(
             let mut target = client_fields(&stored);
             target.insert("status".into(), json!("obsolete"));
             targets.insert(target_id, Value::Object(target));
+        } else if left.is_some() {
+            targets.insert(target_id, Value::Object(client_fields(&stored)));
         }
     }
     records.target_steps = steps.len();
     records.targets = steps.into_iter().chain(targets.into_values()).collect();
     Ok(())
+}
+
+/// Takes findings that moved to another target out of a target's list.
+fn drop_findings(target: &mut Value, left: &BTreeSet<String>) {
+    if let Some(ids) = target.get_mut("finding_ids").and_then(Value::as_array_mut) {
+        ids.retain(|id| id.as_str().is_none_or(|id| !left.contains(id)));
+    }
 }
 
 fn new_target(package: &InstalledPackage, now: &str) -> Map<String, Value> {

@@ -739,3 +739,71 @@ fn lines_without_ids_are_found_again_by_their_natural_keys() {
     let reason = problem["invalid_lines"][0]["reason"].as_str().unwrap();
     assert!(twins.iter().all(|id| reason.contains(id)) && reason.contains("give the id"), "{problem}");
 }
+
+/// A finding belongs to at most one target and both sides say so: an
+/// import that links them on one side writes the other, a move leaves the
+/// old target, and two targets of one batch cannot both list a finding.
+/// `esr check` verifies the result.
+#[test]
+fn findings_and_targets_stay_paired_whichever_side_an_import_writes() {
+    let mut server = Server::start(&plugins_dir());
+    let (organization, key) =
+        server.organization_with_key("Soylent", &["endpoints:read", "findings:read", "targets:read"]);
+    let run = |collection: &str, lines: &[Value]| -> reqwest::blocking::Response {
+        import(&server, &organization, collection, ndjson(lines))
+    };
+    assert_eq!(run("endpoints", &[endpoint("web-1")]).status(), 200);
+    let web =
+        get(&server, &key, "/v1/endpoints").json::<Value>().unwrap()["data"][0]["id"].as_str().unwrap().to_owned();
+    let mut findings = vec![finding(&web, "critical"), finding(&web, "high")];
+    findings[0]["id"] = json!("019a0000-0000-7000-8000-00000000f001");
+    findings[1]["id"] = json!("019a0000-0000-7000-8000-00000000f002");
+    assert_eq!(run("vulnerability-findings", &findings).status(), 200);
+    let (f1, f2) = ("019a0000-0000-7000-8000-00000000f001", "019a0000-0000-7000-8000-00000000f002");
+    let (t1, t2) = ("019a0000-0000-7000-8000-0000000000a1", "019a0000-0000-7000-8000-0000000000a2");
+    let target = |id: &str, product: &str, listed: &[&str]| {
+        json!({"id": id, "endpoint_id": web, "target_type": "software", "discovery_method": "passive",
+               "status": "identified", "finding_ids": listed,
+               "subject": {"type": "software", "vendor": "Tukaani", "product": product}})
+    };
+    let named = |finding: &str| -> Value {
+        get(&server, &key, &format!("/v1/vulnerability-findings/{finding}")).json::<Value>().unwrap()["remediation_target_id"]
+            .clone()
+    };
+    let listed = |target: &str| -> Value {
+        get(&server, &key, &format!("/v1/remediation-targets/{target}")).json::<Value>().unwrap()["finding_ids"].clone()
+    };
+
+    // The target lists the finding: the finding names the target.
+    assert_eq!(run("remediation-targets", &[target(t1, "xz-utils", &[f1])]).status(), 200);
+    assert_eq!((named(f1), named(f2)), (json!(t1), Value::Null));
+    // Another target lists it: it moves, and the first stops listing it.
+    assert_eq!(run("remediation-targets", &[target(t2, "liblzma", &[f1])]).status(), 200);
+    assert_eq!((named(f1), listed(t1), listed(t2)), (json!(t2), json!([]), json!([f1])));
+    // The finding names a target: that target lists it, and the one it left drops it.
+    let mut moved = findings[0].clone();
+    moved["remediation_target_id"] = json!(t1);
+    assert_eq!(run("vulnerability-findings", &[moved]).status(), 200);
+    assert_eq!((named(f1), listed(t1), listed(t2)), (json!(t1), json!([f1]), json!([])));
+    // A target no longer listing a finding: the finding names none.
+    assert_eq!(run("remediation-targets", &[target(t1, "xz-utils", &[])]).status(), 200);
+    assert_eq!(named(f1), Value::Null);
+
+    // Two targets of one batch listing one finding: refused, naming both lines.
+    let refused = run("remediation-targets", &[target(t1, "xz-utils", &[f2]), target(t2, "liblzma", &[f2])]);
+    assert_eq!(refused.status(), 422);
+    let problem: Value = refused.json().unwrap();
+    assert_eq!(problem["invalid_lines"][0]["line"], 2, "{problem}");
+    assert!(problem["invalid_lines"][0]["reason"].as_str().unwrap().contains("line 1 too"), "{problem}");
+    assert_eq!(named(f2), Value::Null, "nothing was written");
+
+    server.stop();
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
+        .arg("check")
+        .arg("--data-dir")
+        .arg(server.data_dir())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success() && stdout.contains("every finding with its remediation target"), "{stdout}");
+}

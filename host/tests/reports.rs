@@ -1245,3 +1245,63 @@ fn an_ambiguous_endpoint_name_is_refused_naming_the_candidates() {
     let answer = import_ok(&server, &organization, &format!("endpoint={}", ids[0]), report);
     assert_eq!(answer["created"], 5, "{answer}");
 }
+
+/// A newer version of a package moves its findings to the new
+/// installation's target; the old target stops listing them and, with none
+/// left open, becomes obsolete. Findings and targets agree throughout, as
+/// `esr check` verifies.
+#[test]
+fn a_finding_that_moves_to_a_new_version_leaves_its_old_target() {
+    let mut server = Server::start(&plugins_dir());
+    let (organization, key) = new_organization(&server, "upgrade");
+    let file = reports_dir().join("trivy/trivy-repo_debian-stretch.json");
+    let mut report = read_json(&file);
+    let first = import_ok(
+        &server,
+        &organization,
+        "createEndpoint=true&endpoint=stretch-1",
+        serde_json::to_vec(&report).unwrap(),
+    );
+    let moved_package = report["Results"][0]["Vulnerabilities"][0]["PkgName"].as_str().unwrap().to_owned();
+    let old_target = all(&server, &key, "remediation-targets", "")
+        .into_iter()
+        .find(|target| target["subject"]["product"] == moved_package.as_str())
+        .unwrap();
+    assert!(first["targets_created"].as_u64().unwrap() >= 1, "{first}");
+
+    // A day later the package is at a new version, still vulnerable.
+    report["CreatedAt"] = json!("2026-11-02T00:00:00Z");
+    for vulnerability in report["Results"][0]["Vulnerabilities"].as_array_mut().unwrap() {
+        if vulnerability["PkgName"] == moved_package.as_str() {
+            vulnerability["InstalledVersion"] = json!("9.9.9-1");
+        }
+    }
+    let second = import_ok(&server, &organization, "endpoint=stretch-1", serde_json::to_vec(&report).unwrap());
+    assert_eq!(second["created"], 0, "the same findings: {second}");
+    let targets = all(&server, &key, "remediation-targets", "");
+    let old = targets.iter().find(|target| target["id"] == old_target["id"]).unwrap();
+    let new = targets
+        .iter()
+        .find(|target| target["subject"]["product"] == moved_package.as_str() && target["id"] != old_target["id"])
+        .unwrap_or_else(|| panic!("a target for the new version: {targets:?}"));
+    assert_eq!(new["installed_version"], "9.9.9-1");
+    assert_eq!(old["finding_ids"], json!([]), "{old}");
+    assert_eq!(old["status"], "obsolete", "{old}");
+    for finding_id in new["finding_ids"].as_array().unwrap() {
+        let finding = all(&server, &key, "vulnerability-findings", "")
+            .into_iter()
+            .find(|finding| &finding["id"] == finding_id)
+            .unwrap();
+        assert_eq!(finding["remediation_target_id"], new["id"]);
+    }
+
+    server.stop();
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
+        .arg("check")
+        .arg("--data-dir")
+        .arg(server.data_dir())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success() && stdout.contains("every finding with its remediation target"), "{stdout}");
+}
