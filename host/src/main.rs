@@ -65,30 +65,30 @@ enum Command {
         /// The id of the organization the records belong to.
         #[arg(long)]
         organization: String,
-        /// endpoints, remediation-targets, scopes or vulnerability-findings.
+        /// NDJSON: endpoints, remediation-targets, scopes or vulnerability-findings.
         #[arg(long, required_unless_present = "report", conflicts_with = "report")]
         collection: Option<String>,
-        /// One JSON record per line; `-` reads standard input.
+        /// NDJSON: one JSON record per line; `-` reads standard input.
         #[arg(required_unless_present = "report", conflicts_with = "report")]
         file: Option<PathBuf>,
-        /// The most lines one batch holds (at least 1).
+        /// NDJSON: the most lines one batch holds (at least 1).
         #[arg(long, default_value_t = esr::admin_client::BATCH_LINES, value_parser = clap::value_parser!(u32).range(1..))]
         batch_lines: u32,
         /// A scanner report to import (`-` reads standard input).
         #[arg(long)]
         report: Option<PathBuf>,
-        /// The report's format; `auto` detects it from the content.
+        /// Reports only: the report's format; `auto` detects it from the content.
         #[arg(long, default_value = "auto", requires = "report")]
         format: String,
-        /// The endpoint the report is about (an id or a host name), when the
-        /// report names no host.
+        /// Reports only: the endpoint the report is about (an id or a host
+        /// name), when the report names no host.
         #[arg(long, requires = "report")]
         endpoint: Option<String>,
-        /// Create the --endpoint host name when no endpoint has it (without
+        /// Reports only: create the --endpoint host name when no endpoint has it (without
         /// this, a name that matches none is refused: most often a typo).
         #[arg(long, requires = "endpoint")]
         create_endpoint: bool,
-        /// The scanner whose findings the report is compared with (and
+        /// Reports only: the scanner whose findings the report is compared with (and
         /// resolves), when not the importer's own: e.g. `trivy` for a
         /// CycloneDX file Trivy wrote. Recorded in the history.
         #[arg(long, requires = "report")]
@@ -99,7 +99,7 @@ enum Command {
         /// create is reported missing.
         #[arg(long)]
         dry_run: bool,
-        /// Print what changed as one JSON object.
+        /// Reports only: print what changed as one JSON object.
         #[arg(long, requires = "report")]
         json: bool,
         #[command(flatten)]
