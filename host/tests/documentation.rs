@@ -66,3 +66,25 @@ fn the_flag_table_lists_every_serve_flag_with_its_environment_variable() {
         assert!(flags.iter().any(|(flag, _)| flag == named), "README lists {named}, which esr serve does not take");
     }
 }
+
+/// Every per-format mapping document is linked from `docs/scanner-reports.md`,
+/// and every link there leads to a file.
+#[test]
+fn the_scanner_report_guide_links_each_format_mapping() {
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
+    let guide = std::fs::read_to_string(docs.join("scanner-reports.md")).expect("docs/scanner-reports.md");
+    let mappings: Vec<String> = std::fs::read_dir(docs.join("scanner-report-mapping"))
+        .expect("docs/scanner-report-mapping")
+        .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!mappings.is_empty());
+    for mapping in &mappings {
+        assert!(guide.contains(&format!("(scanner-report-mapping/{mapping})")), "{mapping} is not linked");
+    }
+    for link in guide.split("](").skip(1).filter_map(|rest| rest.split(')').next()) {
+        if link.starts_with('#') || link.starts_with("http") {
+            continue;
+        }
+        assert!(docs.join(link).exists(), "docs/scanner-reports.md links {link}, which does not exist");
+    }
+}
