@@ -9,6 +9,7 @@ pub mod auth;
 pub mod connections;
 pub mod deletions;
 pub mod demo;
+mod demo_history;
 pub mod expiry;
 pub mod http;
 pub mod ingest;

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::auth::{self, ALL_READ_SCOPES};
 use crate::demo::{DEMO_ANCHOR_UNIX, DemoSpec, Generator, format_timestamp};
-use crate::store::Store;
+use crate::store::{CollectionWrite, Store};
 
 /// The demo organizations: name, generator seed, hostname prefix.
 const DEMO_ORGANIZATIONS: [(&str, u64, &str); 2] = [("Acme Corp", 1, "acme"), ("Globex", 2, "globex")];
@@ -125,8 +125,18 @@ fn seed_organization(db: &dyn Store, organization_id: Uuid, seed: u64, prefix: &
         targets.extend(batch.targets);
     }
     db.insert_records(organization_id, "endpoints", &endpoints)?;
-    db.insert_records(organization_id, "vulnerability-findings", &findings)?;
-    db.insert_records(organization_id, "remediation-targets", &targets)?;
+    for (collection, records) in [("vulnerability-findings", findings), ("remediation-targets", targets)] {
+        let mut write = CollectionWrite::records(collection, Vec::new());
+        for record in &records {
+            let id = record.get("id").and_then(serde_json::Value::as_str).and_then(|id| Uuid::parse_str(id).ok());
+            if let Some(id) = id {
+                write.history.extend(crate::demo_history::entries(collection, record).into_iter().map(|e| (id, e)));
+            }
+        }
+        write.records = records;
+        // A backend may build a batch again (a retried transaction).
+        db.write_batch(organization_id, &mut |_, _| Ok(vec![write.clone()]))?;
+    }
     Ok(())
 }
 
