@@ -221,7 +221,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     };
     println!("{LISTENING}http://{bound}");
     println!("{ADMIN_LISTENING}http://{admin_bound}");
-    tracing::info!(address = %bound, admin = %admin_bound, "listening");
+    tracing::info!(address = %bound, admin = %admin_bound, pid = std::process::id(), "listening");
 
     let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
     let admin_connections = ConnectionSettings {
