@@ -903,8 +903,18 @@ impl CallError {
         match error {
             StoreError::Unavailable(reason) => CallError::Unavailable(reason),
             StoreError::DeadlineReached => CallError::Timeout,
+            StoreError::TooBroad(reason) => CallError::too_broad(&reason),
             error => CallError::Failed(format!("the store: {error}")),
         }
+    }
+
+    /// A summary over its work budget: the request's grouping and filters
+    /// are what to narrow (`400`, as a list past its budget).
+    fn too_broad(reason: &str) -> CallError {
+        CallError::Plugin(PluginError::InvalidParameters(vec![InvalidParam {
+            name: "groupBy".into(),
+            reason: reason.to_owned(),
+        }]))
     }
 }
 
@@ -1322,9 +1332,11 @@ fn call_failure(store: &Store<CallState>, error: wasmtime::Error) -> CallError {
         return CallError::Timeout;
     }
     // A store function's failure traps the guest; the database's outage
-    // is not the component's fault.
-    if let Some(StoreError::Unavailable(reason)) = error.downcast_ref::<StoreError>() {
-        return CallError::Unavailable(reason.clone());
+    // is not the component's fault, nor a request too broad to count.
+    match error.downcast_ref::<StoreError>() {
+        Some(StoreError::Unavailable(reason)) => return CallError::Unavailable(reason.clone()),
+        Some(StoreError::TooBroad(reason)) => return CallError::too_broad(reason),
+        _ => {}
     }
     let guest_stderr = loggable_guest_text(String::from_utf8_lossy(&state.stderr.contents()).trim(), STDERR_CAPACITY);
     tracing::error!(

@@ -658,6 +658,19 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
         ),
         Err(StoreError::MalformedCall(_))
     ));
+    // Counted by combination (a range, no condition to collect candidates
+    // from): the same answer within a budget that covers the walks, and a
+    // clear refusal, before any walk, past one that does not.
+    let by_first_seen = store::IndexRange { index: "by_first_seen_at".to_owned(), after: None, before: None };
+    let group_by = ["severity".to_owned(), "status".to_owned()];
+    let within = reader.count_groups_within(FINDINGS, &group_by, Some(&by_first_seen), &[], None, u64::MAX).unwrap();
+    assert_eq!(within, reader.count_groups(FINDINGS, &group_by, Some(&by_first_seen), &[], None).unwrap());
+    match reader.count_groups_within(FINDINGS, &group_by, Some(&by_first_seen), &[], None, 1_000) {
+        Err(StoreError::TooBroad(reason)) => {
+            assert!(reason.contains("more than 1000") && reason.contains("add a filter"), "{reason}")
+        }
+        other => panic!("past the budget: {other:?}"),
+    }
 }
 
 fn organization(name: &str) -> Organization {

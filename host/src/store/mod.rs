@@ -64,6 +64,10 @@ pub enum StoreError {
     InvalidRecord(String),
     #[error("unknown index: {0}")]
     UnknownIndex(String),
+    /// A summary (or another count) would read more than its work budget:
+    /// the caller's request is too broad, and says how to narrow it.
+    #[error("{0}")]
+    TooBroad(String),
     /// A store call a component made with an argument it cannot mean.
     #[error("malformed store call: {0}")]
     MalformedCall(String),
@@ -386,6 +390,22 @@ pub trait StoreReader: Send {
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<Vec<GroupCount>, StoreError> {
+        self.count_groups_within(collection, group_by, range, conditions, updated_after, SUMMARY_WORK_BUDGET)
+    }
+
+    /// [`StoreReader::count_groups`], refusing with
+    /// [`StoreError::TooBroad`] a count by combination whose walks would
+    /// read more than `budget` index entries (as a list refuses past its
+    /// record budget), before it reads them.
+    fn count_groups_within(
+        &mut self,
+        collection: &str,
+        group_by: &[String],
+        range: Option<&IndexRange>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+        budget: u64,
+    ) -> Result<Vec<GroupCount>, StoreError> {
         if group_by.is_empty() || group_by.len() > 2 {
             return Err(StoreError::MalformedCall(format!(
                 "count-groups by {} indexes; give one or two",
@@ -429,6 +449,47 @@ pub trait StoreReader: Send {
         };
         let unfiltered = range.is_none() && conditions.is_empty() && updated_after.is_none();
         let first_values = self.index_values(collection, &group_by[0])?;
+        let second_values = match group_by.get(1) {
+            Some(second) => self.index_values(collection, second)?,
+            None => Vec::new(),
+        };
+        // Each count walks the entries of every condition it is given (the
+        // group values' among them) and the range: an upper bound of the
+        // entries read, from index counts and one walk of the range.
+        let mut shared = 0u64;
+        for (index, values) in restricting_conditions(collection, conditions) {
+            for value in values {
+                shared = shared.saturating_add(self.index_count(collection, &index, &value)?);
+            }
+        }
+        if let Some(range) = range {
+            shared = shared.saturating_add(self.count_in_range(
+                collection,
+                &range.index,
+                range.after,
+                range.before,
+                &[],
+                None,
+            )?);
+        }
+        if let Some(after) = updated_after {
+            shared = shared.saturating_add(self.count_matching(collection, &[], Some(after))?);
+        }
+        let mut work = 0u64;
+        for (_, first_held) in &first_values {
+            if !unfiltered {
+                work = work.saturating_add(first_held.saturating_add(shared));
+            }
+            for (_, second_held) in &second_values {
+                work = work.saturating_add(first_held.saturating_add(*second_held).saturating_add(shared));
+            }
+        }
+        if work > budget {
+            return Err(StoreError::TooBroad(format!(
+                "too broad to summarize: about {work} index entries would be read, more than {budget}; \
+                 add a filter on an indexed field (e.g. an endpoint, status or severity) or group by fewer fields"
+            )));
+        }
         let firsts: Vec<(String, u64)> = if unfiltered {
             first_values
         } else {
@@ -449,7 +510,6 @@ pub trait StoreReader: Send {
             );
             return Ok(groups);
         };
-        let second_values = self.index_values(collection, second_index)?;
         for (first, _) in firsts.into_iter().filter(|(_, held)| *held > 0) {
             for (second, _) in &second_values {
                 let extra =
@@ -538,6 +598,13 @@ pub fn records_by_index(
         }
     }
 }
+
+/// The most index entries a summary's counts by combination may read
+/// ([`StoreReader::count_groups_within`]): about what a walk reads in a
+/// second on a small machine, so that a summary too broad to answer within
+/// the call's deadline is refused at once, naming what to narrow, instead
+/// of running into it.
+pub const SUMMARY_WORK_BUDGET: u64 = 5_000_000;
 
 /// The most candidates [`StoreReader::count_groups`] collects to find
 /// their group values (about 40 bytes each); a wider filter is counted by
