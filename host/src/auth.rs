@@ -81,7 +81,7 @@ pub fn create_key(
         name: name.to_owned(),
         scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
         prefix: api_key.chars().take(KEY_PREFIX.len() + 6).collect(),
-        created_at: crate::demo::format_timestamp(unix_now()),
+        created_at: crate::clock::now_rfc3339(),
         expires_at,
         revoked_at: None,
     };
@@ -128,8 +128,10 @@ pub fn principal_of_hash(db: &dyn Store, hash: &[u8; 32]) -> Result<Result<Princ
 
 /// Not revoked, and not past its expiry.
 fn is_usable(record: &ApiKeyRecord) -> bool {
-    let expired =
-        record.expires_at.as_deref().is_some_and(|at| Timestamp::parse(at).is_none_or(|at| at.0 <= unix_now_nanos()));
+    let expired = record
+        .expires_at
+        .as_deref()
+        .is_some_and(|at| Timestamp::parse(at).is_none_or(|at| at.0 <= crate::clock::unix_now_nanos()));
     record.revoked_at.is_none() && !expired
 }
 
@@ -168,21 +170,6 @@ fn is_well_formed(key: &str) -> bool {
 /// SHA-256 of the key: a key of 190 random bits needs no slow hash.
 pub fn hash_key(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
-}
-
-/// Nanoseconds since the Unix epoch.
-pub fn unix_now_nanos() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-pub fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

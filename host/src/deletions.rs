@@ -86,7 +86,7 @@ pub fn delete(db: &dyn Store, organization: Uuid, collection: &str, id: Uuid) ->
         db.write_batch(organization, &mut |view, now| {
             // Planned afresh on each call (a backend may retry the write).
             step = None;
-            let Some(record) = crate::reports::stored_record(view, collection, id)? else {
+            let Some(record) = crate::store::read_record(view, collection, id)? else {
                 step = Some(Step::Absent);
                 return Ok(Vec::new());
             };

@@ -16,8 +16,8 @@ use esr_plugin_sdk::time::Timestamp;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::ingest::client_fields;
 use crate::ingest::{HistoryCause, KnownRecords};
-use crate::reports::client_fields;
 use crate::store::{Store, StoreError, StoreReader};
 
 /// How often the server looks for expired suppressions.
@@ -49,7 +49,7 @@ pub fn expire_suppressions(db: &dyn Store, organization: Uuid) -> Result<usize, 
 
 /// Reopens up to [`REOPEN_PER_BATCH`] expired suppressions in one batch.
 fn reopen_some(db: &dyn Store, organization: Uuid) -> Result<usize, StoreError> {
-    let now = Timestamp(crate::auth::unix_now_nanos());
+    let now = Timestamp(crate::clock::unix_now_nanos());
     if expired(db.reader(organization)?.as_mut(), now, 1)?.is_empty() {
         return Ok(0);
     }

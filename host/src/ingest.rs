@@ -978,11 +978,11 @@ impl<'a> Batch<'a> {
                 }
                 Some(old) => {
                     summary.updated += 1;
-                    stored_record(self.collection, id, content, old.get("created_at").cloned(), old, now_text)
+                    record_to_store(self.collection, id, content, old.get("created_at").cloned(), old, now_text)
                 }
                 None => {
                     summary.created += 1;
-                    stored_record(self.collection, id, content, None, &Value::Null, now_text)
+                    record_to_store(self.collection, id, content, None, &Value::Null, now_text)
                 }
             };
             if self.collection == "vulnerability-findings" {
@@ -1044,9 +1044,17 @@ fn is_service_field(name: &str) -> bool {
     ["created_at", "updated_at", "open_findings"].contains(&name)
 }
 
+/// A stored record without the service's fields (its `id` kept): what an
+/// import line of it holds.
+pub fn client_fields(record: &Value) -> Map<String, Value> {
+    let mut fields = record.as_object().cloned().unwrap_or_default();
+    fields.retain(|name, _| !is_service_field(name));
+    fields
+}
+
 /// The record as stored: id first, then the content in schema order, with
 /// the service's fields.
-fn stored_record(
+fn record_to_store(
     collection: &str,
     id: Uuid,
     content: Map<String, Value>,

@@ -5,7 +5,9 @@
 //! (see `ARCHITECTURE.md`).
 
 pub mod admin_client;
+pub mod admin_token;
 pub mod auth;
+pub mod clock;
 pub mod connections;
 pub mod deletions;
 pub mod demo;
@@ -22,6 +24,7 @@ pub mod pairing;
 mod parallel;
 pub mod pg_cluster;
 pub mod plugins;
+pub mod private_files;
 pub mod reports;
 pub mod retention;
 pub mod seed;

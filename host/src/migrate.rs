@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::http::admin_auth::{ADMIN_TOKEN_DIGEST_SECRET, ADMIN_TOKEN_FILE, token_digest};
+use crate::admin_token::{ADMIN_TOKEN_DIGEST_SECRET, ADMIN_TOKEN_FILE, token_digest};
 use crate::store::{self, COLLECTIONS, CollectionWrite, MAX_SCAN, Store};
 
 /// The most records one write to the target holds (a transaction each):

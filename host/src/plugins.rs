@@ -186,7 +186,7 @@ impl PluginEngine {
     /// Cached files are machine code run as is, so a directory another user
     /// owns or may write to is not used (a warning says why).
     pub fn with_cache(mut self, dir: PathBuf) -> PluginEngine {
-        match private_directory(&dir) {
+        match crate::private_files::private_directory(&dir) {
             Ok(()) => self.cache_dir = Some(dir),
             Err(reason) => {
                 tracing::warn!(dir = %dir.display(), reason, "not caching compiled components: compiling each at start")
@@ -208,11 +208,9 @@ impl PluginEngine {
             }
         }
         let component = Component::new(&self.engine, bytes)?;
-        if let Err(error) = component
-            .serialize()
-            .map_err(|e| e.to_string())
-            .and_then(|compiled| write_private_atomically(dir, &path, &compiled).map_err(|e| e.to_string()))
-        {
+        if let Err(error) = component.serialize().map_err(|e| e.to_string()).and_then(|compiled| {
+            crate::private_files::write_private_atomically(dir, &path, &compiled).map_err(|e| e.to_string())
+        }) {
             tracing::warn!(dir = %dir.display(), %error, "cannot cache a compiled component");
         }
         Ok(component)
@@ -1363,7 +1361,7 @@ struct Compiled {
 impl Compiled {
     fn load(engine: &PluginEngine, file: &Path) -> anyhow::Result<Compiled> {
         let bytes = std::fs::read(file).with_context(|| format!("{}: cannot read", file.display()))?;
-        let sha256 = hex(&Sha256::digest(&bytes));
+        let sha256 = hex::encode(Sha256::digest(&bytes));
         let component = engine
             .compile(&bytes, &sha256)
             .map_err(|error| anyhow!("{}: not a valid WebAssembly component: {error}", file.display()))?;
@@ -1480,7 +1478,7 @@ impl LoadedPlugin {
                 response_schema,
                 reads,
                 summary,
-                loaded_at: crate::demo::format_timestamp(crate::auth::unix_now()),
+                loaded_at: crate::clock::now_rfc3339(),
             },
             pre,
         })
@@ -1536,7 +1534,7 @@ impl LoadedImporter {
                 file: file.to_path_buf(),
                 sha256,
                 wit_version,
-                loaded_at: crate::demo::format_timestamp(crate::auth::unix_now()),
+                loaded_at: crate::clock::now_rfc3339(),
             },
             pre,
         };
@@ -1710,42 +1708,6 @@ fn exported_interface(engine: &PluginEngine, component: &Component) -> Result<(S
             }
         )),
     }
-}
-
-/// Writes `bytes` to `path` (in `dir`) readable by the owner only, via a
-/// temporary file and a rename so that a reader never sees half a file.
-/// Creates `dir` (owner-only) when missing; an existing one must belong to
-/// the user esr runs as and be writable by no one else.
-fn private_directory(dir: &Path) -> Result<(), String> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| format!("cannot create it: {e}"))?;
-    let metadata = std::fs::metadata(dir).map_err(|e| format!("cannot read it: {e}"))?;
-    if metadata.uid() != rustix::process::geteuid().as_raw() {
-        return Err(format!("it belongs to user {}, not to the user esr runs as", metadata.uid()));
-    }
-    if metadata.mode() & 0o022 != 0 {
-        return Err(format!("others may write to it (mode {:o})", metadata.mode() & 0o777));
-    }
-    Ok(())
-}
-
-fn write_private_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    std::fs::create_dir_all(dir)?;
-    let staged = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(&staged)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&staged, path)
-}
-
-/// Lowercase hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

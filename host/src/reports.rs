@@ -39,8 +39,9 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use crate::ingest::client_fields;
 use crate::ingest::{KnownRecords, RecordError};
-use crate::store::{CollectionWrite, MAX_SCAN, Store, StoreError, StoreReader, records_by_index};
+use crate::store::{CollectionWrite, MAX_SCAN, Store, StoreError, StoreReader, read_record, records_by_index};
 
 /// What the caller asks of an import.
 #[derive(Debug, Clone, Default)]
@@ -191,7 +192,7 @@ pub fn import(
     }
     let mut warnings = Vec::new();
     if let Some(at) = scanned_at {
-        let now = Timestamp(crate::auth::unix_now_nanos());
+        let now = Timestamp(crate::clock::unix_now_nanos());
         if at.0 > now.0.saturating_add(MAX_CLOCK_SKEW_SECS * NANOS_PER_SEC) {
             return Err(ReportError::Unusable(format!(
                 "the report's time {} is later than the server's clock ({}) by more than {MAX_CLOCK_SKEW_SECS} s: check the scanner's clock; nothing was written",
@@ -674,7 +675,7 @@ fn identity(entry: &ReportEntry) -> Option<String> {
     // keeps its start and a hash of the whole.
     if identity.chars().count() > 256 {
         use sha2::Digest;
-        let digest = crate::plugins::hex(&sha2::Sha256::digest(identity.as_bytes()));
+        let digest = hex::encode(sha2::Sha256::digest(identity.as_bytes()));
         let kept: String = identity.chars().take(256 - 1 - 32).collect();
         identity = format!("{kept}#{}", &digest[..32]);
     }
@@ -745,16 +746,6 @@ fn last_report_time(finding: &Value) -> Option<Timestamp> {
         .iter()
         .filter_map(|field| finding.get(*field).and_then(Value::as_str).and_then(Timestamp::parse_saturating))
         .max()
-}
-
-/// A stored record without the service's fields: what an import line of
-/// it holds.
-pub(crate) fn client_fields(record: &Value) -> Map<String, Value> {
-    let mut fields = record.as_object().cloned().unwrap_or_default();
-    for service in ["created_at", "updated_at", "open_findings"] {
-        fields.remove(service);
-    }
-    fields
 }
 
 struct FindingInput<'a> {
@@ -950,7 +941,7 @@ fn plan_targets(
         let record = match records.endpoints.iter().find(|e| e["id"].as_str() == Some(&endpoint.to_string())) {
             Some(record) => record.clone(),
             None => {
-                let stored = stored_record(view, ENDPOINTS, *endpoint)?;
+                let stored = read_record(view, ENDPOINTS, *endpoint)?;
                 known.entry(ENDPOINTS).or_default().insert(*endpoint, stored.clone());
                 stored.unwrap_or(Value::Null)
             }
@@ -1061,7 +1052,7 @@ fn plan_targets(
         let Ok(id) = Uuid::parse_str(&target_id) else { continue };
         let stored = match stored_by_id.get(target_id.as_str()) {
             Some(stored) => (*stored).clone(),
-            None => match stored_record(view, TARGETS, id)? {
+            None => match read_record(view, TARGETS, id)? {
                 Some(stored) => stored,
                 None => continue,
             },
@@ -1085,9 +1076,7 @@ fn plan_targets(
                 None => match Uuid::parse_str(finding_id) {
                     Ok(id) => match known.get(FINDINGS).and_then(|findings| findings.get(&id)) {
                         Some(stored) => stored.as_ref().and_then(|f| f["status"].as_str().map(str::to_owned)),
-                        None => {
-                            stored_record(view, FINDINGS, id)?.and_then(|f| f["status"].as_str().map(str::to_owned))
-                        }
+                        None => read_record(view, FINDINGS, id)?.and_then(|f| f["status"].as_str().map(str::to_owned)),
                     },
                     Err(_) => None,
                 },
@@ -1199,17 +1188,6 @@ fn due_at(scopes: &[&Value], open: &[&Value], now: &str) -> Option<String> {
     let days = scopes.iter().filter_map(|scope| scope["sla_days"][worst].as_i64()).min()?;
     let start = Timestamp::parse_saturating(now)?;
     Some(Timestamp(start.0.saturating_add(days.saturating_mul(86_400 * 1_000_000_000))).format())
-}
-
-pub(crate) fn stored_record(
-    view: &mut dyn StoreReader,
-    collection: &str,
-    id: Uuid,
-) -> Result<Option<Value>, StoreError> {
-    match view.get(collection, id)? {
-        Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
-        None => Ok(None),
-    }
 }
 
 #[cfg(test)]

@@ -1,15 +1,15 @@
 //! The demo data set: two organizations with generated records and one
 //! API key each, written on first start with `--demo`.
 
-use std::io::Write;
 use std::path::Path;
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::auth::{self, ALL_READ_SCOPES};
-use crate::demo::{DEMO_ANCHOR_UNIX, DemoSpec, Generator, format_timestamp};
+use crate::clock::format_timestamp;
+use crate::demo::{DEMO_ANCHOR_UNIX, DemoSpec, Generator};
+use crate::private_files::write_private;
 use crate::store::{CollectionWrite, Store};
 
 /// The demo organizations: name, generator seed, hostname prefix.
@@ -137,17 +137,5 @@ fn seed_organization(db: &dyn Store, organization_id: Uuid, seed: u64, prefix: &
         // A backend may build a batch again (a retried transaction).
         db.write_batch(organization_id, &mut |_, _| Ok(vec![write.clone()]))?;
     }
-    Ok(())
-}
-
-/// Writes a file only its owner can read.
-pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(path).with_context(|| format!("creating {}", path.display()))?;
-    file.write_all(bytes).with_context(|| format!("writing {}", path.display()))?;
-    file.sync_all().with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

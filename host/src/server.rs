@@ -10,7 +10,6 @@ use tokio::sync::Semaphore;
 
 use crate::connections::{self, ConnectionSettings, serve_connections};
 use crate::http::admin::{self, AdminState};
-use crate::http::admin_auth;
 use crate::http::limits::{self, Quota, RateLimits};
 use crate::http::slots::CallSlots;
 use crate::http::store_calls::StoreCalls;
@@ -122,7 +121,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         );
     }
     // A weak ESR_ADMIN_TOKEN is refused before anything is opened.
-    admin_auth::environment_token()?;
+    crate::admin_token::environment_token()?;
     let connections = public_connection_settings(&options)?;
     crate::store::check_data_dir_private(&options.data_dir)?;
     // Store calls block (a network database's client must not run on the
@@ -215,7 +214,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         metrics: state.metrics.clone(),
         serving: state.clone(),
         token_hash: tokio::task::block_in_place(|| {
-            admin_auth::admin_token_digest(&options.data_dir, options.database_url.is_some().then_some(db.as_ref()))
+            crate::admin_token::admin_token_digest(
+                &options.data_dir,
+                options.database_url.is_some().then_some(db.as_ref()),
+            )
         })?,
         failed_authentications: Arc::default(),
     };

@@ -27,6 +27,8 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
 use esr_plugin_sdk::time::Timestamp;
+
+use crate::clock::format_timestamp;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -1778,11 +1780,6 @@ fn version_runs(version: &str) -> impl Iterator<Item = &str> {
 const MINUTE: i64 = 60;
 const HOUR: i64 = 60 * MINUTE;
 const DAY: i64 = 24 * HOUR;
-
-/// RFC 3339 UTC with seconds precision: `2026-11-22T05:39:42Z`.
-pub fn format_timestamp(unix_seconds: i64) -> String {
-    Timestamp(unix_seconds.saturating_mul(1_000_000_000)).format()
-}
 
 /// Parses exactly the format [`format_timestamp`] writes: whole seconds in UTC.
 pub fn parse_timestamp(text: &str) -> Option<i64> {

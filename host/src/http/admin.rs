@@ -16,9 +16,10 @@ use esr_plugin_sdk::time::Timestamp;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use super::admin_auth::{self, FailedAuthentications};
+use super::admin_auth::FailedAuthentications;
 use super::problem::ApiError;
 use super::{path_parameters, request_id};
+use crate::admin_token;
 use crate::auth::{self, ALL_READ_SCOPES};
 use crate::connections::ConnectionStanding;
 use crate::deletions::{self, DeleteError};
@@ -128,7 +129,7 @@ async fn authorize(State(state): State<AdminState>, request: Request, next: Next
         .and_then(|value| value.strip_prefix("Bearer "));
     // Comparing digests keeps the comparison's timing independent of the token.
     if let Some(presented) = presented
-        && admin_auth::token_digest(presented) == state.token_hash
+        && admin_token::token_digest(presented) == state.token_hash
     {
         if let Some(connection) = request.extensions().get::<ConnectionStanding>() {
             connection.mark_authenticated();
@@ -223,7 +224,7 @@ fn organization_exists(db: &dyn Store, id: Uuid) -> Result<(), ApiError> {
 }
 
 fn now_text() -> String {
-    crate::demo::format_timestamp(auth::unix_now())
+    crate::clock::now_rfc3339()
 }
 
 fn organization_json(organization: &Organization) -> Value {
@@ -296,7 +297,7 @@ async fn create_key(State(state): State<AdminState>, body: Bytes) -> Result<Resp
     let expires_at = match object.get("expires_at") {
         None | Some(Value::Null) => None,
         Some(value) => match value.as_str().and_then(Timestamp::parse) {
-            Some(at) if at.0 > auth::unix_now_nanos() => Some(at.format()),
+            Some(at) if at.0 > crate::clock::unix_now_nanos() => Some(at.format()),
             Some(_) => {
                 problems.push(("expires_at".into(), "must be in the future".into()));
                 None

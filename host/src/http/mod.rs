@@ -1029,7 +1029,7 @@ fn is_json(body: &[u8], open: u8) -> bool {
 
 /// A `200` with a strong ETag, or `304` when `If-None-Match` matches it.
 fn conditional(headers: &HeaderMap, body: Vec<u8>, content_type: &'static str) -> Response {
-    let etag = format!("\"{}\"", &plugins::hex(&Sha256::digest(&body))[..32]);
+    let etag = format!("\"{}\"", &hex::encode(Sha256::digest(&body))[..32]);
     let matches = headers
         .get_all(header::IF_NONE_MATCH)
         .iter()

@@ -572,6 +572,14 @@ pub trait StoreReader: Send {
     ) -> Result<u64, StoreError>;
 }
 
+/// The stored record `id` of a collection, parsed.
+pub fn read_record(view: &mut dyn StoreReader, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
+    match view.get(collection, id)? {
+        Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
+        None => Ok(None),
+    }
+}
+
 /// Every record holding `value` in a collection's index, read in pages of
 /// records (one store call per page, not one per record).
 pub fn records_by_index(
