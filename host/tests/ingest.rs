@@ -798,12 +798,5 @@ fn findings_and_targets_stay_paired_whichever_side_an_import_writes() {
     assert_eq!(named(f2), Value::Null, "nothing was written");
 
     server.stop();
-    let check = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
-        .arg("check")
-        .arg("--data-dir")
-        .arg(server.data_dir())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&check.stdout);
-    assert!(check.status.success() && stdout.contains("every finding with its remediation target"), "{stdout}");
+    common::assert_check_passes(server.data_dir());
 }

@@ -471,9 +471,12 @@ fn team_scopes(templates: &[Value], count: usize) -> Vec<Value> {
         .map(|number| {
             let mut scope = templates[number % templates.len()].clone();
             let object = scope.as_object_mut().unwrap();
-            for field in ["id", "created_at", "updated_at"] {
+            for field in ["created_at", "updated_at"] {
                 object.remove(field);
             }
+            // Ids of their own: many share a name, which would otherwise
+            // name one scope (a scope's natural key).
+            object.insert("id".into(), uuid::Uuid::now_v7().to_string().into());
             let name = templates[number % templates.len()]["name"].as_str().unwrap();
             scope["name"] = match number % 50 {
                 0..8 => ODD_NAMES[number % 50].to_owned(),

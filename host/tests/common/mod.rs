@@ -399,6 +399,14 @@ pub fn component_cache_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
 }
 
+/// `esr check` on a stopped server's sled directory passes: every index
+/// agrees with the records, and every finding with its remediation target.
+pub fn assert_check_passes(data_dir: &Path) {
+    let check = Command::new(env!("CARGO_BIN_EXE_esr")).arg("check").arg("--data-dir").arg(data_dir).output().unwrap();
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success() && stdout.contains("every finding with its remediation target"), "{stdout}");
+}
+
 /// Starts the binary; the caller reads its output.
 pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
     // Tests send many requests quickly; only the rate-limit tests set limits.
