@@ -932,24 +932,29 @@ impl<'a> Batch<'a> {
         let prepared = self.prepare(&now_text, cause);
         let endpoints = self.endpoints_with_counts(prepared.open_deltas, &now_text)?;
         // The other side of each link the lines make or break follows them.
-        let (followers, more_of_this) = match self.collection {
-            FINDINGS => (
-                CollectionWrite::records(
-                    TARGETS,
-                    pairing::targets_following(&mut *self.view, &targets_before, &prepared.records, &now_text)?,
-                ),
-                Vec::new(),
-            ),
+        let obsolete = |ids: &[Uuid]| -> Vec<(Uuid, Vec<u8>)> {
+            ids.iter().map(|id| (*id, cause.entry("obsolete", &now_text))).collect()
+        };
+        let (followers, more_of_this, more_history) = match self.collection {
+            FINDINGS => {
+                let targets =
+                    pairing::targets_following(&mut *self.view, &targets_before, &prepared.records, &now_text)?;
+                let mut write = CollectionWrite::records(TARGETS, targets.records);
+                write.history = obsolete(&targets.obsoleted);
+                (write, Vec::new(), Vec::new())
+            }
             TARGETS => {
                 let (findings, targets) =
                     pairing::findings_following(&mut *self.view, &findings_before, &prepared.records, &now_text)?;
-                (CollectionWrite::records(FINDINGS, findings), targets)
+                let history = obsolete(&targets.obsoleted);
+                (CollectionWrite::records(FINDINGS, findings), targets.records, history)
             }
-            _ => (CollectionWrite::records(TARGETS, Vec::new()), Vec::new()),
+            _ => (CollectionWrite::records(TARGETS, Vec::new()), Vec::new(), Vec::new()),
         };
         let records = prepared.records.into_values().chain(more_of_this).collect();
         let mut written = CollectionWrite::records(self.collection, records);
         written.history = prepared.history;
+        written.history.extend(more_history);
         Ok((prepared.summary, vec![written, followers, CollectionWrite::records("endpoints", endpoints)]))
     }
 

@@ -94,18 +94,26 @@ pub fn listed_findings(target: Option<&Value>) -> BTreeSet<String> {
 
 /// The targets whose lists follow findings written with another
 /// `remediation_target_id` than they had (`before`, by finding id): each
-/// target left drops the finding, each target named lists it. Stamped
-/// `now`.
+/// target left drops the finding, each target named lists it; a target
+/// left with no open finding (moved away or closed) and not being worked
+/// on becomes `obsolete`. Stamped `now`.
 pub fn targets_following(
     view: &mut dyn StoreReader,
     before: &HashMap<Uuid, Option<String>>,
     written: &BTreeMap<Uuid, Value>,
     now: &str,
-) -> Result<Vec<Value>, StoreError> {
+) -> Result<Followers, StoreError> {
     let mut dropped: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut added: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    // Targets of findings written closed: perhaps nothing of theirs is open now.
+    let mut closed: BTreeSet<String> = BTreeSet::new();
     for (id, finding) in written {
         let (old, new) = (before.get(id).cloned().flatten(), named_target(Some(finding)));
+        if let Some(named) = &new
+            && !is_open(finding)
+        {
+            closed.insert(named.clone());
+        }
         if old == new {
             continue;
         }
@@ -116,8 +124,8 @@ pub fn targets_following(
             added.entry(new).or_default().insert(id.to_string());
         }
     }
-    let touched: BTreeSet<&String> = dropped.keys().chain(added.keys()).collect();
-    let mut updated = Vec::new();
+    let touched: BTreeSet<&String> = dropped.keys().chain(added.keys()).chain(closed.iter()).collect();
+    let mut followers = Followers::default();
     for mut target in read_all(view, TARGETS, touched)? {
         let id = text(&target, "id");
         let mut ids: Vec<Value> = target["finding_ids"].as_array().cloned().unwrap_or_default();
@@ -132,26 +140,78 @@ pub fn targets_following(
                 changed = true;
             }
         }
+        target["finding_ids"] = Value::Array(ids);
+        if (changed || closed.contains(&id)) && obsolete_if_nothing_open(view, &mut target, written)? {
+            followers.obsoleted.extend(Uuid::parse_str(&id).ok());
+            changed = true;
+        }
         if changed {
-            target["finding_ids"] = Value::Array(ids);
             target["updated_at"] = Value::String(now.to_owned());
-            updated.push(target);
+            followers.records.push(target);
         }
     }
-    Ok(updated)
+    Ok(followers)
+}
+
+/// Records an import changes to keep links whole, and the targets among
+/// them that became `obsolete` (their history says so).
+#[derive(Default)]
+pub struct Followers {
+    pub records: Vec<Value>,
+    pub obsoleted: Vec<Uuid>,
+}
+
+fn is_open(finding: &Value) -> bool {
+    matches!(finding.get("status").and_then(Value::as_str), Some("open" | "reopened"))
+}
+
+/// A target not being worked on whose findings are all closed or gone
+/// becomes `obsolete`, as a report makes it (`docs/scanner-reports.md`,
+/// remediation targets): whether this one did. Its findings' states are
+/// those `written` gives, else the stored ones.
+fn obsolete_if_nothing_open(
+    view: &mut dyn StoreReader,
+    target: &mut Value,
+    written: &BTreeMap<Uuid, Value>,
+) -> Result<bool, StoreError> {
+    let idle = matches!(
+        target.get("status").and_then(Value::as_str),
+        Some("identified" | "actionable" | "queued" | "pending_approval" | "blocked" | "failed")
+    );
+    if !idle {
+        return Ok(false);
+    }
+    let listed = listed_findings(Some(target));
+    let mut unwritten = BTreeSet::new();
+    for finding in &listed {
+        match Uuid::parse_str(finding).ok().and_then(|id| written.get(&id)) {
+            Some(finding) if is_open(finding) => return Ok(false),
+            Some(_) => {}
+            None => {
+                unwritten.insert(finding);
+            }
+        }
+    }
+    if read_all(view, FINDINGS, unwritten)?.iter().any(is_open) {
+        return Ok(false);
+    }
+    target["status"] = Value::String("obsolete".into());
+    Ok(true)
 }
 
 /// The findings (and the other targets) that follow targets written with
 /// other `finding_ids` than they had (`before`, by target id): a finding a
 /// target now lists names it, and leaves the target it named before, which
 /// drops it; a finding a target no longer lists names no target (unless it
-/// names another). Returns (findings, other targets), stamped `now`.
+/// names another), and one left with nothing open becomes `obsolete` as
+/// in [`targets_following`]. Returns (findings, other targets), stamped
+/// `now`.
 pub fn findings_following(
     view: &mut dyn StoreReader,
     before: &HashMap<Uuid, BTreeSet<String>>,
     written: &BTreeMap<Uuid, Value>,
     now: &str,
-) -> Result<(Vec<Value>, Vec<Value>), StoreError> {
+) -> Result<(Vec<Value>, Followers), StoreError> {
     let mut claimed: BTreeMap<String, String> = BTreeMap::new();
     let mut released: BTreeMap<String, String> = BTreeMap::new();
     for (id, target) in written {
@@ -186,14 +246,19 @@ pub fn findings_following(
         finding["updated_at"] = Value::String(now.to_owned());
         findings.push(finding);
     }
-    let mut targets = Vec::new();
+    let mut targets = Followers::default();
+    let none_written = BTreeMap::new();
     for mut target in read_all(view, TARGETS, trimmed.keys().collect())? {
-        let Some(left) = trimmed.get(&text(&target, "id")) else { continue };
+        let id = text(&target, "id");
+        let Some(left) = trimmed.get(&id) else { continue };
         if let Some(ids) = target["finding_ids"].as_array_mut() {
             ids.retain(|finding| finding.as_str().is_none_or(|finding| !left.contains(finding)));
         }
+        if obsolete_if_nothing_open(view, &mut target, &none_written)? {
+            targets.obsoleted.extend(Uuid::parse_str(&id).ok());
+        }
         target["updated_at"] = Value::String(now.to_owned());
-        targets.push(target);
+        targets.records.push(target);
     }
     Ok((findings, targets))
 }

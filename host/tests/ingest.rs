@@ -770,6 +770,12 @@ fn findings_and_targets_stay_paired_whichever_side_an_import_writes() {
         get(&server, &key, &format!("/v1/vulnerability-findings/{finding}")).json::<Value>().unwrap()["remediation_target_id"]
             .clone()
     };
+    let status_of = |collection: &str, id: &str| -> String {
+        get(&server, &key, &format!("/v1/{collection}/{id}")).json::<Value>().unwrap()["status"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
     let listed = |target: &str| -> Value {
         get(&server, &key, &format!("/v1/remediation-targets/{target}")).json::<Value>().unwrap()["finding_ids"].clone()
     };
@@ -777,25 +783,39 @@ fn findings_and_targets_stay_paired_whichever_side_an_import_writes() {
     // The target lists the finding: the finding names the target.
     assert_eq!(run("remediation-targets", &[target(t1, "xz-utils", &[f1])]).status(), 200);
     assert_eq!((named(f1), named(f2)), (json!(t1), Value::Null));
-    // Another target lists it: it moves, and the first stops listing it.
+    // Another target lists it: it moves, and the first stops listing it;
+    // with nothing left, the first becomes obsolete (its history says so).
     assert_eq!(run("remediation-targets", &[target(t2, "liblzma", &[f1])]).status(), 200);
     assert_eq!((named(f1), listed(t1), listed(t2)), (json!(t2), json!([]), json!([f1])));
-    // The finding names a target: that target lists it, and the one it left drops it.
-    let mut moved = findings[0].clone();
-    moved["remediation_target_id"] = json!(t1);
-    assert_eq!(run("vulnerability-findings", &[moved]).status(), 200);
-    assert_eq!((named(f1), listed(t1), listed(t2)), (json!(t1), json!([f1]), json!([])));
+    assert_eq!(status_of("remediation-targets", t1), "obsolete");
+    let history: Value = get(&server, &key, &format!("/v1/remediation-targets/{t1}/history")).json().unwrap();
+    assert_eq!(
+        history["data"].as_array().and_then(|entries| entries.last()).map(|e| &e["status"]),
+        Some(&json!("obsolete"))
+    );
+    // A finding names a target: that target lists it too.
+    let mut named_t2 = findings[1].clone();
+    named_t2["remediation_target_id"] = json!(t2);
+    assert_eq!(run("vulnerability-findings", &[named_t2.clone()]).status(), 200);
+    assert_eq!((named(f2), listed(t2)), (json!(t2), json!([f1, f2])));
     // A target no longer listing a finding: the finding names none.
-    assert_eq!(run("remediation-targets", &[target(t1, "xz-utils", &[])]).status(), 200);
-    assert_eq!(named(f1), Value::Null);
+    assert_eq!(run("remediation-targets", &[target(t2, "liblzma", &[f2])]).status(), 200);
+    assert_eq!((named(f1), named(f2)), (Value::Null, json!(t2)));
+    // Its last open finding resolved: the target becomes obsolete.
+    let mut resolved = named_t2;
+    resolved["status"] = json!("resolved");
+    resolved["resolved_at"] = json!("2026-11-21T00:00:00Z");
+    assert_eq!(run("vulnerability-findings", &[resolved]).status(), 200);
+    assert_eq!(status_of("remediation-targets", t2), "obsolete");
 
     // Two targets of one batch listing one finding: refused, naming both lines.
-    let refused = run("remediation-targets", &[target(t1, "xz-utils", &[f2]), target(t2, "liblzma", &[f2])]);
+    let (t3, t4) = ("019a0000-0000-7000-8000-0000000000a3", "019a0000-0000-7000-8000-0000000000a4");
+    let refused = run("remediation-targets", &[target(t3, "zlib", &[f1]), target(t4, "bzip2", &[f1])]);
     assert_eq!(refused.status(), 422);
     let problem: Value = refused.json().unwrap();
     assert_eq!(problem["invalid_lines"][0]["line"], 2, "{problem}");
     assert!(problem["invalid_lines"][0]["reason"].as_str().unwrap().contains("line 1 too"), "{problem}");
-    assert_eq!(named(f2), Value::Null, "nothing was written");
+    assert_eq!(named(f1), Value::Null, "nothing was written");
 
     server.stop();
     common::assert_check_passes(server.data_dir());
