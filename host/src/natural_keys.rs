@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::store::{StoreError, StoreReader, records_by_index};
+use crate::store::{StoreError, StoreReader, for_each_by_index};
 
 /// A line's natural key, and the endpoint whose records hold it (`None`:
 /// keys of the whole collection).
@@ -130,14 +130,12 @@ fn stored_keys(
     collection: &str,
     endpoint: Option<&str>,
 ) -> Result<HashMap<String, Vec<Uuid>>, StoreError> {
-    let records = match endpoint {
-        Some(endpoint) => records_by_index(view, collection, "endpoint_id", endpoint)?,
-        None => records_by_index(view, collection, esr_plugin_sdk::indexes::CREATED_AT, "")?,
-    };
+    // Only the keys are kept: a large organization's records are walked a
+    // page at a time, never held at once.
     let mut keys: HashMap<String, Vec<Uuid>> = HashMap::new();
-    for record in records {
-        let (Some(map), Some(id)) = (record.as_object(), record.get("id").and_then(Value::as_str)) else { continue };
-        let Ok(id) = Uuid::parse_str(id) else { continue };
+    let mut keep = |record: Value| {
+        let (Some(map), Some(id)) = (record.as_object(), record.get("id").and_then(Value::as_str)) else { return };
+        let Ok(id) = Uuid::parse_str(id) else { return };
         let mut held = Vec::new();
         if collection == "endpoints" {
             // Both of an endpoint's keys: a line may give either.
@@ -150,6 +148,10 @@ fn stored_keys(
         for key in held {
             keys.entry(key).or_default().push(id);
         }
+    };
+    match endpoint {
+        Some(endpoint) => for_each_by_index(view, collection, "endpoint_id", endpoint, &mut keep)?,
+        None => for_each_by_index(view, collection, esr_plugin_sdk::indexes::CREATED_AT, "", &mut keep)?,
     }
     Ok(keys)
 }

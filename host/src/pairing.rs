@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::store::{MAX_SCAN, Store, StoreError, StoreReader, records_by_index};
+use crate::store::{MAX_SCAN, Store, StoreError, StoreReader, for_each_by_index};
 
 const FINDINGS: &str = "vulnerability-findings";
 const TARGETS: &str = "remediation-targets";
@@ -31,14 +31,14 @@ fn verify_organization(view: &mut dyn StoreReader) -> Result<Vec<String>, StoreE
     let mut problems = Vec::new();
     // Which target lists each finding (the first; a second is a problem).
     let mut listed_by: HashMap<String, String> = HashMap::new();
-    for target in records_by_index(view, TARGETS, esr_plugin_sdk::indexes::CREATED_AT, "")? {
+    for_each_by_index(view, TARGETS, esr_plugin_sdk::indexes::CREATED_AT, "", |target| {
         let target_id = text(&target, "id");
         for finding_id in target["finding_ids"].as_array().into_iter().flatten().filter_map(Value::as_str) {
             if let Some(first) = listed_by.insert(finding_id.to_owned(), target_id.clone()) {
                 problems.push(format!("finding {finding_id} is listed by two targets: {first} and {target_id}"));
             }
         }
-    }
+    })?;
     let mut after: Option<Uuid> = None;
     loop {
         let page = view.scan(FINDINGS, after, MAX_SCAN, false)?;

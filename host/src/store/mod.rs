@@ -588,9 +588,23 @@ pub fn records_by_index(
     index: &str,
     value: &str,
 ) -> Result<Vec<Value>, StoreError> {
+    let mut found = Vec::new();
+    for_each_by_index(view, collection, index, value, |record| found.push(record))?;
+    Ok(found)
+}
+
+/// Hands each record holding `value` in a collection's index to `visit`,
+/// a page at a time: what the caller keeps of them is all that stays in
+/// memory.
+pub fn for_each_by_index(
+    view: &mut dyn StoreReader,
+    collection: &str,
+    index: &str,
+    value: &str,
+    mut visit: impl FnMut(Value),
+) -> Result<(), StoreError> {
     let order = esr_plugin_sdk::indexes::find(collection, index)
         .ok_or_else(|| StoreError::UnknownIndex(format!("{collection}/{index}")))?;
-    let mut found = Vec::new();
     let mut after = None;
     loop {
         let page = view.index_scan(collection, index, value, after, MAX_SCAN, false)?;
@@ -599,10 +613,10 @@ pub fn records_by_index(
             let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             // The next page starts after the last record's place in the index.
             after = Some((order.position(&record), id));
-            found.push(record);
+            visit(record);
         }
         if !full {
-            return Ok(found);
+            return Ok(());
         }
     }
 }
