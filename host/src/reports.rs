@@ -74,8 +74,8 @@ pub struct Importer<'a> {
 pub const MAX_CLOCK_SKEW_SECS: i64 = 5 * 60;
 
 /// The most findings one report may make unless `esr serve
-/// --import-max-findings` says otherwise: a report is written in one batch,
-/// and its memory grows with its findings.
+/// --import-max-findings` says otherwise: a report is planned whole (it
+/// is all or nothing), so its memory grows with its findings.
 pub const DEFAULT_MAX_FINDINGS: u32 = 10_000;
 
 /// A report older than this is imported but flagged in the answer.

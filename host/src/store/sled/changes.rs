@@ -133,28 +133,6 @@ pub(super) fn decode_log(bytes: &[u8]) -> Result<ChangeLog, StoreError> {
     Ok(ChangeLog { latest: read_sequence(&bytes[..8])?, pruned_through: read_sequence(&bytes[8..])? })
 }
 
-/// Writes keys (`Some`) or removes them (`None`) inside a transaction.
-pub(super) fn apply<'a, K: AsRef<[u8]> + 'a, V: AsRef<[u8]> + 'a>(
-    tree: &sled::transaction::TransactionalTree,
-    changes: impl IntoIterator<Item = (&'a K, &'a Option<V>)>,
-) -> sled::transaction::ConflictableTransactionResult<(), StoreError> {
-    for (key, value) in changes {
-        match value {
-            Some(value) => tree.insert(key.as_ref(), value.as_ref())?,
-            None => tree.remove(key.as_ref())?,
-        };
-    }
-    Ok(())
-}
-
-/// [`apply`] for [`KeyChanges`].
-pub(super) fn apply_all<K: AsRef<[u8]>, V: AsRef<[u8]>>(
-    tree: &sled::transaction::TransactionalTree,
-    changes: &KeyChanges<K, V>,
-) -> sled::transaction::ConflictableTransactionResult<(), StoreError> {
-    apply(tree, changes.iter().map(|(key, value)| (key, value)))
-}
-
 /// What a collection write does to the feed and histories, planned before
 /// its transaction.
 /// Their keys are distinct: a record gets one new event and pointer, an

@@ -11,14 +11,14 @@
 
 mod changes;
 mod index_blocks;
+mod staged;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use esr_plugin_sdk::indexes::{self, CREATED_AT, UPDATED_AT};
 use serde_json::Value;
-use sled::Transactional;
 use uuid::Uuid;
 
 use self::index_blocks::value_prefix;
@@ -73,6 +73,12 @@ pub struct Trees {
     /// meet only in sled's commit of one bounded batch. Each lock guards
     /// its organization's last write time (see [`crate::store::WriteTime`]).
     writers: Mutex<HashMap<Uuid, Arc<Mutex<i64>>>>,
+    /// Each organization's gate: its readers pass it for each store call,
+    /// and a write too large for one transaction closes it while it
+    /// applies (`staged.rs`), so no reader sees half of that write.
+    gates: Mutex<HashMap<Uuid, Arc<RwLock<()>>>>,
+    /// Large writes waiting to be applied (`staged.rs`).
+    staged_writes: sled::Tree,
 }
 
 /// A collection's records, its index entries and the index counts.
@@ -98,16 +104,23 @@ struct CollectionTrees {
 struct SledReader {
     trees: Arc<Trees>,
     organization: Uuid,
+    /// The organization's gate (see [`Trees::gates`]).
+    gate: Arc<RwLock<()>>,
     /// When the request's time is up: walks stop there.
     deadline: Option<std::time::Instant>,
 }
 
+/// What a reader holds through one store call.
+type StoreCall<'a> = (std::sync::RwLockReadGuard<'a, ()>, crate::store::call_deadline::Scope);
+
 impl SledReader {
     /// Enters a store call: refused once the deadline has passed, and the
-    /// walks below it check the deadline as they go.
-    fn call(&self) -> Result<crate::store::call_deadline::Scope, StoreError> {
+    /// walks below it check the deadline as they go. The call waits while
+    /// a large write of the organization applies.
+    fn call(&self) -> Result<StoreCall<'_>, StoreError> {
         crate::store::within(self.deadline)?;
-        Ok(crate::store::call_deadline::Scope::enter(self.deadline))
+        let deadline = crate::store::call_deadline::Scope::enter(self.deadline);
+        Ok((self.gate.read().unwrap_or_else(std::sync::PoisonError::into_inner), deadline))
     }
 }
 
@@ -148,8 +161,13 @@ impl SledStore {
             change_logs: db.open_tree(changes::CHANGE_LOGS)?,
             collections,
             writers: Mutex::default(),
+            gates: Mutex::default(),
+            staged_writes: db.open_tree(staged::STAGED_WRITES)?,
             db,
         }));
+        // A large write the process stopped in is finished (or, if it was
+        // not decided yet, discarded) before anything reads.
+        staged::finish(&database.db, &database.staged_writes, None)?;
         database.rebuild_indexes_if_stale()?;
         Ok(database)
     }
@@ -171,6 +189,12 @@ impl SledStore {
 }
 
 impl Trees {
+    /// The organization's gate (see [`Trees::gates`]).
+    fn gate(&self, organization: Uuid) -> Arc<RwLock<()>> {
+        let mut gates = self.gates.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        gates.entry(organization).or_default().clone()
+    }
+
     /// Rebuilds every index when the stored ones were built from another
     /// index table (or none): a data directory from an older release, or
     /// one whose table changed.
@@ -505,7 +529,7 @@ impl Trees {
         let log = self.read_change_log(organization)?;
         let mut next_sequence = log.latest;
         let mut trees: Vec<&sled::Tree> = Vec::new();
-        let mut prepared = Vec::new();
+        let mut writes: Vec<staged::KeyWrite> = Vec::new();
         for CollectionWrite { collection, records, deleted, history } in
             batches.into_iter().filter(|batch| !batch.is_empty())
         {
@@ -624,47 +648,41 @@ impl Trees {
                 .map(|(key, (_, after))| (key, after))
                 .collect();
             let blocks = index_blocks::plan(&collection_trees.index, &changed)?;
-            deltas.retain(|_, delta| *delta != 0);
-            prepared.push((rows, blocks, deltas, feed));
+            // Counts as the values they end with (the write lock keeps them
+            // as read), so that a staged write applied twice is applied once.
+            let mut counts = Vec::with_capacity(deltas.len());
+            for (key, delta) in deltas.into_iter().filter(|(_, delta)| *delta != 0) {
+                let current = collection_trees.counts.get(&key)?.map_or(0, |bytes| read_count(&bytes));
+                let updated = current.saturating_add_signed(delta);
+                counts.push((key, (updated != 0).then(|| updated.to_be_bytes().to_vec())));
+            }
+            // The trees' order is that of `trees` above.
+            let base = trees.len() - 6;
+            let mut add = |tree: usize, key: &[u8], value: Option<Vec<u8>>| {
+                writes.push(staged::KeyWrite { tree: base + tree, key: key.to_vec(), value });
+            };
+            rows.into_iter().for_each(|(key, bytes)| add(0, &key, bytes));
+            blocks.into_iter().for_each(|(key, block)| add(1, &key, block));
+            counts.into_iter().for_each(|(key, count)| add(2, &key, count));
+            feed.events.into_iter().for_each(|(key, event)| add(3, &key, event.map(|e| e.to_vec())));
+            feed.pointers.into_iter().for_each(|(key, sequence)| add(4, &key, sequence.map(|s| s.to_vec())));
+            feed.history.into_iter().for_each(|(key, entry)| add(5, &key, entry));
         }
-        if prepared.is_empty() {
+        if writes.is_empty() {
             return Ok(());
         }
-        let logged = (next_sequence > log.latest).then_some(ChangeLog { latest: next_sequence, ..log });
+        // The log last: whoever watches it sees the write once it is whole.
+        if next_sequence > log.latest {
+            let logged = ChangeLog { latest: next_sequence, ..log };
+            writes.push(staged::KeyWrite {
+                tree: trees.len(),
+                key: organization.as_bytes().to_vec(),
+                value: Some(changes::encode_log(logged).to_vec()),
+            });
+        }
         trees.push(&self.change_logs);
-        let outcome = trees[..].transaction(|views| {
-            for (position, (rows, blocks, deltas, feed)) in prepared.iter().enumerate() {
-                let (records, index, counts) =
-                    (&views[6 * position], &views[6 * position + 1], &views[6 * position + 2]);
-                let (events, pointers, history) =
-                    (&views[6 * position + 3], &views[6 * position + 4], &views[6 * position + 5]);
-                for (key, bytes) in rows {
-                    match bytes {
-                        Some(bytes) => records.insert(&key[..], bytes.as_slice())?,
-                        None => records.remove(&key[..])?,
-                    };
-                }
-                changes::apply(index, blocks)?;
-                for (key, delta) in deltas {
-                    let current = counts.get(key)?.map_or(0, |bytes| read_count(&bytes));
-                    let updated = current.saturating_add_signed(*delta);
-                    if updated == 0 {
-                        counts.remove(key.as_slice())?;
-                    } else {
-                        counts.insert(key.as_slice(), &updated.to_be_bytes())?;
-                    }
-                }
-                changes::apply_all(events, &feed.events)?;
-                changes::apply_all(pointers, &feed.pointers)?;
-                changes::apply_all(history, &feed.history)?;
-            }
-            if let Some(log) = logged {
-                views[6 * prepared.len()].insert(&organization.as_bytes()[..], &changes::encode_log(log)[..])?;
-            }
-            Ok(())
-        });
-        transaction_outcome(outcome)?;
-        self.flush()
+        let gate = self.gate(organization);
+        staged::commit(&self.db, &self.staged_writes, &gate, organization, &trees, &writes)
     }
 
     /// The index entries holding `value`, in (position, id) order
@@ -1239,6 +1257,7 @@ impl Trees {
 
 impl StoreReader for SledReader {
     fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        let _call = self.call()?;
         Ok(self.trees.get(self.organization, collection, id)?.map(|bytes| bytes.to_vec()))
     }
 
@@ -1254,6 +1273,7 @@ impl StoreReader for SledReader {
     }
 
     fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
+        let _call = self.call()?;
         self.trees.count(self.organization, collection)
     }
 
@@ -1299,10 +1319,12 @@ impl StoreReader for SledReader {
     }
 
     fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+        let _call = self.call()?;
         self.trees.index_count(self.organization, collection, index, value)
     }
 
     fn index_values(&mut self, collection: &str, index: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        let _call = self.call()?;
         self.trees.index_values(self.organization, collection, index)
     }
 
@@ -1317,6 +1339,7 @@ impl StoreReader for SledReader {
     }
 
     fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
+        let _call = self.call()?;
         self.trees.read_change_log(self.organization)
     }
 
@@ -1326,6 +1349,7 @@ impl StoreReader for SledReader {
     }
 
     fn history(&mut self, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
+        let _call = self.call()?;
         self.trees.history(self.organization, collection, id)
     }
 
@@ -1372,7 +1396,8 @@ impl Store for SledStore {
     /// One process holds the data: every read is of the latest state; the
     /// deadline bounds the session's walks.
     fn reader_from(&self, organization: Uuid, from: ReadFrom) -> Result<Box<dyn StoreReader>, StoreError> {
-        Ok(Box::new(SledReader { trees: self.0.clone(), organization, deadline: from.deadline }))
+        let gate = self.gate(organization);
+        Ok(Box::new(SledReader { trees: self.0.clone(), organization, gate, deadline: from.deadline }))
     }
 
     fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError> {
@@ -1382,7 +1407,11 @@ impl Store for SledStore {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| i64::try_from(since.as_micros()).unwrap_or(i64::MAX / 1000) * 1000);
         let now = wall.max(last_write.saturating_add(1000));
-        let mut view = SledReader { trees: self.0.clone(), organization, deadline: None };
+        // A large write of the organization that failed half-way is
+        // finished before another is planned on top of it.
+        staged::finish(&self.db, &self.staged_writes, Some(organization))?;
+        let mut view =
+            SledReader { trees: self.0.clone(), organization, gate: self.gate(organization), deadline: None };
         let writes = build(&mut view, WriteTime(now))?;
         let latest = crate::store::latest_update(&writes).unwrap_or(now);
         self.write_records(organization, writes, now)?;
