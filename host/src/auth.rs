@@ -196,7 +196,7 @@ mod tests {
         let organization = Uuid::now_v7();
         let created = create_key(db, organization, "test", &[SCOPE_SCOPES], None)?;
         // That only its hash reaches the disk is checked on the running
-        // server's whole data directory (`tests/ingest.rs`).
+        // server's whole data directory (`tests/it/ingest.rs`).
         let principal = authenticate(db, Some(&format!("Bearer {}", created.api_key)))?;
         assert_eq!(principal.map(|p| p.organization_id), Ok(organization));
         assert_eq!(authenticate(db, None)?, Err(AuthFailure::Missing));

@@ -490,9 +490,20 @@ fn store_ceiling(
     if data_dir.exists() {
         std::fs::remove_dir_all(&data_dir)?;
     }
-    let bare = esr::store::sled::BareRecords::open(&data_dir, "vulnerability-findings")?;
-    let outcome = write_ceiling_batches(args, spec, findings, |batch| Ok(bare.write(organization, batch)?))?;
-    drop(bare);
+    // sled opened as the store opens it, its records under the store's
+    // keys (`organization ‖ record id`), each batch flushed.
+    let db = sled::Config::new().path(&data_dir).cache_capacity(esr::store::sled::CACHE_CAPACITY).open()?;
+    let records = db.open_tree("records/vulnerability-findings")?;
+    let outcome = write_ceiling_batches(args, spec, findings, |batch| {
+        let mut writes = sled::Batch::default();
+        for (id, bytes) in batch {
+            writes.insert(&[organization.as_bytes().as_slice(), id.as_bytes()].concat()[..], bytes);
+        }
+        records.apply_batch(writes)?;
+        db.flush()?;
+        Ok(())
+    })?;
+    drop((records, db));
     std::fs::remove_dir_all(&data_dir).with_context(|| format!("removing {}", data_dir.display()))?;
     Ok(outcome)
 }

@@ -805,7 +805,7 @@ pub struct ReplicaHealth {
 ///
 /// A new backend implements this trait and [`StoreReader`] in a module of
 /// its own beside `sled/`, gets a branch in [`open`], and runs the
-/// contract's tests by adding one line to `host/tests/store_contract.rs`.
+/// contract's tests by adding one line to `host/tests/it/store_contract.rs`.
 pub trait Store: Send + Sync {
     /// A read session on the organization's records (see [`StoreReader`]).
     fn reader(&self, organization: Uuid) -> Result<Box<dyn StoreReader>, StoreError>;

@@ -1,4 +1,4 @@
-"""Schemathesis hooks for host/tests/openapi.rs.
+"""Schemathesis hooks for host/tests/it/openapi.rs.
 
 A cursor is valid only when this server issued it for the same
 organization, collection, filters and sort (the change feed's: the

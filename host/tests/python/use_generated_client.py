@@ -1,7 +1,7 @@
 """Uses the client openapi-python-client generated from the served document,
 unmodified: pages through every collection with cursors and reads one
 record of each, counts by summary, follows the change feed and reads a
-finding's history. Prints what it saw as JSON for host/tests/openapi.rs.
+finding's history. Prints what it saw as JSON for host/tests/it/openapi.rs.
 
 Usage: use_generated_client.py BASE_URL API_KEY
 """

@@ -1620,37 +1620,12 @@ fn transaction_outcome(outcome: sled::transaction::TransactionResult<(), StoreEr
     }
 }
 
+/// The page cache sled is opened with.
+pub const CACHE_CAPACITY: u64 = 256 * 1024 * 1024;
+
 /// How the store opens sled in `dir`.
 fn sled_config(dir: &Path) -> sled::Config {
-    sled::Config::new().path(dir).cache_capacity(256 * 1024 * 1024)
-}
-
-/// sled alone, opened as the store opens it, for the benchmark's ceiling
-/// of an import: records written under the store's keys in batches, each
-/// flushed, with no parsing, validation or index.
-pub struct BareRecords {
-    db: sled::Db,
-    records: sled::Tree,
-}
-
-impl BareRecords {
-    /// A fresh sled in `dir` with the collection's records tree.
-    pub fn open(dir: &Path, collection: &str) -> Result<BareRecords, StoreError> {
-        let db = sled_config(dir).open()?;
-        let records = db.open_tree(format!("records/{collection}"))?;
-        Ok(BareRecords { db, records })
-    }
-
-    /// Writes the records (id, bytes) of the organization in one batch, and flushes.
-    pub fn write(&self, organization: Uuid, records: Vec<(Uuid, Vec<u8>)>) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
-        for (id, bytes) in records {
-            batch.insert(&record_key(organization, id)[..], bytes);
-        }
-        self.records.apply_batch(batch)?;
-        self.db.flush()?;
-        Ok(())
-    }
+    sled::Config::new().path(dir).cache_capacity(CACHE_CAPACITY)
 }
 
 /// The record's `id`, which must be a UUID.
@@ -1769,7 +1744,7 @@ fn record_id(key: &[u8]) -> Result<Uuid, StoreError> {
 
 #[cfg(test)]
 mod tests {
-    //! What only sled has; the store's contract is `host/tests/store_contract.rs`.
+    //! What only sled has; the store's contract is `host/tests/it/store_contract.rs`.
 
     use serde_json::json;
 

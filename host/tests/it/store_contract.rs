@@ -1,0 +1,1242 @@
+//! The store's contract, written once against `esr::store::Store` and run
+//! against every backend: records by id and in order, index scans,
+//! positions and counts, count-matching, count-in-range and count-groups
+//! (against brute force), organizations, API keys and their revocation, secrets and
+//! markers across a reopen, the write batch (all or nothing, validation
+//! under the write lock, writers serialized), the probe and sizes, clearing,
+//! bulk loads and the index check; the change feed (sequences in commit
+//! order, one event per record, deletions, pruning), history.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use esr::store::{
+    self, ApiKeyRecord, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, IndexPosition, Organization, Store,
+    StoreError, StoreReader,
+};
+use esr_plugin_sdk::indexes::{self, SORTED, UNSORTED};
+use esr_plugin_sdk::time::Timestamp;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// A backend under test: a store over one place (a directory, a database)
+/// that can be opened again after the previous store was dropped.
+trait Backend {
+    fn open(&self) -> Arc<dyn Store>;
+}
+
+/// sled in a fresh temporary directory.
+struct Sled(tempfile::TempDir);
+
+impl Backend for Sled {
+    /// sled's background flusher lets go of the directory's lock a moment
+    /// after the store that held it is dropped: a reopen waits for that.
+    fn open(&self) -> Arc<dyn Store> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            match store::open(None, self.0.path()) {
+                Err(StoreError::Locked(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                opened => return opened.expect("opening sled"),
+            }
+        }
+    }
+}
+
+fn sled() -> Sled {
+    Sled(tempfile::tempdir().expect("temporary directory"))
+}
+
+/// PostgreSQL: a database of its own on the test binary's cluster (and the
+/// host's directory, which then holds no data).
+struct Postgres(common::postgres::TestDatabase, tempfile::TempDir);
+
+impl Backend for Postgres {
+    fn open(&self) -> Arc<dyn Store> {
+        store::open(Some(&self.0.url), self.1.path()).expect("opening PostgreSQL")
+    }
+}
+
+fn postgres() -> Postgres {
+    Postgres(common::postgres::TestDatabase::new(), tempfile::tempdir().expect("temporary directory"))
+}
+
+/// One test per check for a backend (a function returning a fresh [`Backend`]).
+macro_rules! contract {
+    ($backend:ident) => {
+        mod $backend {
+            contract!(@checks $backend:
+                records_by_id_and_in_order,
+                a_read_by_id_leaves_later_readers_the_latest_state,
+                many_records_by_id_at_once,
+                scans_return_at_most_max_scan,
+                index_scans_walk_positions,
+                count_matching_agrees_with_brute_force,
+                count_in_range_agrees_with_brute_force,
+                count_groups_agrees_with_brute_force,
+                organizations_and_api_keys,
+                secrets_and_markers_survive_a_reopen,
+                a_batch_is_all_or_nothing,
+                a_batch_reads_and_writes_under_one_lock,
+                write_times_increase_in_commit_order,
+                probe_and_size,
+                clearing_keeps_secrets,
+                a_bulk_load_ends_with_agreeing_indexes,
+                changes_follow_writes_in_commit_order,
+                deletions_remove_records_and_leave_events,
+                history_is_kept_until_the_record_is_deleted,
+                pruning_removes_old_deletions_only,
+                a_copy_continues_the_sequence,
+                sequences_follow_commit_order_across_writers,
+            );
+        }
+    };
+    (@checks $backend:ident: $($check:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                super::$check(&super::$backend());
+            }
+        )*
+    };
+}
+
+// Each backend adds itself here with one line.
+contract!(sled);
+contract!(postgres);
+
+const FINDINGS: &str = "vulnerability-findings";
+
+fn timestamp(day: usize, minute: usize) -> String {
+    format!("2026-01-{:02}T{:02}:{:02}:30Z", day % 28 + 1, minute / 60 % 24, minute % 60)
+}
+
+/// A finding with the fields the findings' indexes read (the store checks
+/// no schema: only the id and the two timestamps are required).
+fn finding(n: usize) -> Value {
+    let statuses = ["open", "resolved", "suppressed"];
+    let severities = ["critical", "high", "medium", "low"];
+    let mut record = json!({
+        "id": Uuid::now_v7().to_string(),
+        "status": statuses[n % 3],
+        "severity": severities[n % 4],
+        "kev": n.is_multiple_of(5),
+        "finding_type": if n.is_multiple_of(2) { "os_package" } else { "application" },
+        // Created out of id order, so that index order is not id order.
+        "created_at": timestamp(27 - n % 28, n * 7),
+        "updated_at": timestamp(n % 28, n * 13),
+    });
+    if !n.is_multiple_of(6) {
+        // Ties on purpose: the id breaks them.
+        record["cvss"] = json!({"base_score": (n % 50) as f64 / 5.0});
+    }
+    record
+}
+
+fn id_of(record: &Value) -> Uuid {
+    record["id"].as_str().and_then(|id| Uuid::parse_str(id).ok()).expect("a record id")
+}
+
+fn reader(store: &dyn Store, organization: Uuid) -> Box<dyn StoreReader> {
+    store.reader(organization).expect("a read session")
+}
+
+/// Where the index puts a record (position, id), as the SDK computes it.
+fn position(collection: &str, index: &str, record: &Value) -> IndexPosition {
+    (indexes::find(collection, index).expect("a known index").position(record), id_of(record))
+}
+
+fn conditions(list: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+    list.iter().map(|(index, values)| ((*index).to_owned(), values.iter().map(|v| (*v).to_owned()).collect())).collect()
+}
+
+/// Whether a record meets every condition (one of its values) and was
+/// updated strictly after `updated_after`.
+fn matches(record: &Value, conditions: &[(String, Vec<String>)], updated_after: Option<i64>) -> bool {
+    let updated = record["updated_at"].as_str().and_then(Timestamp::parse).map_or(i64::MIN, |t| t.0);
+    conditions.iter().all(|(index, values)| {
+        let held = indexes::find(FINDINGS, index).expect("a known index").values(record);
+        values.iter().any(|value| held.contains(value))
+    }) && updated_after.is_none_or(|after| updated > after)
+}
+
+fn records_by_id_and_in_order(backend: &dyn Backend) {
+    let store = backend.open();
+    let (acme, globex) = (Uuid::now_v7(), Uuid::now_v7());
+    let scopes: Vec<Value> = (0..5)
+        .map(|n| {
+            let at = timestamp(5 - n, n);
+            json!({"id": Uuid::now_v7().to_string(), "name": format!("scope {n}"), "status": "active",
+                   "created_at": at, "updated_at": at})
+        })
+        .collect();
+    let ids: Vec<Uuid> = scopes.iter().map(id_of).collect();
+    store.insert_records(acme, "scopes", &scopes[..3]).unwrap();
+    store.insert_records(globex, "scopes", &scopes[3..]).unwrap();
+
+    let mut acme_reader = reader(&*store, acme);
+    assert_eq!(acme_reader.count("scopes").unwrap(), 3);
+    let scanned = |reader: &mut dyn StoreReader, after: Option<Uuid>, limit: usize, reverse: bool| -> Vec<Uuid> {
+        reader.scan("scopes", after, limit, reverse).unwrap().into_iter().map(|(id, _)| id).collect()
+    };
+    assert_eq!(scanned(&mut *acme_reader, None, 100, false), ids[..3], "id order, this organization only");
+    assert_eq!(scanned(&mut *acme_reader, Some(ids[0]), 100, false), ids[1..3], "strictly after");
+    assert_eq!(scanned(&mut *acme_reader, None, 2, false), ids[..2], "a limit");
+    assert_eq!(scanned(&mut *acme_reader, None, 100, true), [ids[2], ids[1], ids[0]], "newest first");
+    assert_eq!(scanned(&mut *acme_reader, Some(ids[2]), 100, true), [ids[1], ids[0]], "strictly before");
+    assert_eq!(scanned(&mut *acme_reader, Some(ids[0]), 100, true), Vec::<Uuid>::new());
+
+    // The bytes are the record's JSON, the same through every read.
+    let by_id = acme_reader.get("scopes", ids[1]).unwrap().expect("stored");
+    assert_eq!(serde_json::from_slice::<Value>(&by_id).unwrap(), scopes[1]);
+    let in_scan = acme_reader.scan("scopes", Some(ids[0]), 1, false).unwrap();
+    assert_eq!(in_scan, [(ids[1], by_id.clone())]);
+    let in_index = acme_reader.index_scan("scopes", "status", "active", None, 100, false).unwrap();
+    assert!(in_index.contains(&(ids[1], by_id)));
+
+    // Another organization's records, and collections that do not exist, hold nothing.
+    assert_eq!(acme_reader.get("scopes", ids[4]).unwrap(), None);
+    assert!(reader(&*store, globex).get("scopes", ids[4]).unwrap().is_some());
+    assert_eq!(reader(&*store, globex).count("scopes").unwrap(), 2);
+    assert_eq!(acme_reader.get("no-such-collection", ids[0]).unwrap(), None);
+    assert_eq!(acme_reader.scan("no-such-collection", None, 100, false).unwrap(), Vec::new());
+    assert_eq!(acme_reader.count("no-such-collection").unwrap(), 0);
+    assert_eq!(reader(&*store, Uuid::now_v7()).count("scopes").unwrap(), 0);
+}
+
+/// A reader whose only read is by id (one statement outside a snapshot on
+/// PostgreSQL) hands its connection on as it found it: every later reader
+/// sees each write made before it, and reads on after a read by id work.
+fn a_read_by_id_leaves_later_readers_the_latest_state(backend: &dyn Backend) {
+    let store = backend.open();
+    let acme = Uuid::now_v7();
+    let scopes: Vec<Value> = (0..4)
+        .map(|n| {
+            let at = timestamp(1, n);
+            json!({"id": Uuid::now_v7().to_string(), "name": format!("scope {n}"), "status": "active",
+                   "created_at": at, "updated_at": at})
+        })
+        .collect();
+    let ids: Vec<Uuid> = scopes.iter().map(id_of).collect();
+    for (n, scope) in scopes.iter().enumerate() {
+        store.insert_records(acme, "scopes", std::slice::from_ref(scope)).unwrap();
+        // More readers than the pool holds connections, one after another.
+        for _ in 0..12 {
+            let mut reader = reader(&*store, acme);
+            let by_id = reader.get("scopes", ids[n]).unwrap().expect("written before this reader");
+            assert_eq!(serde_json::from_slice::<Value>(&by_id).unwrap(), *scope);
+        }
+        let mut reader = reader(&*store, acme);
+        assert!(reader.get("scopes", ids[0]).unwrap().is_some());
+        assert_eq!(reader.count("scopes").unwrap(), n as u64 + 1, "a read on after a read by id");
+        let scanned: Vec<Uuid> =
+            reader.scan("scopes", None, 100, false).unwrap().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(scanned, ids[..=n]);
+        assert!(reader.get("scopes", ids[n]).unwrap().is_some());
+    }
+}
+
+fn many_records_by_id_at_once(backend: &dyn Backend) {
+    let store = backend.open();
+    let (acme, globex) = (Uuid::now_v7(), Uuid::now_v7());
+    let findings: Vec<Value> = (0..6).map(finding).collect();
+    let ids: Vec<Uuid> = findings.iter().map(id_of).collect();
+    store.insert_records(acme, FINDINGS, &findings[..4]).unwrap();
+    store.insert_records(globex, FINDINGS, &findings[4..]).unwrap();
+    let missing = Uuid::now_v7();
+
+    // Each stored id once (whatever the order and repeats asked), with the
+    // bytes `get` answers; missing ids and other organizations' left out.
+    let mut acme_reader = reader(&*store, acme);
+    let asked = [ids[2], missing, ids[0], ids[4], ids[2], ids[3]];
+    let mut found = acme_reader.get_many(FINDINGS, &asked).unwrap();
+    found.sort();
+    let mut expected: Vec<(Uuid, Vec<u8>)> = [ids[0], ids[2], ids[3]]
+        .into_iter()
+        .map(|id| (id, acme_reader.get(FINDINGS, id).unwrap().expect("stored")))
+        .collect();
+    expected.sort();
+    assert_eq!(found, expected);
+    for (id, bytes) in &found {
+        let record: Value = serde_json::from_slice(bytes).unwrap();
+        assert_eq!(id_of(&record), *id);
+    }
+    assert_eq!(acme_reader.get_many(FINDINGS, &[]).unwrap(), Vec::new());
+    assert_eq!(acme_reader.get_many(FINDINGS, &[missing]).unwrap(), Vec::new());
+    assert_eq!(acme_reader.get_many("no-such-collection", &ids).unwrap(), Vec::new());
+    assert_eq!(acme_reader.get_many("scopes", &ids).unwrap(), Vec::new(), "another collection");
+
+    // Inside a write batch, as the write's checks read.
+    store
+        .write_batch(globex, &mut |view, _| {
+            let found: BTreeSet<Uuid> = view.get_many(FINDINGS, &ids)?.into_iter().map(|(id, _)| id).collect();
+            assert_eq!(found, BTreeSet::from([ids[4], ids[5]]));
+            Ok(Vec::new())
+        })
+        .unwrap();
+}
+
+fn scans_return_at_most_max_scan(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let findings: Vec<Value> = (0..store::MAX_SCAN + 5).map(|n| finding(n * 3)).collect();
+    store.insert_records(organization, FINDINGS, &findings).unwrap();
+    let mut reader = reader(&*store, organization);
+    assert_eq!(reader.count(FINDINGS).unwrap(), findings.len() as u64);
+    assert_eq!(reader.scan(FINDINGS, None, usize::MAX, false).unwrap().len(), store::MAX_SCAN);
+    let open = reader.index_count(FINDINGS, "status", "open").unwrap() as usize;
+    assert_eq!(open, findings.len(), "every third finding is open");
+    assert_eq!(reader.index_scan(FINDINGS, "status", "open", None, usize::MAX, true).unwrap().len(), store::MAX_SCAN);
+    assert_eq!(
+        reader.index_positions(FINDINGS, "status", "open", None, usize::MAX, false).unwrap().len(),
+        store::MAX_SCAN
+    );
+}
+
+fn index_scans_walk_positions(backend: &dyn Backend) {
+    let store = backend.open();
+    let (acme, globex) = (Uuid::now_v7(), Uuid::now_v7());
+    let mut findings: Vec<Value> = (0..60).map(finding).collect();
+    store.insert_records(acme, FINDINGS, &findings).unwrap();
+    store.insert_records(globex, FINDINGS, &findings[..7]).unwrap();
+    // Replacing records moves their index entries and counts.
+    for n in (0..60).step_by(4) {
+        findings[n]["status"] = json!("resolved");
+        findings[n]["updated_at"] = json!(timestamp(20, n));
+    }
+    store.insert_records(acme, FINDINGS, &findings).unwrap();
+
+    let mut reader = reader(&*store, acme);
+    for (index, value) in [
+        ("status", "open"),
+        ("status", "resolved"),
+        ("severity", "low"),
+        ("created_at", ""),
+        ("updated_at", ""),
+        ("by_cvss", SORTED),
+        ("by_cvss", UNSORTED),
+    ] {
+        let mut expected: Vec<IndexPosition> = findings
+            .iter()
+            .filter(|record| indexes::find(FINDINGS, index).unwrap().values(record).iter().any(|v| v == value))
+            .map(|record| position(FINDINGS, index, record))
+            .collect();
+        expected.sort();
+        assert_eq!(reader.index_count(FINDINGS, index, value).unwrap(), expected.len() as u64, "{index}={value}");
+        let positions = reader.index_positions(FINDINGS, index, value, None, 1000, false).unwrap();
+        assert_eq!(positions, expected, "{index}={value}: (position, id) order");
+        let records = reader.index_scan(FINDINGS, index, value, None, 1000, false).unwrap();
+        let ids: Vec<Uuid> = records.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, expected.iter().map(|(_, id)| *id).collect::<Vec<_>>(), "{index}={value}: records");
+        for (id, bytes) in &records {
+            let stored = findings.iter().find(|record| id_of(record) == *id).unwrap();
+            assert_eq!(&serde_json::from_slice::<Value>(bytes).unwrap(), stored);
+        }
+        // From a position on, both ways; positions and records agree.
+        if let Some(middle) = expected.get(expected.len() / 2).copied() {
+            let later: Vec<IndexPosition> = expected.iter().copied().filter(|p| *p > middle).collect();
+            let earlier: Vec<IndexPosition> = expected.iter().rev().copied().filter(|p| *p < middle).collect();
+            assert_eq!(reader.index_positions(FINDINGS, index, value, Some(middle), 1000, false).unwrap(), later);
+            assert_eq!(reader.index_positions(FINDINGS, index, value, Some(middle), 1000, true).unwrap(), earlier);
+            let ids: Vec<Uuid> = reader
+                .index_scan(FINDINGS, index, value, Some(middle), 3, true)
+                .unwrap()
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect();
+            assert_eq!(ids, earlier.iter().take(3).map(|(_, id)| *id).collect::<Vec<_>>());
+        }
+    }
+    assert_eq!(reader.index_count(FINDINGS, "status", "no-such-status").unwrap(), 0);
+    assert!(matches!(reader.index_count(FINDINGS, "colour", "red"), Err(StoreError::UnknownIndex(_))));
+    assert!(matches!(reader.index_scan(FINDINGS, "colour", "red", None, 10, false), Err(StoreError::UnknownIndex(_))));
+    assert!(matches!(
+        reader.index_positions("no-such-collection", "status", "open", None, 10, false),
+        Err(StoreError::UnknownIndex(_))
+    ));
+    let globex_entries = self::reader(&*store, globex).index_count(FINDINGS, "created_at", "").unwrap();
+    assert_eq!(globex_entries, 7, "the other organization's entries are its own");
+    assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
+}
+
+fn count_matching_agrees_with_brute_force(backend: &dyn Backend) {
+    let store = backend.open();
+    let (acme, globex) = (Uuid::now_v7(), Uuid::now_v7());
+    let mut findings: Vec<Value> = (0..90).map(finding).collect();
+    store.insert_records(acme, FINDINGS, &findings).unwrap();
+    store.insert_records(globex, FINDINGS, &findings[..10]).unwrap();
+    // Re-imports move records between pairs and update hours.
+    for n in (0..90).step_by(5) {
+        findings[n]["status"] = json!("resolved");
+        findings[n]["updated_at"] = json!(timestamp(27, 400 + n));
+    }
+    store.insert_records(acme, FINDINGS, &findings).unwrap();
+
+    let mut reader = reader(&*store, acme);
+    let cases: Vec<Vec<(String, Vec<String>)>> = vec![
+        conditions(&[]),
+        conditions(&[("status", &["open"])]),
+        conditions(&[("status", &["open", "suppressed", "open"])]),
+        conditions(&[("severity", &["critical"]), ("status", &["open"])]),
+        conditions(&[("status", &["open", "suppressed"]), ("severity", &["critical", "low"])]),
+        conditions(&[("status", &["resolved"]), ("kev", &["true"])]),
+        conditions(&[("status", &["open"]), ("severity", &["high", "low"]), ("finding_type", &["application"])]),
+        conditions(&[("created_at", &[""])]),
+        conditions(&[("status", &["none-such"])]),
+    ];
+    let afters = [
+        None,
+        Some("2026-01-01T00:00:00Z"),
+        Some("2026-01-11T02:10:30Z"),
+        Some("2026-01-11T02:10:31Z"),
+        Some("2026-01-28T06:59:59Z"),
+    ];
+    for case in &cases {
+        for after in afters {
+            let updated_after = after.map(|after| Timestamp::parse(after).unwrap().0);
+            let expected = findings.iter().filter(|record| matches(record, case, updated_after)).count() as u64;
+            assert_eq!(
+                reader.count_matching(FINDINGS, case, updated_after).unwrap(),
+                expected,
+                "{case:?} after {after:?}"
+            );
+        }
+    }
+    let globex_updated = self::reader(&*store, globex).count_matching(FINDINGS, &[], Some(i64::MIN)).unwrap();
+    assert_eq!(globex_updated, 10, "the other organization's counts are its own");
+    assert_eq!(reader.count_matching("no-such-collection", &[], None).unwrap(), 0);
+    assert!(matches!(
+        reader.count_matching(FINDINGS, &conditions(&[("colour", &["red"])]), None),
+        Err(StoreError::UnknownIndex(_))
+    ));
+}
+
+fn count_in_range_agrees_with_brute_force(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let findings: Vec<Value> = (0..80).map(finding).collect();
+    store.insert_records(organization, FINDINGS, &findings).unwrap();
+    store.insert_records(Uuid::now_v7(), FINDINGS, &findings[..20]).unwrap();
+    let mut reader = reader(&*store, organization);
+    let mut sorted: Vec<(IndexPosition, &Value)> = findings
+        .iter()
+        .filter(|record| record.pointer("/cvss/base_score").is_some())
+        .map(|record| (position(FINDINGS, "by_cvss", record), record))
+        .collect();
+    sorted.sort_by_key(|(position, _)| *position);
+    let at = |n: usize| Some(sorted[n].0);
+    let bounds = [(None, None), (at(3), None), (None, at(40)), (at(3), at(40)), (at(40), at(3)), (at(10), at(11))];
+    let cases = [
+        conditions(&[]),
+        conditions(&[("status", &["open"])]),
+        conditions(&[("status", &["open", "resolved"]), ("severity", &["low", "critical"])]),
+    ];
+    for (after, before) in bounds {
+        for case in &cases {
+            for updated_after in [None, Some(Timestamp::parse("2026-01-14T00:00:00Z").unwrap().0)] {
+                let expected = sorted
+                    .iter()
+                    .filter(|(position, _)| after.is_none_or(|after| *position > after))
+                    .filter(|(position, _)| before.is_none_or(|before| *position < before))
+                    .filter(|(_, record)| matches(record, case, updated_after))
+                    .count() as u64;
+                assert_eq!(
+                    reader.count_in_range(FINDINGS, "by_cvss", after, before, case, updated_after).unwrap(),
+                    expected,
+                    "({after:?}, {before:?}) {case:?} after {updated_after:?}"
+                );
+            }
+        }
+    }
+    assert!(matches!(
+        reader.count_in_range(FINDINGS, "status", None, None, &[], None),
+        Err(StoreError::MalformedCall(_))
+    ));
+    assert!(matches!(
+        reader.count_in_range(FINDINGS, "by_colour", None, None, &[], None),
+        Err(StoreError::UnknownIndex(_))
+    ));
+}
+
+/// An endpoint with the fields the endpoints' indexes read.
+fn endpoint(n: usize) -> Value {
+    let families = ["linux", "windows", "macos"];
+    let tags = ["prod", "dev", "pci", "eu"];
+    let mut record = json!({
+        "id": Uuid::now_v7().to_string(),
+        "operating_system": {"family": families[n % 3]},
+        "tags": [tags[n % 4], tags[n / 3 % 4]],
+        "created_at": timestamp(27 - n % 28, n * 11),
+        "updated_at": timestamp(n % 28, n * 17),
+    });
+    if n.is_multiple_of(3) {
+        record["agent_id"] = json!(Uuid::now_v7().to_string());
+    }
+    record
+}
+
+/// A collection to count groups of: its records, the conditions a filter
+/// picks from (index, values), the indexes a summary may group by.
+type GroupedCollection<'a> = (&'a str, &'a [Value], Vec<(&'a str, Vec<String>)>, &'a [&'a str]);
+
+/// Random filters on findings and endpoints (several runs of blocks per
+/// index value, values some records lack, multi-valued conditions, ranges
+/// and `updated_after`), grouped by one or two indexes: the groups are
+/// what brute force counts, in the order of the group indexes' values, and
+/// the same whether counted from the candidates or by combination.
+fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
+    use rand::{Rng, SeedableRng, seq::SliceRandom};
+
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let endpoint_ids: Vec<String> = (0..7).map(|_| Uuid::now_v7().to_string()).collect();
+    let mut findings: Vec<Value> = (0..700)
+        .map(|n| {
+            let mut record = finding(n);
+            record["endpoint_id"] = json!(endpoint_ids[n * 7 / 700]);
+            if n % 7 == 3 {
+                record.as_object_mut().unwrap().remove("finding_type");
+            }
+            record
+        })
+        .collect();
+    // In batches, then moved between values: several runs per value.
+    for batch in findings.chunks(150) {
+        store.insert_records(organization, FINDINGS, batch).unwrap();
+    }
+    for n in (0..700).step_by(3) {
+        findings[n]["status"] = json!("suppressed");
+        findings[n]["updated_at"] = json!(timestamp(27, 300 + n));
+    }
+    store.insert_records(organization, FINDINGS, &findings[..350]).unwrap();
+    store.insert_records(organization, FINDINGS, &findings[350..]).unwrap();
+    let endpoints: Vec<Value> = (0..200).map(endpoint).collect();
+    store.insert_records(organization, "endpoints", &endpoints).unwrap();
+    store.insert_records(Uuid::now_v7(), FINDINGS, &findings[..50]).unwrap();
+
+    let mut sorted_cvss: Vec<IndexPosition> = findings
+        .iter()
+        .filter(|record| record.pointer("/cvss/base_score").is_some())
+        .map(|record| position(FINDINGS, "by_cvss", record))
+        .collect();
+    sorted_cvss.sort();
+    let pools: [GroupedCollection; 2] = [
+        (
+            FINDINGS,
+            &findings,
+            vec![
+                ("endpoint_id", endpoint_ids.clone()),
+                ("status", ["open", "resolved", "suppressed"].map(String::from).to_vec()),
+                ("severity", ["critical", "high", "medium", "low"].map(String::from).to_vec()),
+                ("kev", ["true", "false"].map(String::from).to_vec()),
+                ("finding_type", ["os_package", "application", "none-such"].map(String::from).to_vec()),
+                ("by_cvss", [SORTED, UNSORTED].map(String::from).to_vec()),
+                ("created_at", vec![String::new()]),
+            ],
+            &["severity", "status", "kev", "finding_type", "endpoint_id"],
+        ),
+        (
+            "endpoints",
+            &endpoints,
+            vec![
+                ("tag", ["prod", "dev", "pci", "eu"].map(String::from).to_vec()),
+                ("os_family", ["linux", "windows", "macos"].map(String::from).to_vec()),
+                ("has_agent", ["true", "false"].map(String::from).to_vec()),
+            ],
+            &["os_family", "has_agent"],
+        ),
+    ];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(26);
+    let mut reader = reader(&*store, organization);
+    let mut from_candidates = 0;
+    for case in 0..400 {
+        let (collection, records, pool, groupable) = &pools[case % 2];
+        let group_count = rng.gen_range(1..=2);
+        let group_by: Vec<String> =
+            groupable.choose_multiple(&mut rng, group_count).map(|index| (*index).to_owned()).collect();
+        let mut case_conditions = Vec::new();
+        let condition_count = rng.gen_range(0..=3);
+        for (index, values) in pool.choose_multiple(&mut rng, condition_count) {
+            let value_count = rng.gen_range(1..=values.len().min(3));
+            let chosen = values.choose_multiple(&mut rng, value_count);
+            case_conditions.push(((*index).to_owned(), chosen.cloned().collect::<Vec<String>>()));
+        }
+        let range = (*collection == FINDINGS && rng.gen_bool(0.3)).then(|| {
+            let bound = |rng: &mut rand::rngs::StdRng| {
+                rng.gen_bool(0.7).then(|| sorted_cvss[rng.gen_range(0..sorted_cvss.len())])
+            };
+            store::IndexRange { index: "by_cvss".to_owned(), after: bound(&mut rng), before: bound(&mut rng) }
+        });
+        let updated_after = rng
+            .gen_bool(0.3)
+            .then(|| Timestamp::parse(&timestamp(rng.gen_range(0..28), rng.gen_range(0..1440))).unwrap().0);
+
+        let mut expected: std::collections::BTreeMap<Vec<String>, u64> = Default::default();
+        for record in records.iter() {
+            let updated = record["updated_at"].as_str().and_then(Timestamp::parse).unwrap().0;
+            let meets = case_conditions.iter().all(|(index, values)| {
+                let held = indexes::find(collection, index).unwrap().values(record);
+                values.iter().any(|value| held.contains(value))
+            }) && updated_after.is_none_or(|after| updated > after)
+                && range.as_ref().is_none_or(|range| {
+                    record.pointer("/cvss/base_score").is_some() && {
+                        let at = position(FINDINGS, "by_cvss", record);
+                        range.after.is_none_or(|after| at > after) && range.before.is_none_or(|before| at < before)
+                    }
+                });
+            let held: Vec<Vec<String>> =
+                group_by.iter().map(|index| indexes::find(collection, index).unwrap().values(record)).collect();
+            if meets && held.iter().all(|values| values.len() == 1) {
+                *expected.entry(held.into_iter().flatten().collect()).or_default() += 1;
+            }
+        }
+        let what =
+            format!("{collection} by {group_by:?} where {case_conditions:?} in {range:?} after {updated_after:?}");
+        let groups =
+            reader.count_groups(collection, &group_by, range.as_ref(), &case_conditions, updated_after).unwrap();
+        let answered: std::collections::BTreeMap<Vec<String>, u64> =
+            groups.iter().map(|group| (group.values.clone(), group.count)).collect();
+        assert_eq!(answered, expected, "{what}");
+        assert_eq!(answered.len(), groups.len(), "each group once: {what}");
+        // Groups come in the order of the group indexes' values.
+        let mut orders = Vec::new();
+        for index in &group_by {
+            let values: Vec<String> =
+                reader.index_values(collection, index).unwrap().into_iter().map(|(value, _)| value).collect();
+            orders.push(values);
+        }
+        let places: Vec<Vec<usize>> = groups
+            .iter()
+            .map(|group| {
+                group
+                    .values
+                    .iter()
+                    .zip(&orders)
+                    .map(|(value, order)| order.iter().position(|v| v == value).unwrap())
+                    .collect()
+            })
+            .collect();
+        assert!(places.is_sorted(), "groups out of value order: {what}: {groups:?}");
+        // Counted from the candidates whenever a condition gives their places.
+        let placed = store::restricting_conditions(collection, &case_conditions)
+            .iter()
+            .any(|(index, _)| store::ordered_by_creation(collection, index));
+        let candidates = reader
+            .count_groups_of_candidates(
+                collection,
+                &group_by,
+                range.as_ref(),
+                &case_conditions,
+                updated_after,
+                u64::MAX,
+            )
+            .unwrap();
+        assert_eq!(candidates.is_some(), placed, "{what}");
+        if let Some(candidates) = candidates {
+            from_candidates += 1;
+            assert_eq!(candidates, groups, "{what}");
+        }
+    }
+    assert!(from_candidates > 100, "only {from_candidates} cases counted from candidates");
+    assert!(matches!(
+        reader.count_groups(FINDINGS, &["severity".to_owned()], None, &conditions(&[("colour", &["red"])]), None),
+        Err(StoreError::UnknownIndex(_))
+    ));
+    let by_status = store::IndexRange { index: "status".to_owned(), after: None, before: None };
+    assert!(matches!(
+        reader.count_groups(
+            FINDINGS,
+            &["severity".to_owned()],
+            Some(&by_status),
+            &conditions(&[("endpoint_id", &[endpoint_ids[0].as_str()])]),
+            None
+        ),
+        Err(StoreError::MalformedCall(_))
+    ));
+    // Counted by combination (a range, no condition to collect candidates
+    // from): the same answer within a budget that covers the walks, and a
+    // clear refusal, before any walk, past one that does not.
+    let by_first_seen = store::IndexRange { index: "by_first_seen_at".to_owned(), after: None, before: None };
+    let group_by = ["severity".to_owned(), "status".to_owned()];
+    let within = reader.count_groups_within(FINDINGS, &group_by, Some(&by_first_seen), &[], None, u64::MAX).unwrap();
+    assert_eq!(within, reader.count_groups(FINDINGS, &group_by, Some(&by_first_seen), &[], None).unwrap());
+    match reader.count_groups_within(FINDINGS, &group_by, Some(&by_first_seen), &[], None, 1_000) {
+        Err(StoreError::TooBroad(reason)) => {
+            assert!(reason.contains("more than 1000") && reason.contains("add a filter"), "{reason}")
+        }
+        other => panic!("past the budget: {other:?}"),
+    }
+}
+
+fn organization(name: &str) -> Organization {
+    Organization {
+        organization_id: Uuid::now_v7(),
+        name: name.to_owned(),
+        enrollment_token: format!("enroll_{name}"),
+        created_at: "2026-01-01T00:00:00Z".to_owned(),
+    }
+}
+
+fn key_record(organization: Uuid, name: &str) -> ApiKeyRecord {
+    ApiKeyRecord {
+        id: Uuid::now_v7(),
+        organization_id: organization,
+        name: name.to_owned(),
+        scopes: vec!["scopes:read".to_owned()],
+        prefix: "esr_abcdef".to_owned(),
+        created_at: "2026-01-01T00:00:00Z".to_owned(),
+        expires_at: None,
+        revoked_at: None,
+    }
+}
+
+fn organizations_and_api_keys(backend: &dyn Backend) {
+    let store = backend.open();
+    assert!(store.is_empty().unwrap());
+    assert_eq!(store.organizations().unwrap(), Vec::new());
+    let (acme, globex) = (organization("acme"), organization("globex"));
+    store.insert_organization(&globex).unwrap();
+    store.insert_organization(&acme).unwrap();
+    assert!(!store.is_empty().unwrap());
+    assert_eq!(store.organization(acme.organization_id).unwrap(), Some(acme.clone()));
+    assert_eq!(store.organization(Uuid::now_v7()).unwrap(), None);
+    assert_eq!(store.organizations().unwrap(), [acme.clone(), globex.clone()], "in id order");
+
+    let hashes: Vec<[u8; 32]> = (0..3u8).map(|n| [n + 1; 32]).collect();
+    let keys = [
+        key_record(acme.organization_id, "first"),
+        key_record(globex.organization_id, "second"),
+        key_record(acme.organization_id, "third"),
+    ];
+    for (hash, key) in hashes.iter().zip(&keys) {
+        store.insert_api_key(hash, key).unwrap();
+    }
+    assert_eq!(store.api_key(&hashes[1]).unwrap(), Some(keys[1].clone()));
+    assert_eq!(store.api_key(&[9; 32]).unwrap(), None);
+    assert_eq!(store.api_keys(None).unwrap(), keys, "oldest first");
+    assert_eq!(store.api_keys(Some(acme.organization_id)).unwrap(), [keys[0].clone(), keys[2].clone()]);
+    assert_eq!(store.api_keys(Some(Uuid::now_v7())).unwrap(), Vec::new());
+
+    // A revocation is seen by the next lookup, and keeps its first time.
+    let revoked = store.revoke_api_key(keys[2].id, "2026-02-01T00:00:00Z").unwrap().expect("a key");
+    assert_eq!(revoked.revoked_at.as_deref(), Some("2026-02-01T00:00:00Z"));
+    assert_eq!(store.api_key(&hashes[2]).unwrap(), Some(revoked.clone()));
+    let again = store.revoke_api_key(keys[2].id, "2026-03-01T00:00:00Z").unwrap().expect("a key");
+    assert_eq!(again.revoked_at.as_deref(), Some("2026-02-01T00:00:00Z"));
+    assert_eq!(store.revoke_api_key(Uuid::now_v7(), "2026-03-01T00:00:00Z").unwrap(), None);
+    assert_eq!(store.api_key(&hashes[0]).unwrap(), Some(keys[0].clone()), "others unaffected");
+    // Every key with its hash, oldest first (what a copy of the store needs).
+    let with_hashes = vec![(hashes[0], keys[0].clone()), (hashes[1], keys[1].clone()), (hashes[2], revoked)];
+    assert_eq!(store.api_keys_with_hashes().unwrap(), with_hashes);
+}
+
+fn secrets_and_markers_survive_a_reopen(backend: &dyn Backend) {
+    let organization = Uuid::now_v7();
+    let record = finding(1);
+    let (cursor, other) = {
+        let store = backend.open();
+        let cursor = store.secret("cursor").unwrap();
+        assert_eq!(store.secret("cursor").unwrap(), cursor, "the same on every use");
+        let other = store.secret("other").unwrap();
+        assert_ne!(cursor, other);
+        assert_ne!(cursor, [0; 32]);
+        assert_eq!(store.marker("demo").unwrap(), None);
+        store.set_marker("demo", "in-progress").unwrap();
+        store.set_marker("demo", "complete").unwrap();
+        // Secrets set as given (a copied deployment's), of any length.
+        store.set_secret("copied", &[7; 32]).unwrap();
+        store.set_secret("text", b"esradm_copied").unwrap();
+        // The first value stored under a name stays (the admin token's digest).
+        assert_eq!(store.secret_if_absent("digest", [1; 32]).unwrap(), [1; 32]);
+        assert_eq!(store.secret_if_absent("digest", [2; 32]).unwrap(), [1; 32], "the first writer wins");
+        store.insert_records(organization, FINDINGS, std::slice::from_ref(&record)).unwrap();
+        store.insert_organization(&self::organization("acme")).unwrap();
+        store.flush().unwrap();
+        (cursor, other)
+    };
+    let store = backend.open();
+    assert_eq!(store.secret("cursor").unwrap(), cursor);
+    assert_eq!(store.secret("other").unwrap(), other);
+    assert_eq!(store.marker("demo").unwrap().as_deref(), Some("complete"));
+    assert_eq!(store.markers().unwrap(), [("demo".to_owned(), "complete".to_owned())]);
+    assert_eq!(store.secret("copied").unwrap(), [7; 32]);
+    let mut secrets = store.secrets().unwrap();
+    secrets.sort();
+    let expected = [
+        ("copied", vec![7; 32]),
+        ("cursor", cursor.to_vec()),
+        ("digest", vec![1; 32]),
+        ("other", other.to_vec()),
+        ("text", b"esradm_copied".to_vec()),
+    ];
+    assert_eq!(secrets, expected.map(|(name, value)| (name.to_owned(), value)));
+    assert_eq!(store.organizations().unwrap().len(), 1);
+    let bytes = reader(&*store, organization).get(FINDINGS, id_of(&record)).unwrap().expect("kept");
+    assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), record);
+    assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
+}
+
+fn a_batch_is_all_or_nothing(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let endpoint = json!({"id": Uuid::now_v7().to_string(), "hostname": "a", "created_at": timestamp(1, 1),
+                          "updated_at": timestamp(1, 1)});
+    let good = finding(3);
+    assert_eq!(good["status"], "open");
+    let mut no_timestamp = finding(2);
+    no_timestamp.as_object_mut().unwrap().remove("created_at");
+    let writes = |records: Vec<Value>| {
+        vec![CollectionWrite::records("endpoints", vec![endpoint.clone()]), CollectionWrite::records(FINDINGS, records)]
+    };
+    let nothing_written = |store: &dyn Store| {
+        let mut reader = reader(store, organization);
+        assert_eq!(reader.count("endpoints").unwrap(), 0);
+        assert_eq!(reader.count(FINDINGS).unwrap(), 0);
+        assert_eq!(reader.get(FINDINGS, id_of(&good)).unwrap(), None);
+        assert_eq!(reader.index_count(FINDINGS, "status", "resolved").unwrap(), 0);
+    };
+
+    // A record the store refuses: neither collection is written.
+    let refused = store.write_batch(organization, &mut |_, _| Ok(writes(vec![good.clone(), no_timestamp.clone()])));
+    assert!(matches!(refused, Err(StoreError::InvalidRecord(_))), "{refused:?}");
+    nothing_written(&*store);
+    let unknown = store.write_batch(organization, &mut |_, _| {
+        Ok(vec![CollectionWrite::records("no-such-collection", vec![good.clone()])])
+    });
+    assert!(unknown.is_err());
+    nothing_written(&*store);
+    // A build step that fails: its error, nothing written.
+    let failed = store.write_batch(organization, &mut |_, _| Err(StoreError::Corrupt("refused by the build".into())));
+    assert!(matches!(failed, Err(StoreError::Corrupt(message)) if message == "refused by the build"));
+    nothing_written(&*store);
+    // Nothing to write.
+    store.write_batch(organization, &mut |_, _| Ok(Vec::new())).unwrap();
+    nothing_written(&*store);
+
+    // Two collections in one batch; an id repeated ends as its last record.
+    let mut later = good.clone();
+    later["status"] = json!("resolved");
+    store.write_batch(organization, &mut |_, _| Ok(writes(vec![good.clone(), later.clone()]))).unwrap();
+    let mut reader = reader(&*store, organization);
+    assert_eq!(reader.count("endpoints").unwrap(), 1);
+    assert_eq!(reader.count(FINDINGS).unwrap(), 1);
+    let stored = reader.get(FINDINGS, id_of(&good)).unwrap().expect("written");
+    assert_eq!(serde_json::from_slice::<Value>(&stored).unwrap(), later);
+    assert_eq!(reader.index_count(FINDINGS, "status", "resolved").unwrap(), 1);
+    assert_eq!(reader.index_count(FINDINGS, "status", good["status"].as_str().unwrap()).unwrap(), 0);
+    assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
+}
+
+fn a_batch_reads_and_writes_under_one_lock(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let mut counter = finding(3);
+    counter["count"] = json!(0);
+    let id = id_of(&counter);
+    store.insert_records(organization, FINDINGS, std::slice::from_ref(&counter)).unwrap();
+    // The build step sees the store as the lock holds it: concurrent
+    // read-modify-write batches lose no increment.
+    const WRITERS: usize = 4;
+    const INCREMENTS: u64 = 15;
+    std::thread::scope(|scope| {
+        for _ in 0..WRITERS {
+            scope.spawn(|| {
+                for _ in 0..INCREMENTS {
+                    store
+                        .write_batch(organization, &mut |view, _| {
+                            let bytes = view.get(FINDINGS, id)?.ok_or_else(|| StoreError::Corrupt("gone".into()))?;
+                            let mut record: Value = serde_json::from_slice(&bytes).unwrap();
+                            record["count"] = json!(record["count"].as_u64().unwrap() + 1);
+                            Ok(vec![CollectionWrite::records(FINDINGS, vec![record])])
+                        })
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let bytes = reader(&*store, organization).get(FINDINGS, id).unwrap().unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap()["count"], json!(WRITERS as u64 * INCREMENTS));
+}
+
+fn write_times_increase_in_commit_order(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let mut counter = finding(5);
+    counter["count"] = json!(0);
+    let id = id_of(&counter);
+    store.insert_records(organization, FINDINGS, std::slice::from_ref(&counter)).unwrap();
+    // Each batch reads the counter under the lock (its place in commit
+    // order) and keeps the write time it was given.
+    let seen = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..10 {
+                    let mut given = None;
+                    store
+                        .write_batch(organization, &mut |view, now| {
+                            let bytes = view.get(FINDINGS, id)?.ok_or_else(|| StoreError::Corrupt("gone".into()))?;
+                            let mut record: Value = serde_json::from_slice(&bytes).unwrap();
+                            let place = record["count"].as_u64().unwrap() + 1;
+                            record["count"] = json!(place);
+                            record["updated_at"] = json!(now.format());
+                            given = Some((place, now.0));
+                            Ok(vec![CollectionWrite::records(FINDINGS, vec![record])])
+                        })
+                        .unwrap();
+                    seen.lock().unwrap().push(given.unwrap());
+                }
+            });
+        }
+    });
+    let mut seen = seen.into_inner().unwrap();
+    seen.sort();
+    assert_eq!(seen.iter().map(|(place, _)| *place).collect::<Vec<_>>(), (1..=40).collect::<Vec<u64>>());
+    for pair in seen.windows(2) {
+        assert!(pair[0].1 < pair[1].1, "write times out of commit order: {pair:?}");
+        assert_eq!(pair[1].1 % 1000, 0, "write times are whole microseconds");
+    }
+    // A record written with a time of its own (a copy, a bulk load) later
+    // than the clock: the next write time is later still.
+    let mut ahead = finding(6);
+    ahead["updated_at"] = json!("2200-01-01T00:00:00Z");
+    store.insert_records(organization, FINDINGS, &[ahead]).unwrap();
+    let mut next = None;
+    store
+        .write_batch(organization, &mut |_, now| {
+            next = Some(now);
+            Ok(Vec::new())
+        })
+        .unwrap();
+    let ahead_at = Timestamp::parse("2200-01-01T00:00:00Z").unwrap();
+    assert!(next.unwrap().0 > ahead_at.0, "{:?} is not past a stored update", next);
+}
+
+fn probe_and_size(backend: &dyn Backend) {
+    let store = backend.open();
+    store.probe().unwrap();
+    let findings: Vec<Value> = (0..200).map(finding).collect();
+    store.insert_records(Uuid::now_v7(), FINDINGS, &findings).unwrap();
+    store.flush().unwrap();
+    store.probe().unwrap();
+    let size = store.size_on_disk().unwrap();
+    let bytes: usize = findings.iter().map(|record| record.to_string().len()).sum();
+    assert!(size >= bytes as u64, "{size} bytes on disk for {bytes} bytes of records");
+}
+
+fn clearing_keeps_secrets(backend: &dyn Backend) {
+    let store = backend.open();
+    let cursor = store.secret("cursor").unwrap();
+    let acme = organization("acme");
+    store.insert_organization(&acme).unwrap();
+    store.insert_api_key(&[7; 32], &key_record(acme.organization_id, "k")).unwrap();
+    let findings: Vec<Value> = (0..30).map(finding).collect();
+    store.insert_records(acme.organization_id, FINDINGS, &findings).unwrap();
+    store.clear_data().unwrap();
+    assert!(store.is_empty().unwrap());
+    assert_eq!(store.api_key(&[7; 32]).unwrap(), None);
+    assert_eq!(store.api_keys(None).unwrap(), Vec::new());
+    let mut reader = reader(&*store, acme.organization_id);
+    assert_eq!(reader.count(FINDINGS).unwrap(), 0);
+    assert_eq!(reader.index_count(FINDINGS, "status", "open").unwrap(), 0);
+    assert_eq!(reader.count_matching(FINDINGS, &conditions(&[("status", &["open"])]), None).unwrap(), 0);
+    assert_eq!(store.secret("cursor").unwrap(), cursor);
+    assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
+}
+
+fn a_bulk_load_ends_with_agreeing_indexes(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let findings: Vec<Value> = (0..120).map(finding).collect();
+    for chunk in findings.chunks(50) {
+        store.bulk_insert_records(organization, FINDINGS, chunk).unwrap();
+    }
+    store.finish_bulk_load().unwrap();
+    assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
+    let mut reader = reader(&*store, organization);
+    assert_eq!(reader.count(FINDINGS).unwrap(), 120);
+    let open: BTreeSet<Uuid> = findings.iter().filter(|record| record["status"] == "open").map(id_of).collect();
+    let walked: BTreeSet<Uuid> = reader
+        .index_scan(FINDINGS, "status", "open", None, 1000, false)
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(walked, open);
+    let pair = conditions(&[("status", &["open"]), ("severity", &["critical"])]);
+    let expected = findings.iter().filter(|record| matches(record, &pair, None)).count() as u64;
+    assert_eq!(reader.count_matching(FINDINGS, &pair, None).unwrap(), expected);
+}
+
+/// Every change event of the organization (of these collections), read
+/// through the feed a page of `page` at a time.
+fn all_changes(store: &dyn Store, organization: Uuid, collections: &[&str], page: usize) -> Vec<ChangeEvent> {
+    let mut events: Vec<ChangeEvent> = Vec::new();
+    loop {
+        let after = events.last().map_or(0, |event| event.sequence);
+        let read = reader(store, organization).changes(after, collections, page).unwrap();
+        assert!(read.len() <= page, "{} events for a page of {page}", read.len());
+        if read.is_empty() {
+            return events;
+        }
+        events.extend(read);
+    }
+}
+
+/// Each event as (collection, id, operation), in sequence order.
+fn operations(events: &[ChangeEvent]) -> Vec<(String, Uuid, ChangeOperation)> {
+    events.iter().map(|event| (event.collection.clone(), event.id, event.operation)).collect()
+}
+
+fn changes_follow_writes_in_commit_order(backend: &dyn Backend) {
+    let store = backend.open();
+    let (acme, globex) = (Uuid::now_v7(), Uuid::now_v7());
+    assert_eq!(store.change_log(acme).unwrap(), ChangeLog::default());
+    assert_eq!(reader(&*store, acme).changes(0, &[], 10).unwrap(), Vec::new());
+    let endpoint = json!({"id": Uuid::now_v7().to_string(), "hostname": "a", "created_at": timestamp(1, 1),
+                          "updated_at": timestamp(1, 1)});
+    let findings: Vec<Value> = (0..5).map(finding).collect();
+    let mut written_at = None;
+    store
+        .write_batch(acme, &mut |_, now| {
+            written_at = Some(now.0);
+            // One id twice: one event, for what its last line holds.
+            let mut repeated = findings.clone();
+            repeated.push(findings[2].clone());
+            Ok(vec![
+                CollectionWrite::records(FINDINGS, repeated),
+                CollectionWrite::records("endpoints", vec![endpoint.clone()]),
+            ])
+        })
+        .unwrap();
+    let events = all_changes(&*store, acme, &[], 2);
+    let mut expected: Vec<_> =
+        findings.iter().map(|record| (FINDINGS.to_owned(), id_of(record), ChangeOperation::Created)).collect();
+    expected.push(("endpoints".to_owned(), id_of(&endpoint), ChangeOperation::Created));
+    assert_eq!(operations(&events), expected);
+    assert!(events.windows(2).all(|pair| pair[0].sequence < pair[1].sequence), "{events:?}");
+    assert!(events.iter().all(|event| Some(event.changed_at) == written_at && event.sequence > 0));
+    let log = store.change_log(acme).unwrap();
+    assert_eq!(log, ChangeLog { latest: events.last().unwrap().sequence, pruned_through: 0 });
+    assert_eq!(reader(&*store, acme).change_log().unwrap(), log);
+    // Another organization's changes are its own.
+    assert_eq!(store.change_log(globex).unwrap(), ChangeLog::default());
+    assert_eq!(reader(&*store, globex).changes(0, &[], 100).unwrap(), Vec::new());
+
+    // An update: the record's event moves past everything before it.
+    let mut updated = findings[1].clone();
+    updated["status"] = json!("resolved");
+    store.insert_records(acme, FINDINGS, std::slice::from_ref(&updated)).unwrap();
+    let events = all_changes(&*store, acme, &[], 100);
+    assert_eq!(events.len(), 6, "one event per record: {events:?}");
+    let last = events.last().unwrap();
+    assert_eq!((last.id, last.operation), (id_of(&updated), ChangeOperation::Updated));
+    assert!(last.sequence > log.latest);
+    assert_eq!(store.change_log(acme).unwrap().latest, last.sequence);
+    // Read from a sequence on: only what came after it.
+    let after = reader(&*store, acme).changes(log.latest, &[], 100).unwrap();
+    assert_eq!(operations(&after), [(FINDINGS.to_owned(), id_of(&updated), ChangeOperation::Updated)]);
+    // Filtered by collection, in the same order.
+    let endpoints_only = all_changes(&*store, acme, &["endpoints"], 100);
+    assert_eq!(operations(&endpoints_only), [("endpoints".to_owned(), id_of(&endpoint), ChangeOperation::Created)]);
+    let both = all_changes(&*store, acme, &["endpoints", FINDINGS], 1);
+    assert_eq!(both, events);
+    assert_eq!(all_changes(&*store, acme, &["scopes"], 100), Vec::new());
+
+    // The sequence survives a reopen.
+    let latest = store.change_log(acme).unwrap().latest;
+    drop(store);
+    let store = backend.open();
+    assert_eq!(store.change_log(acme).unwrap().latest, latest);
+    store.insert_records(acme, FINDINGS, &[finding(9)]).unwrap();
+    assert!(store.change_log(acme).unwrap().latest > latest);
+}
+
+fn deletions_remove_records_and_leave_events(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let findings: Vec<Value> = (0..12).map(finding).collect();
+    store.insert_records(organization, FINDINGS, &findings).unwrap();
+    let before = store.change_log(organization).unwrap().latest;
+    let (gone, kept): (Vec<&Value>, Vec<&Value>) = findings.iter().partition(|record| record["status"] == "open");
+    assert_eq!(gone.len(), 4);
+    let never_stored = Uuid::now_v7();
+    let mut deleted: Vec<Uuid> = gone.iter().map(|record| id_of(record)).collect();
+    deleted.push(never_stored);
+    store
+        .write_batch(organization, &mut |_, _| {
+            Ok(vec![CollectionWrite { collection: FINDINGS.into(), deleted: deleted.clone(), ..Default::default() }])
+        })
+        .unwrap();
+    let mut session = reader(&*store, organization);
+    for record in &gone {
+        assert_eq!(session.get(FINDINGS, id_of(record)).unwrap(), None);
+    }
+    assert_eq!(session.count(FINDINGS).unwrap(), 8);
+    assert_eq!(session.index_count(FINDINGS, "status", "open").unwrap(), 0);
+    assert_eq!(session.count_matching(FINDINGS, &conditions(&[("status", &["open", "resolved"])]), None).unwrap(), 4);
+    assert_eq!(
+        session.index_values(FINDINGS, "status").unwrap().iter().map(|(value, _)| value.as_str()).collect::<Vec<_>>(),
+        ["resolved", "suppressed"]
+    );
+    let scanned: BTreeSet<Uuid> =
+        session.scan(FINDINGS, None, 100, false).unwrap().into_iter().map(|(id, _)| id).collect();
+    assert_eq!(scanned, kept.iter().map(|record| id_of(record)).collect());
+    assert_eq!(session.get_many(FINDINGS, &deleted).unwrap(), Vec::new());
+    drop(session);
+    assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
+    // One event per deleted record that existed, in the order given; the
+    // id never stored has none.
+    let events = all_changes(&*store, organization, &[], 100);
+    assert_eq!(events.len(), 12);
+    let deletions: Vec<_> = events.iter().filter(|event| event.sequence > before).collect();
+    assert_eq!(
+        deletions.iter().map(|event| (event.id, event.operation)).collect::<Vec<_>>(),
+        gone.iter().map(|record| (id_of(record), ChangeOperation::Deleted)).collect::<Vec<_>>()
+    );
+    // Written again: created anew.
+    store.insert_records(organization, FINDINGS, &[gone[0].clone()]).unwrap();
+    let last = all_changes(&*store, organization, &[], 100).pop().unwrap();
+    assert_eq!((last.id, last.operation), (id_of(gone[0]), ChangeOperation::Created));
+    assert_eq!(reader(&*store, organization).index_count(FINDINGS, "status", "open").unwrap(), 1);
+    // Written and deleted by one batch: refused, nothing written.
+    let latest = store.change_log(organization).unwrap().latest;
+    let both = store.write_batch(organization, &mut |_, _| {
+        Ok(vec![CollectionWrite {
+            collection: FINDINGS.into(),
+            records: vec![kept[0].clone()],
+            deleted: vec![id_of(kept[0])],
+            ..Default::default()
+        }])
+    });
+    assert!(matches!(both, Err(StoreError::InvalidRecord(_))), "{both:?}");
+    assert_eq!(store.change_log(organization).unwrap().latest, latest);
+    assert!(reader(&*store, organization).get(FINDINGS, id_of(kept[0])).unwrap().is_some());
+}
+
+fn history_is_kept_until_the_record_is_deleted(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let (first, second) = (finding(0), finding(1));
+    let entry = |n: u32| serde_json::to_vec(&json!({"status": format!("s{n}")})).unwrap();
+    store
+        .write_batch(organization, &mut |_, _| {
+            Ok(vec![CollectionWrite {
+                collection: FINDINGS.into(),
+                records: vec![first.clone(), second.clone()],
+                history: vec![(id_of(&first), entry(1)), (id_of(&second), entry(2))],
+                ..Default::default()
+            }])
+        })
+        .unwrap();
+    // A batch of history alone changes no record: no event.
+    let latest = store.change_log(organization).unwrap().latest;
+    store
+        .write_batch(organization, &mut |_, _| {
+            Ok(vec![CollectionWrite {
+                collection: FINDINGS.into(),
+                history: vec![(id_of(&first), entry(3)), (id_of(&first), entry(4))],
+                ..Default::default()
+            }])
+        })
+        .unwrap();
+    assert_eq!(store.change_log(organization).unwrap().latest, latest);
+    let mut session = reader(&*store, organization);
+    assert_eq!(session.history(FINDINGS, id_of(&first)).unwrap(), [entry(1), entry(3), entry(4)]);
+    assert_eq!(session.history(FINDINGS, id_of(&second)).unwrap(), [entry(2)]);
+    assert_eq!(session.history("remediation-targets", id_of(&first)).unwrap(), Vec::<Vec<u8>>::new());
+    assert_eq!(reader(&*store, Uuid::now_v7()).history(FINDINGS, id_of(&first)).unwrap(), Vec::<Vec<u8>>::new());
+    drop(session);
+    store
+        .write_batch(organization, &mut |_, _| {
+            Ok(vec![CollectionWrite {
+                collection: FINDINGS.into(),
+                deleted: vec![id_of(&first)],
+                ..Default::default()
+            }])
+        })
+        .unwrap();
+    let mut session = reader(&*store, organization);
+    assert_eq!(session.history(FINDINGS, id_of(&first)).unwrap(), Vec::<Vec<u8>>::new());
+    assert_eq!(session.history(FINDINGS, id_of(&second)).unwrap(), [entry(2)]);
+}
+
+fn pruning_removes_old_deletions_only(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let findings: Vec<Value> = (0..6).map(finding).collect();
+    store.insert_records(organization, FINDINGS, &findings).unwrap();
+    let delete = |ids: Vec<Uuid>| {
+        let mut at = 0;
+        store
+            .write_batch(organization, &mut |_, now| {
+                at = now.0;
+                Ok(vec![CollectionWrite { collection: FINDINGS.into(), deleted: ids.clone(), ..Default::default() }])
+            })
+            .unwrap();
+        at
+    };
+    let old_deletion = delete(vec![id_of(&findings[0]), id_of(&findings[1])]);
+    let old_sequence = store.change_log(organization).unwrap().latest;
+    let new_deletion = delete(vec![id_of(&findings[2])]);
+    assert!(new_deletion > old_deletion);
+    // Nothing is old enough yet.
+    assert_eq!(store.prune_changes(organization, old_deletion).unwrap(), 0);
+    assert_eq!(store.change_log(organization).unwrap().pruned_through, 0);
+    // The first two deletions are.
+    assert_eq!(store.prune_changes(organization, old_deletion + 1).unwrap(), 2);
+    let log = store.change_log(organization).unwrap();
+    assert_eq!(log.pruned_through, old_sequence);
+    let events = all_changes(&*store, organization, &[], 100);
+    assert_eq!(events.iter().filter(|event| event.operation == ChangeOperation::Deleted).count(), 1);
+    assert_eq!(events.iter().filter(|event| event.operation == ChangeOperation::Created).count(), 3);
+    // Live records' events stay, however old.
+    assert_eq!(store.prune_changes(organization, i64::MAX).unwrap(), 1);
+    let log = store.change_log(organization).unwrap();
+    assert_eq!(log, ChangeLog { latest: log.latest, pruned_through: log.latest });
+    assert_eq!(all_changes(&*store, organization, &[], 100).len(), 3);
+    // Pruning again changes nothing.
+    assert_eq!(store.prune_changes(organization, i64::MAX).unwrap(), 0);
+    assert_eq!(store.change_log(organization).unwrap(), log);
+}
+
+fn a_copy_continues_the_sequence(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    store.continue_changes_from(organization, 500).unwrap();
+    assert_eq!(store.change_log(organization).unwrap(), ChangeLog { latest: 500, pruned_through: 500 });
+    store.insert_records(organization, FINDINGS, &[finding(1)]).unwrap();
+    let events = all_changes(&*store, organization, &[], 100);
+    assert_eq!(events.len(), 1);
+    assert!(events[0].sequence > 500);
+    // Never back.
+    store.continue_changes_from(organization, 10).unwrap();
+    assert_eq!(store.change_log(organization).unwrap(), ChangeLog { latest: events[0].sequence, pruned_through: 500 });
+}
+
+fn sequences_follow_commit_order_across_writers(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    // Each batch notes its write time; the events' order by sequence is
+    // the batches' commit order, which write times follow.
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for n in 0..10 {
+                    store.insert_records(organization, FINDINGS, &[finding(n), finding(n + 1)]).unwrap();
+                }
+            });
+        }
+    });
+    let events = all_changes(&*store, organization, &[], 7);
+    assert_eq!(events.len(), 80);
+    assert!(
+        events.windows(2).all(|pair| pair[0].sequence < pair[1].sequence && pair[0].changed_at <= pair[1].changed_at)
+    );
+    assert_eq!(store.change_log(organization).unwrap().latest, events.last().unwrap().sequence);
+}
