@@ -86,7 +86,7 @@ openapi: host plugins
 # With the native baseline built in (`esr serve --native-handlers`, for
 # measurements); serving defaults to the components.
 host:
-	$(CARGO) build -p esr --features native-baseline
+	$(CARGO) build -p esr -p esr-bench -p esr-pg-cluster --features esr/native-baseline
 
 # rustup adds the component target when missing; a toolchain without rustup
 # must already have it.

@@ -22,7 +22,6 @@ pub mod native;
 pub mod natural_keys;
 pub mod pairing;
 mod parallel;
-pub mod pg_cluster;
 pub mod plugins;
 pub mod private_files;
 pub mod reports;

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{Answer, Server, plugins_dir, private_tempdir, wait_until};
-use esr::pg_cluster::{Cluster, Durability, Shutdown};
+use esr_pg_cluster::{Cluster, Durability, Shutdown};
 use reqwest::Method;
 use serde_json::{Value, json};
 

@@ -124,12 +124,12 @@ fn acknowledged_batches_survive_sigkill_and_no_batch_lands_in_part() {
 /// immediate shutdown, recovered from its write-ahead log at restart).
 #[test]
 fn on_postgres_acknowledged_batches_survive_sigkill_and_no_batch_lands_in_part() {
-    let mut cluster = esr::pg_cluster::Cluster::temporary(esr::pg_cluster::Durability::Durable).unwrap();
+    let mut cluster = esr_pg_cluster::Cluster::temporary(esr_pg_cluster::Durability::Durable).unwrap();
     cluster.execute("CREATE DATABASE durable").unwrap();
     acknowledged_batches_survive(Some(&mut cluster));
 }
 
-fn acknowledged_batches_survive(mut cluster: Option<&mut esr::pg_cluster::Cluster>) {
+fn acknowledged_batches_survive(mut cluster: Option<&mut esr_pg_cluster::Cluster>) {
     let plugins = plugins_dir();
     let url = cluster.as_ref().map(|cluster| cluster.url("durable"));
     let database: Vec<&str> = url.iter().flat_map(|url| ["--database", url.as_str()]).collect();

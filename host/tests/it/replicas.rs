@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::postgres::{TestDatabase, cluster};
 use common::{Server, plugins_dir, private_tempdir, wait_until};
-use esr::pg_cluster::Cluster;
+use esr_pg_cluster::Cluster;
 use reqwest::Method;
 use serde_json::{Value, json};
 

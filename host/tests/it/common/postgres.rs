@@ -1,12 +1,12 @@
 //! Real PostgreSQL for the tests: one throwaway cluster per test binary
-//! (`esr::pg_cluster`, removed when the binary ends however it ends), a
+//! (`esr_pg_cluster`, removed when the binary ends however it ends), a
 //! template database migrated once, and a database per test made from it.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::OnceLock;
 
-use esr::pg_cluster::{Cluster, Durability};
+use esr_pg_cluster::{Cluster, Durability};
 
 const TEMPLATE: &str = "esr_template";
 

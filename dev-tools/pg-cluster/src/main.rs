@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
-use esr::pg_cluster::{Cluster, Durability};
+use esr_pg_cluster::{Cluster, Durability};
 
 const DATABASE: &str = "esr";
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use clap::Parser;
-use esr::pg_cluster::{Cluster, Durability};
+use esr_pg_cluster::{Cluster, Durability};
 use rand::{Rng, SeedableRng};
 use reqwest::blocking::Client;
 use serde_json::Value;
