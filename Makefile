@@ -25,7 +25,7 @@ PYTHON_REQUIREMENTS := host/tests/python/requirements.txt
 NPM_DIR     := target/npm
 LINT_PACKAGES := host/tests/lint/package.json host/tests/lint/package-lock.json
 
-.PHONY: run run-postgres test plugins test-plugins host wasm-target lint fmt bench wrk postgresql plugin-new venv openapi npm-tools nodejs nginx
+.PHONY: run run-postgres test plugins test-plugins host wasm-target lint cargo-deny fmt bench wrk postgresql plugin-new venv openapi npm-tools nodejs nginx
 
 run: host plugins
 	$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR)
@@ -138,12 +138,20 @@ postgresql:
 			apt-get install -y -q postgresql || { apt-get update -q && apt-get install -y -q postgresql; }; \
 		else echo "the tests need PostgreSQL's server: sudo apt-get install postgresql (or set ESR_POSTGRES_BIN to a directory holding initdb)" >&2; exit 1; fi; }
 
-lint: wasm-target
+lint: wasm-target cargo-deny
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --features esr/native-baseline -- -D warnings
 	$(CARGO) check -p esr
 	$(CARGO) clippy --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-plugin-,$(PLUGINS)) \
 		$(addprefix -p esr-plugin-import-,$(IMPORTERS)) -- -D warnings
+	$(CARGO) deny check licenses bans sources
+
+# cargo-deny, pinned, from crates.io when missing (it checks licences,
+# duplicate versions and sources offline; deny.toml says what is allowed).
+CARGO_DENY_VERSION := 0.20.2
+cargo-deny:
+	@$(CARGO) deny --version 2>/dev/null | grep -qx 'cargo-deny $(CARGO_DENY_VERSION)' || \
+		$(CARGO) install --locked cargo-deny@$(CARGO_DENY_VERSION)
 
 fmt:
 	$(CARGO) fmt --all
