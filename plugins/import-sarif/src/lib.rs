@@ -565,6 +565,28 @@ mod tests {
         assert!(matches!(Sarif::convert(br#"{"version":"2.0.0","runs":[]}"#), Err(ReportError::Unsupported(_))));
     }
 
+    /// Every result is an entry (or a skipped one), across every run: a
+    /// log of more than `report::MAX_ENTRIES` results is refused, naming
+    /// the bound and what multiplied.
+    #[test]
+    fn a_log_with_more_results_than_the_bound_is_refused() {
+        let log = |runs: usize, results: usize| {
+            let result = serde_json::json!({"ruleId": "RUSTSEC-2024-0001", "level": "error",
+                "message": {"text": "Package: time\nVersion: 0.1.0\nType: rust-crate"}});
+            let run = serde_json::json!({"tool": {"driver": {"name": "Some Scanner", "rules": [{"id": "RUSTSEC-2024-0001"}]}},
+                "results": vec![result; results]});
+            serde_json::to_vec(&serde_json::json!({"version": "2.1.0", "runs": vec![run; runs]})).expect("JSON")
+        };
+        let within = Sarif::convert(&log(2, 50_000)).expect("100,000 results convert");
+        assert_eq!(within.entries.len(), 100_000);
+        match Sarif::convert(&log(3, 40_000)) {
+            Err(ReportError::Invalid(reason)) => {
+                assert!(reason.contains("100000") && reason.contains("results of every run"), "{reason}")
+            }
+            other => panic!("{:?}", other.map(|converted| converted.entries.len())),
+        }
+    }
+
     #[test]
     fn sarif_logs_are_told_from_every_other_format() {
         scanner_reports::assert_detects_its_own_and_no_other::<Sarif>(MANIFEST, "sarif");
