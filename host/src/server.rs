@@ -292,18 +292,18 @@ async fn heartbeat(state: AppState) {
 }
 
 /// Prunes the change feed's deletion events past `retention`, now and then
-/// every [`crate::retention::prune_every`], with a store permit like any
+/// every [`crate::change_retention::prune_every`], with a store permit like any
 /// request (each host of a shared database does: pruning twice removes
 /// nothing more).
 async fn prune_changes(db: Arc<dyn crate::store::Store>, store_calls: StoreCalls, retention: Duration) {
-    let every = crate::retention::prune_every(retention);
+    let every = crate::change_retention::prune_every(retention);
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
         let db = db.clone();
         let deadline = tokio::time::Instant::now() + every;
-        match store_calls.run(deadline, move || crate::retention::prune(db.as_ref(), retention)).await {
+        match store_calls.run(deadline, move || crate::change_retention::prune(db.as_ref(), retention)).await {
             Ok(Ok(0)) => {}
             Ok(Ok(removed)) => tracing::info!(removed, "change feed: pruned deletions past retention"),
             Ok(Err(error)) => tracing::warn!(%error, "change feed: pruning failed; trying again later"),
@@ -313,15 +313,15 @@ async fn prune_changes(db: Arc<dyn crate::store::Store>, store_calls: StoreCalls
 }
 
 /// Reopens expired suppressions in every organization at start and every
-/// [`crate::expiry::EXPIRY_EVERY`], with a store permit like any request.
+/// [`crate::suppression_expiry::EXPIRY_EVERY`], with a store permit like any request.
 async fn expire_suppressions(db: Arc<dyn crate::store::Store>, store_calls: StoreCalls) {
-    let mut ticks = tokio::time::interval(crate::expiry::EXPIRY_EVERY);
+    let mut ticks = tokio::time::interval(crate::suppression_expiry::EXPIRY_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
         let db = db.clone();
-        let deadline = tokio::time::Instant::now() + crate::expiry::EXPIRY_EVERY;
-        if store_calls.run(deadline, move || crate::expiry::expire_everywhere(db.as_ref())).await.is_err() {
+        let deadline = tokio::time::Instant::now() + crate::suppression_expiry::EXPIRY_EVERY;
+        if store_calls.run(deadline, move || crate::suppression_expiry::expire_everywhere(db.as_ref())).await.is_err() {
             tracing::warn!("suppression expiry: no store permit came in time; trying again at the next tick");
         }
     }
