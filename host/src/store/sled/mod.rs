@@ -658,15 +658,15 @@ impl Trees {
             }
             // The trees' order is that of `trees` above.
             let base = trees.len() - 6;
-            let mut add = |tree: usize, key: &[u8], value: Option<Vec<u8>>| {
-                writes.push(staged::KeyWrite { tree: base + tree, key: key.to_vec(), value });
+            let mut add = |tree: usize, key: Vec<u8>, value: Option<Vec<u8>>| {
+                writes.push(staged::KeyWrite { tree: base + tree, key, value });
             };
-            rows.into_iter().for_each(|(key, bytes)| add(0, &key, bytes));
-            blocks.into_iter().for_each(|(key, block)| add(1, &key, block));
-            counts.into_iter().for_each(|(key, count)| add(2, &key, count));
-            feed.events.into_iter().for_each(|(key, event)| add(3, &key, event.map(|e| e.to_vec())));
-            feed.pointers.into_iter().for_each(|(key, sequence)| add(4, &key, sequence.map(|s| s.to_vec())));
-            feed.history.into_iter().for_each(|(key, entry)| add(5, &key, entry));
+            rows.into_iter().for_each(|(key, bytes)| add(0, key.to_vec(), bytes));
+            blocks.into_iter().for_each(|(key, block)| add(1, key, block));
+            counts.into_iter().for_each(|(key, count)| add(2, key, count));
+            feed.events.into_iter().for_each(|(key, event)| add(3, key.to_vec(), event.map(|e| e.to_vec())));
+            feed.pointers.into_iter().for_each(|(key, sequence)| add(4, key.to_vec(), sequence.map(|s| s.to_vec())));
+            feed.history.into_iter().for_each(|(key, entry)| add(5, key, entry));
         }
         if writes.is_empty() {
             return Ok(());
