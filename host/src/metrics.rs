@@ -75,6 +75,7 @@ pub struct Metrics {
     rate_limited: Family<PolicyLabels, Counter>,
     abandoned: Family<RouteLabels, Counter>,
     shed: Counter,
+    health_checks: Counter,
     malformed: Family<MalformedLabels, Counter>,
     store_bytes: Gauge<u64, AtomicU64>,
 }
@@ -90,6 +91,7 @@ impl Default for Metrics {
             rate_limited: Family::default(),
             abandoned: Family::default(),
             shed: Counter::default(),
+            health_checks: Counter::default(),
             malformed: Family::default(),
             store_bytes: Gauge::default(),
         };
@@ -126,6 +128,11 @@ impl Default for Metrics {
             "esr_http_malformed_requests",
             "Requests refused by the HTTP parser with a bare 400 or 431, by listener and kind",
             metrics.malformed.clone(),
+        );
+        registry.register(
+            "esr_health_checks",
+            "Storage and component checks health ran; health requests within a second of one share it",
+            metrics.health_checks.clone(),
         );
         registry.register("esr_store_size_bytes", "The store's size on disk", metrics.store_bytes.clone());
         Metrics { registry, ..metrics }
@@ -180,6 +187,10 @@ impl Metrics {
 
     pub fn shed(&self) {
         self.shed.inc();
+    }
+
+    pub fn health_checked(&self) {
+        self.health_checks.inc();
     }
 
     /// The OpenMetrics text ([`CONTENT_TYPE`]); `store_bytes` is the store's size on disk.

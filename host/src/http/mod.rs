@@ -311,6 +311,7 @@ async fn health_checks(state: &AppState, plugins: Arc<PluginSet>) -> Result<Heal
     {
         return Ok(checks.clone());
     }
+    state.metrics.health_checked();
     let db = state.db.clone();
     let probed = state.admission_calls.run_short(deadline, move || (db.probe(), db.replicas())).await;
     let (storage, replicas) = match probed {

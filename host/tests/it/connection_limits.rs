@@ -179,6 +179,38 @@ fn the_admin_listener_closes_idle_and_half_sent_connections() {
     assert_eq!(organizations.status(), 200, "the admin listener still serves");
 }
 
+#[test]
+fn the_admin_listener_keeps_the_per_address_cap_and_head_timeout_it_is_given() {
+    // Two places per address (not the default 8): of six idle connections
+    // from one address, the two newest are held, the older closed for them.
+    let server = Server::start_with(
+        &plugins_dir(),
+        &["--admin-max-connections-per-address=2", "--admin-header-read-timeout-secs=60", "--idle-timeout-secs=300"],
+    );
+    let address = host_port(&server.admin_base);
+    let mut idle = Vec::new();
+    for _ in 0..6 {
+        idle.push(TcpStream::connect(&address).unwrap());
+        // In order, so "oldest" is well defined.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(wait_until_open_at_most(&idle, 2), [4, 5], "the two newest are held");
+    let organizations = server.admin(reqwest::Method::GET, "/admin/v1/organizations").send().unwrap();
+    assert_eq!(organizations.status(), 200, "the operator still gets in from the same address");
+
+    // A head not sent within one second (not the default five) closes its connection.
+    let server = Server::start_with(&plugins_dir(), &["--admin-header-read-timeout-secs=1", "--idle-timeout-secs=300"]);
+    let mut slow = TcpStream::connect(host_port(&server.admin_base)).unwrap();
+    let started = Instant::now();
+    slow.write_all(b"GET /admin/v1/organizations HTTP/1.1\r\nHost: x\r\n").unwrap();
+    read_until_closed(&mut slow);
+    let closed_after = started.elapsed();
+    assert!(
+        closed_after >= Duration::from_millis(900) && closed_after < Duration::from_secs(5),
+        "closed after {closed_after:?}"
+    );
+}
+
 /// `esr serve` with its admin listener on every address.
 fn serve_admin_on_all_addresses(extra: &[&str]) -> (std::process::Child, tempfile::TempDir) {
     let data_dir = common::private_tempdir();

@@ -162,11 +162,6 @@ fn abandoning_requests_frees_no_slot_before_the_work_stops() {
 
     // Each abandoned request is a log line with 499, and counted.
     server.wait_for_log(10, |log| log.contains("request abandoned by the client") && log.contains("499"));
-    let metrics = server.admin(reqwest::Method::GET, "/metrics").send().unwrap().text().unwrap();
-    let counted: f64 = metrics
-        .lines()
-        .filter(|line| line.starts_with("esr_http_requests_abandoned_total{") && line.contains("/v1/{collection}\""))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
-    assert!(counted >= 2.0 * acme_clients as f64, "{metrics}");
+    let counted = server.metric_sum("esr_http_requests_abandoned_total{route=\"/v1/{collection}\"}");
+    assert!(counted >= 2.0 * acme_clients as f64, "{counted} abandoned requests counted");
 }

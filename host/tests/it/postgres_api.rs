@@ -40,6 +40,20 @@ fn admin_routes_and_the_command_line_work_on_postgres() {
         assert!(!name.starts_with("secret/admin-token-text") && name != "secret/admin-token", "{name} is stored");
         assert!(!value.windows(token.len()).any(|window| window == token.as_bytes()), "{name} holds the token");
     }
+    // Shown once: by the host that made it, when it made it; not by a later
+    // host of the database, nor by the first one when it starts again.
+    assert_eq!(server.stdout().matches(token.as_str()).count(), 1, "{}", server.stdout());
+    let later_dir = common::private_tempdir();
+    std::fs::copy(server.data_dir().join("demo-keys.json"), later_dir.path().join("demo-keys.json")).unwrap();
+    let mut later = common::Server::start_on_with(&plugins_dir(), later_dir.path(), &["--database", &database.url]);
+    later.stop();
+    let mut server = server;
+    server.stop();
+    let again = common::Server::start_on_with(&plugins_dir(), server.data_dir(), &["--database", &database.url]);
+    for (host, stdout) in [("a later host", later.stdout()), ("the first host again", again.stdout())] {
+        assert!(!stdout.contains(&token) && !stdout.contains("admin token"), "{host} showed a token:\n{stdout}");
+    }
+    let server = again;
     let created: Value = server
         .admin(Method::POST, "/admin/v1/organizations")
         .json(&json!({"name": "Initech"}))

@@ -87,6 +87,8 @@ pub struct Server {
     pub client: Client,
     /// Everything the server wrote to stderr (its log) so far.
     log: Arc<Mutex<String>>,
+    /// Everything the server wrote to standard output so far.
+    stdout: Arc<Mutex<String>>,
 }
 
 impl Server {
@@ -188,8 +190,15 @@ impl Server {
                 log.push('\n');
             }
         });
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
+        let stdout = Arc::new(Mutex::new(String::new()));
+        let stdout_sink = stdout.clone();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines().inspect(move |line| {
+            if let Ok(line) = line {
+                let mut stdout = stdout_sink.lock().unwrap();
+                stdout.push_str(line);
+                stdout.push('\n');
+            }
+        });
         let Some((base, admin_base)) = esr::server::read_listening_addresses(&mut lines) else {
             let _ = child.wait();
             // The pipe is closed: the drain ends once it has copied everything.
@@ -208,6 +217,7 @@ impl Server {
             _data_dir_owner: owner,
             client: Client::builder().timeout(Duration::from_secs(30)).build().unwrap(),
             log,
+            stdout,
         }
     }
 
@@ -314,6 +324,17 @@ impl Server {
         self.admin(reqwest::Method::GET, "/admin/v1/health").send().unwrap().json().unwrap()
     }
 
+    /// The sum of the metric series whose line starts with `series` (a
+    /// name, or a name and the start of its labels), as `/metrics` has them now.
+    pub fn metric_sum(&self, series: &str) -> f64 {
+        let metrics = self.admin(reqwest::Method::GET, "/metrics").send().unwrap().text().unwrap();
+        metrics
+            .lines()
+            .filter(|line| line.starts_with(series))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     /// `esr <args>` against this server's admin listener and data directory.
     pub fn cli(&self, args: &[&str]) -> std::process::Output {
         Command::new(env!("CARGO_BIN_EXE_esr"))
@@ -327,6 +348,11 @@ impl Server {
     /// The server's log so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
+    }
+
+    /// What the server wrote to standard output so far.
+    pub fn stdout(&self) -> String {
+        self.stdout.lock().unwrap().clone()
     }
 
     pub fn url(&self, path: &str) -> String {
