@@ -25,7 +25,7 @@ impl AdminClient {
     /// The client for the server at `url` whose data directory (and admin
     /// token, unless `ESR_ADMIN_TOKEN` is set) is `data_dir`.
     pub fn new(url: &str, data_dir: &Path) -> anyhow::Result<AdminClient> {
-        let token = crate::admin_token::read_admin_token(data_dir)?;
+        let token = esr_auth::admin_token::read_admin_token(data_dir)?;
         // An idle connection is dropped well before the admin listener's
         // header read timeout (5 s by default) could close it under a request.
         let http = Client::builder().timeout(None).pool_idle_timeout(std::time::Duration::from_secs(2)).build()?;

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use esr::admin_client::AdminClient;
-use esr::http::limits::Quota;
-use esr::plugins::{Limits, PluginEngine};
 use esr::server::{ServeOptions, serve};
+use esr_api::limits::Quota;
+use esr_runtime::{Limits, PluginEngine};
 use serde_json::{Value, json};
 
 mod config_file;
@@ -180,7 +180,7 @@ enum KeysCommand {
         #[arg(long)]
         name: String,
         /// A read scope; repeat for several (default: every read scope).
-        #[arg(long = "scope", value_parser = clap::builder::PossibleValuesParser::new(esr::auth::ALL_READ_SCOPES))]
+        #[arg(long = "scope", value_parser = clap::builder::PossibleValuesParser::new(esr_auth::keys::ALL_READ_SCOPES))]
         scopes: Vec<String>,
         /// When the key stops working (RFC 3339).
         #[arg(long)]
@@ -268,7 +268,11 @@ impl DatabaseArgs {
     }
 
     fn open(&self, data_dir: &Path) -> anyhow::Result<std::sync::Arc<dyn esr::store::Store>> {
-        Ok(esr::store::open_with_pool(self.url.as_deref(), data_dir, self.pool_size)?)
+        let options = esr::store::StoreOptions {
+            pool_size: self.pool_size,
+            ..esr::store::StoreOptions::at(self.url.as_deref(), data_dir)
+        };
+        Ok(esr::store::open_with(&options)?)
     }
 }
 
@@ -401,12 +405,12 @@ struct ServeArgs {
     /// The most lines an import batch may hold; more is `413`. What a
     /// batch holds in memory while it is checked and written grows with
     /// its lines as much as with its bytes.
-    #[arg(long, env = "ESR_IMPORT_MAX_LINES", default_value_t = esr::ingest::DEFAULT_MAX_LINES, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long, env = "ESR_IMPORT_MAX_LINES", default_value_t = esr_write::ingest::DEFAULT_MAX_LINES, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     import_max_lines: u32,
     /// The most findings one scanner report may make (its entries, after a
     /// format's fan-out); more is `413`. A report is written all or
     /// nothing in one batch, so this bounds what its write holds in memory.
-    #[arg(long, env = "ESR_IMPORT_MAX_FINDINGS", default_value_t = esr::reports::DEFAULT_MAX_FINDINGS, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long, env = "ESR_IMPORT_MAX_FINDINGS", default_value_t = esr_write::reports::DEFAULT_MAX_FINDINGS, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     import_max_findings: u32,
 }
 
@@ -439,8 +443,8 @@ fn seed(
 ) -> anyhow::Result<()> {
     let db = database.open(data_dir)?;
     let started = std::time::Instant::now();
-    let spec = esr::demo::DemoSpec { endpoints, findings_per_endpoint };
-    let keys = esr::seed::seed_generated(db.as_ref(), data_dir, spec, team_scopes, |done| {
+    let spec = esr_demo::DemoSpec { endpoints, findings_per_endpoint };
+    let keys = esr_demo::seed::seed_generated(db.as_ref(), data_dir, spec, team_scopes, |done| {
         if done % 1000 == 0 || done == endpoints {
             eprint!("\rseeded {done}/{endpoints} endpoints");
         }
@@ -454,7 +458,7 @@ fn seed(
             endpoints,
             endpoints * findings_per_endpoint,
             started.elapsed().as_secs_f64(),
-            data_dir.join(esr::seed::SEED_KEYS_FILE).display()
+            data_dir.join(esr_demo::seed::SEED_KEYS_FILE).display()
         );
     }
     Ok(())
@@ -463,9 +467,9 @@ fn seed(
 /// Loads one component exactly as `esr serve` would and describes it.
 fn check_plugin(file: &std::path::Path) -> anyhow::Result<()> {
     let engine = PluginEngine::new(Limits::default())?;
-    let plugin = match esr::plugins::load_component(&engine, file)? {
-        esr::plugins::LoadedComponent::Plugin(plugin) => plugin,
-        esr::plugins::LoadedComponent::Importer(importer) => {
+    let plugin = match esr_runtime::load_component(&engine, file)? {
+        esr_runtime::LoadedComponent::Plugin(plugin) => plugin,
+        esr_runtime::LoadedComponent::Importer(importer) => {
             let info = &importer.info;
             println!("{}: ok", file.display());
             println!("  importer     {}", info.format);
@@ -497,8 +501,8 @@ fn check_plugin(file: &std::path::Path) -> anyhow::Result<()> {
 
 fn print_openapi(plugins_dir: &Path) -> anyhow::Result<()> {
     let engine = PluginEngine::new(Limits::default())?;
-    let plugins = esr::plugins::PluginSet::load_dir(&engine, plugins_dir)?;
-    std::io::Write::write_all(&mut std::io::stdout().lock(), esr::http::openapi::rendered(&plugins))?;
+    let plugins = esr_runtime::PluginSet::load_dir(&engine, plugins_dir)?;
+    std::io::Write::write_all(&mut std::io::stdout().lock(), esr_api::openapi::rendered(&plugins))?;
     Ok(())
 }
 
@@ -542,7 +546,7 @@ fn keys(command: KeysCommand) -> anyhow::Result<()> {
     match command {
         KeysCommand::Create { organization, name, scopes, expires_at, admin } => {
             let scopes: Vec<String> = if scopes.is_empty() {
-                esr::auth::ALL_READ_SCOPES.iter().map(|scope| (*scope).to_owned()).collect()
+                esr_auth::keys::ALL_READ_SCOPES.iter().map(|scope| (*scope).to_owned()).collect()
             } else {
                 scopes
             };
@@ -675,7 +679,7 @@ fn check(data_dir: &Path, database: &DatabaseArgs) -> anyhow::Result<()> {
         None => esr::store::open_existing_sled(data_dir)?,
     };
     let mut problems = db.verify_indexes()?;
-    problems.extend(esr::pairing::verify(db.as_ref())?);
+    problems.extend(esr_write::pairing::verify(db.as_ref())?);
     if problems.is_empty() {
         let place = if database.url.is_some() { "the database".to_owned() } else { data_dir.display().to_string() };
         println!("{place}: every index agrees with the records, and every finding with its remediation target");
@@ -809,10 +813,10 @@ fn main() -> ExitCode {
     }
 }
 
-/// `--public-url`: at most [`esr::http::MAX_PUBLIC_URL_CHARS`] characters,
+/// `--public-url`: at most [`esr_api::MAX_PUBLIC_URL_CHARS`] characters,
 /// the bound the OpenAPI document states for the URLs built from it.
 fn parse_public_url(text: &str) -> Result<String, String> {
-    let limit = esr::http::MAX_PUBLIC_URL_CHARS;
+    let limit = esr_api::MAX_PUBLIC_URL_CHARS;
     if text.chars().count() > limit {
         return Err(format!("longer than {limit} characters"));
     }

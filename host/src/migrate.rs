@@ -12,8 +12,8 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::admin_token::{ADMIN_TOKEN_DIGEST_SECRET, ADMIN_TOKEN_FILE, token_digest};
 use crate::store::{self, COLLECTIONS, CollectionWrite, MAX_SCAN, Store};
+use esr_auth::admin_token::{ADMIN_TOKEN_DIGEST_SECRET, ADMIN_TOKEN_FILE, token_digest};
 
 /// The most records one write to the target holds (a transaction each):
 /// bounds the memory a copy takes, whatever the deployment's size.

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 
 use esr_plugin_sdk::{DocumentPlugin, ResourcePlugin};
 
-use crate::plugins::{
+use esr_runtime::{
     CallError, InvalidParam, NativeCalls, Page, PluginError, Rendered, Request, Summary, Tenant, TenantSession,
 };
 
@@ -57,7 +57,7 @@ impl NativeStore {
     }
 }
 
-fn entries(records: Vec<crate::plugins::StoreEntry>) -> Vec<esr_plugin_sdk::Entry> {
+fn entries(records: Vec<esr_runtime::StoreEntry>) -> Vec<esr_plugin_sdk::Entry> {
     records.into_iter().map(|(id, value)| esr_plugin_sdk::Entry { id, value }).collect()
 }
 
@@ -238,7 +238,7 @@ pub fn get_record(group: &str, tenant: &Tenant, id: &str, request: &Request) -> 
 pub fn render(group: &str, tenant: &Tenant, request: &Request) -> Result<Rendered, CallError> {
     let request = sdk_request(request);
     let rendered = with_store(tenant, |store| match group {
-        crate::plugins::AGENT_GROUP => esr_plugin_agent::Agent::render(store, &request),
+        esr_runtime::AGENT_GROUP => esr_plugin_agent::Agent::render(store, &request),
         other => Err(unknown(other)),
     })?;
     Ok(Rendered { content_type: rendered.content_type, filename: rendered.filename, body: rendered.body })

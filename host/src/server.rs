@@ -8,15 +8,15 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::sync::Semaphore;
 
-use crate::connections::{self, ConnectionSettings, serve_connections};
-use crate::http::admin::{self, AdminState};
-use crate::http::limits::{self, Quota, RateLimits};
-use crate::http::slots::CallSlots;
-use crate::http::store_calls::StoreCalls;
-use crate::http::{self, AppState, SharedState};
-use crate::metrics::Metrics;
-use crate::plugins::{Limits, PluginEngine, PluginRegistry, PluginSet};
-use crate::seed::{self, DemoKeys};
+use esr_api::admin::{self, AdminState};
+use esr_api::connections::{self, ConnectionSettings, serve_connections};
+use esr_api::limits::{self, Quota, RateLimits};
+use esr_api::metrics::Metrics;
+use esr_api::slots::CallSlots;
+use esr_api::store_calls::StoreCalls;
+use esr_api::{AppState, SharedState};
+use esr_demo::seed::{self, DemoKeys};
+use esr_runtime::{Limits, PluginEngine, PluginRegistry, PluginSet};
 
 /// Concurrent component calls; the instance pool holds more than this so
 /// that a reload can pre-instantiate beside the calls in flight.
@@ -121,21 +121,21 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         );
     }
     // A weak ESR_ADMIN_TOKEN is refused before anything is opened.
-    crate::admin_token::environment_token()?;
+    esr_auth::admin_token::environment_token()?;
     let connections = public_connection_settings(&options)?;
     crate::store::check_data_dir_private(&options.data_dir)?;
     // Store calls block (a network database's client must not run on the
     // async threads): start-up makes them in place, requests on the
     // blocking pool.
     let db = tokio::task::block_in_place(|| {
-        crate::store::open_with_replicas(
-            options.database_url.as_deref(),
-            &options.data_dir,
-            options.database_pool_size,
+        crate::store::open_with(&crate::store::StoreOptions {
+            database_url: options.database_url.as_deref(),
+            data_dir: &options.data_dir,
+            pool_size: options.database_pool_size,
             // A request waits for a connection within its deadline, never past it.
-            Some(Duration::from_millis(options.plugin_deadline_ms)),
-            &options.database_replicas,
-        )
+            connection_wait: Some(Duration::from_millis(options.plugin_deadline_ms)),
+            replicas: options.database_replicas.clone(),
+        })
     })?;
     if options.demo {
         let seeded = tokio::task::block_in_place(|| seed::seed_demo_if_empty(db.as_ref(), &options.data_dir))
@@ -186,12 +186,12 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         ),
         store_calls: store_calls.clone(),
         admission_calls: StoreCalls::for_admission(db.as_ref()),
-        known_keys: crate::http::known_keys::KnownKeys::default(),
+        known_keys: esr_api::known_keys::KnownKeys::default(),
         request_deadline: Duration::from_millis(options.plugin_deadline_ms),
         request_permits: Arc::new(Semaphore::new(options.max_concurrent_requests)),
         metrics: Arc::new({
             let metrics = Metrics::with_rate_limit_policies(&limits::POLICIES);
-            metrics.declare_call_failures(&http::CALL_GROUPS);
+            metrics.declare_call_failures(&esr_api::CALL_GROUPS);
             metrics
         }),
         health: tokio::sync::Mutex::default(),
@@ -214,7 +214,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         metrics: state.metrics.clone(),
         serving: state.clone(),
         token_hash: tokio::task::block_in_place(|| {
-            crate::admin_token::admin_token_digest(
+            esr_auth::admin_token::admin_token_digest(
                 &options.data_dir,
                 options.database_url.is_some().then_some(db.as_ref()),
             )
@@ -239,13 +239,13 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         admin_listener,
         admin::router(admin_state),
         admin_connections,
-        http::on_malformed(&state, "admin"),
+        esr_api::on_malformed(&state, "admin"),
         async {
             let _ = admin_stopped.await;
         },
     ));
-    let on_malformed = http::on_malformed(&state, "public");
-    serve_connections("public", listener, http::router(state), connections, on_malformed, shutdown_signal()).await;
+    let on_malformed = esr_api::on_malformed(&state, "public");
+    serve_connections("public", listener, esr_api::router(state), connections, on_malformed, shutdown_signal()).await;
     let _ = stop_admin.send(());
     let _ = admin.await;
     heartbeats.abort();
@@ -292,18 +292,18 @@ async fn heartbeat(state: AppState) {
 }
 
 /// Prunes the change feed's deletion events past `retention`, now and then
-/// every [`crate::change_retention::prune_every`], with a store permit like any
+/// every [`esr_write::change_retention::prune_every`], with a store permit like any
 /// request (each host of a shared database does: pruning twice removes
 /// nothing more).
 async fn prune_changes(db: Arc<dyn crate::store::Store>, store_calls: StoreCalls, retention: Duration) {
-    let every = crate::change_retention::prune_every(retention);
+    let every = esr_write::change_retention::prune_every(retention);
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
         let db = db.clone();
         let deadline = tokio::time::Instant::now() + every;
-        match store_calls.run(deadline, move || crate::change_retention::prune(db.as_ref(), retention)).await {
+        match store_calls.run(deadline, move || esr_write::change_retention::prune(db.as_ref(), retention)).await {
             Ok(Ok(0)) => {}
             Ok(Ok(removed)) => tracing::info!(removed, "change feed: pruned deletions past retention"),
             Ok(Err(error)) => tracing::warn!(%error, "change feed: pruning failed; trying again later"),
@@ -313,15 +313,19 @@ async fn prune_changes(db: Arc<dyn crate::store::Store>, store_calls: StoreCalls
 }
 
 /// Reopens expired suppressions in every organization at start and every
-/// [`crate::suppression_expiry::EXPIRY_EVERY`], with a store permit like any request.
+/// [`esr_write::suppression_expiry::EXPIRY_EVERY`], with a store permit like any request.
 async fn expire_suppressions(db: Arc<dyn crate::store::Store>, store_calls: StoreCalls) {
-    let mut ticks = tokio::time::interval(crate::suppression_expiry::EXPIRY_EVERY);
+    let mut ticks = tokio::time::interval(esr_write::suppression_expiry::EXPIRY_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
         let db = db.clone();
-        let deadline = tokio::time::Instant::now() + crate::suppression_expiry::EXPIRY_EVERY;
-        if store_calls.run(deadline, move || crate::suppression_expiry::expire_everywhere(db.as_ref())).await.is_err() {
+        let deadline = tokio::time::Instant::now() + esr_write::suppression_expiry::EXPIRY_EVERY;
+        if store_calls
+            .run(deadline, move || esr_write::suppression_expiry::expire_everywhere(db.as_ref()))
+            .await
+            .is_err()
+        {
             tracing::warn!("suppression expiry: no store permit came in time; trying again at the next tick");
         }
     }
@@ -329,13 +333,13 @@ async fn expire_suppressions(db: Arc<dyn crate::store::Store>, store_calls: Stor
 
 /// The native baseline when asked for (`--native-handlers`).
 #[cfg(feature = "native-baseline")]
-fn native_calls(wanted: bool) -> anyhow::Result<Option<Arc<dyn crate::plugins::NativeCalls>>> {
-    Ok(wanted.then(|| Arc::new(crate::native::NativeBaseline) as Arc<dyn crate::plugins::NativeCalls>))
+fn native_calls(wanted: bool) -> anyhow::Result<Option<Arc<dyn esr_runtime::NativeCalls>>> {
+    Ok(wanted.then(|| Arc::new(crate::native::NativeBaseline) as Arc<dyn esr_runtime::NativeCalls>))
 }
 
 /// The native baseline when asked for: not in this build.
 #[cfg(not(feature = "native-baseline"))]
-fn native_calls(wanted: bool) -> anyhow::Result<Option<Arc<dyn crate::plugins::NativeCalls>>> {
+fn native_calls(wanted: bool) -> anyhow::Result<Option<Arc<dyn esr_runtime::NativeCalls>>> {
     if wanted {
         anyhow::bail!("--native-handlers needs a host built with `cargo build --features native-baseline`");
     }

@@ -262,7 +262,7 @@ fn bench_import(args: &Args) -> anyhow::Result<String> {
 /// What [`import_generated`] imported, and the time its requests took.
 struct Imported {
     organization: uuid::Uuid,
-    spec: esr::demo::DemoSpec,
+    spec: esr_demo::DemoSpec,
     endpoint_count: usize,
     endpoint_time: Duration,
     finding_count: usize,
@@ -305,8 +305,8 @@ fn import_generated(args: &Args, data_dir: &Path, admin: &str) -> anyhow::Result
         Ok(elapsed)
     };
     let endpoints = args.import_findings.div_ceil(FINDINGS_PER_ENDPOINT).max(1);
-    let spec = esr::demo::DemoSpec { endpoints, findings_per_endpoint: FINDINGS_PER_ENDPOINT };
-    let mut generator = esr::demo::Generator::new(11, spec, esr::demo::DEMO_ANCHOR_UNIX, "bench");
+    let spec = esr_demo::DemoSpec { endpoints, findings_per_endpoint: FINDINGS_PER_ENDPOINT };
+    let mut generator = esr_demo::Generator::new(11, spec, esr_demo::DEMO_ANCHOR_UNIX, "bench");
     let (mut endpoint_time, mut finding_time) = (Duration::ZERO, Duration::ZERO);
     let (mut endpoint_count, mut finding_count, mut batches) = (0, 0, 0);
     let mut pending_findings: Vec<Value> = Vec::new();
@@ -483,7 +483,7 @@ fn bench_report_import(args: &Args) -> anyhow::Result<String> {
 fn store_ceiling(
     args: &Args,
     organization: uuid::Uuid,
-    spec: esr::demo::DemoSpec,
+    spec: esr_demo::DemoSpec,
     findings: usize,
 ) -> anyhow::Result<(usize, Duration)> {
     let data_dir = args.out.join("import-ceiling");
@@ -514,11 +514,11 @@ fn store_ceiling(
 /// `write` took.
 fn write_ceiling_batches(
     args: &Args,
-    spec: esr::demo::DemoSpec,
+    spec: esr_demo::DemoSpec,
     findings: usize,
     mut write: impl FnMut(Vec<(uuid::Uuid, Vec<u8>)>) -> anyhow::Result<()>,
 ) -> anyhow::Result<(usize, Duration)> {
-    let mut generator = esr::demo::Generator::new(11, spec, esr::demo::DEMO_ANCHOR_UNIX, "bench");
+    let mut generator = esr_demo::Generator::new(11, spec, esr_demo::DEMO_ANCHOR_UNIX, "bench");
     let (mut written, mut time) = (0, Duration::ZERO);
     let mut pending: Vec<Value> = Vec::new();
     while written < findings {
@@ -1517,7 +1517,7 @@ fn ensure_postgres_data_of(
 ) -> anyhow::Result<String> {
     let name = format!("bench_{endpoints}x{findings_per_endpoint}");
     let url = cluster.url(&name);
-    if !data_dir.join(esr::seed::SEED_KEYS_FILE).exists() {
+    if !data_dir.join(esr_demo::seed::SEED_KEYS_FILE).exists() {
         eprintln!("loading the data set into PostgreSQL database {name} (once; it is kept)");
         if data_dir.exists() {
             std::fs::remove_dir_all(data_dir)?;
@@ -1559,7 +1559,7 @@ fn warm_page_cache_under(dir: &Path) -> anyhow::Result<()> {
 
 /// The key `esr seed` wrote into `data_dir`.
 fn seeded_key(data_dir: &Path) -> anyhow::Result<String> {
-    let keys_file = data_dir.join(esr::seed::SEED_KEYS_FILE);
+    let keys_file = data_dir.join(esr_demo::seed::SEED_KEYS_FILE);
     let keys: Value = serde_json::from_slice(&std::fs::read(&keys_file)?)?;
     keys["organizations"][0]["api_key"]
         .as_str()

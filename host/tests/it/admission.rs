@@ -203,7 +203,7 @@ fn floods_of_health_or_random_keys_from_one_address_cost_another_organization_no
         under_flood(&server, IpAddr::from([127, 0, 0, 2]), |client| client.get(server.url("/v1/health")).send());
     // And so is the lookup of keys not known.
     let keys = under_flood(&server, IpAddr::from([127, 0, 0, 3]), |client| {
-        client.get(server.url("/v1/scopes")).bearer_auth(esr::auth::generate_key()).send()
+        client.get(server.url("/v1/scopes")).bearer_auth(esr_auth::keys::generate_key()).send()
     });
     quiet.extend(quietly(&server));
     let report = format!(

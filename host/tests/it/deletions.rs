@@ -90,7 +90,7 @@ struct Organization {
 
 impl Organization {
     fn new(server: &Server, name: &str) -> Organization {
-        let (id, key) = server.organization_with_key(name, &esr::auth::ALL_READ_SCOPES);
+        let (id, key) = server.organization_with_key(name, &esr_auth::keys::ALL_READ_SCOPES);
         Organization::on(server, id, key)
     }
 
@@ -559,7 +559,7 @@ fn an_expired_suppression_reopens_the_finding(backend: Backend) {
     let mut server = backend.start();
     let organization = Organization::new(&server, "Suppressions");
     let host = organization.import("endpoints", &[endpoint("alpha")]).remove(0);
-    let expires = esr_plugin_sdk::time::Timestamp(esr::clock::unix_now_nanos() + 3_000_000_000);
+    let expires = esr_plugin_sdk::time::Timestamp(esr_system::clock::unix_now_nanos() + 3_000_000_000);
     let mut suppressed = finding(&host, "xz-utils", "critical", "suppressed");
     suppressed["suppression"] =
         json!({"reason": "accepted_risk", "note": "until the patch", "expires_at": expires.format()});
@@ -579,7 +579,7 @@ fn an_expired_suppression_reopens_the_finding(backend: Backend) {
     assert_eq!(open_findings(&organization, &host)["critical"], 0);
     // The server looks at start and every minute; restarting once the
     // suppression has expired makes the start-up pass find it.
-    wait_until(Duration::from_secs(10), "the suppression's expiry", || esr::clock::unix_now_nanos() > expires.0);
+    wait_until(Duration::from_secs(10), "the suppression's expiry", || esr_system::clock::unix_now_nanos() > expires.0);
     server.stop();
     let restarted = Server::start_on_with(
         &plugins_dir(),

@@ -214,8 +214,12 @@ fn systemd_unit_passes_systemd_analyze_and_is_hardened() {
     // The open-file limit leaves room for esr's full default connection cap
     // (after the 512 descriptors it keeps for files).
     let files: u64 = unit.value("LimitNOFILE").parse().expect("LimitNOFILE= is a number");
-    let ceiling = esr::connections::default_max_connections(u64::MAX);
-    assert_eq!(esr::connections::default_max_connections(files.saturating_sub(512)), ceiling, "LimitNOFILE={files}");
+    let ceiling = esr_api::connections::default_max_connections(u64::MAX);
+    assert_eq!(
+        esr_api::connections::default_max_connections(files.saturating_sub(512)),
+        ceiling,
+        "LimitNOFILE={files}"
+    );
 
     let environment = unit.environment();
     assert_real_variables(UNIT, environment.keys());

@@ -111,7 +111,7 @@ fn abandoning_requests_frees_no_slot_before_the_work_stops() {
     let server = Server::start_with(
         dir.path(),
         &[
-            "ESR_LOG=warn,esr::http=info",
+            "ESR_LOG=warn,esr_api=info",
             "--plugin-deadline-ms",
             "5000",
             "--plugin-slots-per-organization",

@@ -212,7 +212,7 @@ fn keys_are_created_listed_without_the_secret_and_revoked_at_once() {
         .collect();
     let on_disk = |needle: &[u8]| files.iter().any(|bytes| bytes.windows(needle.len()).any(|w| w == needle));
     for secret in [key.as_str(), short_key] {
-        assert!(on_disk(&esr::auth::hash_key(secret)), "a created key's hash is in the store");
+        assert!(on_disk(&esr_auth::keys::hash_key(secret)), "a created key's hash is in the store");
         assert!(!on_disk(secret.as_bytes()), "a key reached the disk");
     }
 }

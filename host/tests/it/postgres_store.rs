@@ -290,8 +290,10 @@ fn a_database_of_schema_2_gains_the_change_feed_at_start() {
     let mut client = database.client();
     // The schema as the release before the change feed left it, with an
     // organization that has written.
-    client.batch_execute(include_str!("../../src/store/postgres/migrations/0001_initial.sql")).unwrap();
-    client.batch_execute(include_str!("../../src/store/postgres/migrations/0002_write_clocks_and_hosts.sql")).unwrap();
+    client.batch_execute(include_str!("../../../crates/store-postgres/src/migrations/0001_initial.sql")).unwrap();
+    client
+        .batch_execute(include_str!("../../../crates/store-postgres/src/migrations/0002_write_clocks_and_hosts.sql"))
+        .unwrap();
     let organization = Uuid::now_v7();
     let last_write: i64 = 1_800_000_000_000_000_000;
     client

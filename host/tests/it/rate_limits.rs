@@ -81,7 +81,7 @@ fn each_key_has_its_own_bucket_and_every_response_says_where_it_stands() {
     // charged to it before it is looked up, so a flood of random keys
     // costs no lookups past the address's burst.
     let anonymous = other_address(2);
-    let random_key = esr::auth::generate_key();
+    let random_key = esr_auth::keys::generate_key();
     for remaining in (0..3).rev() {
         let key = if remaining == 1 { random_key.as_str() } else { "esr_nope" };
         let response = anonymous.get(server.url("/v1/endpoints")).bearer_auth(key).send().unwrap();
@@ -89,7 +89,7 @@ fn each_key_has_its_own_bucket_and_every_response_says_where_it_stands() {
         assert_eq!(header(&response, "ratelimit-policy"), "\"per-address\";q=60;w=60");
         assert_eq!(header(&response, "x-ratelimit-remaining"), remaining.to_string());
     }
-    for key in [None, Some(esr::auth::generate_key()), Some(server.keys[0].clone())] {
+    for key in [None, Some(esr_auth::keys::generate_key()), Some(server.keys[0].clone())] {
         let mut request = anonymous.get(server.url("/v1/endpoints"));
         if let Some(key) = &key {
             request = request.bearer_auth(key);

@@ -580,7 +580,7 @@ fn comparable(value: &Value, since: &str, ids: &mut BTreeMap<String, usize>) -> 
 /// numbered and masked alike.
 #[test]
 fn reports_on_postgres_give_the_answers_they_give_on_sled() {
-    let since = esr_plugin_sdk::time::Timestamp(esr::clock::unix_now_nanos() / 1000 * 1000).format();
+    let since = esr_plugin_sdk::time::Timestamp(esr_system::clock::unix_now_nanos() / 1000 * 1000).format();
     let database = common::postgres::TestDatabase::new();
     let sled = Server::start_with(&plugins_dir(), &[common::postgres::TWIN_DEADLINE]);
     let postgres = Server::start_with(&plugins_dir(), &["--database", &database.url, common::postgres::TWIN_DEADLINE]);
@@ -1120,7 +1120,7 @@ fn a_report_from_the_future_is_refused_and_one_from_long_ago_is_flagged() {
     assert!(warnings.iter().any(|w| w.as_str().unwrap().contains("more than 90 days")), "{answer}");
     // A report from a minute ago (within the clocks' skew) is not flagged.
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
-    let recent = later_report(&original, &esr::clock::format_timestamp(now + 60), &[], None);
+    let recent = later_report(&original, &esr_system::clock::format_timestamp(now + 60), &[], None);
     let answer =
         import_ok(&server, &organization, "createEndpoint=true&endpoint=web-1", serde_json::to_vec(&recent).unwrap());
     assert_eq!(answer["warnings"], json!([]), "{answer}");

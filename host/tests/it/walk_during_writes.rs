@@ -12,7 +12,7 @@ use crate::common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use esr::plugins::{Limits, PluginRegistry, QueryParam, Request, Tenant};
+use esr_runtime::{Limits, PluginRegistry, QueryParam, Request, Tenant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -30,9 +30,9 @@ fn request(query: &[(&str, &str)]) -> Request {
 fn records_added_during_a_walk_never_duplicate_or_skip_existing_ones() {
     let data = tempfile::tempdir().unwrap();
     let db = esr::store::open(None, data.path()).unwrap();
-    let keys = esr::seed::seed_demo_if_empty(db.as_ref(), data.path()).unwrap().unwrap();
+    let keys = esr_demo::seed::seed_demo_if_empty(db.as_ref(), data.path()).unwrap().unwrap();
     let organization_id = keys.organizations[0].organization_id;
-    let engine = esr::plugins::PluginEngine::new(Limits::default()).unwrap();
+    let engine = esr_runtime::PluginEngine::new(Limits::default()).unwrap();
     let plugins = PluginRegistry::load(engine, &common::plugins_dir()).unwrap().current();
     let tenant = Tenant {
         store: db.clone(),
@@ -91,7 +91,7 @@ fn records_added_during_a_walk_never_duplicate_or_skip_existing_ones() {
 /// Walks a list by cursor, calling `between` after each page; the ids in
 /// the order returned.
 fn walk(
-    plugins: &esr::plugins::PluginSet,
+    plugins: &esr_runtime::PluginSet,
     tenant: &Tenant,
     query: &[(&str, &str)],
     mut between: impl FnMut(usize),

@@ -454,7 +454,7 @@ pub fn spawn(plugins_dir: &Path, data_dir: &Path, extra: &[&str]) -> Child {
     let log_filter = extra
         .iter()
         .find_map(|item| item.strip_prefix("ESR_LOG="))
-        .unwrap_or("warn,esr::server=info,esr::connections=info");
+        .unwrap_or("warn,esr::server=info,esr_api::connections=info");
     let variables = extra.iter().filter(is_variable).filter_map(|item| item.split_once('='));
     let mut command = Command::new(env!("CARGO_BIN_EXE_esr"));
     if !extra.iter().any(|item| item.starts_with("--component-cache-dir")) {

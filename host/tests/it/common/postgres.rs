@@ -121,7 +121,8 @@ impl Twins {
                 postgres.continue_changes_from(id, sled.change_log(id).unwrap().latest).unwrap();
                 postgres.insert_organization(&organization).unwrap();
                 let key =
-                    esr::auth::create_key(postgres.as_ref(), id, "demo", &esr::auth::ALL_READ_SCOPES, None).unwrap();
+                    esr_auth::keys::create_key(postgres.as_ref(), id, "demo", &esr_auth::keys::ALL_READ_SCOPES, None)
+                        .unwrap();
                 keys.push(
                     serde_json::json!({"name": organization.name, "organization_id": id, "api_key": key.api_key}),
                 );
@@ -137,7 +138,7 @@ impl Twins {
             }
         }
         std::fs::write(
-            postgres_dir.path().join(esr::seed::DEMO_KEYS_FILE),
+            postgres_dir.path().join(esr_demo::seed::DEMO_KEYS_FILE),
             serde_json::to_vec(&serde_json::json!({"organizations": keys})).unwrap(),
         )
         .unwrap();
@@ -170,8 +171,8 @@ impl Twins {
         assert!(check.status.success(), "esr check: {}", String::from_utf8_lossy(&check.stderr));
         assert!(String::from_utf8_lossy(&check.stdout).contains("every index agrees"));
         std::fs::copy(
-            loaded.data_dir().join(esr::seed::DEMO_KEYS_FILE),
-            postgres_dir.path().join(esr::seed::DEMO_KEYS_FILE),
+            loaded.data_dir().join(esr_demo::seed::DEMO_KEYS_FILE),
+            postgres_dir.path().join(esr_demo::seed::DEMO_KEYS_FILE),
         )
         .unwrap();
         let (sled, postgres) = serve_twins(plugins, loaded.data_dir(), postgres_dir.path(), &database.url);

@@ -1,0 +1,511 @@
+//! One call's state: the caller's organization and what its store may
+//! read, the deadline, and the host functions a component calls (store,
+//! log, WASI polling).
+
+use super::*;
+
+/// The caller's organization, bound into a call's store.
+#[derive(Clone)]
+pub struct Tenant {
+    pub store: Arc<dyn esr_store::Store>,
+    pub organization_id: Uuid,
+    /// `{"organization_id", "name", "enrollment_token"}`.
+    pub organization_json: Arc<Vec<u8>>,
+    /// Where the call's reads may come from, and what they saw.
+    pub reads: Arc<CallReads>,
+    /// How long a call may run (`--plugin-deadline-ms`): a call's read
+    /// session ends there too, so the store's statements and walks stop
+    /// with guest code, counted from when the call starts (time spent
+    /// queueing for a slot is not the store's).
+    pub call_time: Option<Duration>,
+}
+
+/// What a call's read sessions must see and what they saw: the position a
+/// cursor carries in, the position the next page's cursor carries out, and
+/// whether a read failed on a replica (the call is then run again on the
+/// primary).
+#[derive(Debug, Default)]
+pub struct CallReads {
+    /// The position the reads must have reached (from the request's cursor).
+    pub at_least: AtomicU64,
+    /// Read the primary only (a retry after a replica failed).
+    pub primary_only: AtomicBool,
+    /// The latest position a session of the call read at (0: unknown).
+    pub position: AtomicU64,
+    pub failed_on_replica: AtomicBool,
+    /// The request was abandoned (its client went away): the call stops
+    /// at its next epoch check or store call.
+    pub abandoned: AtomicBool,
+}
+
+impl Tenant {
+    /// Opens the call's read session on the organization's records: every
+    /// store function of one call reads through it. Blocks: call it on the
+    /// thread that runs the call.
+    pub fn session(&self) -> Result<TenantSession, StoreError> {
+        let from = esr_store::ReadFrom {
+            position: self.reads.at_least.load(Ordering::Relaxed),
+            primary_only: self.reads.primary_only.load(Ordering::Relaxed),
+            deadline: self.call_time.map(|time| Instant::now() + time),
+        };
+        Ok(TenantSession {
+            reader: self.store.reader_from(self.organization_id, from)?,
+            organization_json: self.organization_json.clone(),
+            reads: self.reads.clone(),
+        })
+    }
+}
+
+/// One call's read session on its organization's records.
+pub struct TenantSession {
+    pub(super) reader: Box<dyn StoreReader>,
+    /// `{"organization_id", "name", "enrollment_token"}`.
+    pub organization_json: Arc<Vec<u8>>,
+    pub(super) reads: Arc<CallReads>,
+}
+
+impl Drop for TenantSession {
+    fn drop(&mut self) {
+        if let Some(position) = self.reader.position() {
+            self.reads.position.fetch_max(position, Ordering::Relaxed);
+        }
+        if self.reader.failed_on_replica() {
+            self.reads.failed_on_replica.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What one call's store holds.
+pub(super) struct CallState {
+    pub(super) wasi: WasiCtx,
+    pub(super) table: ResourceTable,
+    pub(super) limits: StoreLimits,
+    /// `None` while validating at load time: the store is then empty.
+    pub(super) tenant: Option<TenantSession>,
+    pub(super) group: String,
+    /// What the component's descriptor declares its store may read.
+    pub(super) reads: Reads,
+    pub(super) request_id: String,
+    /// The guest's stderr: a panic reaches the host only as a trap plus
+    /// the message the guest wrote here.
+    pub(super) stderr: MemoryOutputPipe,
+    /// When the call's time is up: the epoch deadline interrupts guest
+    /// code, and a wait in WASI ends here too.
+    pub(super) deadline: Instant,
+    /// `log` messages written and dropped so far in this call.
+    pub(super) log_written: u32,
+    pub(super) log_dropped: u32,
+}
+
+impl Drop for CallState {
+    fn drop(&mut self) {
+        if self.log_dropped > 0 {
+            tracing::warn!(
+                plugin = %self.group, request_id = %self.request_id,
+                "{} messages dropped (at most {LOG_MESSAGES_PER_CALL} are logged per call)", self.log_dropped
+            );
+        }
+    }
+}
+
+/// A call that reached its deadline while its guest waited in WASI, or
+/// before a store call.
+#[derive(Debug, thiserror::Error)]
+#[error("the call reached its deadline")]
+pub(super) struct DeadlineReached;
+
+/// A call whose request was abandoned: nobody waits for its answer.
+#[derive(Debug, thiserror::Error)]
+#[error("the call's request was abandoned by its client")]
+pub(super) struct Abandoned;
+
+/// Runs a WASI wait, ending it at `deadline`. The stock synchronous WASI
+/// blocks the calling thread without limit (a guest's `sleep` or clock
+/// poll), and epoch interruption only fires in guest code.
+pub(super) fn until_deadline<T>(
+    deadline: Instant,
+    wait: impl std::future::Future<Output = wasmtime::Result<T>>,
+) -> wasmtime::Result<T> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    wasmtime_wasi::runtime::in_tokio(tokio::time::timeout(remaining, wait)).unwrap_or(Err(DeadlineReached.into()))
+}
+
+/// `wasi:io/poll` with every wait bounded by the call's deadline; it
+/// shadows the stock one. Every other WASI call that could block is on a
+/// stream the host makes always ready (closed stdin, discarded stdout,
+/// stderr into memory) or on a socket, which a call cannot create.
+impl wasi_poll::Host for CallState {
+    fn poll(&mut self, pollables: Vec<Resource<DynPollable>>) -> wasmtime::Result<Vec<u32>> {
+        until_deadline(self.deadline, async_wasi_poll::Host::poll(&mut self.table, pollables))
+    }
+}
+
+impl wasi_poll::HostPollable for CallState {
+    fn ready(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<bool> {
+        wasi_poll::HostPollable::ready(&mut self.table, pollable)
+    }
+
+    fn block(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+        until_deadline(self.deadline, async_wasi_poll::HostPollable::block(&mut self.table, pollable))
+    }
+
+    fn drop(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+        wasi_poll::HostPollable::drop(&mut self.table, pollable)
+    }
+}
+
+/// Text a component wrote, fit for one log line: at most `max_bytes`
+/// (cut at a character boundary and marked), with control characters
+/// escaped (`\n` as `\\n`, others as `\u{..}`) so that it cannot start a
+/// line of its own, move the cursor or reorder what a terminal shows.
+pub fn loggable_guest_text(text: &str, max_bytes: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max_bytes) + 32);
+    for c in text.chars() {
+        let before = out.len();
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() || is_layout_control(c) => out.extend(c.escape_unicode()),
+            c => out.push(c),
+        }
+        if out.len() > max_bytes {
+            out.truncate(before);
+            out.push_str(&format!("… [truncated, {} bytes in all]", text.len()));
+            break;
+        }
+    }
+    out
+}
+
+/// Characters that are not C0 or C1 controls but change how a line shows:
+/// bidirectional overrides, embeddings and isolates, and line separators.
+pub(super) fn is_layout_control(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl types::Host for CallState {}
+
+impl CallState {
+    /// Whether the call's request was abandoned by its client.
+    pub(super) fn abandoned(&self) -> bool {
+        self.tenant.as_ref().is_some_and(|tenant| tenant.reads.abandoned.load(Ordering::Relaxed))
+    }
+
+    /// Fails the call when its request was abandoned or its time is up.
+    pub(super) fn still_wanted(&self) -> wasmtime::Result<()> {
+        if self.abandoned() {
+            return Err(Abandoned.into());
+        }
+        if Instant::now() >= self.deadline {
+            return Err(DeadlineReached.into());
+        }
+        Ok(())
+    }
+
+    /// Fails the call unless the component declared `name` in its `reads`,
+    /// and while the call is still wanted (every store function asks this
+    /// first, so host work stops at the next store call too).
+    pub(super) fn may_read(&self, name: &str, function: &str) -> wasmtime::Result<()> {
+        self.still_wanted()?;
+        if self.reads.allows(name) {
+            return Ok(());
+        }
+        Err(wasmtime::format_err!(
+            "the {} component read `{name}` with store.{function}, which its descriptor does not declare in `reads`",
+            self.group
+        ))
+    }
+}
+
+/// A range of a sort index as components give it: the index, and the
+/// positions (with ids as text) it lies strictly between.
+pub type RangeOfIds<'a> = (&'a str, Option<(i64, &'a str)>, Option<(i64, &'a str)>);
+
+/// A stored record's id and bytes, as the store functions hand them out.
+pub type StoreEntry = (String, Vec<u8>);
+
+/// A position a component gave (its id as text) as the store's, or a
+/// malformed call naming `function`.
+pub(super) fn index_position(function: &str, bound: Option<(i64, &str)>) -> Result<Option<IndexPosition>, StoreError> {
+    let Some((position, id)) = bound else { return Ok(None) };
+    match Uuid::parse_str(id) {
+        Ok(id) => Ok(Some((position, id))),
+        Err(_) => Err(StoreError::MalformedCall(format!("{function} {id:?}, which is not a UUID"))),
+    }
+}
+
+/// A record as a component's `get` shapes it: JSON bytes.
+pub type ShapedRecord = Vec<u8>;
+
+/// The `store` functions on the tenant's records, shared by components
+/// (through [`wit_store::Host`]) and the native baseline. An `Err` is a
+/// malformed call (the caller's fault, never the data's) or a storage
+/// failure.
+impl TenantSession {
+    /// The session's reader, for the host's own reads in it (the change
+    /// feed's events, a list's sequence).
+    pub fn reader(&mut self) -> &mut dyn StoreReader {
+        &mut *self.reader
+    }
+
+    pub fn get(&mut self, collection: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let Ok(id) = Uuid::parse_str(id) else { return Ok(None) };
+        self.reader.get(collection, id)
+    }
+
+    pub fn scan(
+        &mut self,
+        collection: &str,
+        after: Option<&str>,
+        limit: u32,
+        reverse: bool,
+    ) -> Result<Vec<StoreEntry>, StoreError> {
+        let after = match after {
+            Some(id) => Some(
+                Uuid::parse_str(id)
+                    .map_err(|_| StoreError::MalformedCall(format!("scan after {id:?}, which is not a UUID")))?,
+            ),
+            None => None,
+        };
+        let records = self.reader.scan(collection, after, limit as usize, reverse)?;
+        Ok(records.into_iter().map(|(id, value)| (id.to_string(), value)).collect())
+    }
+
+    pub fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
+        self.reader.count(collection)
+    }
+
+    pub fn index_scan(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<(i64, &str)>,
+        limit: u32,
+        reverse: bool,
+    ) -> Result<Vec<StoreEntry>, StoreError> {
+        let after = index_position("index-scan after", after)?;
+        let records = self.reader.index_scan(collection, index, value, after, limit as usize, reverse)?;
+        Ok(records.into_iter().map(|(id, value)| (id.to_string(), value)).collect())
+    }
+
+    /// `store.index-positions`: positions and ids, no records.
+    pub fn index_positions(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<(i64, &str)>,
+        limit: u32,
+        reverse: bool,
+    ) -> Result<Vec<(i64, String)>, StoreError> {
+        let after = index_position("index-positions after", after)?;
+        let positions = self.reader.index_positions(collection, index, value, after, limit as usize, reverse)?;
+        Ok(positions.into_iter().map(|(position, id)| (position, id.to_string())).collect())
+    }
+
+    pub fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+        self.reader.index_count(collection, index, value)
+    }
+
+    pub fn count_matching(
+        &mut self,
+        collection: &str,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        self.reader.count_matching(collection, conditions, updated_after)
+    }
+
+    /// `store.count-groups`: `range` is a sort index and positions with ids.
+    pub fn count_groups(
+        &mut self,
+        collection: &str,
+        group_by: &[String],
+        range: Option<RangeOfIds<'_>>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<Vec<(Vec<String>, u64)>, StoreError> {
+        let range = match range {
+            Some((index, after, before)) => Some(esr_store::IndexRange {
+                index: index.to_owned(),
+                after: index_position("count-groups bound at", after)?,
+                before: index_position("count-groups bound at", before)?,
+            }),
+            None => None,
+        };
+        let groups = self.reader.count_groups(collection, group_by, range.as_ref(), conditions, updated_after)?;
+        Ok(groups.into_iter().map(|group| (group.values, group.count)).collect())
+    }
+
+    /// `store.count-in-range`: `after` and `before` are positions with ids.
+    pub fn count_in_range(
+        &mut self,
+        collection: &str,
+        index: &str,
+        after: Option<(i64, &str)>,
+        before: Option<(i64, &str)>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        let after = index_position("count-in-range bound at", after)?;
+        let before = index_position("count-in-range bound at", before)?;
+        self.reader.count_in_range(collection, index, after, before, conditions, updated_after)
+    }
+}
+
+/// The component's view: a call without a tenant (at load time) sees an
+/// empty store; a malformed call, or one reading what the component did not
+/// declare, traps.
+impl wit_store::Host for CallState {
+    fn get(&mut self, collection: String, id: String) -> wasmtime::Result<Option<Vec<u8>>> {
+        self.may_read(&collection, "get")?;
+        let Some(tenant) = &mut self.tenant else { return Ok(None) };
+        Ok(tenant.get(&collection, &id)?)
+    }
+
+    fn scan(
+        &mut self,
+        collection: String,
+        after: Option<String>,
+        limit: u32,
+        reverse: bool,
+    ) -> wasmtime::Result<Vec<wit_store::Entry>> {
+        self.may_read(&collection, "scan")?;
+        let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
+        let records = tenant.scan(&collection, after.as_deref(), limit, reverse)?;
+        Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id, value }).collect())
+    }
+
+    fn count(&mut self, collection: String) -> wasmtime::Result<u64> {
+        self.may_read(&collection, "count")?;
+        let Some(tenant) = &mut self.tenant else { return Ok(0) };
+        Ok(tenant.count(&collection)?)
+    }
+
+    fn index_scan(
+        &mut self,
+        collection: String,
+        index: String,
+        value: String,
+        after: Option<wit_store::IndexPosition>,
+        limit: u32,
+        reverse: bool,
+    ) -> wasmtime::Result<Vec<wit_store::Entry>> {
+        self.may_read(&collection, "index-scan")?;
+        let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
+        let after = after.as_ref().map(|position| (position.created_at, position.id.as_str()));
+        let records = tenant.index_scan(&collection, &index, &value, after, limit, reverse)?;
+        Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id, value }).collect())
+    }
+
+    fn index_positions(
+        &mut self,
+        collection: String,
+        index: String,
+        value: String,
+        after: Option<wit_store::IndexPosition>,
+        limit: u32,
+        reverse: bool,
+    ) -> wasmtime::Result<Vec<wit_store::IndexPosition>> {
+        self.may_read(&collection, "index-positions")?;
+        let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
+        let after = after.as_ref().map(|position| (position.created_at, position.id.as_str()));
+        let positions = tenant.index_positions(&collection, &index, &value, after, limit, reverse)?;
+        Ok(positions.into_iter().map(|(created_at, id)| wit_store::IndexPosition { created_at, id }).collect())
+    }
+
+    fn index_count(&mut self, collection: String, index: String, value: String) -> wasmtime::Result<u64> {
+        self.may_read(&collection, "index-count")?;
+        let Some(tenant) = &mut self.tenant else { return Ok(0) };
+        Ok(tenant.index_count(&collection, &index, &value)?)
+    }
+
+    fn count_matching(
+        &mut self,
+        collection: String,
+        conditions: Vec<wit_store::IndexCondition>,
+        updated_after: Option<i64>,
+    ) -> wasmtime::Result<u64> {
+        self.may_read(&collection, "count-matching")?;
+        let Some(tenant) = &mut self.tenant else { return Ok(0) };
+        let conditions: Vec<(String, Vec<String>)> =
+            conditions.into_iter().map(|condition| (condition.index, condition.values)).collect();
+        Ok(tenant.count_matching(&collection, &conditions, updated_after)?)
+    }
+
+    fn count_in_range(
+        &mut self,
+        collection: String,
+        range: wit_store::IndexRange,
+        conditions: Vec<wit_store::IndexCondition>,
+        updated_after: Option<i64>,
+    ) -> wasmtime::Result<u64> {
+        self.may_read(&collection, "count-in-range")?;
+        let Some(tenant) = &mut self.tenant else { return Ok(0) };
+        let conditions: Vec<(String, Vec<String>)> =
+            conditions.into_iter().map(|condition| (condition.index, condition.values)).collect();
+        fn bound(position: &Option<wit_store::IndexPosition>) -> Option<(i64, &str)> {
+            position.as_ref().map(|position| (position.created_at, position.id.as_str()))
+        }
+        Ok(tenant.count_in_range(
+            &collection,
+            &range.index,
+            bound(&range.after),
+            bound(&range.before),
+            &conditions,
+            updated_after,
+        )?)
+    }
+
+    fn count_groups(
+        &mut self,
+        collection: String,
+        group_by: Vec<String>,
+        range: Option<wit_store::IndexRange>,
+        conditions: Vec<wit_store::IndexCondition>,
+        updated_after: Option<i64>,
+    ) -> wasmtime::Result<Vec<wit_store::GroupCount>> {
+        self.may_read(&collection, "count-groups")?;
+        let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
+        let conditions: Vec<(String, Vec<String>)> =
+            conditions.into_iter().map(|condition| (condition.index, condition.values)).collect();
+        fn bound(position: &Option<wit_store::IndexPosition>) -> Option<(i64, &str)> {
+            position.as_ref().map(|position| (position.created_at, position.id.as_str()))
+        }
+        let range = range.as_ref().map(|range| (range.index.as_str(), bound(&range.after), bound(&range.before)));
+        let groups = tenant.count_groups(&collection, &group_by, range, &conditions, updated_after)?;
+        Ok(groups.into_iter().map(|(values, count)| wit_store::GroupCount { values, count }).collect())
+    }
+
+    fn organization(&mut self) -> wasmtime::Result<Vec<u8>> {
+        self.may_read(reads::ORGANIZATION, "organization")?;
+        Ok(self.tenant.as_ref().map(|t| t.organization_json.to_vec()).unwrap_or_else(|| b"{}".to_vec()))
+    }
+}
+
+impl log::Host for CallState {
+    fn write(&mut self, level: log::Level, message: String) -> wasmtime::Result<()> {
+        if self.log_written >= LOG_MESSAGES_PER_CALL {
+            self.log_dropped = self.log_dropped.saturating_add(1);
+            return Ok(());
+        }
+        self.log_written += 1;
+        let message = loggable_guest_text(&message, LOG_MESSAGE_BYTES);
+        let (group, request_id) = (&self.group, &self.request_id);
+        match level {
+            log::Level::Debug => tracing::debug!(plugin = %group, request_id = %request_id, "{message}"),
+            log::Level::Info => tracing::info!(plugin = %group, request_id = %request_id, "{message}"),
+            log::Level::Warn => tracing::warn!(plugin = %group, request_id = %request_id, "{message}"),
+            log::Level::Error => tracing::error!(plugin = %group, request_id = %request_id, "{message}"),
+        }
+        Ok(())
+    }
+}

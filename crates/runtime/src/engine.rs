@@ -1,0 +1,247 @@
+//! The compiled-code engine and each call's store: the pooling allocator,
+//! the compile cache, epoch deadlines, memory caps and the WASI context.
+
+use super::*;
+
+/// The compiled-code engine, shared by every loaded component.
+#[derive(Clone)]
+pub struct PluginEngine {
+    pub(super) engine: Engine,
+    pub(super) limits: Limits,
+    /// Report importers' own limits (`--importer-memory-mib`,
+    /// `--importer-deadline-ms`).
+    pub(super) importer_limits: Limits,
+    /// Where compiled components are kept between runs, if anywhere.
+    pub(super) cache_dir: Option<PathBuf>,
+}
+
+impl PluginEngine {
+    pub fn new(limits: Limits) -> anyhow::Result<PluginEngine> {
+        PluginEngine::with_importer_limits(limits, Limits::importer_default())
+    }
+
+    /// An engine whose report importers get `importer_limits`; each call's
+    /// store enforces its kind's memory cap, the pool allows the larger.
+    pub fn with_importer_limits(limits: Limits, importer_limits: Limits) -> anyhow::Result<PluginEngine> {
+        let mut pooling = PoolingAllocationConfig::default();
+        pooling
+            .total_component_instances(256)
+            .total_core_instances(2048)
+            .total_memories(512)
+            .total_tables(1024)
+            .max_memory_size(limits.memory_bytes.max(importer_limits.memory_bytes))
+            // Resetting an instance's memory with `madvise` flushed the
+            // TLB of every core on every call, the largest cost a component
+            // added. Instead the pages a call wrote (found with the
+            // PAGEMAP_SCAN ioctl, Linux 6.7+; without it, the lowest ones)
+            // are reset in place, up to this much per slot; the SDK's
+            // arena keeps a typical call inside it (docs/performance.md).
+            .pagemap_scan(wasmtime::Enabled::Auto)
+            .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+            .table_keep_resident(KEEP_RESIDENT_BYTES);
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+        let engine = Engine::new(&config).map_err(|e| anyhow!("configuring the WebAssembly engine: {e:#}"))?;
+        // The epoch clock that bounds guest CPU time; it holds only a weak
+        // handle so that it stops with the engine.
+        let weak = engine.weak();
+        std::thread::Builder::new()
+            .name("esr-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })
+            .context("starting the epoch thread")?;
+        Ok(PluginEngine { engine, limits, importer_limits, cache_dir: None })
+    }
+
+    /// Keeps compiled components in `dir`, keyed by the component's content
+    /// hash and the engine's configuration, so restarts skip compiling.
+    /// Cached files are machine code run as is, so a directory another user
+    /// owns or may write to is not used (a warning says why).
+    pub fn with_cache(mut self, dir: PathBuf) -> PluginEngine {
+        match esr_system::private_files::private_directory(&dir) {
+            Ok(()) => self.cache_dir = Some(dir),
+            Err(reason) => {
+                tracing::warn!(dir = %dir.display(), reason, "not caching compiled components: compiling each at start")
+            }
+        }
+        self
+    }
+
+    /// The component, from the cache when it holds a compatible build.
+    pub(super) fn compile(&self, bytes: &[u8], sha256: &str) -> wasmtime::Result<Component> {
+        let Some(dir) = &self.cache_dir else { return Component::new(&self.engine, bytes) };
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&self.engine.precompile_compatibility_hash(), &mut hasher);
+        let path = dir.join(format!("{sha256}-{:016x}.cwasm", std::hash::Hasher::finish(&hasher)));
+        if path.exists() {
+            match self.deserialize_cached(&path) {
+                Ok(component) => return Ok(component),
+                Err(error) => tracing::warn!(file = %path.display(), %error, "ignoring an unusable cached component"),
+            }
+        }
+        let component = Component::new(&self.engine, bytes)?;
+        if let Err(error) = component.serialize().map_err(|e| e.to_string()).and_then(|compiled| {
+            esr_system::private_files::write_private_atomically(dir, &path, &compiled).map_err(|e| e.to_string())
+        }) {
+            tracing::warn!(dir = %dir.display(), %error, "cannot cache a compiled component");
+        }
+        Ok(component)
+    }
+
+    #[allow(unsafe_code)]
+    pub(super) fn deserialize_cached(&self, path: &Path) -> wasmtime::Result<Component> {
+        // SAFETY: `deserialize_file` trusts the file to be wasmtime's own
+        // output. Cache files are written only by `compile` above, into a
+        // directory inside the data directory, owner-only, under a name that
+        // holds the source's SHA-256 and the engine configuration's hash;
+        // wasmtime itself refuses files from another version or config.
+        unsafe { Component::deserialize_file(&self.engine, path) }
+    }
+}
+
+pub(super) fn new_store(
+    engine: &PluginEngine,
+    group: &str,
+    tenant: Option<TenantSession>,
+    request_id: &str,
+) -> Store<CallState> {
+    new_store_limited(engine, &engine.limits, group, tenant, request_id)
+}
+
+pub(super) fn new_store_limited(
+    engine: &PluginEngine,
+    limits: &Limits,
+    group: &str,
+    tenant: Option<TenantSession>,
+    request_id: &str,
+) -> Store<CallState> {
+    let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+    // No sockets: nothing a call could wait on beyond the clocks.
+    let wasi = WasiCtx::builder().stderr(stderr.clone()).allow_tcp(false).allow_udp(false).build();
+    let state = CallState {
+        wasi,
+        table: ResourceTable::new(),
+        limits: StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build(),
+        tenant,
+        group: group.to_owned(),
+        reads: Reads::NONE,
+        request_id: request_id.to_owned(),
+        stderr,
+        deadline: Instant::now() + limits.deadline,
+        log_written: 0,
+        log_dropped: 0,
+    };
+    let mut store = Store::new(&engine.engine, state);
+    store.limiter(|state| &mut state.limits);
+    // Every tick, guest code stops when the call's time is up or its
+    // request was abandoned.
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|context| {
+        let state = context.data();
+        if state.abandoned() {
+            return Err(Abandoned.into());
+        }
+        if Instant::now() >= state.deadline {
+            return Err(wasmtime::Trap::Interrupt.into());
+        }
+        Ok(wasmtime::UpdateDeadline::Continue(1))
+    });
+    store
+}
+
+/// Turns a call's outcome into the caller's result, logging guest failures.
+pub(super) fn finish<T>(
+    store: &Store<CallState>,
+    result: wasmtime::Result<Result<T, PluginError>>,
+) -> Result<T, CallError> {
+    match result {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(CallError::Plugin(error)),
+        Err(error) => Err(call_failure(store, error)),
+    }
+}
+
+/// What a call that trapped or failed in the runtime answers, logged.
+pub(super) fn call_failure(store: &Store<CallState>, error: wasmtime::Error) -> CallError {
+    let state = store.data();
+    if error.downcast_ref::<Abandoned>().is_some() {
+        tracing::info!(plugin = %state.group, request_id = %state.request_id, "plugin call stopped: its request was abandoned");
+        return CallError::Abandoned;
+    }
+    if error.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt)
+        || error.downcast_ref::<DeadlineReached>().is_some()
+        || matches!(error.downcast_ref::<StoreError>(), Some(StoreError::DeadlineReached))
+    {
+        tracing::warn!(plugin = %state.group, request_id = %state.request_id, "plugin overran its deadline");
+        return CallError::Timeout;
+    }
+    // A store function's failure traps the guest; the database's outage
+    // is not the component's fault, nor a request too broad to count.
+    match error.downcast_ref::<StoreError>() {
+        Some(StoreError::Unavailable(reason)) => return CallError::Unavailable(reason.clone()),
+        Some(StoreError::TooBroad(reason)) => return CallError::too_broad(reason),
+        _ => {}
+    }
+    let guest_stderr = loggable_guest_text(String::from_utf8_lossy(&state.stderr.contents()).trim(), STDERR_CAPACITY);
+    tracing::error!(
+        plugin = %state.group, request_id = %state.request_id, error = %format!("{error:#}"), %guest_stderr,
+        "plugin call failed"
+    );
+    CallError::Failed(format!("{error:#}"))
+}
+
+/// A component file of either kind, loaded and checked.
+pub enum LoadedComponent {
+    Plugin(LoadedPlugin),
+    Importer(LoadedImporter),
+}
+
+/// A compiled component, the interface it exports and the WIT version.
+pub(super) struct Compiled {
+    pub(super) component: Component,
+    pub(super) sha256: String,
+    pub(super) interface: String,
+    pub(super) wit_version: String,
+}
+
+impl Compiled {
+    pub(super) fn load(engine: &PluginEngine, file: &Path) -> anyhow::Result<Compiled> {
+        let bytes = std::fs::read(file).with_context(|| format!("{}: cannot read", file.display()))?;
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let component = engine
+            .compile(&bytes, &sha256)
+            .map_err(|error| anyhow!("{}: not a valid WebAssembly component: {error}", file.display()))?;
+        let (interface, wit_version) =
+            exported_interface(engine, &component).map_err(|reason| anyhow!("{}: {reason}", file.display()))?;
+        Ok(Compiled { component, sha256, interface, wit_version })
+    }
+}
+
+/// A linker with WASI (no grants) and `wasi:io/poll` bounded by the call's
+/// deadline.
+pub(super) fn wasi_linker(engine: &PluginEngine) -> anyhow::Result<Linker<CallState>> {
+    let mut linker: Linker<CallState> = Linker::new(&engine.engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| anyhow!("linking WASI: {e:#}"))?;
+    // The same `wasi:io/poll`, with its waits ended at the call's deadline.
+    linker.allow_shadowing(true);
+    wasi_poll::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
+        .map_err(|e| anyhow!("linking WASI poll: {e:#}"))?;
+    linker.allow_shadowing(false);
+    Ok(linker)
+}
+
+/// Compiles and checks one component file of any kind.
+pub fn load_component(engine: &PluginEngine, file: &Path) -> anyhow::Result<LoadedComponent> {
+    let compiled = Compiled::load(engine, file)?;
+    if compiled.interface == "importer" {
+        LoadedImporter::from_compiled(engine, file, compiled).map(LoadedComponent::Importer)
+    } else {
+        LoadedPlugin::from_compiled(engine, file, compiled).map(LoadedComponent::Plugin)
+    }
+}

@@ -1,0 +1,1830 @@
+//! The sled backend: the store's layout in sled, the only code that
+//! touches sled.
+//!
+//! One tree per collection, keyed by organization id (16 bytes) then record
+//! id (16 bytes), so one organization's records are one contiguous range in
+//! id order, which is creation order because ids are UUIDv7. Organizations
+//! and API keys (by hash) have their own trees; the change feed and
+//! records' histories theirs (`changes.rs`). Every write is flushed before
+//! it is acknowledged: sled's background flusher loses acknowledged writes
+//! on a crash.
+
+mod changes;
+mod index_blocks;
+mod staged;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+
+use esr_plugin_sdk::indexes::{self, CREATED_AT, UPDATED_AT};
+use serde_json::Value;
+use uuid::Uuid;
+
+use self::index_blocks::value_prefix;
+use esr_store::{
+    ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, GroupCount,
+    IndexCondition, IndexPosition, IndexRange, MAX_SCAN, Organization, ReadFrom, Store, StoreError, StoreReader,
+    StoredRecord, WriteTime, ordered_by_creation, restricting_conditions,
+};
+
+const ORGANIZATIONS: &str = "organizations";
+const API_KEYS: &str = "api-keys";
+const META: &str = "meta";
+/// The marker naming the index table the stored indexes match, or `stale`.
+const INDEXES_MARKER: &str = "indexes";
+
+/// sled's error as the store reports it.
+fn store_error(error: sled::Error) -> StoreError {
+    match error {
+        sled::Error::Io(io) => StoreError::Io(io),
+        other => StoreError::Backend(other.to_string()),
+    }
+}
+
+/// The store in a sled directory. A handle: cloning it copies one pointer.
+#[derive(Clone)]
+pub struct SledStore(Arc<Trees>);
+
+impl std::ops::Deref for SledStore {
+    type Target = Trees;
+
+    fn deref(&self) -> &Trees {
+        &self.0
+    }
+}
+
+/// What a [`SledStore`] handle points to.
+pub struct Trees {
+    db: sled::Db,
+    organizations: sled::Tree,
+    api_keys: sled::Tree,
+    meta: sled::Tree,
+    /// `organization` → its [`ChangeLog`] (`changes.rs`).
+    change_logs: sled::Tree,
+    collections: BTreeMap<&'static str, CollectionTrees>,
+    /// Each organization's write lock, held by whoever validates and
+    /// writes a batch of its records, so that what was validated is what
+    /// gets replaced, and while the write reads the index blocks it then
+    /// replaces (every key of an organization's data starts with its id).
+    /// One process owns a sled directory, so in-process locks serialize
+    /// the writers of an organization; those of different organizations
+    /// meet only in sled's commit of one bounded batch. Each lock guards
+    /// its organization's last write time (see [`esr_store::WriteTime`]).
+    writers: Mutex<HashMap<Uuid, Arc<Mutex<i64>>>>,
+    /// Each organization's gate: its readers pass it for each store call,
+    /// and a write too large for one transaction closes it while it
+    /// applies (`staged.rs`), so no reader sees half of that write.
+    gates: Mutex<HashMap<Uuid, Arc<RwLock<()>>>>,
+    /// Large writes waiting to be applied (`staged.rs`).
+    staged_writes: sled::Tree,
+}
+
+/// A collection's records, its index entries and the index counts.
+struct CollectionTrees {
+    records: sled::Tree,
+    /// Blocks of index entries (`index_blocks`): `organization ‖
+    /// index name ‖ 0 ‖ value length (u32) ‖ value ‖ first entry` → entries,
+    /// each `position (u64, order-preserving) ‖ record id`.
+    index: sled::Tree,
+    /// `organization ‖ index name ‖ 0 ‖ value length ‖ value` → u64 count.
+    counts: sled::Tree,
+    /// The change feed: `organization ‖ sequence` → event (`changes.rs`).
+    changes: sled::Tree,
+    /// `organization ‖ record id` → the sequence of the record's event.
+    change_ids: sled::Tree,
+    /// `organization ‖ record id ‖ n` → history entry.
+    history: sled::Tree,
+}
+
+/// A read session: sled reads need no connection, so it is the trees and
+/// the organization. Reads are not snapshot-consistent (sled's iteration is
+/// not); see `ARCHITECTURE.md`.
+struct SledReader {
+    trees: Arc<Trees>,
+    organization: Uuid,
+    /// The organization's gate (see [`Trees::gates`]).
+    gate: Arc<RwLock<()>>,
+    /// When the request's time is up: walks stop there.
+    deadline: Option<std::time::Instant>,
+}
+
+/// What a reader holds through one store call.
+type StoreCall<'a> = (std::sync::RwLockReadGuard<'a, ()>, esr_store::call_deadline::Scope);
+
+impl SledReader {
+    /// Enters a store call: refused once the deadline has passed, and the
+    /// walks below it check the deadline as they go. The call waits while
+    /// a large write of the organization applies.
+    fn call(&self) -> Result<StoreCall<'_>, StoreError> {
+        esr_store::within(self.deadline)?;
+        let deadline = esr_store::call_deadline::Scope::enter(self.deadline);
+        Ok((self.gate.read().unwrap_or_else(std::sync::PoisonError::into_inner), deadline))
+    }
+}
+
+impl SledStore {
+    /// Opens (or creates, owner-only) the store in `dir`.
+    pub fn open(dir: &Path) -> Result<SledStore, StoreError> {
+        if !dir.exists() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        }
+        let db = sled_config(dir).open().map_err(|error| match error {
+            // sled reports the lock as an `Other` error wrapping `WouldBlock`.
+            sled::Error::Io(ref io)
+                if io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock") =>
+            {
+                StoreError::Locked(dir.display().to_string())
+            }
+            other => store_error(other),
+        })?;
+        let mut collections = BTreeMap::new();
+        for name in COLLECTIONS {
+            collections.insert(
+                name,
+                CollectionTrees {
+                    records: db.open_tree(format!("records/{name}")).map_err(store_error)?,
+                    index: db.open_tree(format!("index/{name}")).map_err(store_error)?,
+                    counts: db.open_tree(format!("counts/{name}")).map_err(store_error)?,
+                    changes: db.open_tree(format!("changes/{name}")).map_err(store_error)?,
+                    change_ids: db.open_tree(format!("change-ids/{name}")).map_err(store_error)?,
+                    history: db.open_tree(format!("history/{name}")).map_err(store_error)?,
+                },
+            );
+        }
+        let database = SledStore(Arc::new(Trees {
+            organizations: db.open_tree(ORGANIZATIONS).map_err(store_error)?,
+            api_keys: db.open_tree(API_KEYS).map_err(store_error)?,
+            meta: db.open_tree(META).map_err(store_error)?,
+            change_logs: db.open_tree(changes::CHANGE_LOGS).map_err(store_error)?,
+            collections,
+            writers: Mutex::default(),
+            gates: Mutex::default(),
+            staged_writes: db.open_tree(staged::STAGED_WRITES).map_err(store_error)?,
+            db,
+        }));
+        // A large write the process stopped in is finished (or, if it was
+        // not decided yet, discarded) before anything reads.
+        staged::finish(&database.db, &database.staged_writes, None)?;
+        database.rebuild_indexes_if_stale()?;
+        Ok(database)
+    }
+
+    /// The organization's write lock (see [`Trees::writers`]).
+    fn writer(&self, organization: Uuid) -> Arc<Mutex<i64>> {
+        let mut writers = self.writers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        writers.entry(organization).or_default().clone()
+    }
+
+    /// Opens the store of an existing deployment: refuses a directory
+    /// without sled's files in it instead of creating a store there.
+    pub fn open_existing(dir: &Path) -> Result<SledStore, StoreError> {
+        if !dir.join("conf").is_file() || !dir.join("db").is_file() {
+            return Err(StoreError::NotADeployment(dir.display().to_string()));
+        }
+        SledStore::open(dir)
+    }
+}
+
+impl Trees {
+    /// The organization's gate (see [`Trees::gates`]).
+    fn gate(&self, organization: Uuid) -> Arc<RwLock<()>> {
+        let mut gates = self.gates.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        gates.entry(organization).or_default().clone()
+    }
+
+    /// Rebuilds every index when the stored ones were built from another
+    /// index table (or none): a data directory from an older release, or
+    /// one whose table changed.
+    fn rebuild_indexes_if_stale(&self) -> Result<(), StoreError> {
+        if self.marker(INDEXES_MARKER)?.as_deref() == Some(index_table_fingerprint().as_str()) {
+            return Ok(());
+        }
+        self.rebuild_indexes()
+    }
+
+    /// Writes records without their index entries, for an offline bulk
+    /// load: much faster than [`Trees::write_records`]. The indexes are
+    /// marked stale first, so a load that stops half-way is re-indexed on
+    /// the next open; [`Trees::finish_bulk_load`] rebuilds them. A bulk
+    /// load is not a change: it gives the records no change events.
+    fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
+        if self.marker(INDEXES_MARKER)?.as_deref() != Some("stale") {
+            self.set_marker(INDEXES_MARKER, "stale")?;
+        }
+        let tree = self
+            .tree(collection)
+            .ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
+        let mut batch = sled::Batch::default();
+        for record in records {
+            let id = record_uuid(collection, record)?;
+            // Checks created_at now rather than failing the rebuild later.
+            index_entries(organization, collection, id, record)?;
+            let bytes = serde_json::to_vec(record).map_err(|e| StoreError::InvalidRecord(e.to_string()))?;
+            batch.insert(&record_key(organization, id)[..], bytes);
+        }
+        tree.apply_batch(batch).map_err(store_error)?;
+        Ok(())
+    }
+
+    /// Rebuilds every index and count from the records (the change feed
+    /// and histories are not indexes: they stay as they are).
+    fn rebuild_indexes(&self) -> Result<(), StoreError> {
+        const BLOCKS_PER_BATCH: usize = 10_000;
+        for (collection, trees) in &self.collections {
+            trees.index.clear().map_err(store_error)?;
+            trees.counts.clear().map_err(store_error)?;
+            let mut counts: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+            // Each value's entries, gathered whole, then written in blocks.
+            let mut entries: HashMap<Vec<u8>, Vec<index_blocks::Entry>> = HashMap::new();
+            for entry in trees.records.iter() {
+                let (key, bytes) = entry.map_err(store_error)?;
+                let organization = key.get(..16).and_then(|b| Uuid::from_slice(b).ok());
+                let (Some(organization), Ok(id)) = (organization, record_id(&key)) else {
+                    return Err(StoreError::Corrupt("a record key is not organization id + record id".into()));
+                };
+                let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                for (entry_key, count_key) in index_entries(organization, collection, id, &record)? {
+                    if let Some(entry_key) = entry_key {
+                        let (prefix, entry) = index_blocks::split_entry_key(&entry_key)?;
+                        entries.entry(prefix.to_vec()).or_default().push(entry);
+                    }
+                    *counts.entry(count_key).or_default() += 1;
+                }
+            }
+            let mut batch = sled::Batch::default();
+            let mut batched = 0;
+            for (prefix, mut held) in entries {
+                held.sort_unstable();
+                held.dedup();
+                for (key, value) in index_blocks::single_run(&prefix, &held) {
+                    batch.insert(key, value);
+                    batched += 1;
+                }
+                if batched >= BLOCKS_PER_BATCH {
+                    trees.index.apply_batch(std::mem::take(&mut batch)).map_err(store_error)?;
+                    batched = 0;
+                }
+            }
+            trees.index.apply_batch(batch).map_err(store_error)?;
+            let mut batch = sled::Batch::default();
+            for (key, count) in counts {
+                batch.insert(key, &count.to_be_bytes());
+            }
+            trees.counts.apply_batch(batch).map_err(store_error)?;
+        }
+        self.flush()?;
+        self.set_marker(INDEXES_MARKER, &index_table_fingerprint())
+    }
+
+    /// Checks that every index entry and count agrees with the records;
+    /// returns what does not (empty when all is well). Reads everything.
+    fn verify_indexes(&self) -> Result<Vec<String>, StoreError> {
+        let mut problems = Vec::new();
+        for (collection, trees) in &self.collections {
+            let mut entries: Vec<index_blocks::EntryDigest> = Vec::new();
+            let mut counts: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+            for entry in trees.records.iter() {
+                let (key, bytes) = entry.map_err(store_error)?;
+                let organization = key.get(..16).and_then(|b| Uuid::from_slice(b).ok()).unwrap_or_default();
+                let id = record_id(&key)?;
+                let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                for (entry_key, count_key) in index_entries(organization, collection, id, &record)? {
+                    entries.extend(entry_key.map(|key| index_blocks::entry_digest(&[&key])));
+                    *counts.entry(count_key).or_default() += 1;
+                }
+            }
+            entries.sort_unstable();
+            entries.dedup();
+            let (stored_entries, layout_problems) = index_blocks::stored_entries(&trees.index)?;
+            problems.extend(layout_problems.into_iter().map(|problem| format!("{collection}: {problem}")));
+            let (missing, extra) = index_blocks::differences(&entries, &stored_entries);
+            if missing + extra > 0 {
+                problems.push(format!("{collection}: {missing} index entries missing, {extra} pointing at nothing"));
+            }
+            let mut stored_counts = BTreeMap::new();
+            for entry in trees.counts.iter() {
+                let (key, bytes) = entry.map_err(store_error)?;
+                stored_counts.insert(key.to_vec(), read_count(&bytes));
+            }
+            if stored_counts != counts {
+                problems.push(format!("{collection}: index counts disagree with the records"));
+            }
+        }
+        problems.extend(self.verify_changes()?);
+        Ok(problems)
+    }
+
+    /// Whether no organization exists yet.
+    fn is_empty(&self) -> bool {
+        self.organizations.is_empty()
+    }
+
+    /// A small marker in the settings tree (e.g. how far demo seeding got).
+    fn marker(&self, name: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .meta
+            .get(format!("marker/{name}"))
+            .map_err(store_error)?
+            .map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    fn set_marker(&self, name: &str, value: &str) -> Result<(), StoreError> {
+        self.meta.insert(format!("marker/{name}"), value.as_bytes()).map_err(store_error)?;
+        self.flush()
+    }
+
+    /// Removes every organization, key, record, change event and history
+    /// entry (the cursor key stays):
+    /// used to restart a demo load that was interrupted.
+    fn clear_data(&self) -> Result<(), StoreError> {
+        self.organizations.clear().map_err(store_error)?;
+        self.api_keys.clear().map_err(store_error)?;
+        for trees in self.collections.values() {
+            trees.records.clear().map_err(store_error)?;
+            trees.index.clear().map_err(store_error)?;
+            trees.counts.clear().map_err(store_error)?;
+            trees.changes.clear().map_err(store_error)?;
+            trees.change_ids.clear().map_err(store_error)?;
+            trees.history.clear().map_err(store_error)?;
+        }
+        self.change_logs.clear().map_err(store_error)?;
+        self.flush()
+    }
+
+    /// Health probe: a cheap read that touches the storage engine.
+    fn probe(&self) -> Result<(), StoreError> {
+        self.organizations.first().map_err(store_error)?;
+        Ok(())
+    }
+
+    /// The store's size on disk, in bytes.
+    fn size_on_disk(&self) -> Result<u64, StoreError> {
+        self.db.size_on_disk().map_err(store_error)
+    }
+
+    /// Makes every write so far durable.
+    fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush().map_err(store_error)?;
+        Ok(())
+    }
+
+    /// A 32-byte secret of this installation (e.g. the cursor-sealing
+    /// key), created on first use so that it survives restarts.
+    fn secret(&self, name: &str) -> Result<[u8; 32], StoreError> {
+        let mut fresh = [0u8; 32];
+        rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut fresh);
+        self.secret_if_absent(name, fresh)
+    }
+
+    /// Stores `value` unless the secret is there (the first writer wins).
+    fn secret_if_absent(&self, name: &str, value: [u8; 32]) -> Result<[u8; 32], StoreError> {
+        let key = format!("secret/{name}");
+        if self.meta.get(&key).map_err(store_error)?.is_none() {
+            // Only the first writer wins, so concurrent first uses agree.
+            let _ = self.meta.compare_and_swap(&key, None as Option<&[u8]>, Some(&value[..])).map_err(store_error)?;
+            self.flush()?;
+        }
+        let stored =
+            self.meta.get(&key).map_err(store_error)?.ok_or_else(|| StoreError::Corrupt(format!("{key} vanished")))?;
+        <[u8; 32]>::try_from(stored.as_ref()).map_err(|_| StoreError::Corrupt(format!("{key} is not 32 bytes")))
+    }
+
+    /// Every stored secret by name.
+    fn secrets(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.meta
+            .scan_prefix("secret/")
+            .map(|entry| {
+                let (key, value) = entry.map_err(store_error)?;
+                let name = String::from_utf8_lossy(&key["secret/".len()..]).into_owned();
+                Ok((name, value.to_vec()))
+            })
+            .collect()
+    }
+
+    fn set_secret(&self, name: &str, value: &[u8]) -> Result<(), StoreError> {
+        self.meta.insert(format!("secret/{name}"), value).map_err(store_error)?;
+        self.flush()
+    }
+
+    /// Every marker by name but the index-table marker, which describes
+    /// this directory's index layout, not the deployment.
+    fn markers(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let mut markers = Vec::new();
+        for entry in self.meta.scan_prefix("marker/") {
+            let (key, value) = entry.map_err(store_error)?;
+            let name = String::from_utf8_lossy(&key["marker/".len()..]).into_owned();
+            if name != INDEXES_MARKER {
+                markers.push((name, String::from_utf8_lossy(&value).into_owned()));
+            }
+        }
+        Ok(markers)
+    }
+
+    fn api_keys_with_hashes(&self) -> Result<Vec<([u8; 32], ApiKeyRecord)>, StoreError> {
+        let mut keys = Vec::new();
+        for entry in self.api_keys.iter() {
+            let (hash, bytes) = entry.map_err(store_error)?;
+            let hash = <[u8; 32]>::try_from(hash.as_ref())
+                .map_err(|_| StoreError::Corrupt("an API key is stored under a hash that is not 32 bytes".into()))?;
+            let record: ApiKeyRecord =
+                serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            keys.push((hash, record));
+        }
+        keys.sort_by_key(|(_, key)| key.id);
+        Ok(keys)
+    }
+
+    fn insert_organization(&self, organization: &Organization) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(organization).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.organizations.insert(organization.organization_id.as_bytes(), bytes).map_err(store_error)?;
+        self.flush()
+    }
+
+    fn organization(&self, id: Uuid) -> Result<Option<Organization>, StoreError> {
+        match self.organizations.get(id.as_bytes()).map_err(store_error)? {
+            Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
+            None => Ok(None),
+        }
+    }
+
+    /// Stores an API key's record under the hash of the key.
+    fn insert_api_key(&self, key_hash: &[u8; 32], record: &ApiKeyRecord) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.api_keys.insert(key_hash, bytes).map_err(store_error)?;
+        self.flush()
+    }
+
+    /// Every organization, in id (creation) order.
+    fn organizations(&self) -> Result<Vec<Organization>, StoreError> {
+        self.organizations
+            .iter()
+            .values()
+            .map(|bytes| {
+                serde_json::from_slice(&bytes.map_err(store_error)?).map_err(|e| StoreError::Corrupt(e.to_string()))
+            })
+            .collect()
+    }
+
+    /// The stored records of every key (of one organization when given), oldest first.
+    fn api_keys(&self, organization: Option<Uuid>) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        let mut keys = Vec::new();
+        for bytes in self.api_keys.iter().values() {
+            let record: ApiKeyRecord =
+                serde_json::from_slice(&bytes.map_err(store_error)?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            if organization.is_none_or(|organization| record.organization_id == organization) {
+                keys.push(record);
+            }
+        }
+        keys.sort_by_key(|key| key.id);
+        Ok(keys)
+    }
+
+    /// Marks the key with this id revoked (durably); `None` when there is
+    /// no such key. Revoking a revoked key keeps its first revocation time.
+    fn revoke_api_key(&self, id: Uuid, revoked_at: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        for entry in self.api_keys.iter() {
+            let (hash, bytes) = entry.map_err(store_error)?;
+            let mut record: ApiKeyRecord =
+                serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            if record.id != id {
+                continue;
+            }
+            if record.revoked_at.is_none() {
+                record.revoked_at = Some(revoked_at.to_owned());
+                let bytes = serde_json::to_vec(&record).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                self.api_keys.insert(hash, bytes).map_err(store_error)?;
+                self.flush()?;
+            }
+            return Ok(Some(record));
+        }
+        Ok(None)
+    }
+
+    fn api_key(&self, key_hash: &[u8; 32]) -> Result<Option<ApiKeyRecord>, StoreError> {
+        match self.api_keys.get(key_hash).map_err(store_error)? {
+            Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
+            None => Ok(None),
+        }
+    }
+
+    fn tree(&self, collection: &str) -> Option<&sled::Tree> {
+        self.collections.get(collection).map(|trees| &trees.records)
+    }
+
+    /// Writes records (JSON objects with a UUID `id`, `created_at` and
+    /// `updated_at`) of one organization, in one or more collections, with
+    /// their index entries and counts, deletes records with theirs, appends
+    /// history entries and records each change in the change feed (at
+    /// `changed_at`), in one transaction: all or nothing, durable on
+    /// return. A record with an existing id replaces it and its index
+    /// entries. The caller holds the writer lock: the change log read here
+    /// is the one the transaction replaces.
+    /// Takes the records by value: each collection's parsed records are
+    /// dropped once encoded, so they are not held through the transaction,
+    /// which keeps its own copy of every write.
+    fn write_records(
+        &self,
+        organization: Uuid,
+        batches: Vec<CollectionWrite>,
+        changed_at: i64,
+    ) -> Result<(), StoreError> {
+        // The blocks read below stay as read until the transaction commits:
+        // the caller holds the organization's write lock.
+        let log = self.read_change_log(organization)?;
+        let mut next_sequence = log.latest;
+        let mut trees: Vec<&sled::Tree> = Vec::new();
+        let mut writes: Vec<staged::KeyWrite> = Vec::new();
+        for CollectionWrite { collection, records, deleted, history } in
+            batches.into_iter().filter(|batch| !batch.is_empty())
+        {
+            let collection_trees = self
+                .collections
+                .get(collection.as_str())
+                .ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
+            trees.extend([
+                &collection_trees.records,
+                &collection_trees.index,
+                &collection_trees.counts,
+                &collection_trees.changes,
+                &collection_trees.change_ids,
+                &collection_trees.history,
+            ]);
+            let mut rows: Vec<([u8; 32], Option<Vec<u8>>)> = Vec::with_capacity(records.len() + deleted.len());
+            let mut feed = changes::FeedWrites::default();
+            // Each index entry the batch touches: whether it was there
+            // before and whether it is after (a record rewritten with the
+            // same value keeps its entry, and its block is not rewritten);
+            // and how each count moves.
+            let mut entries: BTreeMap<Vec<u8>, (bool, bool)> = BTreeMap::new();
+            let mut deltas: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
+            // Each record's bytes and index entries, and those of the record
+            // it replaces in the store, worked out on every core.
+            let ready = esr_store::parallel::map_in_order(&records, |record| {
+                prepare_record(collection_trees, organization, &collection, record)
+            })
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()?;
+            drop(records);
+            let written: HashSet<Uuid> = ready.iter().map(|record| record.id).collect();
+            if let Some(id) = deleted.iter().find(|id| written.contains(id)) {
+                return Err(StoreError::InvalidRecord(format!(
+                    "{collection} record {id} is both written and deleted by one batch"
+                )));
+            }
+            // An id on several lines replaces, from its second line on, what
+            // its line before wrote: those entries are kept until then.
+            let mut lines_left: HashMap<Uuid, usize> = HashMap::new();
+            for record in &ready {
+                *lines_left.entry(record.id).or_default() += 1;
+            }
+            let mut written_earlier: HashMap<Uuid, Vec<IndexEntry>> = HashMap::new();
+            // The ids given an event so far: an id's first line gets it.
+            let mut evented: HashSet<Uuid> = HashSet::with_capacity(written.len());
+            for record in ready {
+                if evented.insert(record.id) {
+                    next_sequence += 1;
+                    let operation = if record.stored_entries.is_some() {
+                        ChangeOperation::Updated
+                    } else {
+                        ChangeOperation::Created
+                    };
+                    let event = changes::StoredEvent { id: record.id, operation, changed_at };
+                    feed.record_event(organization, next_sequence, event, record.stored_event);
+                }
+                let previous = written_earlier.remove(&record.id).or(record.stored_entries);
+                for (entry_key, count_key) in previous.into_iter().flatten() {
+                    if let Some(entry_key) = entry_key {
+                        // The first change of an entry tells whether it was there.
+                        entries.entry(entry_key).or_insert((true, true)).1 = false;
+                    }
+                    *deltas.entry(count_key).or_default() -= 1;
+                }
+                if let Some(left) = lines_left.get_mut(&record.id) {
+                    *left -= 1;
+                    if *left > 0 {
+                        written_earlier.insert(record.id, record.entries.clone());
+                    }
+                }
+                for (entry_key, count_key) in record.entries {
+                    if let Some(entry_key) = entry_key {
+                        entries.entry(entry_key).or_insert((false, false)).1 = true;
+                    }
+                    *deltas.entry(count_key).or_default() += 1;
+                }
+                rows.push((record_key(organization, record.id), Some(record.bytes)));
+            }
+            // Deletions after the records, each stored id once, in the order given.
+            let deleted: Vec<Uuid> = deleted.into_iter().filter(|id| evented.insert(*id)).collect();
+            let stored = esr_store::parallel::map_in_order(&deleted, |id| {
+                prepare_deletion(collection_trees, organization, &collection, *id)
+            })
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()?;
+            let mut deleted_now = HashSet::new();
+            for deletion in stored.into_iter().flatten() {
+                next_sequence += 1;
+                let event = changes::StoredEvent { id: deletion.id, operation: ChangeOperation::Deleted, changed_at };
+                feed.record_event(organization, next_sequence, event, deletion.stored_event);
+                for (entry_key, count_key) in deletion.entries {
+                    if let Some(entry_key) = entry_key {
+                        entries.entry(entry_key).or_insert((true, true)).1 = false;
+                    }
+                    *deltas.entry(count_key).or_default() -= 1;
+                }
+                feed.history.extend(deletion.history_keys.into_iter().map(|key| (key, None)));
+                rows.push((record_key(organization, deletion.id), None));
+                deleted_now.insert(deletion.id);
+            }
+            // History entries after what each record holds; a record this
+            // write deletes takes its history with it, new entries too.
+            let mut next_entry: HashMap<Uuid, u64> = HashMap::new();
+            for (id, entry) in history.into_iter().filter(|(id, _)| !deleted_now.contains(id)) {
+                let n = match next_entry.get(&id) {
+                    Some(n) => *n,
+                    None => Trees::next_history_number(&collection_trees.history, organization, id)?,
+                };
+                next_entry.insert(id, n + 1);
+                feed.history.push((changes::history_key(organization, id, n).to_vec(), Some(entry)));
+            }
+            let changed: BTreeMap<Vec<u8>, bool> = entries
+                .into_iter()
+                .filter(|(_, (before, after))| before != after)
+                .map(|(key, (_, after))| (key, after))
+                .collect();
+            let blocks = index_blocks::plan(&collection_trees.index, &changed)?;
+            // Counts as the values they end with (the write lock keeps them
+            // as read), so that a staged write applied twice is applied once.
+            let mut counts = Vec::with_capacity(deltas.len());
+            for (key, delta) in deltas.into_iter().filter(|(_, delta)| *delta != 0) {
+                let current =
+                    collection_trees.counts.get(&key).map_err(store_error)?.map_or(0, |bytes| read_count(&bytes));
+                let updated = current.saturating_add_signed(delta);
+                counts.push((key, (updated != 0).then(|| updated.to_be_bytes().to_vec())));
+            }
+            // The trees' order is that of `trees` above.
+            let base = trees.len() - 6;
+            let mut add = |tree: usize, key: Vec<u8>, value: Option<Vec<u8>>| {
+                writes.push(staged::KeyWrite { tree: base + tree, key, value });
+            };
+            rows.into_iter().for_each(|(key, bytes)| add(0, key.to_vec(), bytes));
+            blocks.into_iter().for_each(|(key, block)| add(1, key, block));
+            counts.into_iter().for_each(|(key, count)| add(2, key, count));
+            feed.events.into_iter().for_each(|(key, event)| add(3, key.to_vec(), event.map(|e| e.to_vec())));
+            feed.pointers.into_iter().for_each(|(key, sequence)| add(4, key.to_vec(), sequence.map(|s| s.to_vec())));
+            feed.history.into_iter().for_each(|(key, entry)| add(5, key, entry));
+        }
+        if writes.is_empty() {
+            return Ok(());
+        }
+        // The log last: whoever watches it sees the write once it is whole.
+        if next_sequence > log.latest {
+            let logged = ChangeLog { latest: next_sequence, ..log };
+            writes.push(staged::KeyWrite {
+                tree: trees.len(),
+                key: organization.as_bytes().to_vec(),
+                value: Some(changes::encode_log(logged).to_vec()),
+            });
+        }
+        trees.push(&self.change_logs);
+        let gate = self.gate(organization);
+        staged::commit(&self.db, &self.staged_writes, &gate, organization, &trees, &writes)
+    }
+
+    /// The index entries holding `value`, in (position, id) order
+    /// (descending when `reverse`), strictly after `after`: the one walk
+    /// behind both `index-scan` and `index-positions`.
+    fn index_walk(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<IndexPosition>,
+        reverse: bool,
+    ) -> Result<(&CollectionTrees, index_blocks::Entries), StoreError> {
+        let trees = self.index_trees(collection, index)?;
+        let prefix = value_prefix(organization, index, value);
+        let after = after.map(|(position, id)| entry_of(position, id));
+        Ok((trees, index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), reverse)?))
+    }
+
+    /// How many records hold `value` in the index.
+    fn index_count(&self, organization: Uuid, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+        let trees = self.index_trees(collection, index)?;
+        Ok(trees
+            .counts
+            .get(value_prefix(organization, index, value))
+            .map_err(store_error)?
+            .map_or(0, |bytes| read_count(&bytes)))
+    }
+
+    /// Every value the organization's records hold in the index, with its
+    /// count: the count keys under `organization ‖ index name ‖ 0`.
+    fn index_values(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        index: &str,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        let trees = self.index_trees(collection, index)?;
+        let mut prefix = Vec::with_capacity(16 + index.len() + 1);
+        prefix.extend_from_slice(organization.as_bytes());
+        prefix.extend_from_slice(index.as_bytes());
+        prefix.push(0);
+        let mut values = Vec::new();
+        for row in trees.counts.scan_prefix(&prefix) {
+            let (key, count) = row.map_err(store_error)?;
+            let value = key
+                .get(prefix.len() + 4..)
+                .and_then(|value| std::str::from_utf8(value).ok())
+                .ok_or_else(|| StoreError::Corrupt(format!("a count key of {collection}/{index} is malformed")))?;
+            let count = read_count(&count);
+            if count > 0 {
+                values.push((value.to_owned(), count));
+            }
+        }
+        Ok(values)
+    }
+
+    /// How many of the organization's records hold one of each
+    /// condition's values in its index and, when given, were updated
+    /// strictly after `updated_after` (Unix nanoseconds). Reads index keys
+    /// only: the smallest condition gives the candidates, each other one
+    /// (and the `updated_at` range) keeps those it also holds.
+    fn count_matching(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        conditions: &[(String, Vec<String>)],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        if conditions.is_empty() && !self.collections.contains_key(collection) {
+            return Ok(0);
+        }
+        // Each value once: a repeated value must not count its records twice.
+        let conditions: Vec<(&str, Vec<String>)> = conditions
+            .iter()
+            .map(|(index, values)| {
+                (index.as_str(), values.iter().collect::<BTreeSet<_>>().into_iter().cloned().collect())
+            })
+            .collect();
+        let mut sized = Vec::with_capacity(conditions.len());
+        for (index, values) in &conditions {
+            let trees = self.index_trees(collection, index)?;
+            let everything =
+                indexes::find(collection, index).is_some_and(|found| found.key == indexes::IndexKey::Everything);
+            if everything && values.iter().any(String::is_empty) {
+                continue;
+            }
+            let mut held = 0;
+            for value in values {
+                held += self.index_count(organization, collection, index, value)?;
+            }
+            sized.push((held, trees, *index, values));
+        }
+        sized.sort_by_key(|(held, ..)| *held);
+        // One condition on an index where a record holds at most one value
+        // (or on one value): its counts are exact.
+        if let [(held, _, index, values)] = sized.as_slice()
+            && updated_after.is_none()
+            && (values.len() == 1 || single_valued(collection, index))
+        {
+            return Ok(*held);
+        }
+        // Two conditions on a pair the host counts: the sum of the counts of
+        // their value combinations.
+        if let [(_, _, a, a_values), (_, _, b, b_values)] = sized.as_slice()
+            && updated_after.is_none()
+        {
+            let pairs = indexes::counted_pairs(collection);
+            let ordered = if pairs.contains(&(a, b)) {
+                Some(((*a, *a_values), (*b, *b_values)))
+            } else if pairs.contains(&(b, a)) {
+                Some(((*b, *b_values), (*a, *a_values)))
+            } else {
+                None
+            };
+            if let Some(((first, first_values), (second, second_values))) = ordered {
+                let name = indexes::pair_name(first, second);
+                let trees = self.index_trees(collection, first)?;
+                let mut total = 0;
+                for x in first_values.iter() {
+                    for y in second_values.iter() {
+                        let key = value_prefix(organization, &name, &indexes::pair_value(x, y));
+                        total += trees.counts.get(key).map_err(store_error)?.map_or(0, |bytes| read_count(&bytes));
+                    }
+                }
+                return Ok(total);
+            }
+        }
+        // How many candidates have their `updated_at` entry strictly after
+        // `after` (`later`), or at or before it.
+        let count_updated_side = |trees: &CollectionTrees,
+                                  candidates: &HashSet<[u8; 16]>,
+                                  after: i64,
+                                  later: bool|
+         -> Result<u64, StoreError> {
+            let split = entry_of(after, Uuid::max());
+            let prefix = value_prefix(organization, UPDATED_AT, "");
+            let start = if later { Some(&split) } else { None };
+            let mut count = 0;
+            for entry in index_blocks::Entries::new(&trees.index, &prefix, start, false)? {
+                let entry = entry?;
+                if !later && entry > split {
+                    break;
+                }
+                if candidates.contains(&entry_id(&entry)?) {
+                    count += 1;
+                }
+            }
+            Ok(count)
+        };
+        let Some(((_, smallest, index, values), others)) = sized.split_first() else {
+            return match updated_after {
+                None => self.count(organization, collection),
+                Some(after) => self.count_updated_after(organization, collection, after),
+            };
+        };
+        let mut candidates: HashSet<[u8; 16]> = HashSet::new();
+        for value in values.iter() {
+            for entry in
+                index_blocks::Entries::new(&smallest.index, &value_prefix(organization, index, value), None, false)?
+            {
+                candidates.insert(entry_id(&entry?)?);
+            }
+        }
+        for (_, trees, index, values) in others {
+            let mut kept = HashSet::with_capacity(candidates.len());
+            for value in values.iter() {
+                for entry in
+                    index_blocks::Entries::new(&trees.index, &value_prefix(organization, index, value), None, false)?
+                {
+                    let id = entry_id(&entry?)?;
+                    if candidates.contains(&id) {
+                        kept.insert(id);
+                    }
+                }
+            }
+            candidates = kept;
+            if candidates.is_empty() {
+                return Ok(0);
+            }
+        }
+        let Some(after) = updated_after else { return Ok(candidates.len() as u64) };
+        // Read the smaller side of `after` in the `updated_at` index (its
+        // sides' sizes come from the hourly counts).
+        let updated_later = self.count_updated_after(organization, collection, after)?;
+        let everything = self.count(organization, collection)?;
+        let later_side = updated_later <= everything - updated_later.min(everything);
+        let in_range = count_updated_side(smallest, &candidates, after, later_side)?;
+        Ok(if later_side { in_range } else { candidates.len() as u64 - in_range })
+    }
+
+    /// How many of the organization's records hold the sort value of the
+    /// sort index `index` at a position strictly between `after` and
+    /// `before` (an absent end is open), meet every condition and, when
+    /// given, were updated strictly after `updated_after`. Reads index keys
+    /// only. A range alone walks the smaller side of it: its entries and
+    /// the entries outside it are counted in turns until one side ends.
+    #[allow(clippy::too_many_arguments)]
+    fn count_in_range(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        index: &str,
+        after: Option<(i64, Uuid)>,
+        before: Option<(i64, Uuid)>,
+        conditions: &[(String, Vec<String>)],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        let trees = self.index_trees(collection, index)?;
+        if indexes::find(collection, index).is_none_or(|found| found.key != indexes::IndexKey::SortValue) {
+            return Err(StoreError::MalformedCall(format!("{index} of {collection} is not a sort index")));
+        }
+        let prefix = value_prefix(organization, index, indexes::SORTED);
+        let after = after.map(|(position, id)| entry_of(position, id));
+        let before = before.map(|(position, id)| entry_of(position, id));
+        let mut inside = index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), false)?
+            .take_while(move |entry| entry.as_ref().map_or(true, |entry| before.is_none_or(|before| *entry < before)));
+        if conditions.is_empty() && updated_after.is_none() {
+            let held = self.index_count(organization, collection, index, indexes::SORTED)?;
+            let below = index_blocks::Entries::new(&trees.index, &prefix, None, false)?.take_while(move |entry| {
+                entry.as_ref().map_or(true, |entry| after.is_some_and(|after| *entry <= after))
+            });
+            let above = index_blocks::Entries::new(&trees.index, &prefix, None, true)?.take_while(move |entry| {
+                entry.as_ref().map_or(true, |entry| before.is_some_and(|before| *entry >= before))
+            });
+            let mut outside = below.chain(above);
+            let (mut counted_inside, mut counted_outside) = (0u64, 0u64);
+            loop {
+                match inside.next() {
+                    None => return Ok(counted_inside),
+                    Some(entry) => {
+                        entry?;
+                        counted_inside += 1;
+                    }
+                }
+                match outside.next() {
+                    None => return Ok(held.saturating_sub(counted_outside)),
+                    Some(entry) => {
+                        entry?;
+                        counted_outside += 1;
+                    }
+                }
+            }
+        }
+        let candidates = match self.intersect_conditions(organization, collection, conditions)? {
+            Some(candidates) => candidates,
+            None => return Ok(0),
+        };
+        let mut kept = HashSet::new();
+        for entry in inside {
+            let entry = entry?;
+            let id = entry_id(&entry)?;
+            if candidates.as_ref().is_none_or(|candidates| candidates.contains(&id)) {
+                kept.insert(id);
+            }
+        }
+        match updated_after {
+            None => Ok(kept.len() as u64),
+            Some(after) => self.count_candidates_updated_after(organization, collection, &kept, after),
+        }
+    }
+
+    /// The ids of the records meeting every condition, smallest condition
+    /// first; `Some(None)` when there is no condition (every record), `None`
+    /// when nothing can match.
+    #[allow(clippy::type_complexity)]
+    fn intersect_conditions(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        conditions: &[(String, Vec<String>)],
+    ) -> Result<Option<Option<HashSet<[u8; 16]>>>, StoreError> {
+        let mut sized = Vec::with_capacity(conditions.len());
+        for (index, values) in conditions {
+            let trees = self.index_trees(collection, index)?;
+            let values: BTreeSet<&String> = values.iter().collect();
+            let mut held = 0;
+            for value in &values {
+                held += self.index_count(organization, collection, index, value)?;
+            }
+            sized.push((held, trees, index.as_str(), values));
+        }
+        sized.sort_by_key(|(held, ..)| *held);
+        let mut candidates: Option<HashSet<[u8; 16]>> = None;
+        for (_, trees, index, values) in sized {
+            let mut kept = HashSet::new();
+            for value in values {
+                for entry in
+                    index_blocks::Entries::new(&trees.index, &value_prefix(organization, index, value), None, false)?
+                {
+                    let id = entry_id(&entry?)?;
+                    if candidates.as_ref().is_none_or(|candidates| candidates.contains(&id)) {
+                        kept.insert(id);
+                    }
+                }
+            }
+            if kept.is_empty() {
+                return Ok(None);
+            }
+            candidates = Some(kept);
+        }
+        Ok(Some(candidates))
+    }
+
+    /// How many of `candidates` were updated strictly after `after`.
+    fn count_candidates_updated_after(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        candidates: &HashSet<[u8; 16]>,
+        after: i64,
+    ) -> Result<u64, StoreError> {
+        Ok(self.candidates_updated_after(organization, collection, candidates, after)?.len() as u64)
+    }
+
+    /// Those of `candidates` updated strictly after `after`: the smaller
+    /// side of `after` in the `updated_at` index is read (the sides' sizes
+    /// come from the hourly counts).
+    fn candidates_updated_after(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        candidates: &HashSet<[u8; 16]>,
+        after: i64,
+    ) -> Result<HashSet<[u8; 16]>, StoreError> {
+        let trees = self.index_trees(collection, UPDATED_AT)?;
+        let updated_later = self.count_updated_after(organization, collection, after)?;
+        let everything = self.count(organization, collection)?;
+        let later = updated_later <= everything - updated_later.min(everything);
+        let split = entry_of(after, Uuid::max());
+        let prefix = value_prefix(organization, UPDATED_AT, "");
+        let mut side = HashSet::new();
+        for entry in index_blocks::Entries::new(&trees.index, &prefix, later.then_some(&split), false)? {
+            let entry = entry?;
+            if !later && entry > split {
+                break;
+            }
+            let id = entry_id(&entry)?;
+            if candidates.contains(&id) {
+                side.insert(id);
+            }
+        }
+        Ok(if later { side } else { candidates.difference(&side).copied().collect() })
+    }
+
+    /// [`StoreReader::count_groups_of_candidates`]: the smallest condition
+    /// on an index ordered by creation gives the candidates' entries; the
+    /// other such conditions, then each group value, keep those they hold,
+    /// sought block by block at the candidates' places
+    /// ([`index_blocks::held`]); any other condition, the range and
+    /// `updated_after` keep those their entries name.
+    #[allow(clippy::too_many_arguments)]
+    fn count_groups_of_candidates(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        group_by: &[String],
+        range: Option<&IndexRange>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+        max_candidates: u64,
+    ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+        let mut sized = Vec::new();
+        for (index, values) in restricting_conditions(collection, conditions) {
+            let trees = self.index_trees(collection, &index)?;
+            let mut held = 0;
+            for value in &values {
+                held += self.index_count(organization, collection, &index, value)?;
+            }
+            sized.push((held, trees, index, values));
+        }
+        if let Some(range) = range {
+            self.index_trees(collection, &range.index)?;
+            if indexes::find(collection, &range.index).is_none_or(|found| found.key != indexes::IndexKey::SortValue) {
+                return Err(StoreError::MalformedCall(format!("{} of {collection} is not a sort index", range.index)));
+            }
+        }
+        sized.sort_by_key(|(held, ..)| *held);
+        let Some(source) = sized.iter().position(|(_, _, index, _)| ordered_by_creation(collection, index)) else {
+            return Ok(None);
+        };
+        if sized[source].0 > max_candidates {
+            return Ok(None);
+        }
+        let (_, trees, index, values) = sized.remove(source);
+        let mut candidates: Vec<index_blocks::Entry> = Vec::new();
+        for value in &values {
+            for entry in
+                index_blocks::Entries::new(&trees.index, &value_prefix(organization, &index, value), None, false)?
+            {
+                candidates.push(entry?);
+            }
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        for (_, trees, index, values) in &sized {
+            if ordered_by_creation(collection, index) {
+                let mut kept = vec![false; candidates.len()];
+                for value in values {
+                    let held =
+                        index_blocks::held(&trees.index, &value_prefix(organization, index, value), &candidates)?;
+                    kept.iter_mut().zip(held).for_each(|(kept, held)| *kept |= held);
+                }
+                let mut kept = kept.into_iter();
+                candidates.retain(|_| kept.next().unwrap_or(false));
+            } else {
+                let ids = ids_of(&candidates)?;
+                let mut named = HashSet::new();
+                for value in values {
+                    for entry in index_blocks::Entries::new(
+                        &trees.index,
+                        &value_prefix(organization, index, value),
+                        None,
+                        false,
+                    )? {
+                        let id = entry_id(&entry?)?;
+                        if ids.contains(&id) {
+                            named.insert(id);
+                        }
+                    }
+                }
+                candidates = keep_named(candidates, &named)?;
+            }
+        }
+        if let Some(range) = range {
+            let trees = self.index_trees(collection, &range.index)?;
+            let ids = ids_of(&candidates)?;
+            let before = range.before.map(|(position, id)| entry_of(position, id));
+            let after = range.after.map(|(position, id)| entry_of(position, id));
+            let prefix = value_prefix(organization, &range.index, indexes::SORTED);
+            let mut named = HashSet::new();
+            for entry in index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), false)? {
+                let entry = entry?;
+                if before.is_some_and(|before| entry >= before) || named.len() == ids.len() {
+                    break;
+                }
+                let id = entry_id(&entry)?;
+                if ids.contains(&id) {
+                    named.insert(id);
+                }
+            }
+            candidates = keep_named(candidates, &named)?;
+        }
+        if let Some(after) = updated_after {
+            let named = self.candidates_updated_after(organization, collection, &ids_of(&candidates)?, after)?;
+            candidates = keep_named(candidates, &named)?;
+        }
+        // Each candidate's value in each group index (none: it holds none).
+        let mut placed: Vec<Vec<Option<usize>>> = Vec::with_capacity(group_by.len());
+        let mut names: Vec<Vec<String>> = Vec::with_capacity(group_by.len());
+        for group in group_by {
+            let trees = self.index_trees(collection, group)?;
+            let values = self.index_values(organization, collection, group)?;
+            let mut value_of = vec![None; candidates.len()];
+            let mut unplaced: Vec<usize> = (0..candidates.len()).collect();
+            // The commonest values first: most candidates are placed early
+            // and not sought again.
+            let mut commonest: Vec<usize> = (0..values.len()).collect();
+            commonest.sort_by_key(|n| std::cmp::Reverse(values[*n].1));
+            for n in commonest {
+                if unplaced.is_empty() {
+                    break;
+                }
+                let probes: Vec<index_blocks::Entry> = unplaced.iter().map(|at| candidates[*at]).collect();
+                let held = index_blocks::held(&trees.index, &value_prefix(organization, group, &values[n].0), &probes)?;
+                let mut still = Vec::with_capacity(unplaced.len());
+                for (at, held) in unplaced.into_iter().zip(held) {
+                    if held {
+                        value_of[at] = Some(n);
+                    } else {
+                        still.push(at);
+                    }
+                }
+                unplaced = still;
+            }
+            placed.push(value_of);
+            names.push(values.into_iter().map(|(value, _)| value).collect());
+        }
+        // Keyed by the values' places in value order: groups come out in it.
+        let mut counted: BTreeMap<Vec<usize>, u64> = BTreeMap::new();
+        for at in 0..candidates.len() {
+            if let Some(key) = placed.iter().map(|value_of| value_of[at]).collect::<Option<Vec<usize>>>() {
+                *counted.entry(key).or_default() += 1;
+            }
+        }
+        let groups = counted
+            .into_iter()
+            .map(|(key, count)| GroupCount {
+                values: key.iter().zip(&names).map(|(n, names)| names[*n].clone()).collect(),
+                count,
+            })
+            .collect();
+        Ok(Some(groups))
+    }
+
+    /// How many records were updated strictly after `after`: the updates of
+    /// the rest of its hour from the `updated_at` index, then the hourly
+    /// counts of every later hour.
+    fn count_updated_after(&self, organization: Uuid, collection: &str, after: i64) -> Result<u64, StoreError> {
+        let trees = self.index_trees(collection, UPDATED_AT)?;
+        let next_hour = indexes::next_hour_start(after);
+        let mut count = 0;
+        let prefix = value_prefix(organization, UPDATED_AT, "");
+        let (start, end) = (entry_of(after, Uuid::max()), entry_of(next_hour, Uuid::nil()));
+        for entry in index_blocks::Entries::new(&trees.index, &prefix, Some(&start), false)? {
+            if entry? >= end {
+                break;
+            }
+            count += 1;
+        }
+        let later = value_prefix(organization, indexes::UPDATED_HOUR, &indexes::hour_value(next_hour));
+        let last = value_prefix(organization, indexes::UPDATED_HOUR, &"f".repeat(16));
+        for entry in trees.counts.range(later..=last) {
+            count += read_count(&entry.map_err(store_error)?.1);
+        }
+        Ok(count)
+    }
+
+    fn index_trees(&self, collection: &str, index: &str) -> Result<&CollectionTrees, StoreError> {
+        let trees = self
+            .collections
+            .get(collection)
+            .ok_or_else(|| StoreError::UnknownIndex(format!("no collection {collection}")))?;
+        esr_plugin_sdk::indexes::find(collection, index)
+            .ok_or_else(|| StoreError::UnknownIndex(format!("{collection} has no index {index}")))?;
+        Ok(trees)
+    }
+
+    /// The record with this id in the organization's collection.
+    fn get(&self, organization: Uuid, collection: &str, id: Uuid) -> Result<Option<sled::IVec>, StoreError> {
+        match self.tree(collection) {
+            Some(tree) => Ok(tree.get(record_key(organization, id)).map_err(store_error)?),
+            None => Ok(None),
+        }
+    }
+
+    /// Up to `limit` (at most [`MAX_SCAN`]) records in id order, after
+    /// `after` when given; `reverse` walks from the newest.
+    fn scan(
+        &self,
+        organization: Uuid,
+        collection: &str,
+        after: Option<Uuid>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        let Some(tree) = self.tree(collection) else { return Ok(Vec::new()) };
+        let limit = limit.min(MAX_SCAN);
+        let first = record_key(organization, Uuid::nil());
+        let last = record_key(organization, Uuid::max());
+        let range = match (after, reverse) {
+            (None, _) => tree.range(first..=last),
+            (Some(after), false) => tree
+                .range((std::ops::Bound::Excluded(record_key(organization, after)), std::ops::Bound::Included(last))),
+            (Some(after), true) => tree.range(first..record_key(organization, after)),
+        };
+        let entries: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> =
+            if reverse { Box::new(range.rev()) } else { Box::new(range) };
+        let mut records = Vec::with_capacity(limit.min(64));
+        for entry in entries.take(limit) {
+            let (key, value) = entry.map_err(store_error)?;
+            records.push((record_id(&key)?, value.to_vec()));
+        }
+        Ok(records)
+    }
+
+    /// How many records the organization holds in the collection.
+    fn count(&self, organization: Uuid, collection: &str) -> Result<u64, StoreError> {
+        if !self.collections.contains_key(collection) {
+            return Ok(0);
+        }
+        self.index_count(organization, collection, CREATED_AT, "")
+    }
+}
+
+impl StoreReader for SledReader {
+    fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        let _call = self.call()?;
+        Ok(self.trees.get(self.organization, collection, id)?.map(|bytes| bytes.to_vec()))
+    }
+
+    fn scan(
+        &mut self,
+        collection: &str,
+        after: Option<Uuid>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        let _call = self.call()?;
+        self.trees.scan(self.organization, collection, after, limit, reverse)
+    }
+
+    fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
+        let _call = self.call()?;
+        self.trees.count(self.organization, collection)
+    }
+
+    fn index_scan(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<IndexPosition>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
+        let _call = self.call()?;
+        let (trees, entries) = self.trees.index_walk(self.organization, collection, index, value, after, reverse)?;
+        let mut records = Vec::with_capacity(limit.min(MAX_SCAN).min(128));
+        for entry in entries.take(limit.min(MAX_SCAN)) {
+            let id = Uuid::from_bytes(entry_id(&entry?)?);
+            let record =
+                trees.records.get(record_key(self.organization, id)).map_err(store_error)?.ok_or_else(|| {
+                    StoreError::Corrupt(format!("index {index} of {collection} points at a missing record"))
+                })?;
+            records.push((id, record.to_vec()));
+        }
+        Ok(records)
+    }
+
+    fn index_positions(
+        &mut self,
+        collection: &str,
+        index: &str,
+        value: &str,
+        after: Option<IndexPosition>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<IndexPosition>, StoreError> {
+        let _call = self.call()?;
+        let (_, entries) = self.trees.index_walk(self.organization, collection, index, value, after, reverse)?;
+        let mut positions = Vec::with_capacity(limit.min(MAX_SCAN).min(128));
+        for entry in entries.take(limit.min(MAX_SCAN)) {
+            let entry = entry?;
+            positions.push((entry_position(&entry), Uuid::from_bytes(entry_id(&entry)?)));
+        }
+        Ok(positions)
+    }
+
+    fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+        let _call = self.call()?;
+        self.trees.index_count(self.organization, collection, index, value)
+    }
+
+    fn index_values(&mut self, collection: &str, index: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        let _call = self.call()?;
+        self.trees.index_values(self.organization, collection, index)
+    }
+
+    fn count_matching(
+        &mut self,
+        collection: &str,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        let _call = self.call()?;
+        self.trees.count_matching(self.organization, collection, conditions, updated_after)
+    }
+
+    fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
+        let _call = self.call()?;
+        self.trees.read_change_log(self.organization)
+    }
+
+    fn changes(&mut self, after: u64, collections: &[&str], limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
+        let _call = self.call()?;
+        self.trees.changes(self.organization, after, collections, limit)
+    }
+
+    fn history(&mut self, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
+        let _call = self.call()?;
+        self.trees.history(self.organization, collection, id)
+    }
+
+    fn count_groups_of_candidates(
+        &mut self,
+        collection: &str,
+        group_by: &[String],
+        range: Option<&IndexRange>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+        max_candidates: u64,
+    ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+        let _call = self.call()?;
+        self.trees.count_groups_of_candidates(
+            self.organization,
+            collection,
+            group_by,
+            range,
+            conditions,
+            updated_after,
+            max_candidates,
+        )
+    }
+
+    fn count_in_range(
+        &mut self,
+        collection: &str,
+        index: &str,
+        after: Option<IndexPosition>,
+        before: Option<IndexPosition>,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        let _call = self.call()?;
+        self.trees.count_in_range(self.organization, collection, index, after, before, conditions, updated_after)
+    }
+}
+
+impl Store for SledStore {
+    fn reader(&self, organization: Uuid) -> Result<Box<dyn StoreReader>, StoreError> {
+        self.reader_from(organization, ReadFrom::default())
+    }
+
+    /// One process holds the data: every read is of the latest state; the
+    /// deadline bounds the session's walks.
+    fn reader_from(&self, organization: Uuid, from: ReadFrom) -> Result<Box<dyn StoreReader>, StoreError> {
+        let gate = self.gate(organization);
+        Ok(Box::new(SledReader { trees: self.0.clone(), organization, gate, deadline: from.deadline }))
+    }
+
+    fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError> {
+        let writer = self.writer(organization);
+        let mut last_write = writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| i64::try_from(since.as_micros()).unwrap_or(i64::MAX / 1000) * 1000);
+        let now = wall.max(last_write.saturating_add(1000));
+        // A large write of the organization that failed half-way is
+        // finished before another is planned on top of it.
+        staged::finish(&self.db, &self.staged_writes, Some(organization))?;
+        let mut view =
+            SledReader { trees: self.0.clone(), organization, gate: self.gate(organization), deadline: None };
+        let writes = build(&mut view, WriteTime(now))?;
+        let latest = esr_store::latest_update(&writes).unwrap_or(now);
+        self.write_records(organization, writes, now)?;
+        *last_write = now.max(latest);
+        Ok(())
+    }
+
+    fn prune_changes(&self, organization: Uuid, before: i64) -> Result<u64, StoreError> {
+        let writer = self.writer(organization);
+        let _writer = writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.0.prune_changes(organization, before)
+    }
+
+    fn change_log(&self, organization: Uuid) -> Result<ChangeLog, StoreError> {
+        self.read_change_log(organization)
+    }
+
+    fn continue_changes_from(&self, organization: Uuid, latest: u64) -> Result<(), StoreError> {
+        let writer = self.writer(organization);
+        let _writer = writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.0.continue_changes_from(organization, latest)
+    }
+
+    fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
+        self.0.bulk_insert_records(organization, collection, records)
+    }
+
+    fn finish_bulk_load(&self) -> Result<(), StoreError> {
+        self.rebuild_indexes()
+    }
+
+    fn verify_indexes(&self) -> Result<Vec<String>, StoreError> {
+        self.0.verify_indexes()
+    }
+
+    fn insert_organization(&self, organization: &Organization) -> Result<(), StoreError> {
+        self.0.insert_organization(organization)
+    }
+
+    fn organization(&self, id: Uuid) -> Result<Option<Organization>, StoreError> {
+        self.0.organization(id)
+    }
+
+    fn organizations(&self) -> Result<Vec<Organization>, StoreError> {
+        self.0.organizations()
+    }
+
+    fn is_empty(&self) -> Result<bool, StoreError> {
+        Ok(self.0.is_empty())
+    }
+
+    fn insert_api_key(&self, key_hash: &[u8; 32], record: &ApiKeyRecord) -> Result<(), StoreError> {
+        self.0.insert_api_key(key_hash, record)
+    }
+
+    fn api_key(&self, key_hash: &[u8; 32]) -> Result<Option<ApiKeyRecord>, StoreError> {
+        self.0.api_key(key_hash)
+    }
+
+    fn api_keys(&self, organization: Option<Uuid>) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        self.0.api_keys(organization)
+    }
+
+    fn revoke_api_key(&self, id: Uuid, revoked_at: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        self.0.revoke_api_key(id, revoked_at)
+    }
+
+    fn secret(&self, name: &str) -> Result<[u8; 32], StoreError> {
+        self.0.secret(name)
+    }
+
+    fn secret_if_absent(&self, name: &str, value: [u8; 32]) -> Result<[u8; 32], StoreError> {
+        self.0.secret_if_absent(name, value)
+    }
+
+    fn secrets(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.0.secrets()
+    }
+
+    fn set_secret(&self, name: &str, value: &[u8]) -> Result<(), StoreError> {
+        self.0.set_secret(name, value)
+    }
+
+    fn marker(&self, name: &str) -> Result<Option<String>, StoreError> {
+        self.0.marker(name)
+    }
+
+    fn set_marker(&self, name: &str, value: &str) -> Result<(), StoreError> {
+        self.0.set_marker(name, value)
+    }
+
+    fn markers(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.0.markers()
+    }
+
+    fn api_keys_with_hashes(&self) -> Result<Vec<([u8; 32], ApiKeyRecord)>, StoreError> {
+        self.0.api_keys_with_hashes()
+    }
+
+    fn clear_data(&self) -> Result<(), StoreError> {
+        self.0.clear_data()
+    }
+
+    fn probe(&self) -> Result<(), StoreError> {
+        self.0.probe()
+    }
+
+    /// Keys and organizations are small trees that stay in sled's cache.
+    fn short_reads_are_local(&self) -> bool {
+        true
+    }
+
+    fn size_on_disk(&self) -> Result<u64, StoreError> {
+        self.0.size_on_disk()
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.0.flush()
+    }
+
+    /// sled frees the pages a write replaced through crossbeam-epoch's
+    /// global collector, which otherwise frees a few dozen per 128 later
+    /// store operations (an idle server would keep them); glibc keeps freed
+    /// memory in its arenas unless asked to return it.
+    fn release_freed_memory(&self) {
+        // Each pass frees up to 8 × 64 of them once two epochs have passed.
+        const FREED_COLLECTIONS: usize = 1024;
+        for _ in 0..FREED_COLLECTIONS {
+            crossbeam_epoch::pin().flush();
+        }
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: malloc_trim only returns free memory of the allocator's arenas.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    }
+}
+
+/// A record ready to write: its encoding and index entries, the index
+/// entries of the stored record it replaces, and the sequence of the
+/// record's change event, if it has one (a deleted record keeps its).
+struct PreparedRecord {
+    id: Uuid,
+    bytes: Vec<u8>,
+    entries: Vec<IndexEntry>,
+    stored_entries: Option<Vec<IndexEntry>>,
+    stored_event: Option<u64>,
+}
+
+fn prepare_record(
+    trees: &CollectionTrees,
+    organization: Uuid,
+    collection: &str,
+    record: &Value,
+) -> Result<PreparedRecord, StoreError> {
+    let records = &trees.records;
+    let id = record_uuid(collection, record)?;
+    let mut bytes = serde_json::to_vec(record).map_err(|e| StoreError::InvalidRecord(e.to_string()))?;
+    // Held until the batch commits: without the slack the encoder grew.
+    bytes.shrink_to_fit();
+    let entries = index_entries(organization, collection, id, record)?;
+    let stored_entries = match records.get(record_key(organization, id)).map_err(store_error)? {
+        Some(old) => {
+            let stored = serde_json::from_slice::<Value>(&old).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            Some(index_entries(organization, collection, id, &stored)?)
+        }
+        None => None,
+    };
+    let stored_event = Trees::stored_event(&trees.change_ids, organization, id)?;
+    Ok(PreparedRecord { id, bytes, entries, stored_entries, stored_event })
+}
+
+/// A stored record to delete: its index entries, its event's sequence and
+/// its history's keys.
+struct PreparedDeletion {
+    id: Uuid,
+    entries: Vec<IndexEntry>,
+    stored_event: Option<u64>,
+    history_keys: Vec<Vec<u8>>,
+}
+
+/// What deleting the record `id` removes; `None` when it is not stored.
+fn prepare_deletion(
+    trees: &CollectionTrees,
+    organization: Uuid,
+    collection: &str,
+    id: Uuid,
+) -> Result<Option<PreparedDeletion>, StoreError> {
+    let Some(stored) = trees.records.get(record_key(organization, id)).map_err(store_error)? else { return Ok(None) };
+    let stored = serde_json::from_slice::<Value>(&stored).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    Ok(Some(PreparedDeletion {
+        id,
+        entries: index_entries(organization, collection, id, &stored)?,
+        stored_event: Trees::stored_event(&trees.change_ids, organization, id)?,
+        history_keys: Trees::history_keys(&trees.history, organization, id)?,
+    }))
+}
+
+/// A transaction's outcome as the store's result.
+fn transaction_outcome(outcome: sled::transaction::TransactionResult<(), StoreError>) -> Result<(), StoreError> {
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(sled::transaction::TransactionError::Abort(error)) => Err(error),
+        Err(sled::transaction::TransactionError::Storage(error)) => Err(store_error(error)),
+    }
+}
+
+/// The page cache sled is opened with.
+pub const CACHE_CAPACITY: u64 = 256 * 1024 * 1024;
+
+/// How the store opens sled in `dir`.
+fn sled_config(dir: &Path) -> sled::Config {
+    sled::Config::new().path(dir).cache_capacity(CACHE_CAPACITY)
+}
+
+/// The record's `id`, which must be a UUID.
+fn record_uuid(collection: &str, record: &Value) -> Result<Uuid, StoreError> {
+    record
+        .get("id")
+        .and_then(Value::as_str)
+        .and_then(|id| Uuid::parse_str(id).ok())
+        .ok_or_else(|| StoreError::InvalidRecord(format!("a {collection} record has no UUID id")))
+}
+
+fn read_count(bytes: &[u8]) -> u64 {
+    <[u8; 8]>::try_from(bytes).map_or(0, u64::from_be_bytes)
+}
+
+/// Whether a record holds at most one value of the index.
+fn single_valued(collection: &str, index: &str) -> bool {
+    indexes::find(collection, index).is_some_and(|found| !matches!(found.key, indexes::IndexKey::EachOf(_)))
+}
+
+/// The record id that ends an index entry.
+/// The record ids of these entries.
+fn ids_of(entries: &[index_blocks::Entry]) -> Result<HashSet<[u8; 16]>, StoreError> {
+    entries.iter().map(entry_id).collect()
+}
+
+/// The entries whose record `named` holds, in their order.
+fn keep_named(
+    entries: Vec<index_blocks::Entry>,
+    named: &HashSet<[u8; 16]>,
+) -> Result<Vec<index_blocks::Entry>, StoreError> {
+    let mut kept = Vec::with_capacity(named.len());
+    for entry in entries {
+        if named.contains(&entry_id(&entry)?) {
+            kept.push(entry);
+        }
+    }
+    Ok(kept)
+}
+
+fn entry_id(entry: &index_blocks::Entry) -> Result<[u8; 16], StoreError> {
+    <[u8; 16]>::try_from(&entry[8..]).map_err(|_| StoreError::Corrupt("an index entry has no record id".into()))
+}
+
+/// The index entry of a record at `position`.
+fn entry_of(position: i64, id: Uuid) -> index_blocks::Entry {
+    let mut entry = [0u8; index_blocks::ENTRY_BYTES];
+    entry[..8].copy_from_slice(&ordered_nanos(position));
+    entry[8..].copy_from_slice(id.as_bytes());
+    entry
+}
+
+/// The position an index entry begins with.
+fn entry_position(entry: &index_blocks::Entry) -> i64 {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&entry[..8]);
+    (u64::from_be_bytes(bytes) ^ (1 << 63)) as i64
+}
+
+/// `created_at` as bytes that sort like the timestamp.
+fn ordered_nanos(nanos: i64) -> [u8; 8] {
+    ((nanos as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+/// One index entry of a record: its key in the index tree (none for the
+/// counts-only tallies: pairs and update hours), and the key of the count
+/// it adds to.
+type IndexEntry = (Option<Vec<u8>>, Vec<u8>);
+
+/// A record's index entries, one per index value, then its counts-only
+/// tallies.
+fn index_entries(
+    organization: Uuid,
+    collection: &str,
+    id: Uuid,
+    record: &Value,
+) -> Result<Vec<IndexEntry>, StoreError> {
+    let found = esr_store::record_indexes(collection, id, record)?;
+    let mut entries = Vec::with_capacity(found.entries.len() + found.counted.len());
+    for (index, value, position) in found.entries {
+        let count_key = value_prefix(organization, index, &value);
+        let mut entry_key = count_key.clone();
+        entry_key.extend_from_slice(&entry_of(position, id));
+        entries.push((Some(entry_key), count_key));
+    }
+    entries.extend(found.counted.into_iter().map(|(name, value)| (None, value_prefix(organization, &name, &value))));
+    Ok(entries)
+}
+
+/// Identifies the index table the stored indexes were built from.
+fn index_table_fingerprint() -> String {
+    let mut text = String::from("v5 runs");
+    for collection in COLLECTIONS {
+        for index in esr_plugin_sdk::indexes::indexes(collection) {
+            text.push_str(&format!(";{collection}/{}={:?}/{:?}", index.name, index.key, index.order));
+        }
+        text.push_str(&format!(";{collection} pairs {:?}", indexes::counted_pairs(collection)));
+    }
+    text.push_str(&format!(";{}", indexes::UPDATED_HOUR));
+    format!("{:x}", <sha2::Sha256 as sha2::Digest>::digest(text.as_bytes()))
+}
+
+/// A record's key in its collection's tree.
+fn record_key(organization: Uuid, id: Uuid) -> [u8; 32] {
+    let mut key = [0u8; 32];
+    key[..16].copy_from_slice(organization.as_bytes());
+    key[16..].copy_from_slice(id.as_bytes());
+    key
+}
+
+fn record_id(key: &[u8]) -> Result<Uuid, StoreError> {
+    key.get(16..32)
+        .and_then(|bytes| Uuid::from_slice(bytes).ok())
+        .ok_or_else(|| StoreError::Corrupt("a record key is not organization id + record id".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    //! What only sled has; the store's contract is `host/tests/it/store_contract.rs`.
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn lost_index_entries_are_found() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir()?;
+        let db = SledStore::open(dir.path())?;
+        let store: &dyn Store = &db;
+        let records: Vec<Value> = (0..5)
+            .map(|n| {
+                let at = format!("2026-01-0{}T00:00:00Z", 5 - n);
+                json!({"id": Uuid::now_v7().to_string(), "status": "active", "created_at": at, "updated_at": at})
+            })
+            .collect();
+        store.insert_records(Uuid::now_v7(), "scopes", &records)?;
+        assert_eq!(store.verify_indexes()?, Vec::<String>::new());
+
+        let trees = &db.collections["scopes"];
+        let (some_block, entries) =
+            trees.index.first().map_err(store_error)?.ok_or_else(|| StoreError::Corrupt("no entries".into()))?;
+        trees.index.remove(some_block).map_err(store_error)?;
+        let lost = index_blocks::decode_block(&entries)?.len();
+        assert_eq!(store.verify_indexes()?, [format!("scopes: {lost} index entries missing, 0 pointing at nothing")]);
+        Ok(())
+    }
+
+    #[test]
+    fn disagreeing_change_events_are_found() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir()?;
+        let db = SledStore::open(dir.path())?;
+        let store: &dyn Store = &db;
+        let organization = Uuid::now_v7();
+        let at = "2026-01-05T00:00:00Z";
+        let records: Vec<Value> = (0..3)
+            .map(|_| json!({"id": Uuid::now_v7().to_string(), "status": "active", "created_at": at, "updated_at": at}))
+            .collect();
+        store.insert_records(organization, "scopes", &records)?;
+        assert_eq!(store.verify_indexes()?, Vec::<String>::new());
+
+        let trees = &db.collections["scopes"];
+        let (first_event, _) =
+            trees.changes.first().map_err(store_error)?.ok_or_else(|| StoreError::Corrupt("no events".into()))?;
+        trees.changes.remove(first_event).map_err(store_error)?;
+        let stray = changes::StoredEvent { id: Uuid::now_v7(), operation: ChangeOperation::Deleted, changed_at: 0 };
+        trees.changes.insert(changes::event_key(organization, 99), &stray.encode()[..]).map_err(store_error)?;
+        assert_eq!(
+            store.verify_indexes()?,
+            [
+                "scopes: 1 change events that are not their record's latest, 1 change pointers at no event",
+                "scopes: 1 change events past their organization's latest sequence",
+            ]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_second_process_gets_a_clear_error() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir()?;
+        let _first = SledStore::open(dir.path())?;
+        // sled's lock is per process file handle; a second open in the same
+        // process hits the same lock as a second process would.
+        match SledStore::open(dir.path()) {
+            Err(StoreError::Locked(path)) => assert!(path.contains(&dir.path().display().to_string())),
+            Err(other) => panic!("expected a lock error, got {other}"),
+            Ok(_) => panic!("a second open must fail"),
+        }
+        Ok(())
+    }
+}
