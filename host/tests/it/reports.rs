@@ -401,35 +401,18 @@ fn the_command_line_imports_a_report_and_prints_what_changed() {
     // `--scanner` declares whose findings a report is compared with; the
     // answer says it was declared, not read from the file.
     let bom = reports_dir().join("cyclonedx/grype-repo_image-snapshot.cdx.json");
-    let declared = server.cli(&[
-        "import",
-        "--report",
-        bom.to_str().unwrap(),
-        "--organization",
-        &organization,
-        "--endpoint",
-        "db-2",
-        "--create-endpoint",
-        "--scanner",
-        "grype",
-        "--json",
-    ]);
+    let import_bom = |extra: &[&str]| {
+        let mut args = vec!["import", "--report", bom.to_str().unwrap(), "--organization", &organization];
+        args.extend_from_slice(&["--endpoint", "db-2"]);
+        args.extend_from_slice(extra);
+        server.cli(&args)
+    };
+    let declared = import_bom(&["--create-endpoint", "--scanner", "grype", "--json"]);
     assert!(declared.status.success(), "{}", String::from_utf8_lossy(&declared.stderr));
     let answer: Value = serde_json::from_slice(&declared.stdout).unwrap();
     let said = (answer["format"].as_str(), answer["scanner"].as_str(), answer["scanner_declared"].as_bool());
     assert_eq!(said, (Some("cyclonedx"), Some("grype"), Some(true)), "{answer}");
-    let not_a_name = server.cli(&[
-        "import",
-        "--report",
-        bom.to_str().unwrap(),
-        "--organization",
-        &organization,
-        "--endpoint",
-        "db-2",
-        "--scanner",
-        "Not A Name",
-        "--dry-run",
-    ]);
+    let not_a_name = import_bom(&["--scanner", "Not A Name", "--dry-run"]);
     assert!(!not_a_name.status.success());
     let stderr = String::from_utf8_lossy(&not_a_name.stderr);
     assert!(stderr.contains("declared scanner"), "{stderr}");
