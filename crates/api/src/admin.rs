@@ -12,7 +12,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use esr_plugin_sdk::time::Timestamp;
+use esr_contract::time::Timestamp;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -682,7 +682,7 @@ fn import_report_body(
         }
         None => return Err(ApiError::internal()),
     };
-    let report: esr_plugin_sdk::report::ConvertedReport = serde_json::from_slice(&converted).map_err(|error| {
+    let report: esr_contract::report::ConvertedReport = serde_json::from_slice(&converted).map_err(|error| {
         tracing::error!(%format, %error, "a report importer returned a converted report that is not readable");
         unprocessable_report(format!("the {format} importer returned a converted report the host cannot read: {error}"))
     })?;

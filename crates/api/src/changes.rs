@@ -212,7 +212,7 @@ impl FeedParameters {
             seen.push(name);
             // The bounds the OpenAPI document states.
             let longest = match name.as_str() {
-                "cursor" => esr_plugin_sdk::query::MAX_CURSOR_CHARS,
+                "cursor" => esr_contract::limits::MAX_CURSOR_CHARS,
                 "collection" => MAX_COLLECTION_PARAMETER_CHARS,
                 _ => usize::MAX,
             };

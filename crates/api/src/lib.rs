@@ -35,8 +35,8 @@ use uuid::Uuid;
 
 use cursor::CursorBinding;
 use esr_auth::keys::{self, AuthFailure, Principal};
-use esr_plugin_sdk::list::MAX_LIMIT;
-use esr_plugin_sdk::query::MAX_CURSOR_CHARS;
+use esr_contract::limits::MAX_CURSOR_CHARS;
+use esr_contract::limits::MAX_LIMIT;
 use esr_runtime::{CallError, CallReads, PluginError, PluginRegistry, PluginSet, QueryParam, Tenant};
 use esr_store::{Organization, ReplicaHealth, Store, StoreError};
 pub use problem::ApiError;
@@ -967,7 +967,7 @@ async fn summary(
     .map_err(|error| if error.status == StatusCode::NOT_FOUND { not_served() } else { error })?;
     // The bounds the OpenAPI document states, kept whatever the component gives.
     let groups_are_bounded = serde_json::from_slice::<Vec<serde_json::Map<String, Value>>>(&answer.groups)
-        .is_ok_and(|groups| groups.len() <= esr_plugin_sdk::summary::MAX_SUMMARY_GROUPS);
+        .is_ok_and(|groups| groups.len() <= esr_contract::limits::MAX_SUMMARY_GROUPS);
     if !groups_are_bounded || i64::try_from(answer.total).is_err() {
         tracing::error!(plugin = group.collection, "summary groups are not a bounded JSON array of objects");
         return Err(ApiError::internal());

@@ -8,14 +8,14 @@
 
 use serde_json::{Map, Value, json};
 
-use esr_plugin_sdk::list::MAX_LIMIT;
-use esr_plugin_sdk::query::MAX_CURSOR_CHARS;
+use esr_contract::limits::MAX_CURSOR_CHARS;
+use esr_contract::limits::MAX_LIMIT;
 
 use super::changes::{DEFAULT_CHANGES_LIMIT, MAX_CHANGES_LIMIT, MAX_COLLECTION_PARAMETER_CHARS, MAX_HISTORY_ENTRIES};
 use super::limits::{MAX_HEADER_BYTES, MAX_REQUEST_TARGET_BYTES};
 use super::problem::{MAX_DETAIL_CHARS, MAX_INVALID_PARAMS, MAX_REASON_CHARS};
 use super::{GROUPS, MAX_DOCUMENT_BYTES, MAX_LINK_CHARS};
-use esr_plugin_sdk::summary::{MAX_SUMMARY_GROUPS, MAX_SUMMARY_VALUE_CHARS};
+use esr_contract::limits::{MAX_SUMMARY_GROUPS, MAX_SUMMARY_VALUE_CHARS};
 use esr_runtime::{AGENT_GROUP, ParameterDoc, PluginInfo, PluginSet, SummaryDoc};
 
 /// The OpenAPI document of a set of components as served (JSON,

@@ -5,7 +5,7 @@
 //! truncated key is rejected without a storage lookup and secret scanners
 //! can recognise leaked keys. Only the SHA-256 of the key is stored.
 
-use esr_plugin_sdk::time::Timestamp;
+use esr_contract::time::Timestamp;
 use rand::Rng;
 use rand::rngs::OsRng;
 use sha2::{Digest, Sha256};

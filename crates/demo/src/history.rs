@@ -4,7 +4,7 @@
 //! later one, a suppression that expired; a target's way through the state
 //! machine). Deterministic, as the demo is.
 
-use esr_plugin_sdk::time::Timestamp;
+use esr_contract::time::Timestamp;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -109,7 +109,7 @@ fn fingerprint(id: &str, what: &str) -> [u8; 32] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use esr_plugin_sdk::contract::transition_allowed;
+    use esr_contract::contract::transition_allowed;
 
     #[test]
     fn every_demo_history_walks_the_state_machine_to_the_record_status() {

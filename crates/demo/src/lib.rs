@@ -30,7 +30,7 @@ pub mod seed;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
-use esr_plugin_sdk::time::Timestamp;
+use esr_contract::time::Timestamp;
 
 use esr_system::clock::format_timestamp;
 use rand::seq::SliceRandom;
@@ -97,7 +97,7 @@ impl Family {
 }
 
 /// Finding severity; the derived order is by rank (`Info` lowest).
-pub use esr_plugin_sdk::report::Severity;
+pub use esr_contract::report::Severity;
 
 /// Index into a scope's `[critical, high, medium, low]` SLA days.
 fn sla_index(severity: Severity) -> Option<usize> {
@@ -111,7 +111,7 @@ fn sla_index(severity: Severity) -> Option<usize> {
 }
 
 // The contract's enum value sets live in the SDK, shared with the components.
-pub use esr_plugin_sdk::contract::{
+pub use esr_contract::contract::{
     DISCOVERY_METHODS, EXECUTION_EFFICACIES, EXECUTION_STATUSES, FINDING_STATUSES, FINDING_TYPES, OS_FAMILIES,
     PACKAGE_MANAGERS, SCANNERS, SCOPE_STATUSES, SEVERITIES, SUBJECT_TYPES, SUPPRESSION_REASONS, TARGET_STATUSES,
     TARGET_TYPES,

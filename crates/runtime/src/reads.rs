@@ -8,7 +8,7 @@ use esr_store::COLLECTIONS;
 /// (`store.organization`: the organization's name and enrollment token).
 pub const READABLE: [&str; 5] = [COLLECTIONS[0], COLLECTIONS[1], COLLECTIONS[2], COLLECTIONS[3], ORGANIZATION];
 /// The name that grants `store.organization`.
-pub const ORGANIZATION: &str = esr_plugin_sdk::ORGANIZATION;
+pub const ORGANIZATION: &str = esr_contract::ORGANIZATION;
 
 /// A set of [`READABLE`] names.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
-use esr_plugin_sdk::indexes::{self, Index, IndexKey, IndexOrder};
+use esr_contract::indexes::{self, Index, IndexKey, IndexOrder};
 use serde_json::Value;
 use uuid::Uuid;
 

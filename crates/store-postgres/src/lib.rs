@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use esr_plugin_sdk::indexes::{self, CREATED_AT, UPDATED_AT};
+use esr_contract::indexes::{self, CREATED_AT, UPDATED_AT};
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::{ToSql, Type};
 use postgres::{GenericClient, NoTls, Statement};

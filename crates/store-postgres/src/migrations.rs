@@ -5,7 +5,7 @@
 //! past it, under an advisory lock so that hosts starting together migrate
 //! once; a database whose schema is newer than this binary is refused.
 
-use esr_plugin_sdk::indexes;
+use esr_contract::indexes;
 
 use super::columns;
 use esr_store::StoreError;

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
-use esr_plugin_sdk::indexes::{self, CREATED_AT, UPDATED_AT};
+use esr_contract::indexes::{self, CREATED_AT, UPDATED_AT};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -1214,7 +1214,7 @@ impl Trees {
             .collections
             .get(collection)
             .ok_or_else(|| StoreError::UnknownIndex(format!("no collection {collection}")))?;
-        esr_plugin_sdk::indexes::find(collection, index)
+        esr_contract::indexes::find(collection, index)
             .ok_or_else(|| StoreError::UnknownIndex(format!("{collection} has no index {index}")))?;
         Ok(trees)
     }
@@ -1731,7 +1731,7 @@ fn index_entries(
 fn index_table_fingerprint() -> String {
     let mut text = String::from("v5 runs");
     for collection in COLLECTIONS {
-        for index in esr_plugin_sdk::indexes::indexes(collection) {
+        for index in esr_contract::indexes::indexes(collection) {
             text.push_str(&format!(";{collection}/{}={:?}/{:?}", index.name, index.key, index.order));
         }
         text.push_str(&format!(";{collection} pairs {:?}", indexes::counted_pairs(collection)));

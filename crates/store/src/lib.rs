@@ -17,7 +17,7 @@ pub mod parallel;
 
 use std::path::Path;
 
-use esr_plugin_sdk::indexes::IndexKey;
+use esr_contract::indexes::IndexKey;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -240,14 +240,14 @@ pub type BuildBatch<'a> = dyn FnMut(&mut dyn StoreReader, WriteTime) -> Result<V
 /// previous write time and than every `updated_at` it holds. So write times
 /// increase in commit order, on every host sharing the store, and an
 /// `updatedAfter` poller misses nothing.
-pub use esr_plugin_sdk::time::Timestamp as WriteTime;
+pub use esr_contract::time::Timestamp as WriteTime;
 
 /// A read session on one organization's records, held for one request (a
 /// component call, an import's validation). Every read of a session runs
 /// on one connection, and on a backend with snapshots in one snapshot, so
 /// a page and its `total` agree. Unknown collections hold nothing (reads
 /// answer empty, counts zero) except where an index is named: an index the
-/// table in `esr_plugin_sdk::indexes` does not declare for the collection
+/// table in `esr_contract::indexes` does not declare for the collection
 /// is [`StoreError::UnknownIndex`].
 ///
 /// Records are handed out as their stored bytes, copied at most once out
@@ -411,7 +411,7 @@ pub trait StoreReader: Send {
             )));
         }
         for index in group_by {
-            let found = esr_plugin_sdk::indexes::find(collection, index)
+            let found = esr_contract::indexes::find(collection, index)
                 .ok_or_else(|| StoreError::UnknownIndex(format!("{collection}/{index}")))?;
             if !matches!(found.key, IndexKey::Field(_) | IndexKey::Present(_)) {
                 return Err(StoreError::MalformedCall(format!(
@@ -571,8 +571,8 @@ pub trait StoreReader: Send {
 }
 
 /// The stored record `id` of a collection, parsed.
-pub fn read_record(view: &mut dyn StoreReader, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
-    match view.get(collection, id)? {
+pub fn read_record(reader: &mut dyn StoreReader, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
+    match reader.get(collection, id)? {
         Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
         None => Ok(None),
     }
@@ -581,13 +581,13 @@ pub fn read_record(view: &mut dyn StoreReader, collection: &str, id: Uuid) -> Re
 /// Every record holding `value` in a collection's index, read in pages of
 /// records (one store call per page, not one per record).
 pub fn records_by_index(
-    view: &mut dyn StoreReader,
+    reader: &mut dyn StoreReader,
     collection: &str,
     index: &str,
     value: &str,
 ) -> Result<Vec<Value>, StoreError> {
     let mut found = Vec::new();
-    for_each_by_index(view, collection, index, value, |record| found.push(record))?;
+    for_each_by_index(reader, collection, index, value, |record| found.push(record))?;
     Ok(found)
 }
 
@@ -595,17 +595,17 @@ pub fn records_by_index(
 /// a page at a time: what the caller keeps of them is all that stays in
 /// memory.
 pub fn for_each_by_index(
-    view: &mut dyn StoreReader,
+    reader: &mut dyn StoreReader,
     collection: &str,
     index: &str,
     value: &str,
     mut visit: impl FnMut(Value),
 ) -> Result<(), StoreError> {
-    let order = esr_plugin_sdk::indexes::find(collection, index)
+    let order = esr_contract::indexes::find(collection, index)
         .ok_or_else(|| StoreError::UnknownIndex(format!("{collection}/{index}")))?;
     let mut after = None;
     loop {
-        let page = view.index_scan(collection, index, value, after, MAX_SCAN, false)?;
+        let page = reader.index_scan(collection, index, value, after, MAX_SCAN, false)?;
         let full = page.len() == MAX_SCAN;
         for (id, bytes) in page {
             let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -642,7 +642,7 @@ pub fn restricting_conditions(collection: &str, conditions: &[IndexCondition]) -
         })
         .filter(|(index, values)| {
             let everything =
-                esr_plugin_sdk::indexes::find(collection, index).is_some_and(|found| found.key == IndexKey::Everything);
+                esr_contract::indexes::find(collection, index).is_some_and(|found| found.key == IndexKey::Everything);
             !(everything && values.iter().any(String::is_empty))
         })
         .collect()
@@ -652,8 +652,8 @@ pub fn restricting_conditions(collection: &str, conditions: &[IndexCondition]) -
 /// a record are at the same place as the record's entries in every other
 /// such index.
 pub fn ordered_by_creation(collection: &str, index: &str) -> bool {
-    esr_plugin_sdk::indexes::find(collection, index)
-        .is_some_and(|found| found.order == esr_plugin_sdk::indexes::IndexOrder::CreatedAt)
+    esr_contract::indexes::find(collection, index)
+        .is_some_and(|found| found.order == esr_contract::indexes::IndexOrder::CreatedAt)
 }
 
 /// What a record adds to its collection's indexes, as both backends keep
@@ -670,12 +670,12 @@ pub struct RecordIndexes {
 /// `created_at` and `updated_at`. Each index's values are read once, and
 /// the two timestamps that order most indexes are parsed once.
 pub fn record_indexes(collection: &str, id: Uuid, record: &Value) -> Result<RecordIndexes, StoreError> {
-    use esr_plugin_sdk::indexes::{self, IndexOrder};
+    use esr_contract::indexes::{self, IndexOrder};
     let timestamp = |field: &str| {
         record
             .get(field)
             .and_then(Value::as_str)
-            .and_then(esr_plugin_sdk::time::Timestamp::parse)
+            .and_then(esr_contract::time::Timestamp::parse)
             .map(|at| at.0)
             .ok_or_else(|| StoreError::InvalidRecord(format!("{collection} record {id} has no RFC 3339 {field}")))
     };
@@ -723,7 +723,7 @@ fn combinations_are_counted(
         return true;
     }
     all.extend(group_by.iter().map(|index| (index.clone(), vec![String::new()])));
-    let pairs = esr_plugin_sdk::indexes::counted_pairs(collection);
+    let pairs = esr_contract::indexes::counted_pairs(collection);
     match all.as_slice() {
         [_] => true,
         [(a, _), (b, _)] => pairs.contains(&(a.as_str(), b.as_str())) || pairs.contains(&(b.as_str(), a.as_str())),

@@ -1,6 +1,6 @@
 //! The server's clock and the RFC 3339 text it writes times as.
 
-use esr_plugin_sdk::time::Timestamp;
+use esr_contract::time::Timestamp;
 
 /// Now, in Unix nanoseconds.
 pub fn unix_now_nanos() -> i64 {

@@ -83,20 +83,20 @@ pub fn delete(db: &dyn Store, organization: Uuid, collection: &str, id: Uuid) ->
     let mut previous_first = None;
     loop {
         let mut step = None;
-        db.write_batch(organization, &mut |view, now| {
+        db.write_batch(organization, &mut |reader, now| {
             // Planned afresh on each call (a backend may retry the write).
             step = None;
-            let Some(record) = esr_store::read_record(view, collection, id)? else {
+            let Some(record) = esr_store::read_record(reader, collection, id)? else {
                 step = Some(Step::Absent);
                 return Ok(Vec::new());
             };
             let mut plan = Plan::default();
-            let whole = if collection == ENDPOINTS { plan.some_dependents(view, id)? } else { true };
+            let whole = if collection == ENDPOINTS { plan.some_dependents(reader, id)? } else { true };
             if whole {
                 plan.delete(collection, id, Some(record));
             }
             let first = plan.deleted.values().flat_map(BTreeMap::keys).next().copied();
-            let (summary, writes) = plan.into_writes(view, &now.format())?;
+            let (summary, writes) = plan.into_writes(reader, &now.format())?;
             step = Some(if whole { Step::Done(summary) } else { Step::Partial(summary, first) });
             Ok(writes)
         })?;
@@ -154,19 +154,19 @@ impl Plan {
 
     /// Adds up to [`DELETION_BATCH`] of the endpoint's findings, then of
     /// its targets: whether that is all of them (the endpoint can go too).
-    fn some_dependents(&mut self, view: &mut dyn StoreReader, endpoint: Uuid) -> Result<bool, StoreError> {
+    fn some_dependents(&mut self, reader: &mut dyn StoreReader, endpoint: Uuid) -> Result<bool, StoreError> {
         let text_id = endpoint.to_string();
         let mut room = DELETION_BATCH;
         for dependent in [FINDINGS, TARGETS] {
             // One more than there is room for says whether any stay behind.
-            let ids = ids_by_index(view, dependent, "endpoint_id", &text_id, room + 1)?;
+            let ids = ids_by_index(reader, dependent, "endpoint_id", &text_id, room + 1)?;
             let all = ids.len() <= room;
             let ids = &ids[..ids.len().min(room)];
             room -= ids.len();
             // Deleted findings move open counts: their records are needed.
             let mut records = BTreeMap::new();
             if dependent == FINDINGS {
-                for (id, bytes) in view.get_many(FINDINGS, ids)? {
+                for (id, bytes) in reader.get_many(FINDINGS, ids)? {
                     let record: Value =
                         serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                     records.insert(id, record);
@@ -202,7 +202,7 @@ impl Plan {
     /// deleted ids: one lookup for all of them.
     fn clear_in(
         &mut self,
-        view: &mut dyn StoreReader,
+        reader: &mut dyn StoreReader,
         (collection, index): (&'static str, &str),
         deleted: &str,
         now: &str,
@@ -212,13 +212,13 @@ impl Plan {
         if gone.is_empty() {
             return Ok(());
         }
-        let holding: Vec<Uuid> = view
+        let holding: Vec<Uuid> = reader
             .ids_holding_any(collection, index, &gone)?
             .into_iter()
             .filter(|id| !self.is_deleted(collection, *id))
             .collect();
         for chunk in holding.chunks(MAX_SCAN) {
-            for (_, bytes) in view.get_many(collection, chunk)? {
+            for (_, bytes) in reader.get_many(collection, chunk)? {
                 let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 if let Some(record) = self.rewrite(collection, record, now) {
                     clear(record, &gone);
@@ -230,16 +230,18 @@ impl Plan {
 
     /// Clears every reference to what the batch deletes from the records
     /// it keeps, and moves the open counts of the endpoints it keeps.
-    fn clear_references(&mut self, view: &mut dyn StoreReader, now: &str) -> Result<(), StoreError> {
-        self.clear_in(view, (TARGETS, "finding_id"), FINDINGS, now, |target, gone| {
+    fn clear_references(&mut self, reader: &mut dyn StoreReader, now: &str) -> Result<(), StoreError> {
+        self.clear_in(reader, (TARGETS, "finding_id"), FINDINGS, now, |target, gone| {
             without_ids(target, "finding_ids", gone);
         })?;
-        self.clear_in(view, (FINDINGS, "remediation_target_id"), TARGETS, now, |finding, _| {
+        self.clear_in(reader, (FINDINGS, "remediation_target_id"), TARGETS, now, |finding, _| {
             finding["remediation_target_id"] = Value::Null;
         })?;
-        self.clear_in(view, (TARGETS, "scope_id"), SCOPES, now, |target, gone| without_ids(target, "scope_ids", gone))?;
+        self.clear_in(reader, (TARGETS, "scope_id"), SCOPES, now, |target, gone| {
+            without_ids(target, "scope_ids", gone)
+        })?;
         for endpoint in self.deleted_ids(ENDPOINTS) {
-            for scope in scopes_naming_endpoint(view, &endpoint)? {
+            for scope in scopes_naming_endpoint(reader, &endpoint)? {
                 if let Some(named) = self
                     .rewrite(SCOPES, scope, now)
                     .and_then(|scope| scope.pointer_mut("/endpoint_filter/endpoint_ids"))
@@ -251,7 +253,7 @@ impl Plan {
         }
         let findings = self.deleted.get(FINDINGS).cloned().unwrap_or_default();
         let moved = findings.values().flatten().map(|finding| (Some(finding), None));
-        for endpoint in crate::ingest::endpoints_with_moved_counts(view, moved, now)? {
+        for endpoint in crate::ingest::endpoints_with_moved_counts(reader, moved, now)? {
             self.rewrite(ENDPOINTS, endpoint, now);
         }
         Ok(())
@@ -259,10 +261,10 @@ impl Plan {
 
     fn into_writes(
         mut self,
-        view: &mut dyn StoreReader,
+        reader: &mut dyn StoreReader,
         now: &str,
     ) -> Result<(DeletionSummary, Vec<CollectionWrite>), StoreError> {
-        self.clear_references(view, now)?;
+        self.clear_references(reader, now)?;
         let mut summary = DeletionSummary::default();
         let mut writes: Vec<CollectionWrite> = Vec::new();
         for collection in COLLECTIONS {
@@ -293,7 +295,7 @@ fn without_ids(record: &mut Value, field: &str, gone: &[String]) {
 /// The ids of the first `limit` records holding `value` in the index,
 /// read from the index alone, a page of at most [`MAX_SCAN`] at a time.
 fn ids_by_index(
-    view: &mut dyn StoreReader,
+    reader: &mut dyn StoreReader,
     collection: &str,
     index: &str,
     value: &str,
@@ -303,7 +305,7 @@ fn ids_by_index(
     let mut after: Option<IndexPosition> = None;
     while ids.len() < limit {
         let want = (limit - ids.len()).min(MAX_SCAN);
-        let page = view.index_positions(collection, index, value, after, want, false)?;
+        let page = reader.index_positions(collection, index, value, after, want, false)?;
         let full = page.len() == want;
         after = page.last().copied();
         ids.extend(page.into_iter().map(|(_, id)| id));
@@ -316,11 +318,11 @@ fn ids_by_index(
 
 /// The scopes whose endpoint filter names the endpoint (no index holds
 /// them: scopes are read in pages, in id order).
-fn scopes_naming_endpoint(view: &mut dyn StoreReader, endpoint: &str) -> Result<Vec<Value>, StoreError> {
+fn scopes_naming_endpoint(reader: &mut dyn StoreReader, endpoint: &str) -> Result<Vec<Value>, StoreError> {
     let mut naming = Vec::new();
     let mut after = None;
     loop {
-        let page = view.scan(SCOPES, after, MAX_SCAN, false)?;
+        let page = reader.scan(SCOPES, after, MAX_SCAN, false)?;
         let full = page.len() == MAX_SCAN;
         for (id, bytes) in page {
             after = Some(id);

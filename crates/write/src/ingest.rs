@@ -1,7 +1,7 @@
 //! The write path: NDJSON batches of records, validated line by line and
 //! written all or nothing.
 //!
-//! Each line is checked against the collection's schema (`esr_plugin_sdk::
+//! Each line is checked against the collection's schema (`esr_contract::
 //! schema`: shape, types, enums, formats), its references (records of the
 //! same organization, in the store or earlier in the batch, on the same
 //! endpoint where both have one) and the contract's state machines against
@@ -13,10 +13,10 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use esr_plugin_sdk::contract::{SEVERITIES, transition_allowed};
-use esr_plugin_sdk::schema::{Field, Kind, MAX_ARRAY_ITEMS, Owner, schema};
-use esr_plugin_sdk::text::Form as TextForm;
-use esr_plugin_sdk::time::Timestamp;
+use esr_contract::contract::{SEVERITIES, transition_allowed};
+use esr_contract::schema::{Field, Kind, MAX_ARRAY_ITEMS, Owner, schema};
+use esr_contract::text::Form as TextForm;
+use esr_contract::time::Timestamp;
 use serde::Serialize;
 use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value, json};
@@ -183,8 +183,8 @@ pub fn import(
     // lock: what it reads is what the write replaces.
     let cause = HistoryCause::import();
     let mut outcome = None;
-    db.write_batch(organization, &mut |view, now| {
-        let mut batch = Batch::new(view, collection);
+    db.write_batch(organization, &mut |reader, now| {
+        let mut batch = Batch::new(reader, collection);
         let mut lines = lines();
         loop {
             let chunk: Vec<(usize, &[u8])> = lines.by_ref().take(CHECK_CHUNK_LINES).collect();
@@ -239,7 +239,7 @@ pub type KnownRecords = HashMap<&'static str, HashMap<Uuid, Option<Value>>>;
 /// collections are checked (schema, references, state machines), where a
 /// reference may also name a record of the same call, and returns the
 /// records to write: those that change something, with the endpoints whose
-/// open counts they move. Every record carries its `id`. `view` is the
+/// open counts they move. Every record carries its `id`. `reader` is the
 /// store under the write lock of the batch that writes them
 /// ([`Store::write_batch`]), where the caller read what they replace;
 /// `now` is that batch's write time.
@@ -247,7 +247,7 @@ pub type KnownRecords = HashMap<&'static str, HashMap<Uuid, Option<Value>>>;
 /// Each finding and target created or whose status changes gets a history
 /// entry naming `cause`.
 pub fn write_records_checked(
-    view: &mut dyn StoreReader,
+    reader: &mut dyn StoreReader,
     now: Timestamp,
     sets: &[(&'static str, Vec<Value>)],
     known: &KnownRecords,
@@ -272,7 +272,7 @@ pub fn write_records_checked(
             schema(collection).ok_or_else(|| Err(StoreError::MalformedCall(format!("no collection {collection}"))))?;
         // Each batch borrows the view in turn; all read the store as it is
         // before the call (records of the call are `pending`).
-        let mut batch = Batch::new(&mut *view, collection);
+        let mut batch = Batch::new(&mut *reader, collection);
         batch.pending = Some(&pending);
         batch.known = Some(known);
         let lines: Vec<(usize, Vec<u8>)> = records
@@ -330,7 +330,7 @@ pub fn write_records_checked(
             }
         }
     }
-    let mut endpoint_batch = Batch::new(view, "endpoints");
+    let mut endpoint_batch = Batch::new(reader, "endpoints");
     endpoint_batch.known = Some(known);
     let endpoints = endpoint_batch.endpoints_with_counts(stored_deltas, &now_text).map_err(Err)?;
     match written.iter_mut().find(|(collection, _)| *collection == "endpoints") {
@@ -350,9 +350,9 @@ pub fn write_records_checked(
 
 /// The endpoints whose `open_findings` move when each finding changes
 /// from its first state to its second (`None`: absent, as before its
-/// creation or after its deletion), read from `view` and rewritten at `now`.
+/// creation or after its deletion), read from `reader` and rewritten at `now`.
 pub(crate) fn endpoints_with_moved_counts<'r>(
-    view: &mut dyn StoreReader,
+    reader: &mut dyn StoreReader,
     changes: impl IntoIterator<Item = (Option<&'r Value>, Option<&'r Value>)>,
     now: &str,
 ) -> Result<Vec<Value>, StoreError> {
@@ -360,7 +360,7 @@ pub(crate) fn endpoints_with_moved_counts<'r>(
     for (before, after) in changes {
         add_open_delta(&mut deltas, before, after);
     }
-    Batch::new(view, "endpoints").endpoints_with_counts(deltas, now)
+    Batch::new(reader, "endpoints").endpoints_with_counts(deltas, now)
 }
 
 /// Adds how a finding's change from `before` to `after` moves its
@@ -652,7 +652,7 @@ struct Reference {
 /// line of the same id replaces), and the records they reference.
 struct Batch<'a> {
     /// The store as the batch's write lock holds it, on its organization.
-    view: &'a mut dyn StoreReader,
+    reader: &'a mut dyn StoreReader,
     collection: &'a str,
     errors: Errors,
     /// Each valid line's (id, client-owned content), in line order.
@@ -677,9 +677,9 @@ struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
-    fn new(view: &'a mut dyn StoreReader, collection: &'a str) -> Batch<'a> {
+    fn new(reader: &'a mut dyn StoreReader, collection: &'a str) -> Batch<'a> {
         Batch {
-            view,
+            reader,
             collection,
             errors: Errors::default(),
             lines: Vec::new(),
@@ -772,7 +772,7 @@ impl<'a> Batch<'a> {
     /// a new one; `None` (the problem noted) when the key is ambiguous.
     fn natural_id(&mut self, line: usize, content: &Map<String, Value>) -> Result<Option<Uuid>, StoreError> {
         let Some(key) = natural_keys::of(self.collection, content) else { return Ok(Some(Uuid::now_v7())) };
-        match self.natural.find(&mut *self.view, self.collection, &key)? {
+        match self.natural.find(&mut *self.reader, self.collection, &key)? {
             natural_keys::Found::Existing(id) => Ok(Some(id)),
             natural_keys::Found::New => {
                 let id = Uuid::now_v7();
@@ -895,7 +895,7 @@ impl<'a> Batch<'a> {
         if unread.is_empty() {
             return Ok(found);
         }
-        let read = self.view.get_many(collection, &unread)?;
+        let read = self.reader.get_many(collection, &unread)?;
         let parsed = esr_store::parallel::map_in_order(&read, |(id, bytes)| {
             serde_json::from_slice::<Value>(bytes).map(|record| (*id, record))
         });
@@ -910,7 +910,7 @@ impl<'a> Batch<'a> {
         if let Some(known) = self.known.and_then(|known| known.get(collection)?.get(&id)) {
             return Ok(known.clone());
         }
-        match self.view.get(collection, id)? {
+        match self.reader.get(collection, id)? {
             Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
             None => Ok(None),
         }
@@ -938,14 +938,14 @@ impl<'a> Batch<'a> {
         let (followers, more_of_this, more_history) = match self.collection {
             FINDINGS => {
                 let targets =
-                    pairing::targets_following(&mut *self.view, &targets_before, &prepared.records, &now_text)?;
+                    pairing::targets_following(&mut *self.reader, &targets_before, &prepared.records, &now_text)?;
                 let mut write = CollectionWrite::records(TARGETS, targets.records);
                 write.history = obsolete(&targets.obsoleted);
                 (write, Vec::new(), Vec::new())
             }
             TARGETS => {
                 let (findings, targets) =
-                    pairing::findings_following(&mut *self.view, &findings_before, &prepared.records, &now_text)?;
+                    pairing::findings_following(&mut *self.reader, &findings_before, &prepared.records, &now_text)?;
                 let history = obsolete(&targets.obsoleted);
                 (CollectionWrite::records(FINDINGS, findings), targets.records, history)
             }
@@ -1187,7 +1187,7 @@ fn check_value(
             Some(text) if text.chars().count() > max => Err(format!("longer than {max} characters")),
             Some(text) => {
                 let form = if multiline { TextForm::Lines } else { TextForm::Line };
-                match esr_plugin_sdk::text::refusal(text, form) {
+                match esr_contract::text::refusal(text, form) {
                     Some(reason) => Err(reason),
                     None => Ok(json!(text)),
                 }
@@ -1197,7 +1197,7 @@ fn check_value(
         Kind::Name { max } => match value.as_str() {
             Some(text) if text.trim().is_empty() => Err("must not be empty".into()),
             Some(text) if text.chars().count() > max => Err(format!("longer than {max} characters")),
-            Some(text) => match esr_plugin_sdk::text::refusal(text, TextForm::Name) {
+            Some(text) => match esr_contract::text::refusal(text, TextForm::Name) {
                 Some(reason) => Err(reason),
                 None => Ok(json!(text)),
             },

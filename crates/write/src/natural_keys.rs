@@ -97,7 +97,7 @@ impl NaturalIds {
     /// The record `key` names, as stored or as an earlier line made it.
     pub fn find(
         &mut self,
-        view: &mut dyn StoreReader,
+        reader: &mut dyn StoreReader,
         collection: &str,
         key: &NaturalKey,
     ) -> Result<Found, StoreError> {
@@ -105,7 +105,7 @@ impl NaturalIds {
             return Ok(Found::Existing(*id));
         }
         if !self.stored.contains_key(&key.endpoint) {
-            let keys = stored_keys(view, collection, key.endpoint.as_deref())?;
+            let keys = stored_keys(reader, collection, key.endpoint.as_deref())?;
             self.stored.insert(key.endpoint.clone(), keys);
         }
         let ids = self.stored.get(&key.endpoint).and_then(|keys| keys.get(&key.key));
@@ -126,7 +126,7 @@ impl NaturalIds {
 /// holds its agent id's key and its host name's, so a line naming either
 /// finds it.
 fn stored_keys(
-    view: &mut dyn StoreReader,
+    reader: &mut dyn StoreReader,
     collection: &str,
     endpoint: Option<&str>,
 ) -> Result<HashMap<String, Vec<Uuid>>, StoreError> {
@@ -150,8 +150,8 @@ fn stored_keys(
         }
     };
     match endpoint {
-        Some(endpoint) => for_each_by_index(view, collection, "endpoint_id", endpoint, &mut keep)?,
-        None => for_each_by_index(view, collection, esr_plugin_sdk::indexes::CREATED_AT, "", &mut keep)?,
+        Some(endpoint) => for_each_by_index(reader, collection, "endpoint_id", endpoint, &mut keep)?,
+        None => for_each_by_index(reader, collection, esr_contract::indexes::CREATED_AT, "", &mut keep)?,
     }
     Ok(keys)
 }

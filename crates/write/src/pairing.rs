@@ -19,19 +19,19 @@ const TARGETS: &str = "remediation-targets";
 pub fn verify(db: &dyn Store) -> Result<Vec<String>, StoreError> {
     let mut problems = Vec::new();
     for organization in db.organizations()? {
-        let mut view = db.reader(organization.organization_id)?;
-        problems.extend(verify_organization(view.as_mut())?.into_iter().map(|problem| {
+        let mut reader = db.reader(organization.organization_id)?;
+        problems.extend(verify_organization(reader.as_mut())?.into_iter().map(|problem| {
             format!("organization {} ({}): {problem}", organization.organization_id, organization.name)
         }));
     }
     Ok(problems)
 }
 
-fn verify_organization(view: &mut dyn StoreReader) -> Result<Vec<String>, StoreError> {
+fn verify_organization(reader: &mut dyn StoreReader) -> Result<Vec<String>, StoreError> {
     let mut problems = Vec::new();
     // Which target lists each finding (the first; a second is a problem).
     let mut listed_by: HashMap<String, String> = HashMap::new();
-    for_each_by_index(view, TARGETS, esr_plugin_sdk::indexes::CREATED_AT, "", |target| {
+    for_each_by_index(reader, TARGETS, esr_contract::indexes::CREATED_AT, "", |target| {
         let target_id = text(&target, "id");
         for finding_id in target["finding_ids"].as_array().into_iter().flatten().filter_map(Value::as_str) {
             if let Some(first) = listed_by.insert(finding_id.to_owned(), target_id.clone()) {
@@ -41,7 +41,7 @@ fn verify_organization(view: &mut dyn StoreReader) -> Result<Vec<String>, StoreE
     })?;
     let mut after: Option<Uuid> = None;
     loop {
-        let page = view.scan(FINDINGS, after, MAX_SCAN, false)?;
+        let page = reader.scan(FINDINGS, after, MAX_SCAN, false)?;
         for (id, bytes) in &page {
             let finding: Value = serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             let finding_id = id.to_string();
@@ -98,7 +98,7 @@ pub fn listed_findings(target: Option<&Value>) -> BTreeSet<String> {
 /// left with no open finding (moved away or closed) and not being worked
 /// on becomes `obsolete`. Stamped `now`.
 pub fn targets_following(
-    view: &mut dyn StoreReader,
+    reader: &mut dyn StoreReader,
     before: &HashMap<Uuid, Option<String>>,
     written: &BTreeMap<Uuid, Value>,
     now: &str,
@@ -126,7 +126,7 @@ pub fn targets_following(
     }
     let touched: BTreeSet<&String> = dropped.keys().chain(added.keys()).chain(closed.iter()).collect();
     let mut followers = Followers::default();
-    for mut target in read_all(view, TARGETS, touched)? {
+    for mut target in read_all(reader, TARGETS, touched)? {
         let id = text(&target, "id");
         let mut ids: Vec<Value> = target["finding_ids"].as_array().cloned().unwrap_or_default();
         let before = ids.len();
@@ -141,7 +141,7 @@ pub fn targets_following(
             }
         }
         target["finding_ids"] = Value::Array(ids);
-        if (changed || closed.contains(&id)) && obsolete_if_nothing_open(view, &mut target, written)? {
+        if (changed || closed.contains(&id)) && obsolete_if_nothing_open(reader, &mut target, written)? {
             followers.obsoleted.extend(Uuid::parse_str(&id).ok());
             changed = true;
         }
@@ -170,7 +170,7 @@ fn is_open(finding: &Value) -> bool {
 /// remediation targets): whether this one did. Its findings' states are
 /// those `written` gives, else the stored ones.
 fn obsolete_if_nothing_open(
-    view: &mut dyn StoreReader,
+    reader: &mut dyn StoreReader,
     target: &mut Value,
     written: &BTreeMap<Uuid, Value>,
 ) -> Result<bool, StoreError> {
@@ -192,7 +192,7 @@ fn obsolete_if_nothing_open(
             }
         }
     }
-    if read_all(view, FINDINGS, unwritten)?.iter().any(is_open) {
+    if read_all(reader, FINDINGS, unwritten)?.iter().any(is_open) {
         return Ok(false);
     }
     target["status"] = Value::String("obsolete".into());
@@ -207,7 +207,7 @@ fn obsolete_if_nothing_open(
 /// in [`targets_following`]. Returns (findings, other targets), stamped
 /// `now`.
 pub fn findings_following(
-    view: &mut dyn StoreReader,
+    reader: &mut dyn StoreReader,
     before: &HashMap<Uuid, BTreeSet<String>>,
     written: &BTreeMap<Uuid, Value>,
     now: &str,
@@ -228,7 +228,7 @@ pub fn findings_following(
     let written_ids: BTreeSet<String> = written.keys().map(Uuid::to_string).collect();
     let mut findings = Vec::new();
     let mut trimmed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for mut finding in read_all(view, FINDINGS, touched)? {
+    for mut finding in read_all(reader, FINDINGS, touched)? {
         let id = text(&finding, "id");
         let named = named_target(Some(&finding));
         let next = match (claimed.get(&id), released.get(&id)) {
@@ -248,13 +248,13 @@ pub fn findings_following(
     }
     let mut targets = Followers::default();
     let none_written = BTreeMap::new();
-    for mut target in read_all(view, TARGETS, trimmed.keys().collect())? {
+    for mut target in read_all(reader, TARGETS, trimmed.keys().collect())? {
         let id = text(&target, "id");
         let Some(left) = trimmed.get(&id) else { continue };
         if let Some(ids) = target["finding_ids"].as_array_mut() {
             ids.retain(|finding| finding.as_str().is_none_or(|finding| !left.contains(finding)));
         }
-        if obsolete_if_nothing_open(view, &mut target, &none_written)? {
+        if obsolete_if_nothing_open(reader, &mut target, &none_written)? {
             targets.obsoleted.extend(Uuid::parse_str(&id).ok());
         }
         target["updated_at"] = Value::String(now.to_owned());
@@ -265,12 +265,13 @@ pub fn findings_following(
 
 /// The stored records of these ids that exist (ids that are not UUIDs
 /// name nothing).
-fn read_all(view: &mut dyn StoreReader, collection: &str, ids: BTreeSet<&String>) -> Result<Vec<Value>, StoreError> {
+fn read_all(reader: &mut dyn StoreReader, collection: &str, ids: BTreeSet<&String>) -> Result<Vec<Value>, StoreError> {
     let ids: Vec<Uuid> = ids.into_iter().filter_map(|id| Uuid::parse_str(id).ok()).collect();
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    view.get_many(collection, &ids)?
+    reader
+        .get_many(collection, &ids)?
         .into_iter()
         .map(|(_, bytes)| serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string())))
         .collect()

@@ -1,5 +1,5 @@
 //! Scanner reports in: a converted report (what an importer component
-//! returned, `esr_plugin_sdk::report::ConvertedReport`) becomes endpoints,
+//! returned, `esr_contract::report::ConvertedReport`) becomes endpoints,
 //! findings and remediation targets.
 //!
 //! The host, not the importer, decides everything that touches the store,
@@ -32,9 +32,9 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use esr_plugin_sdk::report::{ConvertedReport, EntryState, ReportEntry, SkippedEntry, SuppressionReason};
-use esr_plugin_sdk::text::{Form as TextForm, nfkc};
-use esr_plugin_sdk::time::Timestamp;
+use esr_contract::report::{ConvertedReport, EntryState, ReportEntry, SkippedEntry, SuppressionReason};
+use esr_contract::text::{Form as TextForm, nfkc};
+use esr_contract::time::Timestamp;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
@@ -216,10 +216,10 @@ pub fn import(
         request_id: options.request_id.clone(),
     });
     let mut result = None;
-    db.write_batch(organization, &mut |view, now| {
+    db.write_batch(organization, &mut |reader, now| {
         // Worked out afresh on each call (a backend may retry the write).
         let moment = Moment { now, scanned_at: scanned_at.unwrap_or(now), timeless: scanned_at.is_none() };
-        let planned = plan(view, format, &scanner, &report, options, moment, &cause);
+        let planned = plan(reader, format, &scanner, &report, options, moment, &cause);
         match planned {
             Ok((mut outcome, writes)) => {
                 outcome.batch_id = cause.batch_id.filter(|_| !options.dry_run);
@@ -261,9 +261,9 @@ struct Moment {
     timeless: bool,
 }
 
-/// The import's outcome and the records it writes, read from `view`.
+/// The import's outcome and the records it writes, read from `reader`.
 fn plan(
-    view: &mut dyn StoreReader,
+    reader: &mut dyn StoreReader,
     format: &str,
     scanner: &str,
     report: &ConvertedReport,
@@ -285,7 +285,7 @@ fn plan(
     let mut records = Records::default();
     // What this import read, for the checks of what it writes.
     let mut known = KnownRecords::new();
-    let endpoints = resolve_endpoints(view, report, options, &scanned_at_text, &mut records, &mut outcome)?;
+    let endpoints = resolve_endpoints(reader, report, options, &scanned_at_text, &mut records, &mut outcome)?;
 
     // Entries by endpoint, then by identity (the first entry of an identity wins).
     let mut by_endpoint: BTreeMap<Uuid, BTreeMap<String, (usize, &ReportEntry)>> = BTreeMap::new();
@@ -319,7 +319,7 @@ fn plan(
     for endpoint in endpoints.all() {
         outcome.endpoint_ids.push(endpoint);
         let listed = by_endpoint.remove(&endpoint).unwrap_or_default();
-        let existing = stored_findings(view, endpoint, scanner, &mut known)?;
+        let existing = stored_findings(reader, endpoint, scanner, &mut known)?;
         let last_imported = existing.values().filter_map(last_report_time).max();
         if let Some(last) = last_imported.filter(|last| *last > scanned_at) {
             outcome.older_than_last.push(OlderReport { endpoint_id: endpoint, last_imported_at: last.format() });
@@ -365,7 +365,7 @@ fn plan(
             records.findings.push(Value::Object(resolved));
         }
     }
-    plan_targets(view, &mut records, &mut known, &now.format())?;
+    plan_targets(reader, &mut records, &mut known, &now.format())?;
     // Findings and targets this import makes are not stored yet.
     for (collection, made) in [(FINDINGS, &records.findings), (TARGETS, &records.targets)] {
         let known = known.entry(collection).or_default();
@@ -381,7 +381,7 @@ fn plan(
         (TARGETS, std::mem::take(&mut records.targets)),
         (FINDINGS, std::mem::take(&mut records.findings)),
     ];
-    match crate::ingest::write_records_checked(view, now, &sets, &known, cause) {
+    match crate::ingest::write_records_checked(reader, now, &sets, &known, cause) {
         Ok((summaries, writes)) => {
             for (collection, summary) in summaries {
                 match collection {
@@ -457,7 +457,7 @@ impl InstalledPackage {
             location: entry.location.clone(),
             vendor: entry.package.vendor.clone(),
             package_manager: entry.package.package_manager.clone(),
-            os_package: entry.class == esr_plugin_sdk::report::PackageClass::Os,
+            os_package: entry.class == esr_contract::report::PackageClass::Os,
         }
     }
 
@@ -504,7 +504,7 @@ impl Endpoints {
 }
 
 fn resolve_endpoints(
-    view: &mut dyn StoreReader,
+    reader: &mut dyn StoreReader,
     report: &ConvertedReport,
     options: &ReportOptions,
     now: &str,
@@ -515,15 +515,15 @@ fn resolve_endpoints(
     // The view is a parameter, not captured: the caller's endpoint is
     // looked up in it too. `create` says whether a host name no endpoint
     // has makes one.
-    let mut find_or_create = |view: &mut dyn StoreReader,
+    let mut find_or_create = |reader: &mut dyn StoreReader,
                               hostname: &str,
-                              os: Option<&esr_plugin_sdk::report::OperatingSystem>,
+                              os: Option<&esr_contract::report::OperatingSystem>,
                               create: bool,
                               records: &mut Records,
                               outcome: &mut ReportOutcome|
      -> Result<Uuid, ReportError> {
         if by_hostname.is_none() {
-            by_hostname = Some(endpoints_by_hostname(view)?);
+            by_hostname = Some(endpoints_by_hostname(reader)?);
         }
         let known = by_hostname.get_or_insert_with(HashMap::new);
         let key = hostname.to_ascii_lowercase();
@@ -557,13 +557,13 @@ fn resolve_endpoints(
     let default = match options.endpoint.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
         Some(named) => match Uuid::parse_str(named) {
             Ok(id) => {
-                if view.get(ENDPOINTS, id)?.is_none() {
+                if reader.get(ENDPOINTS, id)?.is_none() {
                     return Err(ReportError::NoEndpoint(format!("no endpoint {id} in this organization")));
                 }
                 Some(id)
             }
             Err(_) => Some(find_or_create(
-                view,
+                reader,
                 named,
                 report.operating_system.as_ref(),
                 options.create_endpoint,
@@ -596,7 +596,7 @@ fn resolve_endpoints(
         }
         // The hosts a report names are the devices it scanned: new ones are
         // endpoints to create.
-        let id = find_or_create(view, host.hostname.trim(), host.operating_system.as_ref(), true, records, outcome)?;
+        let id = find_or_create(reader, host.hostname.trim(), host.operating_system.as_ref(), true, records, outcome)?;
         by_host_key.insert(host.key.clone(), id);
     }
     let default = default.or_else(|| match report.hosts.as_slice() {
@@ -613,11 +613,11 @@ fn resolve_endpoints(
 }
 
 /// Every endpoint by its host name in lower case, with the name as stored.
-fn endpoints_by_hostname(view: &mut dyn StoreReader) -> Result<HashMap<String, Vec<(Uuid, String)>>, StoreError> {
+fn endpoints_by_hostname(reader: &mut dyn StoreReader) -> Result<HashMap<String, Vec<(Uuid, String)>>, StoreError> {
     let mut known = HashMap::new();
     let mut after = None;
     loop {
-        let page = view.scan(ENDPOINTS, after, MAX_SCAN, false)?;
+        let page = reader.scan(ENDPOINTS, after, MAX_SCAN, false)?;
         for (id, bytes) in &page {
             let record: Value = serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             if let Some(hostname) = record.get("hostname").and_then(Value::as_str) {
@@ -631,12 +631,12 @@ fn endpoints_by_hostname(view: &mut dyn StoreReader) -> Result<HashMap<String, V
     }
 }
 
-fn new_endpoint(id: Uuid, hostname: &str, os: Option<&esr_plugin_sdk::report::OperatingSystem>, now: &str) -> Value {
+fn new_endpoint(id: Uuid, hostname: &str, os: Option<&esr_contract::report::OperatingSystem>, now: &str) -> Value {
     let (name, version, family, vendor, architecture) = match os {
         Some(os) => (
             if os.name.trim().is_empty() { "unknown".to_owned() } else { os.name.clone() },
             os.version.clone(),
-            os.family.clone().unwrap_or_else(|| esr_plugin_sdk::report::os_family(&os.name).to_owned()),
+            os.family.clone().unwrap_or_else(|| esr_contract::report::os_family(&os.name).to_owned()),
             os.vendor.clone(),
             os.architecture.clone(),
         ),
@@ -695,7 +695,7 @@ fn refused_names(report: &ConvertedReport) -> Vec<InvalidEntry> {
         let names =
             [("package.name", Some(entry.package.name.as_str())), ("package.vendor", entry.package.vendor.as_deref())];
         for (field, name) in names {
-            if let Some(reason) = name.and_then(|name| esr_plugin_sdk::text::refusal(name, TextForm::Name)) {
+            if let Some(reason) = name.and_then(|name| esr_contract::text::refusal(name, TextForm::Name)) {
                 refused.push(InvalidEntry {
                     entry: format!("entries[{index}] ({})", entry.vulnerability_id),
                     field: field.to_owned(),
@@ -711,21 +711,21 @@ fn refused_names(report: &ConvertedReport) -> Vec<InvalidEntry> {
 fn cve_of(entry: &ReportEntry) -> Option<&str> {
     std::iter::once(entry.vulnerability_id.trim())
         .chain(entry.aliases.iter().map(|alias| alias.trim()))
-        .find(|id| esr_plugin_sdk::report::is_cve(id))
+        .find(|id| esr_contract::report::is_cve(id))
 }
 
 /// The endpoint's findings from this scanner, by identity.
 /// The endpoint's findings from this scanner, by identity; every finding
 /// of the endpoint goes into `known`.
 fn stored_findings(
-    view: &mut dyn StoreReader,
+    reader: &mut dyn StoreReader,
     endpoint: Uuid,
     scanner: &str,
     known: &mut KnownRecords,
 ) -> Result<BTreeMap<String, Value>, StoreError> {
     let mut found = BTreeMap::new();
     let known = known.entry(FINDINGS).or_default();
-    for record in records_by_index(view, FINDINGS, "endpoint_id", &endpoint.to_string())? {
+    for record in records_by_index(reader, FINDINGS, "endpoint_id", &endpoint.to_string())? {
         if let Some(id) = record["id"].as_str().and_then(|id| id.parse::<Uuid>().ok()) {
             known.insert(id, Some(record.clone()));
         }
@@ -785,7 +785,7 @@ fn finding_record(input: FindingInput<'_>) -> Value {
     // a VEX statement now suppresses, a suppressed one it calls resolved)
     // keeps the stored state.
     let (status, suppression) = match stored_status {
-        Some(from) if !esr_plugin_sdk::contract::transition_allowed(FINDINGS, from, status) => {
+        Some(from) if !esr_contract::contract::transition_allowed(FINDINGS, from, status) => {
             (from, stored.and_then(|s| s.get("suppression")).cloned().unwrap_or(Value::Null))
         }
         _ => (status, suppression),
@@ -903,7 +903,7 @@ fn truncate(text: &str, max_chars: usize) -> String {
 /// not do. A target in a terminal state is left alone, and a package found
 /// vulnerable again gets a new target.
 fn plan_targets(
-    view: &mut dyn StoreReader,
+    reader: &mut dyn StoreReader,
     records: &mut Records,
     known: &mut KnownRecords,
     now: &str,
@@ -920,7 +920,7 @@ fn plan_targets(
         records.findings.iter().filter_map(|finding| finding["endpoint_id"].as_str()?.parse::<Uuid>().ok()).collect();
     let mut stored_targets: Vec<Value> = Vec::new();
     for endpoint in &endpoints {
-        stored_targets.extend(records_by_index(view, TARGETS, "endpoint_id", &endpoint.to_string())?);
+        stored_targets.extend(records_by_index(reader, TARGETS, "endpoint_id", &endpoint.to_string())?);
     }
     let known_targets = known.entry(TARGETS).or_default();
     for target in &stored_targets {
@@ -935,13 +935,13 @@ fn plan_targets(
             open_targets.entry(installation_of(target)).or_insert(target);
         }
     }
-    let scopes = records_by_index(view, "scopes", "status", "active")?;
+    let scopes = records_by_index(reader, "scopes", "status", "active")?;
     let mut endpoint_records: HashMap<Uuid, Value> = HashMap::new();
     for endpoint in groups.keys().map(|package| package.endpoint).collect::<BTreeSet<Uuid>>().iter() {
         let record = match records.endpoints.iter().find(|e| e["id"].as_str() == Some(&endpoint.to_string())) {
             Some(record) => record.clone(),
             None => {
-                let stored = read_record(view, ENDPOINTS, *endpoint)?;
+                let stored = read_record(reader, ENDPOINTS, *endpoint)?;
                 known.entry(ENDPOINTS).or_default().insert(*endpoint, stored.clone());
                 stored.unwrap_or(Value::Null)
             }
@@ -989,7 +989,7 @@ fn plan_targets(
         let fixable = open.iter().any(|finding| !finding["fixed_version"].is_null());
         let mut next = status.clone();
         if open.is_empty() {
-            if esr_plugin_sdk::contract::transition_allowed(TARGETS, &status, "obsolete") {
+            if esr_contract::contract::transition_allowed(TARGETS, &status, "obsolete") {
                 next = "obsolete".into();
             }
         } else {
@@ -1018,7 +1018,7 @@ fn plan_targets(
                 }
             }
         }
-        if !esr_plugin_sdk::contract::transition_allowed(TARGETS, &status, &next) {
+        if !esr_contract::contract::transition_allowed(TARGETS, &status, &next) {
             // Identified, then actionable and queued at once: the first step on its own line.
             let mut step = target.clone();
             step.insert("status".into(), json!("actionable"));
@@ -1052,7 +1052,7 @@ fn plan_targets(
         let Ok(id) = Uuid::parse_str(&target_id) else { continue };
         let stored = match stored_by_id.get(target_id.as_str()) {
             Some(stored) => (*stored).clone(),
-            None => match read_record(view, TARGETS, id)? {
+            None => match read_record(reader, TARGETS, id)? {
                 Some(stored) => stored,
                 None => continue,
             },
@@ -1063,7 +1063,7 @@ fn plan_targets(
             drop_findings(&mut stored, left);
         }
         let status = stored["status"].as_str().unwrap_or_default();
-        if !esr_plugin_sdk::contract::transition_allowed(TARGETS, status, "obsolete") || status == "obsolete" {
+        if !esr_contract::contract::transition_allowed(TARGETS, status, "obsolete") || status == "obsolete" {
             if left.is_some() {
                 targets.insert(target_id, Value::Object(client_fields(&stored)));
             }
@@ -1076,7 +1076,9 @@ fn plan_targets(
                 None => match Uuid::parse_str(finding_id) {
                     Ok(id) => match known.get(FINDINGS).and_then(|findings| findings.get(&id)) {
                         Some(stored) => stored.as_ref().and_then(|f| f["status"].as_str().map(str::to_owned)),
-                        None => read_record(view, FINDINGS, id)?.and_then(|f| f["status"].as_str().map(str::to_owned)),
+                        None => {
+                            read_record(reader, FINDINGS, id)?.and_then(|f| f["status"].as_str().map(str::to_owned))
+                        }
                     },
                     Err(_) => None,
                 },
@@ -1132,7 +1134,7 @@ fn new_target(package: &InstalledPackage, now: &str) -> Map<String, Value> {
 /// NFKC, lowercase, look-alike letters as the letters they pass for), tags
 /// in NFKC and lowercase (`text::match_key`).
 fn scope_matches(scope: &Value, package: &InstalledPackage, endpoint: &Value, open: &[&Value]) -> bool {
-    use esr_plugin_sdk::text::{match_key, skeleton_key};
+    use esr_contract::text::{match_key, skeleton_key};
     let strings = |value: &Value| -> Vec<String> {
         value.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_ascii_lowercase).collect()
     };
@@ -1178,7 +1180,7 @@ fn scope_matches(scope: &Value, package: &InstalledPackage, endpoint: &Value, op
 }
 
 fn severity_rank(severity: &str) -> usize {
-    esr_plugin_sdk::contract::SEVERITY_RANK.iter().position(|s| *s == severity).unwrap_or(0)
+    esr_contract::contract::SEVERITY_RANK.iter().position(|s| *s == severity).unwrap_or(0)
 }
 
 /// The earliest due date the matching scopes' SLAs give for the most
@@ -1193,7 +1195,7 @@ fn due_at(scopes: &[&Value], open: &[&Value], now: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use esr_plugin_sdk::report::{Package, PackageClass};
+    use esr_contract::report::{Package, PackageClass};
 
     fn entry(id: &str, aliases: &[&str], package: &str, location: Option<&str>) -> ReportEntry {
         ReportEntry {

@@ -11,8 +11,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use esr_plugin_sdk::indexes::{SORTED, SUPPRESSION_EXPIRY};
-use esr_plugin_sdk::time::Timestamp;
+use esr_contract::indexes::{SORTED, SUPPRESSION_EXPIRY};
+use esr_contract::time::Timestamp;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -56,8 +56,8 @@ fn reopen_some(db: &dyn Store, organization: Uuid) -> Result<usize, StoreError> 
     // Read again under the write lock: what is reopened is what is stored.
     let cause = HistoryCause::suppression_expired();
     let mut reopened = 0;
-    db.write_batch(organization, &mut |view, now| {
-        let findings = expired(view, now, REOPEN_PER_BATCH)?;
+    db.write_batch(organization, &mut |reader, now| {
+        let findings = expired(reader, now, REOPEN_PER_BATCH)?;
         reopened = findings.len();
         if findings.is_empty() {
             return Ok(Vec::new());
@@ -74,7 +74,7 @@ fn reopen_some(db: &dyn Store, organization: Uuid) -> Result<usize, StoreError> 
             }
             lines.push(Value::Object(line));
         }
-        match crate::ingest::write_records_checked(view, now, &[(FINDINGS, lines)], &known, &cause) {
+        match crate::ingest::write_records_checked(reader, now, &[(FINDINGS, lines)], &known, &cause) {
             Ok((_, writes)) => Ok(writes),
             Err(Err(error)) => Err(error),
             Err(Ok(errors)) => {
@@ -91,13 +91,13 @@ fn reopen_some(db: &dyn Store, organization: Uuid) -> Result<usize, StoreError> 
 /// `now`, soonest first: the entries of the index of suppressions by expiry
 /// up to `now`, then those records. A suppression that has not expired is
 /// never read.
-fn expired(view: &mut dyn StoreReader, now: Timestamp, limit: usize) -> Result<Vec<Value>, StoreError> {
-    let expiring = view.index_positions(FINDINGS, SUPPRESSION_EXPIRY.name, SORTED, None, limit, false)?;
+fn expired(reader: &mut dyn StoreReader, now: Timestamp, limit: usize) -> Result<Vec<Value>, StoreError> {
+    let expiring = reader.index_positions(FINDINGS, SUPPRESSION_EXPIRY.name, SORTED, None, limit, false)?;
     let ids: Vec<Uuid> = expiring.into_iter().take_while(|(expires, _)| *expires < now.0).map(|(_, id)| id).collect();
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let mut found = view
+    let mut found = reader
         .get_many(FINDINGS, &ids)?
         .into_iter()
         .map(|(id, bytes)| {

@@ -1358,9 +1358,9 @@ fn main() -> anyhow::Result<()> {
     let (_, newest) = get("/v1/vulnerability-findings?sort=-updated_at&limit=1")?;
     let (_, oldest) = get("/v1/vulnerability-findings?sort=updated_at&limit=1")?;
     let instant = |page: &Value| {
-        page["data"][0]["updated_at"].as_str().and_then(esr_plugin_sdk::time::Timestamp::parse).map_or(0, |t| t.0)
+        page["data"][0]["updated_at"].as_str().and_then(esr_contract::time::Timestamp::parse).map_or(0, |t| t.0)
     };
-    let middle = esr_plugin_sdk::time::Timestamp(instant(&oldest) / 2 + instant(&newest) / 2).format();
+    let middle = esr_contract::time::Timestamp(instant(&oldest) / 2 + instant(&newest) / 2).format();
     let wide_sync = format!("/v1/vulnerability-findings?updatedAfter={middle}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(1);
     let mut critical_total = 0;
@@ -1585,9 +1585,9 @@ fn cursor_and_median(client: &mut ApiClient) -> anyhow::Result<(String, String)>
     let (_, newest) = client.get("/v1/vulnerability-findings?sort=-updated_at&limit=1")?;
     let (_, oldest) = client.get("/v1/vulnerability-findings?sort=updated_at&limit=1")?;
     let instant = |page: &Value| {
-        page["data"][0]["updated_at"].as_str().and_then(esr_plugin_sdk::time::Timestamp::parse).map_or(0, |t| t.0)
+        page["data"][0]["updated_at"].as_str().and_then(esr_contract::time::Timestamp::parse).map_or(0, |t| t.0)
     };
-    let middle = esr_plugin_sdk::time::Timestamp(instant(&oldest) / 2 + instant(&newest) / 2).format();
+    let middle = esr_contract::time::Timestamp(instant(&oldest) / 2 + instant(&newest) / 2).format();
     Ok((page_1000, format!("/v1/vulnerability-findings?updatedAfter={middle}")))
 }
 

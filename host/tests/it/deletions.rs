@@ -559,7 +559,7 @@ fn an_expired_suppression_reopens_the_finding(backend: Backend) {
     let mut server = backend.start();
     let organization = Organization::new(&server, "Suppressions");
     let host = organization.import("endpoints", &[endpoint("alpha")]).remove(0);
-    let expires = esr_plugin_sdk::time::Timestamp(esr_system::clock::unix_now_nanos() + 3_000_000_000);
+    let expires = esr_contract::time::Timestamp(esr_system::clock::unix_now_nanos() + 3_000_000_000);
     let mut suppressed = finding(&host, "xz-utils", "critical", "suppressed");
     suppressed["suppression"] =
         json!({"reason": "accepted_risk", "note": "until the patch", "expires_at": expires.format()});

@@ -161,7 +161,7 @@ fn keys_are_created_listed_without_the_secret_and_revoked_at_once() {
     assert_eq!(not_json.status(), 400);
 
     // An expiring key works until it expires, then looks like any unknown key.
-    let expires_at = esr_plugin_sdk::time::Timestamp(
+    let expires_at = esr_contract::time::Timestamp(
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64 + 5_000_000_000,
     )
     .format();

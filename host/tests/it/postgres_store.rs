@@ -9,7 +9,7 @@ use crate::common;
 
 use common::postgres::TestDatabase;
 use esr::store::{self, CollectionWrite, Store};
-use esr_plugin_sdk::indexes;
+use esr_contract::indexes;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use uuid::Uuid;

@@ -563,7 +563,7 @@ fn comparable(value: &Value, since: &str, ids: &mut BTreeMap<String, usize>) -> 
 /// numbered and masked alike.
 #[test]
 fn reports_on_postgres_give_the_answers_they_give_on_sled() {
-    let since = esr_plugin_sdk::time::Timestamp(esr_system::clock::unix_now_nanos() / 1000 * 1000).format();
+    let since = esr_contract::time::Timestamp(esr_system::clock::unix_now_nanos() / 1000 * 1000).format();
     let database = common::postgres::TestDatabase::new();
     let sled = Server::start_with(&plugins_dir(), &[common::postgres::TWIN_DEADLINE]);
     let postgres = Server::start_with(&plugins_dir(), &["--database", &database.url, common::postgres::TWIN_DEADLINE]);

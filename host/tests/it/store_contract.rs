@@ -18,8 +18,8 @@ use esr::store::{
     self, ApiKeyRecord, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, IndexPosition, Organization, Store,
     StoreError, StoreReader,
 };
-use esr_plugin_sdk::indexes::{self, SORTED, UNSORTED};
-use esr_plugin_sdk::time::Timestamp;
+use esr_contract::indexes::{self, SORTED, UNSORTED};
+use esr_contract::time::Timestamp;
 use serde_json::{Value, json};
 use uuid::Uuid;
 

@@ -6,11 +6,9 @@
 //!
 //! - [`query`]: strict query-parameter parsing that collects every problem.
 //! - [`list`]: filtering, sorting, `limit`/`offset`/`cursor` paging, `total`.
-//! - [`time`]: RFC 3339 timestamps.
-//! - [`schema`], [`contract`]: the records' fields, enums and state machines;
-//!   [`text`]: what text they may hold, and the form names match in.
-//! - [`report`]: the neutral report scanner-report importers return, and
-//!   the mappings they share (severities, CVSS, package managers, VEX);
+//! - The contract the host shares (crate `esr-contract`, re-exported):
+//!   [`time`], [`schema`], [`contract`], [`text`], [`indexes`], [`limits`],
+//!   and [`report`], the neutral report importers return;
 //!   [`scanner_reports`] finds the real reports importers' tests read.
 //! - [`component`]: the WIT glue macros that turn a [`ResourcePlugin`],
 //!   [`DocumentPlugin`] or [`report::ReportImporter`] into a component
@@ -19,19 +17,15 @@
 #[cfg(target_arch = "wasm32")]
 mod arena;
 pub mod component;
-pub mod contract;
-pub mod indexes;
 pub mod list;
 pub mod query;
-pub mod report;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod scanner_reports;
-pub mod schema;
-pub mod sort;
 mod stored;
 pub mod summary;
-pub mod text;
-pub mod time;
+
+// The contract the host shares, under the names components know it by.
+pub use esr_contract::{contract, indexes, limits, report, schema, sort, text, time};
 
 /// Every component built with the SDK allocates from its instance arena.
 #[cfg(target_arch = "wasm32")]
@@ -233,7 +227,7 @@ pub struct Descriptor {
 }
 
 /// The name a descriptor's `reads` gives [`Store::organization`].
-pub const ORGANIZATION: &str = "organization";
+pub use esr_contract::ORGANIZATION;
 
 impl Descriptor {
     /// A descriptor from static tables; its response schema says nothing

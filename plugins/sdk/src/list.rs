@@ -35,7 +35,7 @@ pub const LIST_PARAMETERS: &[Param] = &[
 ];
 
 pub const DEFAULT_LIMIT: u32 = 50;
-pub const MAX_LIMIT: u32 = 100;
+pub use esr_contract::limits::MAX_LIMIT;
 /// How many records one store scan asks for.
 const SCAN_BATCH: u32 = 1000;
 

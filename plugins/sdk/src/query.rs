@@ -49,8 +49,7 @@ pub enum ParamKind {
 /// The most values a comma-separated parameter takes ([`Query::list`]).
 pub const MAX_LIST_VALUES: usize = 100;
 
-/// The longest cursor the host issues or accepts, in characters.
-pub const MAX_CURSOR_CHARS: usize = 4096;
+pub use esr_contract::limits::MAX_CURSOR_CHARS;
 
 /// The longest timestamp parameter accepted, in characters (RFC 3339
 /// allows any number of fraction digits; beyond nanoseconds they are dropped).

@@ -14,12 +14,7 @@ pub const GROUP_BY: &str = "groupBy";
 /// The most fields one summary groups by.
 pub const MAX_GROUP_FIELDS: usize = 2;
 
-/// The most groups a summary answers: beyond it the request is refused as
-/// too broad (a field of many values, such as `scanner`, needs a filter).
-pub const MAX_SUMMARY_GROUPS: usize = 10_000;
-
-/// The longest value a group holds (index values are the records' short texts).
-pub const MAX_SUMMARY_VALUE_CHARS: usize = 256;
+pub use esr_contract::limits::{MAX_SUMMARY_GROUPS, MAX_SUMMARY_VALUE_CHARS};
 
 /// A field a summary may group by: its name in the API and the index (one
 /// value per record) whose counts answer it.

@@ -75,7 +75,8 @@ impl SortValue {
         }
     }
 
-    pub(crate) fn compare(&self, other: &SortValue, descending: bool) -> Ordering {
+    /// The order of two values under a sort, nulls last in both directions.
+    pub fn compare(&self, other: &SortValue, descending: bool) -> Ordering {
         let ordering = match (self, other) {
             (SortValue::Null, SortValue::Null) => return Ordering::Equal,
             (SortValue::Null, _) => return Ordering::Greater,

@@ -358,7 +358,7 @@ impl std::fmt::Display for ReportError {
 
 /// A converter of one report format; exported as a component of the
 /// `report-importer` world by
-/// [`export_report_importer!`](crate::export_report_importer).
+/// `esr_plugin_sdk::export_report_importer!`.
 pub trait ReportImporter {
     fn describe() -> ImporterInfo;
     /// Never fails: anything unreadable is [`Confidence::No`].

@@ -1,0 +1,26 @@
+//! The contract every part of esr shares, host and components alike: what
+//! records may hold and how they change, the indexes the host keeps, time,
+//! the public API's bounds, and the converted report importers return. No
+//! WebAssembly, no storage, no HTTP: plain Rust both sides build.
+//!
+//! - [`schema`], [`contract`]: the records' fields, enum value sets and
+//!   state machines; [`text`]: what text they may hold, and the form names
+//!   match in.
+//! - [`indexes`]: the table of indexes the host keeps, with [`sort`] values.
+//! - [`time`]: RFC 3339 timestamps.
+//! - [`limits`]: the bounds the API states.
+//! - [`report`]: the neutral report scanner-report importers return, and
+//!   the mappings they share (severities, CVSS, package managers, VEX).
+
+pub mod contract;
+pub mod indexes;
+pub mod limits;
+pub mod report;
+pub mod schema;
+pub mod sort;
+pub mod text;
+pub mod time;
+
+/// The name a component's descriptor gives, among what its store `reads`,
+/// the caller's organization record.
+pub const ORGANIZATION: &str = "organization";
