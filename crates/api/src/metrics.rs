@@ -2,8 +2,7 @@
 //! format on the admin listener's `GET /metrics`: requests by route and
 //! status with latency histograms, component calls by group with their
 //! latency and failures, rate-limited and shed requests, the checks health
-//! ran, and the store's
-//! size. Recording takes no lock shared by every request: a series is
+//! ran, and the store's size. Recording takes no lock shared by every request: a series is
 //! found under its family's read lock and counted atomically (a histogram
 //! locks only itself). A family with no series yet is left out.
 
