@@ -172,7 +172,8 @@ plugin-new: wasm-target host
 	test ! -e plugins/$$crate || { echo "plugins/$$crate already exists" >&2; exit 1; }; \
 	mkdir -p plugins/$$crate/src; \
 	for f in Cargo.toml src/lib.rs; do \
-		sed -e 's/{{NAME}}/$(NAME)/g' -e 's/{{GROUP}}/$(GROUP)/g' $$template/$$f > plugins/$$crate/$$f; done; \
+		sed -e 's/{{NAME}}/$(NAME)/g' -e 's/{{GROUP}}/$(GROUP)/g' -e 's#{{SDK_PATH}}#../sdk#' $$template/$$f > plugins/$$crate/$$f; done; \
+	printf '\n[lints]\nworkspace = true\n' >> plugins/$$crate/Cargo.toml; \
 	$(CARGO) test -p esr-plugin-$$crate && \
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) -p esr-plugin-$$crate && \
 	$(ESR) plugins check $(WASM_OUT)/esr_plugin_$$(echo $$crate | tr - _).wasm && \

@@ -6,7 +6,7 @@
 //!
 //! The shape is a contract between importers and the host: fields may be
 //! added (with a default, so older importers keep working), never removed
-//! or changed. `wit/README.md` documents it for authors in other languages.
+//! or changed. `plugins/sdk/wit/README.md` documents it for authors in other languages.
 
 use serde::{Deserialize, Serialize};
 

@@ -53,14 +53,14 @@ pub use registry::*;
 mod bindings {
     pub mod resource {
         wasmtime::component::bindgen!({
-            path: "../../wit",
+            path: "../../plugins/sdk/wit",
             world: "esr:plugin/resource-plugin",
             imports: { default: trappable },
         });
     }
     pub mod document {
         wasmtime::component::bindgen!({
-            path: "../../wit",
+            path: "../../plugins/sdk/wit",
             world: "esr:plugin/document-plugin",
             imports: { default: trappable },
             with: {
@@ -72,7 +72,7 @@ mod bindings {
     }
     pub mod importer {
         wasmtime::component::bindgen!({
-            path: "../../wit",
+            path: "../../plugins/sdk/wit",
             world: "esr:plugin/report-importer",
             imports: { default: trappable },
             with: {

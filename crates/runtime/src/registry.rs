@@ -625,7 +625,7 @@ pub(super) fn exported_interface(engine: &PluginEngine, component: &Component) -
             if version.is_empty() { "an unversioned package" } else { version },
             // 0.3.0 added the descriptor's `reads`.
             if version.starts_with("0.2.") || version.starts_with("0.1.") {
-                " and declare what its store reads in the descriptor's `reads` (wit/README.md, 0.3.0)"
+                " and declare what its store reads in the descriptor's `reads` (plugins/sdk/wit/README.md, 0.3.0)"
             } else {
                 ""
             }

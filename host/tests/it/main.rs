@@ -27,6 +27,7 @@ mod migrate;
 mod native_baseline;
 mod observability;
 mod openapi;
+mod plugin_authoring;
 mod plugin_loading;
 mod postgres_api;
 mod postgres_store;

@@ -17,12 +17,8 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Server, plugins_dir, plugins_dir_with, test_plugins_dir};
+use common::{Server, plugins_dir, plugins_dir_with, test_plugins_dir, workspace};
 use serde_json::Value;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn python_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("python")

@@ -4,10 +4,12 @@
 //! plugin type into a component of the `esr:plugin` package.
 //!
 //! The macros expand in the plugin crate, so the bindings (and their type
-//! section) belong to that crate's world alone. They expect the WIT package
-//! at `../../wit` from the plugin's manifest, as for every crate under
-//! `plugins/`, and the plugin to depend on `wit-bindgen`. On targets other
-//! than `wasm32` they expand to nothing, so plugin logic tests natively.
+//! section) belong to that crate's world alone. The WIT comes from this
+//! crate (`wit/plugin.wit`, package [`WIT_PACKAGE`](crate::WIT_PACKAGE)), so
+//! a plugin builds wherever it lives and depends on nothing but the SDK
+//! (named `esr_plugin_sdk`, the path the bindings' runtime is found by). On
+//! targets other than `wasm32` they expand to nothing, so plugin logic
+//! tests natively.
 
 /// Converts between the SDK's plain types and the generated WIT types;
 /// shared by both macros.
@@ -180,7 +182,7 @@ macro_rules! export_resource_plugin {
     ($plugin:ty) => {
         #[cfg(target_arch = "wasm32")]
         mod esr_component {
-            wit_bindgen::generate!({ path: "../../wit", world: "esr:plugin/resource-plugin" });
+            $crate::__esr_bindings!("esr:plugin/resource-plugin");
 
             use exports::esr::plugin::handler::{Guest, Page};
             use $crate::ResourcePlugin as _;
@@ -253,7 +255,7 @@ macro_rules! export_document_plugin {
     ($plugin:ty) => {
         #[cfg(target_arch = "wasm32")]
         mod esr_component {
-            wit_bindgen::generate!({ path: "../../wit", world: "esr:plugin/document-plugin" });
+            $crate::__esr_bindings!("esr:plugin/document-plugin");
 
             use exports::esr::plugin::document::{Guest, Rendered};
             use $crate::DocumentPlugin as _;
@@ -287,7 +289,7 @@ macro_rules! export_report_importer {
     ($importer:ty) => {
         #[cfg(target_arch = "wasm32")]
         mod esr_component {
-            wit_bindgen::generate!({ path: "../../wit", world: "esr:plugin/report-importer" });
+            $crate::__esr_bindings!("esr:plugin/report-importer");
 
             use exports::esr::plugin::importer::{Confidence, Guest, ImporterInfo, MalformedJson, ReportError};
             use $crate::report::ReportImporter as _;
@@ -319,8 +321,9 @@ macro_rules! export_report_importer {
                     // The report is dropped before the answer is written, so
                     // peak memory holds one of them plus the answer.
                     drop(report);
-                    serde_json::to_vec(&converted)
-                        .map_err(|error| ReportError::Invalid(format!("the converted report cannot be written: {error}")))
+                    serde_json::to_vec(&converted).map_err(|error| {
+                        ReportError::Invalid(format!("the converted report cannot be written: {error}"))
+                    })
                 }
             }
 

@@ -24,6 +24,14 @@ pub mod scanner_reports;
 mod stored;
 pub mod summary;
 
+// The WIT package and the macro generating its bindings (build.rs).
+include!(concat!(env!("OUT_DIR"), "/wit_bindings.rs"));
+
+/// What the generated bindings run on; the export macros name it.
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub use wit_bindgen as __wit_bindgen;
+
 // The contract the host shares, under the names components know it by.
 pub use esr_contract::{contract, indexes, limits, report, schema, sort, text, time};
 

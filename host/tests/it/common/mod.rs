@@ -14,6 +14,11 @@ use std::time::Duration;
 use reqwest::blocking::{Client, Response};
 use serde_json::{Value, json};
 
+/// The repository's root folder.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
 /// The built components: `$ESR_PLUGINS_DIR` (set by `make test`) or
 /// `target/plugins`.
 pub fn plugins_dir() -> PathBuf {
@@ -26,9 +31,7 @@ pub fn test_plugins_dir() -> PathBuf {
 }
 
 fn built_dir(variable: &str, default: &str, how: &str) -> PathBuf {
-    let dir = std::env::var_os(variable)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("target").join(default));
+    let dir = std::env::var_os(variable).map(PathBuf::from).unwrap_or_else(|| workspace().join("target").join(default));
     let has_components = std::fs::read_dir(&dir)
         .map(|entries| entries.filter_map(Result::ok).any(|e| e.path().extension().is_some_and(|x| x == "wasm")))
         .unwrap_or(false);
