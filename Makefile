@@ -25,7 +25,7 @@ PYTHON_REQUIREMENTS := host/tests/python/requirements.txt
 NPM_DIR     := target/npm
 LINT_PACKAGES := host/tests/lint/package.json host/tests/lint/package-lock.json
 
-.PHONY: run run-postgres test plugins test-plugins host wasm-target lint cargo-deny fmt bench wrk postgresql plugin-new venv openapi npm-tools nodejs nginx
+.PHONY: run run-postgres test plugins test-plugins host toolchain wasm-target lint cargo-deny fmt bench wrk postgresql plugin-new venv openapi npm-tools nodejs nginx
 
 run: host plugins
 	$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR)
@@ -85,12 +85,26 @@ openapi: host plugins
 
 # With the native baseline built in (`esr serve --native-handlers`, for
 # measurements); serving defaults to the components.
-host:
+host: toolchain
 	$(CARGO) build -p esr -p esr-bench -p esr-pg-cluster --features esr/native-baseline
+
+# rust-toolchain.toml pins the toolchain. rustup installs it when missing;
+# on a machine without network whose stable toolchain is that very version,
+# that toolchain serves under the pinned name. Without rustup, the rustc on
+# PATH is used as it is.
+RUST_TOOLCHAIN := $(shell sed -n 's/^channel = "\(.*\)"$$/\1/p' rust-toolchain.toml)
+toolchain:
+	@command -v rustup >/dev/null 2>&1 || exit 0; \
+	RUSTUP_AUTO_INSTALL=0 rustup run $(RUST_TOOLCHAIN) rustc --version >/dev/null 2>&1 && exit 0; \
+	if rustup run stable rustc --version 2>/dev/null | grep -q '^rustc $(RUST_TOOLCHAIN) '; then \
+		host=$$(rustup run stable rustc -vV | sed -n 's/^host: //p'); \
+		ln -s "$$(rustup run stable rustc --print sysroot)" "$${RUSTUP_HOME:-$$HOME/.rustup}/toolchains/$(RUST_TOOLCHAIN)-$$host"; \
+		echo "the pinned toolchain $(RUST_TOOLCHAIN) is this machine's stable one"; \
+	else rustup toolchain install $(RUST_TOOLCHAIN) --profile minimal --component rustfmt,clippy --target $(WASM_TARGET); fi
 
 # rustup adds the component target when missing; a toolchain without rustup
 # must already have it.
-wasm-target:
+wasm-target: toolchain
 	@if command -v rustup >/dev/null 2>&1; then \
 		rustup target list --installed | grep -qx '$(WASM_TARGET)' || rustup target add $(WASM_TARGET); \
 	elif ! rustc --print target-list | grep -qx '$(WASM_TARGET)'; then \
@@ -149,11 +163,11 @@ lint: wasm-target cargo-deny
 # cargo-deny, pinned, from crates.io when missing (it checks licences,
 # duplicate versions and sources offline; deny.toml says what is allowed).
 CARGO_DENY_VERSION := 0.20.2
-cargo-deny:
+cargo-deny: toolchain
 	@$(CARGO) deny --version 2>/dev/null | grep -qx 'cargo-deny $(CARGO_DENY_VERSION)' || \
 		$(CARGO) install --locked cargo-deny@$(CARGO_DENY_VERSION)
 
-fmt:
+fmt: toolchain
 	$(CARGO) fmt --all
 
 # A new component crate in plugins/$(NAME) serving $(GROUP) (or, with
