@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 
-use esr_plugin_sdk::{DocumentPlugin, ResourcePlugin};
+use esr_plugin_sdk::{DocumentPlugin, GroupCount, IndexCondition, IndexPosition, IndexRange, ResourcePlugin};
 
 use esr_runtime::{
     CallError, InvalidParam, NativeCalls, Page, PluginError, Rendered, Request, Summary, Tenant, TenantSession,
@@ -79,12 +79,12 @@ impl esr_plugin_sdk::Store for NativeStore {
         collection: &str,
         index: &str,
         value: &str,
-        after: Option<&esr_plugin_sdk::IndexPosition>,
+        after: Option<&IndexPosition>,
         limit: u32,
         reverse: bool,
     ) -> Vec<esr_plugin_sdk::Entry> {
-        let after = after.map(|position| (position.created_at, position.id.as_str()));
-        entries(self.answer(self.tenant.borrow_mut().index_scan(collection, index, value, after, limit, reverse)))
+        let scanned = self.tenant.borrow_mut().index_scan(collection, index, value, after.copied(), limit, reverse);
+        entries(self.answer(scanned))
     }
 
     fn index_positions(
@@ -92,72 +92,40 @@ impl esr_plugin_sdk::Store for NativeStore {
         collection: &str,
         index: &str,
         value: &str,
-        after: Option<&esr_plugin_sdk::IndexPosition>,
+        after: Option<&IndexPosition>,
         limit: u32,
         reverse: bool,
-    ) -> Vec<esr_plugin_sdk::IndexPosition> {
-        let after = after.map(|position| (position.created_at, position.id.as_str()));
-        let positions =
-            self.answer(self.tenant.borrow_mut().index_positions(collection, index, value, after, limit, reverse));
-        positions.into_iter().map(|(created_at, id)| esr_plugin_sdk::IndexPosition { created_at, id }).collect()
+    ) -> Vec<IndexPosition> {
+        self.answer(self.tenant.borrow_mut().index_positions(collection, index, value, after.copied(), limit, reverse))
     }
 
     fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
         self.answer(self.tenant.borrow_mut().index_count(collection, index, value))
     }
 
-    fn count_matching(
-        &self,
-        collection: &str,
-        conditions: &[esr_plugin_sdk::IndexCondition],
-        updated_after: Option<i64>,
-    ) -> u64 {
-        let conditions: Vec<(String, Vec<String>)> =
-            conditions.iter().map(|condition| (condition.index.clone(), condition.values.clone())).collect();
-        self.answer(self.tenant.borrow_mut().count_matching(collection, &conditions, updated_after))
+    fn count_matching(&self, collection: &str, conditions: &[IndexCondition], updated_after: Option<i64>) -> u64 {
+        self.answer(self.tenant.borrow_mut().count_matching(collection, conditions, updated_after))
     }
 
     fn count_in_range(
         &self,
         collection: &str,
-        range: &esr_plugin_sdk::IndexRange,
-        conditions: &[esr_plugin_sdk::IndexCondition],
+        range: &IndexRange,
+        conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> u64 {
-        let conditions: Vec<(String, Vec<String>)> =
-            conditions.iter().map(|condition| (condition.index.clone(), condition.values.clone())).collect();
-        fn bound(position: &Option<esr_plugin_sdk::IndexPosition>) -> Option<(i64, &str)> {
-            position.as_ref().map(|position| (position.created_at, position.id.as_str()))
-        }
-        self.answer(self.tenant.borrow_mut().count_in_range(
-            collection,
-            &range.index,
-            bound(&range.after),
-            bound(&range.before),
-            &conditions,
-            updated_after,
-        ))
+        self.answer(self.tenant.borrow_mut().count_in_range(collection, range, conditions, updated_after))
     }
 
     fn count_groups(
         &self,
         collection: &str,
         group_by: &[String],
-        range: Option<&esr_plugin_sdk::IndexRange>,
-        conditions: &[esr_plugin_sdk::IndexCondition],
+        range: Option<&IndexRange>,
+        conditions: &[IndexCondition],
         updated_after: Option<i64>,
-    ) -> Vec<esr_plugin_sdk::GroupCount> {
-        let conditions: Vec<(String, Vec<String>)> =
-            conditions.iter().map(|condition| (condition.index.clone(), condition.values.clone())).collect();
-        let range = range.map(|range| {
-            fn bound(position: &Option<esr_plugin_sdk::IndexPosition>) -> Option<(i64, &str)> {
-                position.as_ref().map(|position| (position.created_at, position.id.as_str()))
-            }
-            (range.index.as_str(), bound(&range.after), bound(&range.before))
-        });
-        let groups =
-            self.answer(self.tenant.borrow_mut().count_groups(collection, group_by, range, &conditions, updated_after));
-        groups.into_iter().map(|(values, count)| esr_plugin_sdk::GroupCount { values, count }).collect()
+    ) -> Vec<GroupCount> {
+        self.answer(self.tenant.borrow_mut().count_groups(collection, group_by, range, conditions, updated_after))
     }
 
     fn organization(&self) -> Vec<u8> {
@@ -187,10 +155,13 @@ fn call_error(error: esr_plugin_sdk::PluginError) -> CallError {
     })
 }
 
-/// Runs `call` on the tenant's store with the group's native logic.
-fn with_store<T>(
+/// Runs `call` on the tenant's store as the SDK's `Store`: the store
+/// functions components call, in one read session. The native baseline's
+/// logic runs here, and so do the checks that the SDK's `MemoryStore` reads
+/// as the backends do.
+pub fn with_store<T>(
     tenant: &Tenant,
-    call: impl FnOnce(&NativeStore) -> Result<T, esr_plugin_sdk::PluginError>,
+    call: impl FnOnce(&dyn esr_plugin_sdk::Store) -> Result<T, esr_plugin_sdk::PluginError>,
 ) -> Result<T, CallError> {
     let session = tenant.session().map_err(CallError::from_store)?;
     let store = NativeStore { tenant: RefCell::new(session), failure: RefCell::new(None) };

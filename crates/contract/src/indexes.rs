@@ -11,6 +11,7 @@
 //! is the same in `updated_at` order (its positions carry `updated_at`).
 
 use serde_json::Value;
+use uuid::Uuid;
 
 use crate::contract::SEVERITY_RANK;
 use crate::sort::{SortField, SortValue};
@@ -441,4 +442,51 @@ mod tests {
                 .all(|c| find(c, CREATED_AT).is_some())
         );
     }
+}
+
+/// Where a record stands in an index: its position (`created_at`,
+/// `updated_at` or the sort value, as Unix nanoseconds or an
+/// order-preserving code, see [`Index::position`]), then its id, which
+/// breaks ties. Index order is this type's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct IndexPosition {
+    pub position: i64,
+    pub id: Uuid,
+}
+
+impl IndexPosition {
+    pub fn new(position: i64, id: Uuid) -> IndexPosition {
+        IndexPosition { position, id }
+    }
+}
+
+/// Records holding any of `values` in the index `index`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexCondition {
+    pub index: String,
+    pub values: Vec<String>,
+}
+
+/// The records of the sort index `index` that hold its sort value (index
+/// value [`SORTED`]) at a position strictly after `after` and strictly
+/// before `before`; an absent end is open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexRange {
+    pub index: String,
+    pub after: Option<IndexPosition>,
+    pub before: Option<IndexPosition>,
+}
+
+impl IndexCondition {
+    pub fn new(index: impl Into<String>, values: Vec<String>) -> IndexCondition {
+        IndexCondition { index: index.into(), values }
+    }
+}
+
+/// One group of a count by index values: the value held in each grouping
+/// index, in the order asked, and how many records hold them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupCount {
+    pub values: Vec<String>,
+    pub count: u64,
 }

@@ -6,7 +6,9 @@
 //! - [`schema`], [`contract`]: the records' fields, enum value sets and
 //!   state machines; [`text`]: what text they may hold, and the form names
 //!   match in.
-//! - [`indexes`]: the table of indexes the host keeps, with [`sort`] values.
+//! - [`indexes`]: the table of indexes the host keeps, with [`sort`]
+//!   values, and what a read of them names: positions, conditions, ranges,
+//!   group counts (one type each, from the WIT glue down to each backend).
 //! - [`time`]: RFC 3339 timestamps.
 //! - [`limits`]: the bounds the API states.
 //! - [`report`]: the neutral report scanner-report importers return, and
@@ -20,6 +22,9 @@ pub mod schema;
 pub mod sort;
 pub mod text;
 pub mod time;
+
+/// Record ids, as index positions carry them.
+pub use uuid::Uuid;
 
 /// The name a component's descriptor gives, among what its store `reads`,
 /// the caller's organization record.

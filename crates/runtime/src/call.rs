@@ -224,21 +224,36 @@ impl CallState {
     }
 }
 
-/// A range of a sort index as components give it: the index, and the
-/// positions (with ids as text) it lies strictly between.
-pub type RangeOfIds<'a> = (&'a str, Option<(i64, &'a str)>, Option<(i64, &'a str)>);
-
 /// A stored record's id and bytes, as the store functions hand them out.
 pub type StoreEntry = (String, Vec<u8>);
 
-/// A position a component gave (its id as text) as the store's, or a
+/// A position a component gave (its id as text) as the contract's, or a
 /// malformed call naming `function`.
-pub(super) fn index_position(function: &str, bound: Option<(i64, &str)>) -> Result<Option<IndexPosition>, StoreError> {
-    let Some((position, id)) = bound else { return Ok(None) };
+fn position_from_wit(
+    function: &str,
+    position: Option<&wit_store::IndexPosition>,
+) -> Result<Option<IndexPosition>, StoreError> {
+    let Some(wit_store::IndexPosition { created_at, id }) = position else { return Ok(None) };
     match Uuid::parse_str(id) {
-        Ok(id) => Ok(Some((position, id))),
+        Ok(id) => Ok(Some(IndexPosition::new(*created_at, id))),
         Err(_) => Err(StoreError::MalformedCall(format!("{function} {id:?}, which is not a UUID"))),
     }
+}
+
+fn position_to_wit(position: IndexPosition) -> wit_store::IndexPosition {
+    wit_store::IndexPosition { created_at: position.position, id: position.id.to_string() }
+}
+
+fn range_from_wit(function: &str, range: &wit_store::IndexRange) -> Result<IndexRange, StoreError> {
+    Ok(IndexRange {
+        index: range.index.clone(),
+        after: position_from_wit(function, range.after.as_ref())?,
+        before: position_from_wit(function, range.before.as_ref())?,
+    })
+}
+
+fn conditions_from_wit(conditions: Vec<wit_store::IndexCondition>) -> Vec<IndexCondition> {
+    conditions.into_iter().map(|condition| IndexCondition::new(condition.index, condition.values)).collect()
 }
 
 /// A record as a component's `get` shapes it: JSON bytes.
@@ -287,11 +302,10 @@ impl TenantSession {
         collection: &str,
         index: &str,
         value: &str,
-        after: Option<(i64, &str)>,
+        after: Option<IndexPosition>,
         limit: u32,
         reverse: bool,
     ) -> Result<Vec<StoreEntry>, StoreError> {
-        let after = index_position("index-scan after", after)?;
         let records = self.reader.index_scan(collection, index, value, after, limit as usize, reverse)?;
         Ok(records.into_iter().map(|(id, value)| (id.to_string(), value)).collect())
     }
@@ -302,13 +316,11 @@ impl TenantSession {
         collection: &str,
         index: &str,
         value: &str,
-        after: Option<(i64, &str)>,
+        after: Option<IndexPosition>,
         limit: u32,
         reverse: bool,
-    ) -> Result<Vec<(i64, String)>, StoreError> {
-        let after = index_position("index-positions after", after)?;
-        let positions = self.reader.index_positions(collection, index, value, after, limit as usize, reverse)?;
-        Ok(positions.into_iter().map(|(position, id)| (position, id.to_string())).collect())
+    ) -> Result<Vec<IndexPosition>, StoreError> {
+        self.reader.index_positions(collection, index, value, after, limit as usize, reverse)
     }
 
     pub fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
@@ -324,40 +336,25 @@ impl TenantSession {
         self.reader.count_matching(collection, conditions, updated_after)
     }
 
-    /// `store.count-groups`: `range` is a sort index and positions with ids.
     pub fn count_groups(
         &mut self,
         collection: &str,
         group_by: &[String],
-        range: Option<RangeOfIds<'_>>,
+        range: Option<&IndexRange>,
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
-    ) -> Result<Vec<(Vec<String>, u64)>, StoreError> {
-        let range = match range {
-            Some((index, after, before)) => Some(esr_store::IndexRange {
-                index: index.to_owned(),
-                after: index_position("count-groups bound at", after)?,
-                before: index_position("count-groups bound at", before)?,
-            }),
-            None => None,
-        };
-        let groups = self.reader.count_groups(collection, group_by, range.as_ref(), conditions, updated_after)?;
-        Ok(groups.into_iter().map(|group| (group.values, group.count)).collect())
+    ) -> Result<Vec<GroupCount>, StoreError> {
+        self.reader.count_groups(collection, group_by, range, conditions, updated_after)
     }
 
-    /// `store.count-in-range`: `after` and `before` are positions with ids.
     pub fn count_in_range(
         &mut self,
         collection: &str,
-        index: &str,
-        after: Option<(i64, &str)>,
-        before: Option<(i64, &str)>,
+        range: &IndexRange,
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
-        let after = index_position("count-in-range bound at", after)?;
-        let before = index_position("count-in-range bound at", before)?;
-        self.reader.count_in_range(collection, index, after, before, conditions, updated_after)
+        self.reader.count_in_range(collection, range, conditions, updated_after)
     }
 }
 
@@ -401,7 +398,7 @@ impl wit_store::Host for CallState {
     ) -> wasmtime::Result<Vec<wit_store::Entry>> {
         self.may_read(&collection, "index-scan")?;
         let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
-        let after = after.as_ref().map(|position| (position.created_at, position.id.as_str()));
+        let after = position_from_wit("index-scan after", after.as_ref())?;
         let records = tenant.index_scan(&collection, &index, &value, after, limit, reverse)?;
         Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id, value }).collect())
     }
@@ -417,9 +414,9 @@ impl wit_store::Host for CallState {
     ) -> wasmtime::Result<Vec<wit_store::IndexPosition>> {
         self.may_read(&collection, "index-positions")?;
         let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
-        let after = after.as_ref().map(|position| (position.created_at, position.id.as_str()));
+        let after = position_from_wit("index-positions after", after.as_ref())?;
         let positions = tenant.index_positions(&collection, &index, &value, after, limit, reverse)?;
-        Ok(positions.into_iter().map(|(created_at, id)| wit_store::IndexPosition { created_at, id }).collect())
+        Ok(positions.into_iter().map(position_to_wit).collect())
     }
 
     fn index_count(&mut self, collection: String, index: String, value: String) -> wasmtime::Result<u64> {
@@ -436,9 +433,7 @@ impl wit_store::Host for CallState {
     ) -> wasmtime::Result<u64> {
         self.may_read(&collection, "count-matching")?;
         let Some(tenant) = &mut self.tenant else { return Ok(0) };
-        let conditions: Vec<(String, Vec<String>)> =
-            conditions.into_iter().map(|condition| (condition.index, condition.values)).collect();
-        Ok(tenant.count_matching(&collection, &conditions, updated_after)?)
+        Ok(tenant.count_matching(&collection, &conditions_from_wit(conditions), updated_after)?)
     }
 
     fn count_in_range(
@@ -450,19 +445,8 @@ impl wit_store::Host for CallState {
     ) -> wasmtime::Result<u64> {
         self.may_read(&collection, "count-in-range")?;
         let Some(tenant) = &mut self.tenant else { return Ok(0) };
-        let conditions: Vec<(String, Vec<String>)> =
-            conditions.into_iter().map(|condition| (condition.index, condition.values)).collect();
-        fn bound(position: &Option<wit_store::IndexPosition>) -> Option<(i64, &str)> {
-            position.as_ref().map(|position| (position.created_at, position.id.as_str()))
-        }
-        Ok(tenant.count_in_range(
-            &collection,
-            &range.index,
-            bound(&range.after),
-            bound(&range.before),
-            &conditions,
-            updated_after,
-        )?)
+        let range = range_from_wit("count-in-range bound at", &range)?;
+        Ok(tenant.count_in_range(&collection, &range, &conditions_from_wit(conditions), updated_after)?)
     }
 
     fn count_groups(
@@ -475,14 +459,15 @@ impl wit_store::Host for CallState {
     ) -> wasmtime::Result<Vec<wit_store::GroupCount>> {
         self.may_read(&collection, "count-groups")?;
         let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
-        let conditions: Vec<(String, Vec<String>)> =
-            conditions.into_iter().map(|condition| (condition.index, condition.values)).collect();
-        fn bound(position: &Option<wit_store::IndexPosition>) -> Option<(i64, &str)> {
-            position.as_ref().map(|position| (position.created_at, position.id.as_str()))
-        }
-        let range = range.as_ref().map(|range| (range.index.as_str(), bound(&range.after), bound(&range.before)));
-        let groups = tenant.count_groups(&collection, &group_by, range, &conditions, updated_after)?;
-        Ok(groups.into_iter().map(|(values, count)| wit_store::GroupCount { values, count }).collect())
+        let range = range.as_ref().map(|range| range_from_wit("count-groups bound at", range)).transpose()?;
+        let groups = tenant.count_groups(
+            &collection,
+            &group_by,
+            range.as_ref(),
+            &conditions_from_wit(conditions),
+            updated_after,
+        )?;
+        Ok(groups.into_iter().map(|group| wit_store::GroupCount { values: group.values, count: group.count }).collect())
     }
 
     fn organization(&mut self) -> wasmtime::Result<Vec<u8>> {

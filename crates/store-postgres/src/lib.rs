@@ -1126,13 +1126,11 @@ impl StoreReader for PgReader {
     fn count_in_range(
         &mut self,
         collection: &str,
-        index: &str,
-        after: Option<IndexPosition>,
-        before: Option<IndexPosition>,
+        range: &IndexRange,
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
-        self.read(|mut session| session.count_in_range(collection, index, after, before, conditions, updated_after))
+        self.read(|mut session| session.count_in_range(collection, range, conditions, updated_after))
     }
 }
 
@@ -1218,7 +1216,7 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
         collection: &str,
         index: &str,
         value: &str,
-        after: Option<(i64, Uuid)>,
+        after: Option<IndexPosition>,
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<StoredRecord>, StoreError> {
@@ -1243,13 +1241,13 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
         collection: &str,
         index: &str,
         value: &str,
-        after: Option<(i64, Uuid)>,
+        after: Option<IndexPosition>,
         limit: usize,
         reverse: bool,
-    ) -> Result<Vec<(i64, Uuid)>, StoreError> {
+    ) -> Result<Vec<IndexPosition>, StoreError> {
         known_index(collection, index)?;
         let rows = self.entries(collection, index, value, after, limit, reverse, false)?;
-        Ok(rows.into_iter().map(|row| (row.get(0), row.get(1))).collect())
+        Ok(rows.into_iter().map(|row| IndexPosition::new(row.get(0), row.get(1))).collect())
     }
 
     /// The ids of every record holding any of `values` in the index: one query.
@@ -1306,14 +1304,14 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
     fn count_matching(
         &mut self,
         collection: &str,
-        conditions: &[(String, Vec<String>)],
+        conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
         if conditions.is_empty() && !COLLECTIONS.contains(&collection) {
             return Ok(0);
         }
         let mut sized = Vec::with_capacity(conditions.len());
-        for (index, values) in conditions {
+        for IndexCondition { index, values } in conditions {
             known_index(collection, index)?;
             // Each value once: a repeated value must not count its records twice.
             let values: Vec<String> = values.iter().collect::<BTreeSet<_>>().into_iter().cloned().collect();
@@ -1366,8 +1364,8 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
         if sized.first().is_some_and(|(held, ..)| *held == 0) {
             return Ok(0);
         }
-        let conditions: Vec<(String, Vec<String>)> =
-            sized.into_iter().map(|(_, index, values)| (index.to_owned(), values)).collect();
+        let conditions: Vec<IndexCondition> =
+            sized.into_iter().map(|(_, index, values)| IndexCondition::new(index, values)).collect();
         self.count_intersection(collection, None, &conditions, updated_after)
     }
 
@@ -1403,35 +1401,33 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
         )
     }
 
-    /// How many of the organization's records hold the sort value of the
-    /// sort index `index` at a position strictly between `after` and
-    /// `before` (an absent end is open), meet every condition and, when
-    /// given, were updated strictly after `updated_after`.
-    #[allow(clippy::too_many_arguments)]
+    /// How many of the organization's records lie in `range` (hold the
+    /// sort value of its sort index at a position strictly between its
+    /// ends; an absent end is open), meet every condition and, when given,
+    /// were updated strictly after `updated_after`.
     fn count_in_range(
         &mut self,
         collection: &str,
-        index: &str,
-        after: Option<(i64, Uuid)>,
-        before: Option<(i64, Uuid)>,
-        conditions: &[(String, Vec<String>)],
+        range: &IndexRange,
+        conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
+        let index = range.index.as_str();
         known_index(collection, index)?;
         if indexes::find(collection, index).is_none_or(|found| found.key != indexes::IndexKey::SortValue) {
             return Err(StoreError::MalformedCall(format!("{index} of {collection} is not a sort index")));
         }
-        for (index, _) in conditions {
-            known_index(collection, index)?;
+        for condition in conditions {
+            known_index(collection, &condition.index)?;
         }
-        let conditions: Vec<(String, Vec<String>)> = conditions
+        let conditions: Vec<IndexCondition> = conditions
             .iter()
-            .map(|(index, values)| {
-                (index.clone(), values.iter().collect::<BTreeSet<_>>().into_iter().cloned().collect())
+            .map(|condition| {
+                let values = condition.values.iter().collect::<BTreeSet<_>>().into_iter().cloned().collect();
+                IndexCondition::new(condition.index.clone(), values)
             })
             .collect();
-        let range = IndexRange { index: index.to_owned(), after, before };
-        self.count_intersection(collection, Some(&range), &conditions, updated_after)
+        self.count_intersection(collection, Some(range), &conditions, updated_after)
     }
 }
 
@@ -1520,7 +1516,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
         collection: &str,
         index: &str,
         value: &str,
-        after: Option<(i64, Uuid)>,
+        after: Option<IndexPosition>,
         limit: usize,
         reverse: bool,
         bodies: bool,
@@ -1540,7 +1536,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
                 &format!("{select} ORDER BY e.position {order}, e.id {order} LIMIT $3"),
                 &[&organization, &value, &limit],
             ),
-            Some((position, id)) => self.query(
+            Some(IndexPosition { position, id }) => self.query(
                 &format!(
                     "{select} AND (e.position, e.id) {comparison} ($3, $4) ORDER BY e.position {order}, e.id {order} \
                      LIMIT $5"
@@ -1571,7 +1567,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
         collection: &str,
         group_by: &[String],
         range: Option<&IndexRange>,
-        conditions: &[(String, Vec<String>)],
+        conditions: &[IndexCondition],
         updated_after: Option<i64>,
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
@@ -1579,7 +1575,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
             known_index(collection, index)?;
         }
         let mut sized = Vec::new();
-        for (index, values) in restricting_conditions(collection, conditions) {
+        for IndexCondition { index, values } in restricting_conditions(collection, conditions) {
             known_index(collection, &index)?;
             let mut held = 0;
             for value in &values {
@@ -1600,8 +1596,8 @@ impl<C: GenericClient + Send> Session<'_, C> {
         if sized[source].0 > max_candidates {
             return Ok(None);
         }
-        let conditions: Vec<(String, Vec<String>)> =
-            sized.into_iter().map(|(_, index, values)| (index, values)).collect();
+        let conditions: Vec<IndexCondition> =
+            sized.into_iter().map(|(_, index, values)| IndexCondition::new(index, values)).collect();
         let mut params = SqlParams::new(self.organization);
         let (mut selected, mut joins, mut present) = (Vec::new(), String::new(), Vec::new());
         for (n, name) in group_by.iter().enumerate() {
@@ -1673,7 +1669,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
         &mut self,
         collection: &str,
         range: Option<&IndexRange>,
-        conditions: &[(String, Vec<String>)],
+        conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
         if range.is_none() && conditions.is_empty() && updated_after.is_none() {
@@ -1712,12 +1708,12 @@ impl SqlParams {
 fn matching(
     collection: &str,
     range: Option<&IndexRange>,
-    conditions: &[(String, Vec<String>)],
+    conditions: &[IndexCondition],
     updated_after: Option<i64>,
     params: &mut SqlParams,
 ) -> Result<String, StoreError> {
     let mut sql = format!("r.org_id = $1 AND r.collection = '{collection}'");
-    for (name, values) in conditions {
+    for IndexCondition { index: name, values } in conditions {
         let index = known_index(collection, name)?;
         let values: Vec<Vec<u8>> = values.iter().map(|value| value.as_bytes().to_vec()).collect();
         let values = params.add(values);
@@ -1728,7 +1724,13 @@ fn matching(
     }
     if let Some(after) = updated_after {
         // Past every id at `after`: strictly after it.
-        sql.push_str(&between_positions(collection, UPDATED_AT, Some((after, Uuid::max())), None, params)?);
+        sql.push_str(&between_positions(
+            collection,
+            UPDATED_AT,
+            Some(IndexPosition::new(after, Uuid::max())),
+            None,
+            params,
+        )?);
     }
     Ok(sql)
 }
@@ -1749,7 +1751,7 @@ fn between_positions(
     };
     let mut sql = format!(" AND r.{value} = '\\x'::bytea");
     for (bound, comparison) in [(after, ">"), (before, "<")] {
-        if let Some((at, id)) = bound {
+        if let Some(IndexPosition { position: at, id }) = bound {
             let (at, id) = (params.add(at), params.add(id));
             sql.push_str(&format!(" AND (r.{position}, r.id) {comparison} ({at}, {id})"));
         }

@@ -706,7 +706,7 @@ impl Trees {
     ) -> Result<(&CollectionTrees, index_blocks::Entries), StoreError> {
         let trees = self.index_trees(collection, index)?;
         let prefix = value_prefix(organization, index, value);
-        let after = after.map(|(position, id)| entry_of(position, id));
+        let after = after.map(|at| entry_of(at.position, at.id));
         Ok((trees, index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), reverse)?))
     }
 
@@ -745,6 +745,8 @@ impl Trees {
                 values.push((value.to_owned(), count));
             }
         }
+        // Keys hold each value after its length: back to the values' order.
+        values.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(values)
     }
 
@@ -757,7 +759,7 @@ impl Trees {
         &self,
         organization: Uuid,
         collection: &str,
-        conditions: &[(String, Vec<String>)],
+        conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
         if conditions.is_empty() && !self.collections.contains_key(collection) {
@@ -766,8 +768,11 @@ impl Trees {
         // Each value once: a repeated value must not count its records twice.
         let conditions: Vec<(&str, Vec<String>)> = conditions
             .iter()
-            .map(|(index, values)| {
-                (index.as_str(), values.iter().collect::<BTreeSet<_>>().into_iter().cloned().collect())
+            .map(|condition| {
+                (
+                    condition.index.as_str(),
+                    condition.values.iter().collect::<BTreeSet<_>>().into_iter().cloned().collect(),
+                )
             })
             .collect();
         let mut sized = Vec::with_capacity(conditions.len());
@@ -888,24 +893,22 @@ impl Trees {
     /// given, were updated strictly after `updated_after`. Reads index keys
     /// only. A range alone walks the smaller side of it: its entries and
     /// the entries outside it are counted in turns until one side ends.
-    #[allow(clippy::too_many_arguments)]
     fn count_in_range(
         &self,
         organization: Uuid,
         collection: &str,
-        index: &str,
-        after: Option<(i64, Uuid)>,
-        before: Option<(i64, Uuid)>,
-        conditions: &[(String, Vec<String>)],
+        range: &IndexRange,
+        conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
+        let index = range.index.as_str();
         let trees = self.index_trees(collection, index)?;
         if indexes::find(collection, index).is_none_or(|found| found.key != indexes::IndexKey::SortValue) {
             return Err(StoreError::MalformedCall(format!("{index} of {collection} is not a sort index")));
         }
         let prefix = value_prefix(organization, index, indexes::SORTED);
-        let after = after.map(|(position, id)| entry_of(position, id));
-        let before = before.map(|(position, id)| entry_of(position, id));
+        let after = range.after.map(|at| entry_of(at.position, at.id));
+        let before = range.before.map(|at| entry_of(at.position, at.id));
         let mut inside = index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), false)?
             .take_while(move |entry| entry.as_ref().map_or(true, |entry| before.is_none_or(|before| *entry < before)));
         if conditions.is_empty() && updated_after.is_none() {
@@ -961,10 +964,10 @@ impl Trees {
         &self,
         organization: Uuid,
         collection: &str,
-        conditions: &[(String, Vec<String>)],
+        conditions: &[IndexCondition],
     ) -> Result<Option<Option<HashSet<[u8; 16]>>>, StoreError> {
         let mut sized = Vec::with_capacity(conditions.len());
-        for (index, values) in conditions {
+        for IndexCondition { index, values } in conditions {
             let trees = self.index_trees(collection, index)?;
             let values: BTreeSet<&String> = values.iter().collect();
             let mut held = 0;
@@ -1054,7 +1057,7 @@ impl Trees {
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
         let mut sized = Vec::new();
-        for (index, values) in restricting_conditions(collection, conditions) {
+        for IndexCondition { index, values } in restricting_conditions(collection, conditions) {
             let trees = self.index_trees(collection, &index)?;
             let mut held = 0;
             for value in &values {
@@ -1118,8 +1121,8 @@ impl Trees {
         if let Some(range) = range {
             let trees = self.index_trees(collection, &range.index)?;
             let ids = ids_of(&candidates)?;
-            let before = range.before.map(|(position, id)| entry_of(position, id));
-            let after = range.after.map(|(position, id)| entry_of(position, id));
+            let before = range.before.map(|at| entry_of(at.position, at.id));
+            let after = range.after.map(|at| entry_of(at.position, at.id));
             let prefix = value_prefix(organization, &range.index, indexes::SORTED);
             let mut named = HashSet::new();
             for entry in index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), false)? {
@@ -1325,7 +1328,7 @@ impl StoreReader for SledReader {
         let mut positions = Vec::with_capacity(limit.min(MAX_SCAN).min(128));
         for entry in entries.take(limit.min(MAX_SCAN)) {
             let entry = entry?;
-            positions.push((entry_position(&entry), Uuid::from_bytes(entry_id(&entry)?)));
+            positions.push(IndexPosition::new(entry_position(&entry), Uuid::from_bytes(entry_id(&entry)?)));
         }
         Ok(positions)
     }
@@ -1389,14 +1392,12 @@ impl StoreReader for SledReader {
     fn count_in_range(
         &mut self,
         collection: &str,
-        index: &str,
-        after: Option<IndexPosition>,
-        before: Option<IndexPosition>,
+        range: &IndexRange,
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
         let _call = self.call()?;
-        self.trees.count_in_range(self.organization, collection, index, after, before, conditions, updated_after)
+        self.trees.count_in_range(self.organization, collection, range, conditions, updated_after)
     }
 }
 

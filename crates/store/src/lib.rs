@@ -116,30 +116,9 @@ pub struct ApiKeyRecord {
 /// component gets).
 pub type StoredRecord = (Uuid, Vec<u8>);
 
-/// A place in an index: the entry's position (`created_at`, `updated_at`
-/// or the sort value, as Unix nanoseconds or an order-preserving code) and
-/// the record's id, which breaks ties.
-pub type IndexPosition = (i64, Uuid);
-
-/// A condition on an index: the record holds one of these values.
-pub type IndexCondition = (String, Vec<String>);
-
-/// A range of a sort index: positions strictly between `after` and
-/// `before` (an absent end is open).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexRange {
-    pub index: String,
-    pub after: Option<IndexPosition>,
-    pub before: Option<IndexPosition>,
-}
-
-/// One group of [`StoreReader::count_groups`]: the value held in each
-/// grouping index, and how many records hold them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupCount {
-    pub values: Vec<String>,
-    pub count: u64,
-}
+// Positions, conditions, ranges and group counts: the contract's types,
+// the same from the WIT glue down to each backend.
+pub use esr_contract::indexes::{GroupCount, IndexCondition, IndexPosition, IndexRange};
 
 /// What a batch does to one collection.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -337,7 +316,7 @@ pub trait StoreReader: Send {
                 let page = self.index_positions(collection, index, value, after, MAX_SCAN, false)?;
                 let full = page.len() == MAX_SCAN;
                 after = page.last().copied();
-                ids.extend(page.into_iter().map(|(_, id)| id));
+                ids.extend(page.into_iter().map(|position| position.id));
                 if !full {
                     break;
                 }
@@ -363,15 +342,16 @@ pub trait StoreReader: Send {
     ) -> Result<u64, StoreError>;
 
     /// Every value the index holds with how many records hold it (values
-    /// held by none are absent), in value order: the index's count rows,
+    /// held by none are absent), in the values' byte order: the index's count rows,
     /// no entry or record read.
     fn index_values(&mut self, collection: &str, index: &str) -> Result<Vec<(String, u64)>, StoreError>;
 
     /// How many records meet `conditions` (within `range` when given, and
     /// updated strictly after `updated_after` when given) per combination
     /// of the values they hold in the `group_by` indexes (one or two
-    /// indexes where a record holds at most one value). Combinations held
-    /// by no such record are left out. Counted from index counts and
+    /// indexes where a record holds at most one value), in the order of
+    /// their values (byte order, the first index's first) on every backend.
+    /// Combinations held by no such record are left out. Counted from index counts and
     /// entries, never reading a record: where count rows answer every
     /// combination (one index with no other condition, a counted pair),
     /// from them; else, when the conditions leave at most
@@ -434,14 +414,12 @@ pub trait StoreReader: Send {
                 MAX_GROUP_CANDIDATES,
             )?
         {
-            return Ok(groups);
+            return Ok(in_value_order(groups));
         }
         let count = |reader: &mut Self, extra: Vec<IndexCondition>| -> Result<u64, StoreError> {
             let all: Vec<IndexCondition> = conditions.iter().cloned().chain(extra).collect();
             match range {
-                Some(range) => {
-                    reader.count_in_range(collection, &range.index, range.after, range.before, &all, updated_after)
-                }
+                Some(range) => reader.count_in_range(collection, range, &all, updated_after),
                 None => reader.count_matching(collection, &all, updated_after),
             }
         };
@@ -455,20 +433,13 @@ pub trait StoreReader: Send {
         // group values' among them) and the range: an upper bound of the
         // entries read, from index counts and one walk of the range.
         let mut shared = 0u64;
-        for (index, values) in restricting_conditions(collection, conditions) {
-            for value in values {
-                shared = shared.saturating_add(self.index_count(collection, &index, &value)?);
+        for condition in restricting_conditions(collection, conditions) {
+            for value in &condition.values {
+                shared = shared.saturating_add(self.index_count(collection, &condition.index, value)?);
             }
         }
         if let Some(range) = range {
-            shared = shared.saturating_add(self.count_in_range(
-                collection,
-                &range.index,
-                range.after,
-                range.before,
-                &[],
-                None,
-            )?);
+            shared = shared.saturating_add(self.count_in_range(collection, range, &[], None)?);
         }
         if let Some(after) = updated_after {
             shared = shared.saturating_add(self.count_matching(collection, &[], Some(after))?);
@@ -493,7 +464,7 @@ pub trait StoreReader: Send {
         } else {
             let mut counted = Vec::with_capacity(first_values.len());
             for (value, _) in first_values {
-                let held = count(self, vec![(group_by[0].clone(), vec![value.clone()])])?;
+                let held = count(self, vec![IndexCondition::new(group_by[0].clone(), vec![value.clone()])])?;
                 counted.push((value, held));
             }
             counted
@@ -506,19 +477,21 @@ pub trait StoreReader: Send {
                     .filter(|(_, held)| *held > 0)
                     .map(|(value, held)| GroupCount { values: vec![value], count: held }),
             );
-            return Ok(groups);
+            return Ok(in_value_order(groups));
         };
         for (first, _) in firsts.into_iter().filter(|(_, held)| *held > 0) {
             for (second, _) in &second_values {
-                let extra =
-                    vec![(group_by[0].clone(), vec![first.clone()]), (second_index.clone(), vec![second.clone()])];
+                let extra = vec![
+                    IndexCondition::new(group_by[0].clone(), vec![first.clone()]),
+                    IndexCondition::new(second_index.clone(), vec![second.clone()]),
+                ];
                 let held_both = count(self, extra)?;
                 if held_both > 0 {
                     groups.push(GroupCount { values: vec![first.clone(), second.clone()], count: held_both });
                 }
             }
         }
-        Ok(groups)
+        Ok(in_value_order(groups))
     }
 
     /// Where the organization's change feed stands. A backend without
@@ -554,17 +527,15 @@ pub trait StoreReader: Send {
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError>;
 
-    /// How many records hold a sort value of the sort index `index` at a
-    /// (position, id) strictly between `after` and `before` (an absent end
-    /// is open), meet every condition and, when given, were updated
+    /// How many records lie in `range` (hold a sort value of its sort index
+    /// at a position strictly between its ends; an absent end is open),
+    /// meet every condition and, when given, were updated
     /// strictly after `updated_after`. An index that is not a sort index is
     /// [`StoreError::MalformedCall`].
     fn count_in_range(
         &mut self,
         collection: &str,
-        index: &str,
-        after: Option<IndexPosition>,
-        before: Option<IndexPosition>,
+        range: &IndexRange,
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError>;
@@ -610,13 +581,20 @@ pub fn for_each_by_index(
         for (id, bytes) in page {
             let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             // The next page starts after the last record's place in the index.
-            after = Some((order.position(&record), id));
+            after = Some(IndexPosition::new(order.position(&record), id));
             visit(record);
         }
         if !full {
             return Ok(());
         }
     }
+}
+
+/// Groups in the order of their values, whatever order a backend found
+/// them in.
+fn in_value_order(mut groups: Vec<GroupCount>) -> Vec<GroupCount> {
+    groups.sort_by(|a, b| a.values.cmp(&b.values));
+    groups
 }
 
 /// The most index entries a summary's counts by combination may read
@@ -636,14 +614,14 @@ pub const MAX_GROUP_CANDIDATES: u64 = 100_000;
 pub fn restricting_conditions(collection: &str, conditions: &[IndexCondition]) -> Vec<IndexCondition> {
     conditions
         .iter()
-        .map(|(index, values)| {
-            let values: std::collections::BTreeSet<&String> = values.iter().collect();
-            (index.clone(), values.into_iter().cloned().collect::<Vec<String>>())
+        .map(|condition| {
+            let values: std::collections::BTreeSet<&String> = condition.values.iter().collect();
+            IndexCondition::new(condition.index.clone(), values.into_iter().cloned().collect())
         })
-        .filter(|(index, values)| {
-            let everything =
-                esr_contract::indexes::find(collection, index).is_some_and(|found| found.key == IndexKey::Everything);
-            !(everything && values.iter().any(String::is_empty))
+        .filter(|condition| {
+            let everything = esr_contract::indexes::find(collection, &condition.index)
+                .is_some_and(|found| found.key == IndexKey::Everything);
+            !(everything && condition.values.iter().any(String::is_empty))
         })
         .collect()
 }
@@ -722,11 +700,14 @@ fn combinations_are_counted(
     if all.is_empty() && group_by.len() == 1 {
         return true;
     }
-    all.extend(group_by.iter().map(|index| (index.clone(), vec![String::new()])));
+    all.extend(group_by.iter().map(|index| IndexCondition::new(index.clone(), vec![String::new()])));
     let pairs = esr_contract::indexes::counted_pairs(collection);
     match all.as_slice() {
         [_] => true,
-        [(a, _), (b, _)] => pairs.contains(&(a.as_str(), b.as_str())) || pairs.contains(&(b.as_str(), a.as_str())),
+        [a, b] => {
+            let (a, b) = (a.index.as_str(), b.index.as_str());
+            pairs.contains(&(a, b)) || pairs.contains(&(b, a))
+        }
         _ => false,
     }
 }

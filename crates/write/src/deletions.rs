@@ -308,7 +308,7 @@ fn ids_by_index(
         let page = reader.index_positions(collection, index, value, after, want, false)?;
         let full = page.len() == want;
         after = page.last().copied();
-        ids.extend(page.into_iter().map(|(_, id)| id));
+        ids.extend(page.into_iter().map(|position| position.id));
         if !full {
             break;
         }

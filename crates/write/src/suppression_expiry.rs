@@ -93,7 +93,8 @@ fn reopen_some(db: &dyn Store, organization: Uuid) -> Result<usize, StoreError> 
 /// never read.
 fn expired(reader: &mut dyn StoreReader, now: Timestamp, limit: usize) -> Result<Vec<Value>, StoreError> {
     let expiring = reader.index_positions(FINDINGS, SUPPRESSION_EXPIRY.name, SORTED, None, limit, false)?;
-    let ids: Vec<Uuid> = expiring.into_iter().take_while(|(expires, _)| *expires < now.0).map(|(_, id)| id).collect();
+    let ids: Vec<Uuid> =
+        expiring.into_iter().take_while(|expiry| expiry.position < now.0).map(|expiry| expiry.id).collect();
     if ids.is_empty() {
         return Ok(Vec::new());
     }

@@ -8,6 +8,9 @@ mod admin_token;
 mod admission;
 mod api;
 mod changes;
+// The checks call the host's store functions as the native baseline does.
+#[cfg(feature = "native-baseline")]
+mod component_reads;
 mod config_file;
 mod connection_limits;
 mod containment;

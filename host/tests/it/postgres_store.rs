@@ -378,25 +378,29 @@ fn assert_reads_alike(
                     if index.key == indexes::IndexKey::SortValue && value == indexes::SORTED {
                         let positions =
                             sled_reads.index_positions(collection, index.name, &value, None, 1000, false).unwrap();
-                        let bounds: Vec<Option<(i64, Uuid)>> = [None]
+                        let bounds: Vec<Option<store::IndexPosition>> = [None]
                             .into_iter()
                             .chain([positions.len() / 4, positions.len() * 3 / 4].map(|at| positions.get(at).copied()))
                             .collect();
                         for after in &bounds {
                             for before in &bounds {
-                                for conditions in [vec![], vec![("status".to_owned(), vec!["open".to_owned()])]] {
-                                    let conditions: Vec<(String, Vec<String>)> = conditions
+                                for conditions in
+                                    [vec![], vec![store::IndexCondition::new("status", vec!["open".to_owned()])]]
+                                {
+                                    let conditions: Vec<store::IndexCondition> = conditions
                                         .into_iter()
-                                        .filter(|(index, _)| indexes::find(collection, index).is_some())
+                                        .filter(|condition| indexes::find(collection, &condition.index).is_some())
                                         .collect();
                                     for updated_after in [None, Some(1_772_000_000_000_000_000)] {
                                         let count = |reads: &mut Box<dyn store::StoreReader>| {
                                             reads
                                                 .count_in_range(
                                                     collection,
-                                                    index.name,
-                                                    *after,
-                                                    *before,
+                                                    &store::IndexRange {
+                                                        index: index.name.to_owned(),
+                                                        after: *after,
+                                                        before: *before,
+                                                    },
                                                     &conditions,
                                                     updated_after,
                                                 )
@@ -418,7 +422,7 @@ fn assert_reads_alike(
         }
         // Totals of combinations of filters, with and without updatedAfter.
         let condition = |index: &str, values: &[&str]| {
-            (index.to_owned(), values.iter().map(|v| (*v).to_owned()).collect::<Vec<_>>())
+            store::IndexCondition::new(index, values.iter().map(|v| (*v).to_owned()).collect::<Vec<_>>())
         };
         let combinations = [
             vec![],

@@ -15,8 +15,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use esr::store::{
-    self, ApiKeyRecord, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, IndexPosition, Organization, Store,
-    StoreError, StoreReader,
+    self, ApiKeyRecord, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, IndexCondition, IndexPosition,
+    IndexRange, Organization, Store, StoreError, StoreReader,
 };
 use esr_contract::indexes::{self, SORTED, UNSORTED};
 use esr_contract::time::Timestamp;
@@ -118,7 +118,7 @@ fn timestamp(day: usize, minute: usize) -> String {
 
 /// A finding with the fields the findings' indexes read (the store checks
 /// no schema: only the id and the two timestamps are required).
-fn finding(n: usize) -> Value {
+pub(crate) fn finding(n: usize) -> Value {
     let statuses = ["open", "resolved", "suppressed"];
     let severities = ["critical", "high", "medium", "low"];
     let mut record = json!({
@@ -148,18 +148,24 @@ fn reader(store: &dyn Store, organization: Uuid) -> Box<dyn StoreReader> {
 
 /// Where the index puts a record (position, id), as the SDK computes it.
 fn position(collection: &str, index: &str, record: &Value) -> IndexPosition {
-    (indexes::find(collection, index).expect("a known index").position(record), id_of(record))
+    IndexPosition::new(indexes::find(collection, index).expect("a known index").position(record), id_of(record))
 }
 
-fn conditions(list: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
-    list.iter().map(|(index, values)| ((*index).to_owned(), values.iter().map(|v| (*v).to_owned()).collect())).collect()
+fn range(index: &str, after: Option<IndexPosition>, before: Option<IndexPosition>) -> IndexRange {
+    IndexRange { index: index.to_owned(), after, before }
+}
+
+fn conditions(list: &[(&str, &[&str])]) -> Vec<IndexCondition> {
+    list.iter()
+        .map(|(index, values)| IndexCondition::new(*index, values.iter().map(|v| (*v).to_owned()).collect()))
+        .collect()
 }
 
 /// Whether a record meets every condition (one of its values) and was
 /// updated strictly after `updated_after`.
-fn matches(record: &Value, conditions: &[(String, Vec<String>)], updated_after: Option<i64>) -> bool {
+fn matches(record: &Value, conditions: &[IndexCondition], updated_after: Option<i64>) -> bool {
     let updated = record["updated_at"].as_str().and_then(Timestamp::parse).map_or(i64::MIN, |t| t.0);
-    conditions.iter().all(|(index, values)| {
+    conditions.iter().all(|IndexCondition { index, values }| {
         let held = indexes::find(FINDINGS, index).expect("a known index").values(record);
         values.iter().any(|value| held.contains(value))
     }) && updated_after.is_none_or(|after| updated > after)
@@ -332,7 +338,7 @@ fn index_scans_walk_positions(backend: &dyn Backend) {
         assert_eq!(positions, expected, "{index}={value}: (position, id) order");
         let records = reader.index_scan(FINDINGS, index, value, None, 1000, false).unwrap();
         let ids: Vec<Uuid> = records.iter().map(|(id, _)| *id).collect();
-        assert_eq!(ids, expected.iter().map(|(_, id)| *id).collect::<Vec<_>>(), "{index}={value}: records");
+        assert_eq!(ids, expected.iter().map(|at| at.id).collect::<Vec<_>>(), "{index}={value}: records");
         for (id, bytes) in &records {
             let stored = findings.iter().find(|record| id_of(record) == *id).unwrap();
             assert_eq!(&serde_json::from_slice::<Value>(bytes).unwrap(), stored);
@@ -349,7 +355,7 @@ fn index_scans_walk_positions(backend: &dyn Backend) {
                 .into_iter()
                 .map(|(id, _)| id)
                 .collect();
-            assert_eq!(ids, earlier.iter().take(3).map(|(_, id)| *id).collect::<Vec<_>>());
+            assert_eq!(ids, earlier.iter().take(3).map(|at| at.id).collect::<Vec<_>>());
         }
     }
     assert_eq!(reader.index_count(FINDINGS, "status", "no-such-status").unwrap(), 0);
@@ -378,7 +384,7 @@ fn count_matching_agrees_with_brute_force(backend: &dyn Backend) {
     store.insert_records(acme, FINDINGS, &findings).unwrap();
 
     let mut reader = reader(&*store, acme);
-    let cases: Vec<Vec<(String, Vec<String>)>> = vec![
+    let cases: Vec<Vec<IndexCondition>> = vec![
         conditions(&[]),
         conditions(&[("status", &["open"])]),
         conditions(&[("status", &["open", "suppressed", "open"])]),
@@ -446,7 +452,7 @@ fn count_in_range_agrees_with_brute_force(backend: &dyn Backend) {
                     .filter(|(_, record)| matches(record, case, updated_after))
                     .count() as u64;
                 assert_eq!(
-                    reader.count_in_range(FINDINGS, "by_cvss", after, before, case, updated_after).unwrap(),
+                    reader.count_in_range(FINDINGS, &range("by_cvss", after, before), case, updated_after).unwrap(),
                     expected,
                     "({after:?}, {before:?}) {case:?} after {updated_after:?}"
                 );
@@ -454,17 +460,17 @@ fn count_in_range_agrees_with_brute_force(backend: &dyn Backend) {
         }
     }
     assert!(matches!(
-        reader.count_in_range(FINDINGS, "status", None, None, &[], None),
+        reader.count_in_range(FINDINGS, &range("status", None, None), &[], None),
         Err(StoreError::MalformedCall(_))
     ));
     assert!(matches!(
-        reader.count_in_range(FINDINGS, "by_colour", None, None, &[], None),
+        reader.count_in_range(FINDINGS, &range("by_colour", None, None), &[], None),
         Err(StoreError::UnknownIndex(_))
     ));
 }
 
 /// An endpoint with the fields the endpoints' indexes read.
-fn endpoint(n: usize) -> Value {
+pub(crate) fn endpoint(n: usize) -> Value {
     let families = ["linux", "windows", "macos"];
     let tags = ["prod", "dev", "pci", "eu"];
     let mut record = json!({
@@ -564,7 +570,7 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
         for (index, values) in pool.choose_multiple(&mut rng, condition_count) {
             let value_count = rng.gen_range(1..=values.len().min(3));
             let chosen = values.choose_multiple(&mut rng, value_count);
-            case_conditions.push(((*index).to_owned(), chosen.cloned().collect::<Vec<String>>()));
+            case_conditions.push(IndexCondition::new(*index, chosen.cloned().collect::<Vec<String>>()));
         }
         let range = (*collection == FINDINGS && rng.gen_bool(0.3)).then(|| {
             let bound = |rng: &mut rand::rngs::StdRng| {
@@ -579,7 +585,7 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
         let mut expected: std::collections::BTreeMap<Vec<String>, u64> = Default::default();
         for record in records.iter() {
             let updated = record["updated_at"].as_str().and_then(Timestamp::parse).unwrap().0;
-            let meets = case_conditions.iter().all(|(index, values)| {
+            let meets = case_conditions.iter().all(|IndexCondition { index, values }| {
                 let held = indexes::find(collection, index).unwrap().values(record);
                 values.iter().any(|value| held.contains(value))
             }) && updated_after.is_none_or(|after| updated > after)
@@ -625,7 +631,7 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
         // Counted from the candidates whenever a condition gives their places.
         let placed = store::restricting_conditions(collection, &case_conditions)
             .iter()
-            .any(|(index, _)| store::ordered_by_creation(collection, index));
+            .any(|condition| store::ordered_by_creation(collection, &condition.index));
         let candidates = reader
             .count_groups_of_candidates(
                 collection,

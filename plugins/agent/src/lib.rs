@@ -426,9 +426,16 @@ mod tests {
         store.collections.remove(SCOPES_COLLECTION);
         for index in 0..2500_u32 {
             let status = if index % 1000 == 999 { "active" } else { "paused" };
-            store.insert(SCOPES_COLLECTION, json!({"id": format!("{index:05}"), "status": status}));
+            let id = format!("00000000-0000-7000-8000-{index:012}");
+            store.insert(SCOPES_COLLECTION, json!({"id": id, "status": status}));
         }
-        assert_eq!(active_scope_ids(&store, "linux"), Ok(vec!["00999".to_owned(), "01999".to_owned()]));
+        assert_eq!(
+            active_scope_ids(&store, "linux"),
+            Ok(vec![
+                "00000000-0000-7000-8000-000000000999".to_owned(),
+                "00000000-0000-7000-8000-000000001999".to_owned()
+            ])
+        );
     }
 
     #[test]

@@ -4,117 +4,92 @@
 //! `tag`. Sort keys: `created_at`, `updated_at`, `hostname`, `last_seen_at`.
 
 use esr_plugin_sdk::contract::OS_FAMILIES;
-use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request};
+use esr_plugin_sdk::group::{CollectionGroup, index_filters};
+use esr_plugin_sdk::list::{Filter, SortField, owned};
 use esr_plugin_sdk::query::{Param, ParamKind, Query};
-use esr_plugin_sdk::summary::{Summary, SummaryField, SummaryInfo, parse_summary_request, summarize, summary_info};
-use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
+use esr_plugin_sdk::summary::SummaryField;
 use serde_json::Value;
 
 const COLLECTION: &str = "endpoints";
 
-const FILTERS: &[Param] = &[
-    Param::new("osFamily", ParamKind::AnyOf(OS_FAMILIES), "Operating system families, comma-separated."),
-    Param::new(
-        "hasAgent",
-        ParamKind::Boolean,
-        "true: only endpoints with an enrolled agent; false: only those without.",
-    ),
-    Param::new("hostname", ParamKind::Text { max: 255 }, "Hostname prefix, case-insensitive."),
-    Param::new(
-        "tag",
-        ParamKind::ListOf { pattern: "[^,]{0,256}", max: MAX_TAG_CHARS },
-        "Only endpoints carrying one of these tags, comma-separated.",
-    ),
-];
-
-/// What a summary groups by.
-const SUMMARY_FIELDS: &[SummaryField] =
-    &[SummaryField::text("osFamily", "os_family"), SummaryField::boolean("hasAgent", "has_agent")];
-
-/// The filters a summary takes: those indexes answer exactly (a hostname
-/// prefix is a range of the hostname index that each record's test narrows).
-const SUMMARY_FILTERS: &[Param] = &[FILTERS[0], FILTERS[1], FILTERS[3]];
-
 /// The longest tag a record holds (the schema's short text).
 const MAX_TAG_CHARS: usize = 256;
-
-const SORTS: &[(&str, SortField)] = &[
-    ("created_at", SortField::Timestamp("/created_at")),
-    ("updated_at", SortField::Timestamp("/updated_at")),
-    ("hostname", SortField::Text("/hostname")),
-    ("last_seen_at", SortField::Timestamp("/last_seen_at")),
-];
 
 /// The endpoints plugin.
 pub struct Endpoints;
 
-impl ResourcePlugin for Endpoints {
-    fn describe() -> Descriptor {
-        list_descriptor(COLLECTION, env!("CARGO_PKG_VERSION"), FILTERS, SORTS)
-    }
-
-    fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
-        let (mut query, options) = parse_list_request(request, FILTERS, SORTS);
-        let filters = filters(&mut query);
-        query.finish()?;
-        list_filtered(store, COLLECTION, &options, filters)
-    }
-
-    fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {
-        get_record(store, COLLECTION, id, request)
-    }
-
-    fn describe_summary() -> SummaryInfo {
-        summary_info(SUMMARY_FIELDS, SUMMARY_FILTERS)
-    }
-
-    fn summary(store: &dyn Store, request: &Request) -> Result<Summary, PluginError> {
-        let (mut query, group_by) = parse_summary_request(request, SUMMARY_FIELDS, SUMMARY_FILTERS);
-        let filters = filters(&mut query);
-        query.finish()?;
-        summarize(store, COLLECTION, &group_by, filters)
-    }
-}
-
-/// The filters the query gives, as lists and summaries apply them.
-fn filters(query: &mut Query<'_>) -> Vec<Filter<'static>> {
-    let os_families = query.any_of("osFamily", OS_FAMILIES);
-    let has_agent = query.boolean("hasAgent");
-    let hostname_prefix = query.text("hostname", 255).map(str::to_lowercase);
-    let tags = query.list(
-        "tag",
-        |tag| (tag.chars().count() <= MAX_TAG_CHARS).then(|| tag.to_owned()),
-        "not a tag (at most 256 characters)",
-    );
-
-    let mut filters = Vec::new();
-    let indexed = [
-        ("os_family", os_families.map(owned)),
-        ("has_agent", has_agent.map(|wanted| vec![wanted.to_string()])),
-        ("tag", tags),
+impl CollectionGroup for Endpoints {
+    const COLLECTION: &'static str = COLLECTION;
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const FILTERS: &'static [Param] = &[
+        Param::new("osFamily", ParamKind::AnyOf(OS_FAMILIES), "Operating system families, comma-separated."),
+        Param::new(
+            "hasAgent",
+            ParamKind::Boolean,
+            "true: only endpoints with an enrolled agent; false: only those without.",
+        ),
+        Param::new("hostname", ParamKind::Text { max: 255 }, "Hostname prefix, case-insensitive."),
+        Param::new(
+            "tag",
+            ParamKind::ListOf { pattern: "[^,]{0,256}", max: MAX_TAG_CHARS },
+            "Only endpoints carrying one of these tags, comma-separated.",
+        ),
     ];
-    for (index, values) in indexed {
-        if let Some(values) = values {
-            filters.push(Filter::by_index(COLLECTION, index, values));
+    const SORT_KEYS: &'static [(&'static str, SortField)] = &[
+        ("created_at", SortField::Timestamp("/created_at")),
+        ("updated_at", SortField::Timestamp("/updated_at")),
+        ("hostname", SortField::Text("/hostname")),
+        ("last_seen_at", SortField::Timestamp("/last_seen_at")),
+    ];
+    const SUMMARY_FIELDS: &'static [SummaryField] =
+        &[SummaryField::text("osFamily", "os_family"), SummaryField::boolean("hasAgent", "has_agent")];
+    /// Those indexes answer exactly (a hostname prefix is a range of the
+    /// hostname index that each record's test narrows).
+    const SUMMARY_FILTERS: &'static [Param] = &[Self::FILTERS[0], Self::FILTERS[1], Self::FILTERS[3]];
+
+    fn filters(query: &mut Query<'_>) -> Vec<Filter<'static>> {
+        let os_families = query.any_of("osFamily", OS_FAMILIES);
+        let has_agent = query.boolean("hasAgent");
+        let hostname_prefix = query.text("hostname", 255).map(str::to_lowercase);
+        let tags = query.list(
+            "tag",
+            |tag| (tag.chars().count() <= MAX_TAG_CHARS).then(|| tag.to_owned()),
+            "not a tag (at most 256 characters)",
+        );
+
+        let mut filters = index_filters(
+            COLLECTION,
+            [
+                ("os_family", os_families.map(owned)),
+                ("has_agent", has_agent.map(|wanted| vec![wanted.to_string()])),
+                ("tag", tags),
+            ],
+        );
+        if let Some(prefix) = hostname_prefix {
+            let test_prefix = prefix.clone();
+            filters.push(Filter::text_prefix(
+                COLLECTION,
+                "hostname",
+                "by_hostname",
+                &prefix,
+                move |endpoint: &Value| {
+                    endpoint
+                        .get("hostname")
+                        .and_then(Value::as_str)
+                        .is_some_and(|h| h.to_lowercase().starts_with(test_prefix.as_str()))
+                },
+            ));
         }
+        filters
     }
-    if let Some(prefix) = hostname_prefix {
-        let test_prefix = prefix.clone();
-        filters.push(Filter::text_prefix(COLLECTION, "hostname", "by_hostname", &prefix, move |endpoint: &Value| {
-            endpoint
-                .get("hostname")
-                .and_then(Value::as_str)
-                .is_some_and(|h| h.to_lowercase().starts_with(test_prefix.as_str()))
-        }));
-    }
-    filters
 }
 
 esr_plugin_sdk::export_resource_plugin!(crate::Endpoints);
 
 #[cfg(test)]
 mod tests {
-    use esr_plugin_sdk::testing::MemoryStore;
+    use esr_plugin_sdk::testing::{MemoryStore, record_id, short_id};
+    use esr_plugin_sdk::{PluginError, Request, ResourcePlugin};
     use serde_json::json;
 
     use super::*;
@@ -129,7 +104,7 @@ mod tests {
         for (id, hostname, family, agent, tags) in rows {
             store.insert(
                 COLLECTION,
-                json!({"id": id, "hostname": hostname, "operating_system": {"family": family},
+                json!({"id": record_id(id), "hostname": hostname, "operating_system": {"family": family},
                        "agent_id": if agent { json!("a") } else { Value::Null }, "tags": tags,
                        "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}),
             );
@@ -140,7 +115,7 @@ mod tests {
     fn ids(query: &[(&str, &str)]) -> Vec<String> {
         let page = Endpoints::list(&store(), &Request::with_query("/v1/endpoints", query)).expect("list");
         let records: Vec<Value> = serde_json::from_slice(&page.data).expect("json");
-        records.iter().filter_map(|r| r["id"].as_str().map(str::to_owned)).collect()
+        records.iter().filter_map(|r| r["id"].as_str().map(short_id)).collect()
     }
 
     #[test]
@@ -175,7 +150,7 @@ mod tests {
     #[test]
     fn get_is_not_found_for_unknown_ids() {
         let request = Request::with_query("/v1/endpoints/x", &[]);
-        assert!(Endpoints::get(&store(), "01", &request).is_ok());
-        assert_eq!(Endpoints::get(&store(), "99", &request), Err(PluginError::NotFound));
+        assert!(Endpoints::get(&store(), &record_id("01"), &request).is_ok());
+        assert_eq!(Endpoints::get(&store(), &record_id("99"), &request), Err(PluginError::NotFound));
     }
 }

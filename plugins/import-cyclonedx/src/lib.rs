@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 
+use esr_plugin_sdk::importing::{fixed_versions, importer_info};
 use esr_plugin_sdk::report::{
     self, Confidence, ConvertedReport, CvssRating, Epss, ImporterInfo, OperatingSystem, Package, PackageClass,
     ReportEntry, ReportError, ReportImporter, SkippedEntry,
@@ -141,11 +142,11 @@ fn cvss_method(method: &str) -> Option<(&'static str, &'static str)> {
 
 impl ReportImporter for CycloneDx {
     fn describe() -> ImporterInfo {
-        ImporterInfo {
-            format: "cyclonedx".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            description: "CycloneDX 1.4 to 1.7 JSON with vulnerabilities (VDR and VEX)".into(),
-        }
+        importer_info(
+            "cyclonedx",
+            env!("CARGO_PKG_VERSION"),
+            "CycloneDX 1.4 to 1.7 JSON with vulnerabilities (VDR and VEX)",
+        )
     }
 
     fn detect(bytes: &[u8]) -> Confidence {
@@ -410,13 +411,13 @@ fn entry(
         .or_else(|| severities.first().map(|(_, severity)| severity.clone()));
     let severity = report::entry_severity(severity_given.as_deref(), &cvss);
     let (package, class, location) = package(component, os_name);
-    let fixed_version = affects
-        .versions
-        .iter()
-        .filter(|version| version.status.as_deref() == Some("unaffected"))
-        .filter_map(|version| version.version.as_deref().map(str::trim).filter(|version| !version.is_empty()))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let fixed_version = fixed_versions(
+        affects
+            .versions
+            .iter()
+            .filter(|version| version.status.as_deref() == Some("unaffected"))
+            .filter_map(|version| version.version.as_deref()),
+    );
     let state = vulnerability.analysis.as_ref().and_then(|analysis| {
         report::vex_state(analysis.state.as_deref()?, analysis.justification.as_deref(), analysis.detail.as_deref())
     });
@@ -432,7 +433,7 @@ fn entry(
         cvss,
         epss,
         kev,
-        fixed_version: (!fixed_version.is_empty()).then_some(fixed_version),
+        fixed_version,
         state,
         title: None,
         description: vulnerability
@@ -446,7 +447,7 @@ fn entry(
 #[cfg(test)]
 mod tests {
     use esr_plugin_sdk::report::{EntryState, Severity, SuppressionReason};
-    use esr_plugin_sdk::scanner_reports;
+    use esr_plugin_sdk::{importing, scanner_reports};
 
     use super::*;
 
@@ -657,12 +658,7 @@ mod tests {
         };
         let within = CycloneDx::convert(&document(200, 200)).expect("40,000 entries convert");
         assert_eq!(within.entries.len(), 40_000);
-        match CycloneDx::convert(&document(400, 300)) {
-            Err(ReportError::Invalid(reason)) => {
-                assert!(reason.contains("100000") && reason.contains("affected components"), "{reason}")
-            }
-            other => panic!("{:?}", other.map(|converted| converted.entries.len())),
-        }
+        importing::assert_refused_past_max_entries(CycloneDx::convert(&document(400, 300)), "affected components");
     }
 
     #[test]

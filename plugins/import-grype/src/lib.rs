@@ -10,6 +10,7 @@
 //! `rpm`, `apk`) have no location, others are at their first location's
 //! path; `ignoredMatches[]` are skipped with the rules that ignored them.
 
+use esr_plugin_sdk::importing::{fixed_versions, importer_info};
 use esr_plugin_sdk::report::{
     self, Confidence, ConvertedReport, CvssRating, Epss, ImporterInfo, OperatingSystem, Package, PackageClass,
     ReportEntry, ReportError, ReportImporter, SkippedEntry,
@@ -153,11 +154,11 @@ struct Location {
 
 impl ReportImporter for Grype {
     fn describe() -> ImporterInfo {
-        ImporterInfo {
-            format: "grype".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            description: "Grype JSON (`-o json`): the current layout and the old 0.7 one".into(),
-        }
+        importer_info(
+            "grype",
+            env!("CARGO_PKG_VERSION"),
+            "Grype JSON (`-o json`): the current layout and the old 0.7 one",
+        )
     }
 
     fn detect(bytes: &[u8]) -> Confidence {
@@ -328,11 +329,8 @@ fn entry(matched: Match, distro: Option<&str>, kev_known: bool) -> ReportEntry {
     };
     // `fix.state` (fixed, not-fixed, wont-fix, unknown or "") adds
     // nothing the versions do not say.
-    let fixed_version = vulnerability
-        .fix
-        .as_ref()
-        .map(|fix| fix.versions.iter().map(|v| v.trim()).filter(|v| !v.is_empty()).collect::<Vec<_>>().join(", "))
-        .filter(|fixed| !fixed.is_empty());
+    let fixed_version =
+        vulnerability.fix.as_ref().and_then(|fix| fixed_versions(fix.versions.iter().map(String::as_str)));
     let description = vulnerability
         .description
         .clone()

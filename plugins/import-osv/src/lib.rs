@@ -9,6 +9,7 @@
 //! (`source.path`). OSV-Scanner writes no report time: the import time is
 //! used.
 
+use esr_plugin_sdk::importing::importer_info;
 use esr_plugin_sdk::report::{
     self, Confidence, ConvertedReport, ImporterInfo, Package, PackageClass, ReportEntry, ReportError, ReportImporter,
     Severity, SkippedEntry,
@@ -117,11 +118,7 @@ struct Range {
 
 impl ReportImporter for Osv {
     fn describe() -> ImporterInfo {
-        ImporterInfo {
-            format: "osv".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            description: "OSV-Scanner JSON (`--format json`)".into(),
-        }
+        importer_info("osv", env!("CARGO_PKG_VERSION"), "OSV-Scanner JSON (`--format json`)")
     }
 
     fn detect(bytes: &[u8]) -> Confidence {

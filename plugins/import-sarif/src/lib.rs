@@ -12,6 +12,7 @@
 //! package nor vulnerability (a code scanner's, such as CodeQL's) is
 //! skipped with that reason.
 
+use esr_plugin_sdk::importing::{fixed_versions, importer_info};
 use esr_plugin_sdk::report::{
     self, Confidence, ConvertedReport, CvssRating, ImporterInfo, Package, PackageClass, ReportEntry, ReportError,
     ReportImporter, Severity, SkippedEntry,
@@ -120,11 +121,11 @@ struct LogicalLocation {
 
 impl ReportImporter for Sarif {
     fn describe() -> ImporterInfo {
-        ImporterInfo {
-            format: "sarif".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            description: "SARIF 2.1.0 of vulnerability scanners (Trivy, Grype, OWASP dependency-check)".into(),
-        }
+        importer_info(
+            "sarif",
+            env!("CARGO_PKG_VERSION"),
+            "SARIF 2.1.0 of vulnerability scanners (Trivy, Grype, OWASP dependency-check)",
+        )
     }
 
     fn detect(bytes: &[u8]) -> Confidence {
@@ -395,8 +396,7 @@ fn entry(
     };
     let fixed_version = line_value(&texts, "Fixed Version")
         .or_else(|| line_value(&texts, "Fix Version"))
-        .map(|fixed| fixed.split(',').map(str::trim).filter(|v| !v.is_empty()).collect::<Vec<_>>().join(", "))
-        .filter(|fixed| !fixed.is_empty());
+        .and_then(|fixed| fixed_versions(fixed.split(',')));
     let mut aliases = Vec::new();
     if let Some(id) = rule_id {
         // Grype's `<id>-<package>` rule is not an alias; a rule that is
@@ -426,7 +426,7 @@ fn entry(
 
 #[cfg(test)]
 mod tests {
-    use esr_plugin_sdk::scanner_reports;
+    use esr_plugin_sdk::{importing, scanner_reports};
 
     use super::*;
 
@@ -579,12 +579,7 @@ mod tests {
         };
         let within = Sarif::convert(&log(2, 50_000)).expect("100,000 results convert");
         assert_eq!(within.entries.len(), 100_000);
-        match Sarif::convert(&log(3, 40_000)) {
-            Err(ReportError::Invalid(reason)) => {
-                assert!(reason.contains("100000") && reason.contains("results of every run"), "{reason}")
-            }
-            other => panic!("{:?}", other.map(|converted| converted.entries.len())),
-        }
+        importing::assert_refused_past_max_entries(Sarif::convert(&log(3, 40_000)), "results of every run");
     }
 
     #[test]

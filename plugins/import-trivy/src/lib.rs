@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use esr_plugin_sdk::importing::importer_info;
 use esr_plugin_sdk::report::{
     self, Confidence, ConvertedReport, CvssRating, EntryState, ImporterInfo, OperatingSystem, Package, PackageClass,
     ReportEntry, ReportError, ReportHost, ReportImporter, SkippedEntry, SuppressionReason,
@@ -121,11 +122,11 @@ const HOST_ARTIFACTS: &[&str] = &["filesystem", "rootfs", "vm"];
 
 impl ReportImporter for Trivy {
     fn describe() -> ImporterInfo {
-        ImporterInfo {
-            format: "trivy".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            description: "Trivy JSON (`--format json`): SchemaVersion 2 and the older top-level array".into(),
-        }
+        importer_info(
+            "trivy",
+            env!("CARGO_PKG_VERSION"),
+            "Trivy JSON (`--format json`): SchemaVersion 2 and the older top-level array",
+        )
     }
 
     fn detect(bytes: &[u8]) -> Confidence {

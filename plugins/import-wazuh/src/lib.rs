@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use esr_plugin_sdk::importing::importer_info;
 use esr_plugin_sdk::report::{
     self, Confidence, ConvertedReport, ImporterInfo, OperatingSystem, Package, PackageClass, ReportEntry, ReportError,
     ReportHost, ReportImporter, SkippedEntry,
@@ -111,12 +112,11 @@ struct Scanner {
 
 impl ReportImporter for Wazuh {
     fn describe() -> ImporterInfo {
-        ImporterInfo {
-            format: "wazuh".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            description:
-                "Wazuh 4.8+ vulnerability states: an indexer search response of wazuh-states-vulnerabilities-*".into(),
-        }
+        importer_info(
+            "wazuh",
+            env!("CARGO_PKG_VERSION"),
+            "Wazuh 4.8+ vulnerability states: an indexer search response of wazuh-states-vulnerabilities-*",
+        )
     }
 
     fn detect(bytes: &[u8]) -> Confidence {

@@ -6,107 +6,85 @@
 //! `due_at`.
 
 use esr_plugin_sdk::contract::{PACKAGE_MANAGERS, TARGET_STATUSES as STATUSES, TARGET_TYPES};
-use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request};
+use esr_plugin_sdk::group::{CollectionGroup, index_filters};
+use esr_plugin_sdk::list::{Filter, SortField, owned};
 use esr_plugin_sdk::query::{Param, ParamKind, Query};
-use esr_plugin_sdk::summary::{Summary, SummaryField, SummaryInfo, parse_summary_request, summarize, summary_info};
-use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
+use esr_plugin_sdk::summary::SummaryField;
 
 const COLLECTION: &str = "remediation-targets";
-
-const FILTERS: &[Param] = &[
-    Param::new("endpointId", ParamKind::Uuids, "Endpoint ids, comma-separated."),
-    Param::new("scopeId", ParamKind::Uuids, "Only targets put in motion by one of these scope ids, comma-separated."),
-    Param::new("findingId", ParamKind::Uuids, "Only targets that resolve one of these finding ids, comma-separated."),
-    Param::new("status", ParamKind::AnyOf(STATUSES), "Statuses, comma-separated."),
-    Param::new("targetType", ParamKind::AnyOf(TARGET_TYPES), "Target types, comma-separated."),
-    Param::new("packageManager", ParamKind::AnyOf(PACKAGE_MANAGERS), "Package managers, comma-separated."),
-    Param::new(
-        "dueBefore",
-        ParamKind::Timestamp,
-        "Only targets due strictly before this time; targets without a due date never match.",
-    ),
-];
-
-/// What a summary groups by.
-const SUMMARY_FIELDS: &[SummaryField] = &[
-    SummaryField::text("status", "status"),
-    SummaryField::text("targetType", "target_type"),
-    SummaryField::text("packageManager", "package_manager"),
-];
-
-const SORTS: &[(&str, SortField)] = &[
-    ("created_at", SortField::Timestamp("/created_at")),
-    ("updated_at", SortField::Timestamp("/updated_at")),
-    ("due_at", SortField::Timestamp("/due_at")),
-];
 
 /// The remediation-targets plugin.
 pub struct RemediationTargets;
 
-impl ResourcePlugin for RemediationTargets {
-    fn describe() -> Descriptor {
-        list_descriptor(COLLECTION, env!("CARGO_PKG_VERSION"), FILTERS, SORTS)
-    }
-
-    fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
-        let (mut query, options) = parse_list_request(request, FILTERS, SORTS);
-        let filters = filters(&mut query);
-        query.finish()?;
-        list_filtered(store, COLLECTION, &options, filters)
-    }
-
-    fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {
-        get_record(store, COLLECTION, id, request)
-    }
-
-    fn describe_summary() -> SummaryInfo {
-        summary_info(SUMMARY_FIELDS, FILTERS)
-    }
-
-    fn summary(store: &dyn Store, request: &Request) -> Result<Summary, PluginError> {
-        let (mut query, group_by) = parse_summary_request(request, SUMMARY_FIELDS, FILTERS);
-        let filters = filters(&mut query);
-        query.finish()?;
-        summarize(store, COLLECTION, &group_by, filters)
-    }
-}
-
-/// The filters the query gives, as lists and summaries apply them.
-fn filters(query: &mut Query<'_>) -> Vec<Filter<'static>> {
-    let endpoint_ids = query.uuids("endpointId");
-    let scope_ids = query.uuids("scopeId");
-    let finding_ids = query.uuids("findingId");
-    let statuses = query.any_of("status", STATUSES);
-    let target_types = query.any_of("targetType", TARGET_TYPES);
-    let package_managers = query.any_of("packageManager", PACKAGE_MANAGERS);
-    let due_before = query.timestamp("dueBefore");
-
-    let mut filters = Vec::new();
-    let indexed = [
-        ("endpoint_id", endpoint_ids),
-        ("scope_id", scope_ids),
-        ("finding_id", finding_ids),
-        ("status", statuses.map(owned)),
-        ("target_type", target_types.map(owned)),
-        // A null package manager (unknown) matches no value, not even `none`.
-        ("package_manager", package_managers.map(owned)),
+impl CollectionGroup for RemediationTargets {
+    const COLLECTION: &'static str = COLLECTION;
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const FILTERS: &'static [Param] = &[
+        Param::new("endpointId", ParamKind::Uuids, "Endpoint ids, comma-separated."),
+        Param::new(
+            "scopeId",
+            ParamKind::Uuids,
+            "Only targets put in motion by one of these scope ids, comma-separated.",
+        ),
+        Param::new(
+            "findingId",
+            ParamKind::Uuids,
+            "Only targets that resolve one of these finding ids, comma-separated.",
+        ),
+        Param::new("status", ParamKind::AnyOf(STATUSES), "Statuses, comma-separated."),
+        Param::new("targetType", ParamKind::AnyOf(TARGET_TYPES), "Target types, comma-separated."),
+        Param::new("packageManager", ParamKind::AnyOf(PACKAGE_MANAGERS), "Package managers, comma-separated."),
+        Param::new(
+            "dueBefore",
+            ParamKind::Timestamp,
+            "Only targets due strictly before this time; targets without a due date never match.",
+        ),
     ];
-    for (index, values) in indexed {
-        if let Some(values) = values {
-            filters.push(Filter::by_index(COLLECTION, index, values));
+    const SORT_KEYS: &'static [(&'static str, SortField)] = &[
+        ("created_at", SortField::Timestamp("/created_at")),
+        ("updated_at", SortField::Timestamp("/updated_at")),
+        ("due_at", SortField::Timestamp("/due_at")),
+    ];
+    const SUMMARY_FIELDS: &'static [SummaryField] = &[
+        SummaryField::text("status", "status"),
+        SummaryField::text("targetType", "target_type"),
+        SummaryField::text("packageManager", "package_manager"),
+    ];
+
+    fn filters(query: &mut Query<'_>) -> Vec<Filter<'static>> {
+        let endpoint_ids = query.uuids("endpointId");
+        let scope_ids = query.uuids("scopeId");
+        let finding_ids = query.uuids("findingId");
+        let statuses = query.any_of("status", STATUSES);
+        let target_types = query.any_of("targetType", TARGET_TYPES);
+        let package_managers = query.any_of("packageManager", PACKAGE_MANAGERS);
+        let due_before = query.timestamp("dueBefore");
+
+        let mut filters = index_filters(
+            COLLECTION,
+            [
+                ("endpoint_id", endpoint_ids),
+                ("scope_id", scope_ids),
+                ("finding_id", finding_ids),
+                ("status", statuses.map(owned)),
+                ("target_type", target_types.map(owned)),
+                // A null package manager (unknown) matches no value, not even `none`.
+                ("package_manager", package_managers.map(owned)),
+            ],
+        );
+        if let Some(before) = due_before {
+            filters.push(Filter::in_range(COLLECTION, "dueBefore", "by_due_at", None, Some(before.0)));
         }
+        filters
     }
-    if let Some(before) = due_before {
-        filters.push(Filter::in_range(COLLECTION, "dueBefore", "by_due_at", None, Some(before.0)));
-    }
-    filters
 }
 
 esr_plugin_sdk::export_resource_plugin!(crate::RemediationTargets);
 
 #[cfg(test)]
 mod tests {
-    use esr_plugin_sdk::testing::MemoryStore;
+    use esr_plugin_sdk::testing::{MemoryStore, record_id, short_id};
+    use esr_plugin_sdk::{PluginError, Request, ResourcePlugin};
     use serde_json::{Value, json};
 
     use super::*;
@@ -176,7 +154,7 @@ mod tests {
         for row in rows {
             store.insert(
                 COLLECTION,
-                json!({"id": row.id, "endpoint_id": row.endpoint, "target_type": row.target_type,
+                json!({"id": record_id(row.id), "endpoint_id": row.endpoint, "target_type": row.target_type,
                        "subject": {"type": "software", "vendor": "google", "product": "chrome"},
                        "installed_version": "119.0", "install_path": null,
                        "package_manager": row.package_manager, "discovery_method": "passive",
@@ -192,7 +170,7 @@ mod tests {
         let request = Request::with_query("/v1/remediation-targets", query);
         let page = RemediationTargets::list(&store(), &request).expect("list");
         let records: Vec<Value> = serde_json::from_slice(&page.data).expect("json");
-        records.iter().filter_map(|r| r["id"].as_str().map(str::to_owned)).collect()
+        records.iter().filter_map(|r| r["id"].as_str().map(short_id)).collect()
     }
 
     #[test]
@@ -257,7 +235,7 @@ mod tests {
     #[test]
     fn get_is_not_found_for_unknown_ids() {
         let request = Request::with_query("/v1/remediation-targets/x", &[]);
-        assert!(RemediationTargets::get(&store(), "01", &request).is_ok());
-        assert_eq!(RemediationTargets::get(&store(), "99", &request), Err(PluginError::NotFound));
+        assert!(RemediationTargets::get(&store(), &record_id("01"), &request).is_ok());
+        assert_eq!(RemediationTargets::get(&store(), &record_id("99"), &request), Err(PluginError::NotFound));
     }
 }

@@ -5,48 +5,40 @@
 //! `created_at`, `updated_at`, `name`.
 
 use esr_plugin_sdk::contract::SCOPE_STATUSES as STATUSES;
-use esr_plugin_sdk::list::{Filter, SortField, list_descriptor, list_filtered, owned, parse_list_request, text_at};
-use esr_plugin_sdk::query::{Param, ParamKind};
-use esr_plugin_sdk::{Descriptor, Page, PluginError, Request, ResourcePlugin, Store, get_record};
+use esr_plugin_sdk::group::{CollectionGroup, index_filters};
+use esr_plugin_sdk::list::{Filter, SortField, owned, text_at};
+use esr_plugin_sdk::query::{Param, ParamKind, Query};
 use serde_json::Value;
 
 const COLLECTION: &str = "scopes";
 /// Long enough for any scope name; bounds the work a search can ask for.
 const MAX_NAME_QUERY_LEN: usize = 255;
 
-const FILTERS: &[Param] = &[
-    Param::new("status", ParamKind::AnyOf(STATUSES), "Statuses, comma-separated."),
-    Param::new(
-        "q",
-        ParamKind::Text { max: MAX_NAME_QUERY_LEN },
-        "Only scopes whose name contains this text, case-insensitive.",
-    ),
-];
-
-const SORTS: &[(&str, SortField)] = &[
-    ("created_at", SortField::Timestamp("/created_at")),
-    ("updated_at", SortField::Timestamp("/updated_at")),
-    ("name", SortField::Text("/name")),
-];
-
 /// The scopes plugin.
 pub struct Scopes;
 
-impl ResourcePlugin for Scopes {
-    fn describe() -> Descriptor {
-        list_descriptor(COLLECTION, env!("CARGO_PKG_VERSION"), FILTERS, SORTS)
-    }
+impl CollectionGroup for Scopes {
+    const COLLECTION: &'static str = COLLECTION;
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const FILTERS: &'static [Param] = &[
+        Param::new("status", ParamKind::AnyOf(STATUSES), "Statuses, comma-separated."),
+        Param::new(
+            "q",
+            ParamKind::Text { max: MAX_NAME_QUERY_LEN },
+            "Only scopes whose name contains this text, case-insensitive.",
+        ),
+    ];
+    const SORT_KEYS: &'static [(&'static str, SortField)] = &[
+        ("created_at", SortField::Timestamp("/created_at")),
+        ("updated_at", SortField::Timestamp("/updated_at")),
+        ("name", SortField::Text("/name")),
+    ];
 
-    fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
-        let (mut query, options) = parse_list_request(request, FILTERS, SORTS);
+    fn filters(query: &mut Query<'_>) -> Vec<Filter<'static>> {
         let statuses = query.any_of("status", STATUSES);
         let name_contains = query.text("q", MAX_NAME_QUERY_LEN).map(str::to_lowercase);
-        query.finish()?;
 
-        let mut filters = Vec::new();
-        if let Some(statuses) = statuses {
-            filters.push(Filter::by_index(COLLECTION, "status", owned(statuses)));
-        }
+        let mut filters = index_filters(COLLECTION, [("status", statuses.map(owned))]);
         if let Some(needle) = name_contains {
             filters.push(
                 Filter::test(move |scope: &Value| {
@@ -55,11 +47,7 @@ impl ResourcePlugin for Scopes {
                 .named("q"),
             );
         }
-        list_filtered(store, COLLECTION, &options, filters)
-    }
-
-    fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {
-        get_record(store, COLLECTION, id, request)
+        filters
     }
 }
 
@@ -67,7 +55,8 @@ esr_plugin_sdk::export_resource_plugin!(crate::Scopes);
 
 #[cfg(test)]
 mod tests {
-    use esr_plugin_sdk::testing::MemoryStore;
+    use esr_plugin_sdk::testing::{MemoryStore, record_id, short_id};
+    use esr_plugin_sdk::{PluginError, Request, ResourcePlugin};
     use serde_json::json;
 
     use super::*;
@@ -83,7 +72,7 @@ mod tests {
         for (id, name, status, created, updated) in rows {
             store.insert(
                 COLLECTION,
-                json!({"id": id, "name": name, "description": null, "status": status,
+                json!({"id": record_id(id), "name": name, "description": null, "status": status,
                        "subject_filter": {"subject_types": [], "vendors": [], "products": [], "cpe_patterns": []},
                        "endpoint_filter": {"os_families": [], "endpoint_ids": [], "has_agent": null, "tags": []},
                        "finding_filter": {"finding_types": [], "min_severity": null, "min_cvss_score": null,
@@ -98,7 +87,7 @@ mod tests {
     fn ids(query: &[(&str, &str)]) -> Vec<String> {
         let page = Scopes::list(&store(), &Request::with_query("/v1/scopes", query)).expect("list");
         let records: Vec<Value> = serde_json::from_slice(&page.data).expect("json");
-        records.iter().filter_map(|r| r["id"].as_str().map(str::to_owned)).collect()
+        records.iter().filter_map(|r| r["id"].as_str().map(short_id)).collect()
     }
 
     #[test]
@@ -142,7 +131,7 @@ mod tests {
     #[test]
     fn get_is_not_found_for_unknown_ids() {
         let request = Request::with_query("/v1/scopes/x", &[]);
-        assert!(Scopes::get(&store(), "01", &request).is_ok());
-        assert_eq!(Scopes::get(&store(), "99", &request), Err(PluginError::NotFound));
+        assert!(Scopes::get(&store(), &record_id("01"), &request).is_ok());
+        assert_eq!(Scopes::get(&store(), &record_id("99"), &request), Err(PluginError::NotFound));
     }
 }

@@ -19,15 +19,40 @@ macro_rules! __esr_wit_conversions {
     () => {
         struct WasmStore;
 
+        fn position_to_wit(position: &$crate::IndexPosition) -> esr::plugin::store::IndexPosition {
+            esr::plugin::store::IndexPosition { created_at: position.position, id: position.id.to_string() }
+        }
+
+        fn position_from_wit(position: esr::plugin::store::IndexPosition) -> $crate::IndexPosition {
+            // The host hands out the ids of stored records, always UUIDs.
+            $crate::IndexPosition::new(position.created_at, $crate::Uuid::parse_str(&position.id).unwrap_or_default())
+        }
+
+        fn range_to_wit(range: &$crate::IndexRange) -> esr::plugin::store::IndexRange {
+            esr::plugin::store::IndexRange {
+                index: range.index.clone(),
+                after: range.after.as_ref().map(position_to_wit),
+                before: range.before.as_ref().map(position_to_wit),
+            }
+        }
+
+        fn conditions_to_wit(conditions: &[$crate::IndexCondition]) -> Vec<esr::plugin::store::IndexCondition> {
+            conditions
+                .iter()
+                .map(|c| esr::plugin::store::IndexCondition { index: c.index.clone(), values: c.values.clone() })
+                .collect()
+        }
+
+        fn entries_from_wit(entries: Vec<esr::plugin::store::Entry>) -> Vec<$crate::Entry> {
+            entries.into_iter().map(|e| $crate::Entry { id: e.id, value: e.value }).collect()
+        }
+
         impl $crate::Store for WasmStore {
             fn get(&self, collection: &str, id: &str) -> Option<Vec<u8>> {
                 esr::plugin::store::get(collection, id)
             }
             fn scan(&self, collection: &str, after: Option<&str>, limit: u32, reverse: bool) -> Vec<$crate::Entry> {
-                esr::plugin::store::scan(collection, after, limit, reverse)
-                    .into_iter()
-                    .map(|e| $crate::Entry { id: e.id, value: e.value })
-                    .collect()
+                entries_from_wit(esr::plugin::store::scan(collection, after, limit, reverse))
             }
             fn count(&self, collection: &str) -> u64 {
                 esr::plugin::store::count(collection)
@@ -41,14 +66,15 @@ macro_rules! __esr_wit_conversions {
                 limit: u32,
                 reverse: bool,
             ) -> Vec<$crate::Entry> {
-                let after = after.map(|position| esr::plugin::store::IndexPosition {
-                    created_at: position.created_at,
-                    id: position.id.clone(),
-                });
-                esr::plugin::store::index_scan(collection, index, value, after.as_ref(), limit, reverse)
-                    .into_iter()
-                    .map(|e| $crate::Entry { id: e.id, value: e.value })
-                    .collect()
+                let after = after.map(position_to_wit);
+                entries_from_wit(esr::plugin::store::index_scan(
+                    collection,
+                    index,
+                    value,
+                    after.as_ref(),
+                    limit,
+                    reverse,
+                ))
             }
             fn index_positions(
                 &self,
@@ -59,13 +85,10 @@ macro_rules! __esr_wit_conversions {
                 limit: u32,
                 reverse: bool,
             ) -> Vec<$crate::IndexPosition> {
-                let after = after.map(|position| esr::plugin::store::IndexPosition {
-                    created_at: position.created_at,
-                    id: position.id.clone(),
-                });
+                let after = after.map(position_to_wit);
                 esr::plugin::store::index_positions(collection, index, value, after.as_ref(), limit, reverse)
                     .into_iter()
-                    .map(|p| $crate::IndexPosition { created_at: p.created_at, id: p.id })
+                    .map(position_from_wit)
                     .collect()
             }
             fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
@@ -77,11 +100,7 @@ macro_rules! __esr_wit_conversions {
                 conditions: &[$crate::IndexCondition],
                 updated_after: Option<i64>,
             ) -> u64 {
-                let conditions: Vec<esr::plugin::store::IndexCondition> = conditions
-                    .iter()
-                    .map(|c| esr::plugin::store::IndexCondition { index: c.index.clone(), values: c.values.clone() })
-                    .collect();
-                esr::plugin::store::count_matching(collection, &conditions, updated_after)
+                esr::plugin::store::count_matching(collection, &conditions_to_wit(conditions), updated_after)
             }
             fn count_in_range(
                 &self,
@@ -90,19 +109,12 @@ macro_rules! __esr_wit_conversions {
                 conditions: &[$crate::IndexCondition],
                 updated_after: Option<i64>,
             ) -> u64 {
-                let position = |p: &Option<$crate::IndexPosition>| {
-                    p.as_ref().map(|p| esr::plugin::store::IndexPosition { created_at: p.created_at, id: p.id.clone() })
-                };
-                let range = esr::plugin::store::IndexRange {
-                    index: range.index.clone(),
-                    after: position(&range.after),
-                    before: position(&range.before),
-                };
-                let conditions: Vec<esr::plugin::store::IndexCondition> = conditions
-                    .iter()
-                    .map(|c| esr::plugin::store::IndexCondition { index: c.index.clone(), values: c.values.clone() })
-                    .collect();
-                esr::plugin::store::count_in_range(collection, &range, &conditions, updated_after)
+                esr::plugin::store::count_in_range(
+                    collection,
+                    &range_to_wit(range),
+                    &conditions_to_wit(conditions),
+                    updated_after,
+                )
             }
             fn count_groups(
                 &self,
@@ -112,18 +124,8 @@ macro_rules! __esr_wit_conversions {
                 conditions: &[$crate::IndexCondition],
                 updated_after: Option<i64>,
             ) -> Vec<$crate::GroupCount> {
-                let position = |p: &Option<$crate::IndexPosition>| {
-                    p.as_ref().map(|p| esr::plugin::store::IndexPosition { created_at: p.created_at, id: p.id.clone() })
-                };
-                let range = range.map(|range| esr::plugin::store::IndexRange {
-                    index: range.index.clone(),
-                    after: position(&range.after),
-                    before: position(&range.before),
-                });
-                let conditions: Vec<esr::plugin::store::IndexCondition> = conditions
-                    .iter()
-                    .map(|c| esr::plugin::store::IndexCondition { index: c.index.clone(), values: c.values.clone() })
-                    .collect();
+                let range = range.map(range_to_wit);
+                let conditions = conditions_to_wit(conditions);
                 esr::plugin::store::count_groups(collection, group_by, range.as_ref(), &conditions, updated_after)
                     .into_iter()
                     .map(|group| $crate::GroupCount { values: group.values, count: group.count })

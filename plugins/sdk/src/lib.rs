@@ -6,6 +6,9 @@
 //!
 //! - [`query`]: strict query-parameter parsing that collects every problem.
 //! - [`list`]: filtering, sorting, `limit`/`offset`/`cursor` paging, `total`.
+//! - [`group`]: a group over one collection, its list, item and summary
+//!   written once ([`group::CollectionGroup`]).
+//! - [`importing`]: what report importers share beyond the converted report.
 //! - The contract the host shares (crate `esr-contract`, re-exported):
 //!   [`time`], [`schema`], [`contract`], [`text`], [`indexes`], [`limits`],
 //!   and [`report`], the neutral report importers return;
@@ -17,6 +20,8 @@
 #[cfg(target_arch = "wasm32")]
 mod arena;
 pub mod component;
+pub mod group;
+pub mod importing;
 pub mod list;
 pub mod query;
 #[cfg(not(target_arch = "wasm32"))]
@@ -33,7 +38,9 @@ include!(concat!(env!("OUT_DIR"), "/wit_bindings.rs"));
 pub use wit_bindgen as __wit_bindgen;
 
 // The contract the host shares, under the names components know it by.
-pub use esr_contract::{contract, indexes, limits, report, schema, sort, text, time};
+pub use esr_contract::{Uuid, contract, indexes, limits, report, schema, sort, text, time};
+// What the store's index reads name, the same types the host's store takes.
+pub use esr_contract::indexes::{GroupCount, IndexCondition, IndexPosition, IndexRange};
 
 /// Every component built with the SDK allocates from its instance arena.
 #[cfg(target_arch = "wasm32")]
@@ -113,39 +120,6 @@ pub trait Store {
     ) -> Vec<GroupCount>;
     /// The caller's organization as a JSON object.
     fn organization(&self) -> Vec<u8>;
-}
-
-/// One group of [`Store::count_groups`]: the value held in each grouping
-/// index, in the order asked, and how many records hold them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupCount {
-    pub values: Vec<String>,
-    pub count: u64,
-}
-
-/// Where a record stands in an index: its ordering timestamp in Unix
-/// nanoseconds (`created_at`, or `updated_at` for that index), then its id.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct IndexPosition {
-    pub created_at: i64,
-    pub id: String,
-}
-
-/// Records holding any of `values` in the index `index`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexCondition {
-    pub index: String,
-    pub values: Vec<String>,
-}
-
-/// The records of the sort index `index` that hold its sort value (index
-/// value [`indexes::SORTED`]) at a position strictly after `after` and
-/// strictly before `before`; an absent end is open.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexRange {
-    pub index: String,
-    pub after: Option<IndexPosition>,
-    pub before: Option<IndexPosition>,
 }
 
 /// One query parameter as sent.
@@ -317,6 +291,7 @@ pub mod testing {
     use std::ops::Bound;
     use std::rc::Rc;
 
+    use crate::indexes::{Index, IndexKey};
     use crate::{Entry, IndexCondition, IndexPosition, IndexRange, Store};
 
     /// Records by collection, in id order, as the host keeps them.
@@ -337,15 +312,34 @@ pub mod testing {
         records: HashMap<String, (usize, Rc<Vec<serde_json::Value>>)>,
     }
 
+    /// What test records' ids start with: [`record_id`].
+    const TEST_ID_PREFIX: &str = "00000000-0000-7000-8000-0000000000";
+
+    /// A test record's id: a UUID, as every stored record's is, ending in
+    /// the two hex digits `short` ("01"), so that ids sort as `short` does.
+    pub fn record_id(short: &str) -> String {
+        assert!(short.len() == 2 && short.bytes().all(|b| b.is_ascii_hexdigit()), "two hex digits: {short:?}");
+        format!("{TEST_ID_PREFIX}{}", short.to_ascii_lowercase())
+    }
+
+    /// The two digits a [`record_id`] ends in (any other id as it is), for
+    /// assertions that read like the test's records.
+    pub fn short_id(id: &str) -> String {
+        id.strip_prefix(TEST_ID_PREFIX).unwrap_or(id).to_owned()
+    }
+
     impl MemoryStore {
         /// An empty store whose `organization()` is this JSON object.
         pub fn for_organization(organization: &serde_json::Value) -> MemoryStore {
             MemoryStore { organization: organization.to_string().into_bytes(), ..MemoryStore::default() }
         }
 
-        /// Adds a record under its `id` field.
+        /// Adds a record under its `id` field, which must be a UUID, as
+        /// every record the host stores has (a test of other ids would
+        /// pass on records no store holds).
         pub fn insert(&mut self, collection: &str, record: serde_json::Value) {
             let id = record.get("id").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+            assert!(crate::Uuid::try_parse(&id).is_ok(), "a record's id must be a UUID, as the host's are: {id:?}");
             self.collections.entry(collection.to_owned()).or_default().insert(id, record.to_string().into_bytes());
             *self.cache.get_mut() = Cache::default();
         }
@@ -411,7 +405,7 @@ pub mod testing {
             reverse: bool,
         ) -> Vec<Entry> {
             let walked = self.walk(collection, index, value, after, limit, reverse);
-            walked.into_iter().map(|(position, value)| Entry { id: position.id, value }).collect()
+            walked.into_iter().map(|(position, value)| Entry { id: position.id.to_string(), value }).collect()
         }
 
         fn index_positions(
@@ -438,10 +432,13 @@ pub mod testing {
             conditions: &[IndexCondition],
             updated_after: Option<i64>,
         ) -> u64 {
+            refuse_unknown_conditions("count-in-range", collection, conditions);
+            sort_index("count-in-range", collection, &range.index);
             self.count_in_range_impl(collection, range, conditions, updated_after)
         }
 
         fn count_matching(&self, collection: &str, conditions: &[IndexCondition], updated_after: Option<i64>) -> u64 {
+            refuse_unknown_conditions("count-matching", collection, conditions);
             let records = self.parsed(collection);
             records.iter().filter(|record| matches_all(collection, record, conditions, updated_after)).count() as u64
         }
@@ -454,6 +451,23 @@ pub mod testing {
             conditions: &[IndexCondition],
             updated_after: Option<i64>,
         ) -> Vec<crate::GroupCount> {
+            refuse_unknown_conditions("count-groups", collection, conditions);
+            if let Some(range) = range {
+                sort_index("count-groups", collection, &range.index);
+            }
+            assert!(
+                (1..=2).contains(&group_by.len()),
+                "store.count-groups by {} indexes; the host fails the call (give one or two)",
+                group_by.len()
+            );
+            for index in group_by {
+                let found = known_index("count-groups", collection, index);
+                assert!(
+                    matches!(found.key, IndexKey::Field(_) | IndexKey::Present(_)),
+                    "store.count-groups by {index}, where a record may hold several values or none: the host fails \
+                     the call"
+                );
+            }
             let in_range: Option<std::collections::HashSet<String>> =
                 range.map(|range| self.ids_in_range(collection, range));
             let mut groups: BTreeMap<Vec<String>, u64> = BTreeMap::new();
@@ -508,9 +522,33 @@ pub mod testing {
                     range.after.as_ref().is_none_or(|after| position > after)
                         && range.before.as_ref().is_none_or(|before| position < before)
                 })
-                .map(|(position, _)| position.id)
+                .map(|(position, _)| position.id.to_string())
                 .collect()
         }
+    }
+
+    /// The collection's index `index`; the host fails a call naming another
+    /// one, and so does this store (the test fails, as the request would).
+    fn known_index(call: &str, collection: &str, index: &str) -> Index {
+        match crate::indexes::find(collection, index) {
+            Some(found) => found,
+            None => panic!("store.{call}: {collection} has no index {index:?}; the host fails the call"),
+        }
+    }
+
+    fn refuse_unknown_conditions(call: &str, collection: &str, conditions: &[IndexCondition]) {
+        for condition in conditions {
+            known_index(call, collection, &condition.index);
+        }
+    }
+
+    /// The range's index must be a sort index, as the host requires.
+    fn sort_index(call: &str, collection: &str, index: &str) {
+        let found = known_index(call, collection, index);
+        assert!(
+            found.key == IndexKey::SortValue,
+            "store.{call}: {index} of {collection} is not a sort index; the host fails the call"
+        );
     }
 
     /// Whether a record holds one of each condition's values and, when
@@ -578,22 +616,24 @@ pub mod testing {
         }
 
         fn work_out_index_entries(&self, collection: &str, index: &str, value: &str) -> Vec<(IndexPosition, Vec<u8>)> {
-            let (Some(records), Some(index)) =
-                (self.collections.get(collection), crate::indexes::find(collection, index))
-            else {
+            let index = known_index("index-scan", collection, index);
+            let Some(records) = self.collections.get(collection) else {
                 return Vec::new();
             };
-            let mut held: Vec<(IndexPosition, Vec<u8>)> =
-                records
-                    .iter()
-                    .filter_map(|(id, bytes)| {
-                        let record: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-                        index.values(&record).iter().any(|v| v == value).then(|| {
-                            (IndexPosition { created_at: index.position(&record), id: id.clone() }, bytes.clone())
-                        })
-                    })
-                    .collect();
-            held.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut held: Vec<(IndexPosition, Vec<u8>)> = records
+                .iter()
+                .filter_map(|(id, bytes)| {
+                    let record: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+                    // The host keeps only records whose id is a UUID.
+                    let id = crate::Uuid::parse_str(id).ok()?;
+                    index
+                        .values(&record)
+                        .iter()
+                        .any(|v| v == value)
+                        .then(|| (IndexPosition::new(index.position(&record), id), bytes.clone()))
+                })
+                .collect();
+            held.sort_by_key(|a| a.0);
             held
         }
     }

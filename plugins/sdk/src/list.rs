@@ -190,8 +190,14 @@ struct Range {
 }
 
 /// The smallest and largest record ids, as index positions' tie-breakers.
-const FIRST_ID: &str = "00000000-0000-0000-0000-000000000000";
-const LAST_ID: &str = "ffffffff-ffff-ffff-ffff-ffffffffffff";
+const FIRST_ID: crate::Uuid = crate::Uuid::nil();
+const LAST_ID: crate::Uuid = crate::Uuid::max();
+
+/// The place of the stored record `id` (always a UUID) at `at` in an index.
+fn index_position(at: i64, id: &str) -> Result<crate::IndexPosition, PluginError> {
+    let id = crate::Uuid::parse_str(id).map_err(|_| PluginError::Internal(format!("{id:?} is not a record id")))?;
+    Ok(crate::IndexPosition::new(at, id))
+}
 
 impl Range {
     /// The store's form: entries strictly after `(above, last id)` and
@@ -199,8 +205,8 @@ impl Range {
     fn index_range(&self) -> crate::IndexRange {
         crate::IndexRange {
             index: self.index.name.to_owned(),
-            after: self.above.map(|at| crate::IndexPosition { created_at: at, id: LAST_ID.to_owned() }),
-            before: self.below.map(|at| crate::IndexPosition { created_at: at, id: FIRST_ID.to_owned() }),
+            after: self.above.map(|at| crate::IndexPosition::new(at, LAST_ID)),
+            before: self.below.map(|at| crate::IndexPosition::new(at, FIRST_ID)),
         }
     }
 
@@ -361,8 +367,7 @@ pub fn list_filtered(
     };
     // Records strictly after `updatedAfter` start right after this position
     // in the `updated_at` index.
-    let updated_from =
-        options.updated_after.map(|after| crate::IndexPosition { created_at: after.0, id: LAST_ID.into() });
+    let updated_from = options.updated_after.map(|after| crate::IndexPosition::new(after.0, LAST_ID));
     let small_range = best.is_some_and(|(held, _)| held <= SMALL_RANGE);
     let mut counted = counted_by_indexes(collection, &filters);
     // A range alone was counted to choose the walk: that is the total.
@@ -600,7 +605,7 @@ impl Walked {
                 at
             }
         };
-        Ok(crate::IndexPosition { created_at: at, id: self.record.id.clone() })
+        index_position(at, &self.record.id)
     }
 }
 
@@ -683,9 +688,9 @@ impl<'s> MergedWalk<'s> {
         // Ascending: from the later of the cursor and the source's start;
         // descending: from the earlier of the cursor and the source's end.
         let start = if reverse {
-            [after, source.until.clone()].into_iter().flatten().min()
+            [after, source.until].into_iter().flatten().min()
         } else {
-            [after, source.from.clone()].into_iter().flatten().max()
+            [after, source.from].into_iter().flatten().max()
         };
         let streams = source
             .values
@@ -696,13 +701,13 @@ impl<'s> MergedWalk<'s> {
                 index,
                 value: value.clone(),
                 reverse,
-                after: start.clone(),
+                after: start,
                 buffered: std::collections::VecDeque::new(),
                 exhausted: false,
                 batch: batch_size(wanted),
             })
             .collect();
-        let stop_at = if reverse { source.from.clone() } else { source.until.clone() };
+        let stop_at = if reverse { source.from } else { source.until };
         MergedWalk { streams, reverse, last_id: None, stop_at, ties: None }
     }
 
@@ -731,10 +736,10 @@ impl<'s> MergedWalk<'s> {
                     None => return Ok(None),
                 },
             };
-            let at = first.position()?.created_at;
+            let at = first.position()?.position;
             let mut group = vec![first];
             while let Some(walked) = self.next_in_index()? {
-                if walked.position()?.created_at != at {
+                if walked.position()?.position != at {
                     ties.pending = Some(walked);
                     break;
                 }
@@ -812,10 +817,8 @@ fn walk_in_index_order(
     let InOrder { source, residual, exact_count } = *walk;
     let reverse = options.sort.descending;
     let after = match &options.after {
-        Some(Position { value: SortValue::Int(nanos), id }) => {
-            Some(crate::IndexPosition { created_at: *nanos, id: id.clone() })
-        }
-        Some(Position { value: _, id }) => Some(crate::IndexPosition { created_at: i64::MIN, id: id.clone() }),
+        Some(Position { value: SortValue::Int(nanos), id }) => Some(index_position(*nanos, id)?),
+        Some(Position { value: _, id }) => Some(index_position(i64::MIN, id)?),
         None => None,
     };
     let walk = MergedWalk::new(store, collection, source, after, reverse, wanted(options));
@@ -832,7 +835,7 @@ fn walk_in_index_order(
     let next = match page.last().filter(|_| more) {
         Some(last) => {
             let at = last.position()?;
-            Some(Position { value: SortValue::Int(at.created_at), id: at.id })
+            Some(Position { value: SortValue::Int(at.position), id: at.id.to_string() })
         }
         None => None,
     };
@@ -975,10 +978,10 @@ fn walk_sort_index(
         Some(Position { value, id }) => match sort_position(value) {
             Some(at) if text => {
                 let id = if reverse { LAST_ID } else { FIRST_ID };
-                (vec![SORTED, UNSORTED], Some(crate::IndexPosition { created_at: at, id: id.to_owned() }))
+                (vec![SORTED, UNSORTED], Some(crate::IndexPosition::new(at, id)))
             }
-            Some(at) => (vec![SORTED, UNSORTED], Some(crate::IndexPosition { created_at: at, id: id.clone() })),
-            None => (vec![UNSORTED], Some(crate::IndexPosition { created_at: 0, id: id.clone() })),
+            Some(at) => (vec![SORTED, UNSORTED], Some(index_position(at, id)?)),
+            None => (vec![UNSORTED], Some(index_position(0, id)?)),
         },
     };
     // A range holds no record without the sort value.
@@ -993,7 +996,7 @@ fn walk_sort_index(
                 Some(range) if segment == SORTED => range_source(range),
                 _ => Source { index: walk.index.name, values: vec![segment.to_owned()], from: None, until: None },
             };
-            let after = if number == 0 { resume.clone() } else { None };
+            let after = if number == 0 { resume } else { None };
             let merged = MergedWalk::new(store, collection, &part, after, reverse, wanted(options));
             if text && segment == SORTED { merged.with_text_ties(options.sort, options.after.clone()) } else { merged }
         })
@@ -1157,7 +1160,7 @@ mod tests {
 
     use super::*;
     use crate::Request;
-    use crate::testing::MemoryStore;
+    use crate::testing::{MemoryStore, record_id, short_id};
 
     const SORTS: &[(&str, SortField)] = &[
         ("created_at", SortField::Timestamp("/created_at")),
@@ -1177,7 +1180,8 @@ mod tests {
         for (id, name, severity, created) in rows {
             store.insert(
                 "scopes",
-                json!({"id": id, "name": name, "severity": severity, "created_at": created, "updated_at": created}),
+                json!({"id": record_id(id), "name": name, "severity": severity, "created_at": created,
+                       "updated_at": created}),
             );
         }
         store
@@ -1185,7 +1189,7 @@ mod tests {
 
     fn ids(page: &Page) -> Vec<String> {
         let records: Vec<Value> = serde_json::from_slice(&page.data).expect("page data is JSON");
-        records.iter().map(|r| r["id"].as_str().unwrap_or_default().to_owned()).collect()
+        records.iter().map(|r| short_id(r["id"].as_str().unwrap_or_default())).collect()
     }
 
     fn list(store: &MemoryStore, query: &[(&str, &str)]) -> Result<Page, PluginError> {
@@ -1626,7 +1630,8 @@ mod tests {
         for n in 0..3000 {
             let status = if n % 100 == 0 { "archived" } else { "active" };
             let created = format!("2026-01-01T{:02}:{:02}:{:02}Z", n / 3600, (n / 60) % 60, n % 60);
-            inner.insert("scopes", json!({"id": format!("{n:05}"), "status": status, "created_at": created}));
+            let id = format!("0192f0b4-0000-7000-8000-{n:012}");
+            inner.insert("scopes", json!({"id": id, "status": status, "created_at": created}));
         }
         let store = Counting { inner, read: std::cell::Cell::new(0) };
         let list = |query: &[(&str, &str)], filters: Vec<Filter>| {

@@ -46,7 +46,7 @@ esr_plugin_sdk::export_resource_plugin!(crate::Plugin);
 
 #[cfg(test)]
 mod tests {
-    use esr_plugin_sdk::testing::MemoryStore;
+    use esr_plugin_sdk::testing::{MemoryStore, record_id, short_id};
     use serde_json::json;
 
     use super::*;
@@ -54,7 +54,8 @@ mod tests {
     fn store() -> MemoryStore {
         let mut store = MemoryStore::default();
         for (id, created) in [("01", "2026-01-02T00:00:00Z"), ("02", "2026-01-01T00:00:00Z")] {
-            store.insert(COLLECTION, json!({"id": id, "created_at": created, "updated_at": created}));
+            // Ids are UUIDs, as every stored record's is.
+            store.insert(COLLECTION, json!({"id": record_id(id), "created_at": created, "updated_at": created}));
         }
         store
     }
@@ -63,7 +64,7 @@ mod tests {
     fn lists_in_created_order_and_rejects_unknown_parameters() {
         let page = Plugin::list(&store(), &Request::with_query("/v1/x", &[])).expect("list");
         let records: Vec<Value> = serde_json::from_slice(&page.data).expect("json");
-        assert_eq!((records[0]["id"].as_str(), page.total), (Some("02"), 2));
+        assert_eq!((records[0]["id"].as_str().map(short_id).as_deref(), page.total), (Some("02"), 2));
         let unknown = Plugin::list(&store(), &Request::with_query("/v1/x", &[("colour", "blue")]));
         assert!(matches!(unknown, Err(PluginError::InvalidParameters(_))));
     }
@@ -71,7 +72,7 @@ mod tests {
     #[test]
     fn gets_one_record() {
         let request = Request::with_query("/v1/x/01", &[]);
-        assert!(Plugin::get(&store(), "01", &request).is_ok());
-        assert_eq!(Plugin::get(&store(), "99", &request), Err(PluginError::NotFound));
+        assert!(Plugin::get(&store(), &record_id("01"), &request).is_ok());
+        assert_eq!(Plugin::get(&store(), &record_id("99"), &request), Err(PluginError::NotFound));
     }
 }

@@ -51,7 +51,7 @@ esr_plugin_sdk::export_resource_plugin!(crate::RedactedEndpoints);
 
 #[cfg(test)]
 mod tests {
-    use esr_plugin_sdk::testing::MemoryStore;
+    use esr_plugin_sdk::testing::{MemoryStore, record_id};
     use serde_json::json;
 
     use super::*;
@@ -61,12 +61,13 @@ mod tests {
         let mut store = MemoryStore::default();
         store.insert(
             COLLECTION,
-            json!({"id": "01", "hostname": "h", "ip": "10.0.0.1", "owner": {"name": "A"},
+            json!({"id": record_id("01"), "hostname": "h", "ip": "10.0.0.1", "owner": {"name": "A"},
             "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}),
         );
-        let record: Value =
-            serde_json::from_slice(&RedactedEndpoints::get(&store, "01", &Request::default()).expect("get"))
-                .expect("json");
+        let record: Value = serde_json::from_slice(
+            &RedactedEndpoints::get(&store, &record_id("01"), &Request::default()).expect("get"),
+        )
+        .expect("json");
         assert_eq!(
             (record["ip"].clone(), record["owner"].clone(), record["hostname"].clone()),
             (Value::Null, Value::Null, json!("h"))

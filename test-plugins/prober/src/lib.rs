@@ -118,8 +118,8 @@ fn probe_store(store: &dyn Store, ids: &[String], collections: &[&str]) -> Value
                 for reverse in [false, true] {
                     let positions = [
                         None,
-                        Some(IndexPosition { created_at: i64::MIN, id: "00000000-0000-0000-0000-000000000000".into() }),
-                        Some(IndexPosition { created_at: i64::MAX, id: "ffffffff-ffff-ffff-ffff-ffffffffffff".into() }),
+                        Some(IndexPosition::new(i64::MIN, esr_plugin_sdk::Uuid::nil())),
+                        Some(IndexPosition::new(i64::MAX, esr_plugin_sdk::Uuid::max())),
                     ];
                     for after in &positions {
                         let entries = store.index_scan(collection, index, value, after.as_ref(), u32::MAX, reverse);
