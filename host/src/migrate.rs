@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::store::{self, COLLECTIONS, CollectionWrite, MAX_SCAN, Store};
+use crate::store::{self, COLLECTIONS, CollectionWrite, MAX_SCAN, RecordWalk, Store};
 use esr_auth::admin_token::{ADMIN_TOKEN_DIGEST_SECRET, ADMIN_TOKEN_FILE, token_digest};
 
 /// The most records one write to the target holds (a transaction each):
@@ -123,7 +123,7 @@ fn copy_collection(
     // Each record's status history, copied after its record.
     let mut histories: Vec<(uuid::Uuid, Vec<u8>)> = Vec::new();
     loop {
-        let page = reader.scan(collection, after, MAX_SCAN, false)?;
+        let page = reader.scan(collection, &RecordWalk::new(MAX_SCAN).after(after))?;
         let Some((last, _)) = page.last() else { break };
         after = Some(*last);
         for (id, bytes) in page {

@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 
-use esr_plugin_sdk::{DocumentPlugin, GroupCount, IndexCondition, IndexPosition, IndexRange, ResourcePlugin};
+use esr_plugin_sdk::{DocumentPlugin, GroupCount, IndexPosition, IndexWalk, Matching, RecordWalk, ResourcePlugin};
 
 use esr_runtime::{
     CallError, InvalidParam, NativeCalls, Page, PluginError, Rendered, Request, Summary, Tenant, TenantSession,
@@ -66,66 +66,32 @@ impl esr_plugin_sdk::Store for NativeStore {
         self.answer(self.tenant.borrow_mut().get(collection, id))
     }
 
-    fn scan(&self, collection: &str, after: Option<&str>, limit: u32, reverse: bool) -> Vec<esr_plugin_sdk::Entry> {
-        entries(self.answer(self.tenant.borrow_mut().scan(collection, after, limit, reverse)))
+    fn scan(&self, collection: &str, walk: &RecordWalk) -> Vec<esr_plugin_sdk::Entry> {
+        entries(self.answer(self.tenant.borrow_mut().scan(collection, walk)))
     }
 
     fn count(&self, collection: &str) -> u64 {
         self.answer(self.tenant.borrow_mut().count(collection))
     }
 
-    fn index_scan(
-        &self,
-        collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<&IndexPosition>,
-        limit: u32,
-        reverse: bool,
-    ) -> Vec<esr_plugin_sdk::Entry> {
-        let scanned = self.tenant.borrow_mut().index_scan(collection, index, value, after.copied(), limit, reverse);
-        entries(self.answer(scanned))
+    fn index_scan(&self, collection: &str, walk: &IndexWalk<'_>) -> Vec<esr_plugin_sdk::Entry> {
+        entries(self.answer(self.tenant.borrow_mut().index_scan(collection, walk)))
     }
 
-    fn index_positions(
-        &self,
-        collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<&IndexPosition>,
-        limit: u32,
-        reverse: bool,
-    ) -> Vec<IndexPosition> {
-        self.answer(self.tenant.borrow_mut().index_positions(collection, index, value, after.copied(), limit, reverse))
+    fn index_positions(&self, collection: &str, walk: &IndexWalk<'_>) -> Vec<IndexPosition> {
+        self.answer(self.tenant.borrow_mut().index_positions(collection, walk))
     }
 
     fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
         self.answer(self.tenant.borrow_mut().index_count(collection, index, value))
     }
 
-    fn count_matching(&self, collection: &str, conditions: &[IndexCondition], updated_after: Option<i64>) -> u64 {
-        self.answer(self.tenant.borrow_mut().count_matching(collection, conditions, updated_after))
+    fn count_matching(&self, collection: &str, matching: &Matching) -> u64 {
+        self.answer(self.tenant.borrow_mut().count_matching(collection, matching))
     }
 
-    fn count_in_range(
-        &self,
-        collection: &str,
-        range: &IndexRange,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
-    ) -> u64 {
-        self.answer(self.tenant.borrow_mut().count_in_range(collection, range, conditions, updated_after))
-    }
-
-    fn count_groups(
-        &self,
-        collection: &str,
-        group_by: &[String],
-        range: Option<&IndexRange>,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
-    ) -> Vec<GroupCount> {
-        self.answer(self.tenant.borrow_mut().count_groups(collection, group_by, range, conditions, updated_after))
+    fn count_groups(&self, collection: &str, group_by: &[String], matching: &Matching) -> Vec<GroupCount> {
+        self.answer(self.tenant.borrow_mut().count_groups(collection, group_by, matching))
     }
 
     fn organization(&self) -> Vec<u8> {

@@ -460,6 +460,63 @@ impl IndexPosition {
     }
 }
 
+/// A walk of a collection's records in id order (creation order: ids are
+/// UUIDv7): strictly after `after` when given (before it when `reverse`,
+/// which walks from the newest), at most `limit` records (the store caps
+/// it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordWalk {
+    pub after: Option<Uuid>,
+    pub limit: usize,
+    pub reverse: bool,
+}
+
+impl RecordWalk {
+    /// The first `limit` records, oldest first.
+    pub fn new(limit: usize) -> RecordWalk {
+        RecordWalk { after: None, limit, reverse: false }
+    }
+
+    /// The same walk, strictly after `after` when given.
+    pub fn after(self, after: Option<Uuid>) -> RecordWalk {
+        RecordWalk { after, ..self }
+    }
+
+    /// The same walk, from the newest when `reverse`.
+    pub fn reversed(self, reverse: bool) -> RecordWalk {
+        RecordWalk { reverse, ..self }
+    }
+}
+
+/// A walk of the entries holding `value` in the index `index`: in index
+/// order (descending when `reverse`), strictly after `after` in that order
+/// when given, at most `limit` entries (the store caps it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexWalk<'a> {
+    pub index: &'a str,
+    pub value: &'a str,
+    pub after: Option<IndexPosition>,
+    pub limit: usize,
+    pub reverse: bool,
+}
+
+impl<'a> IndexWalk<'a> {
+    /// The first `limit` entries holding `value`, in index order.
+    pub fn new(index: &'a str, value: &'a str, limit: usize) -> IndexWalk<'a> {
+        IndexWalk { index, value, after: None, limit, reverse: false }
+    }
+
+    /// The same walk, strictly after `after` when given.
+    pub fn after(self, after: Option<IndexPosition>) -> IndexWalk<'a> {
+        IndexWalk { after, ..self }
+    }
+
+    /// The same walk, from the end when `reverse`.
+    pub fn reversed(self, reverse: bool) -> IndexWalk<'a> {
+        IndexWalk { reverse, ..self }
+    }
+}
+
 /// Records holding any of `values` in the index `index`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexCondition {
@@ -480,6 +537,30 @@ pub struct IndexRange {
 impl IndexCondition {
     pub fn new(index: impl Into<String>, values: Vec<String>) -> IndexCondition {
         IndexCondition { index: index.into(), values }
+    }
+}
+
+/// The records a count counts: those in `range` when given, holding one of
+/// each condition's values, and updated strictly after `updated_after`
+/// (Unix nanoseconds) when given. The default matches every record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Matching {
+    pub range: Option<IndexRange>,
+    pub conditions: Vec<IndexCondition>,
+    pub updated_after: Option<i64>,
+}
+
+impl Matching {
+    /// The records meeting every condition.
+    pub fn conditions(conditions: Vec<IndexCondition>) -> Matching {
+        Matching { conditions, ..Matching::default() }
+    }
+
+    /// These records, further narrowed by `more` conditions.
+    pub fn and(&self, more: impl IntoIterator<Item = IndexCondition>) -> Matching {
+        let mut narrowed = self.clone();
+        narrowed.conditions.extend(more);
+        narrowed
     }
 }
 

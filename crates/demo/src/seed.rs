@@ -153,7 +153,7 @@ mod tests {
         loop {
             let page = db
                 .reader(organization)
-                .and_then(|mut reader| reader.scan(collection, after, 1000, false))
+                .and_then(|mut reader| reader.scan(collection, &esr_store::RecordWalk::new(1000).after(after)))
                 .expect("scan");
             let Some((last, _)) = page.last() else { return all };
             after = Some(*last);

@@ -275,21 +275,8 @@ impl TenantSession {
         self.reader.get(collection, id)
     }
 
-    pub fn scan(
-        &mut self,
-        collection: &str,
-        after: Option<&str>,
-        limit: u32,
-        reverse: bool,
-    ) -> Result<Vec<StoreEntry>, StoreError> {
-        let after = match after {
-            Some(id) => Some(
-                Uuid::parse_str(id)
-                    .map_err(|_| StoreError::MalformedCall(format!("scan after {id:?}, which is not a UUID")))?,
-            ),
-            None => None,
-        };
-        let records = self.reader.scan(collection, after, limit as usize, reverse)?;
+    pub fn scan(&mut self, collection: &str, walk: &RecordWalk) -> Result<Vec<StoreEntry>, StoreError> {
+        let records = self.reader.scan(collection, walk)?;
         Ok(records.into_iter().map(|(id, value)| (id.to_string(), value)).collect())
     }
 
@@ -297,16 +284,8 @@ impl TenantSession {
         self.reader.count(collection)
     }
 
-    pub fn index_scan(
-        &mut self,
-        collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<IndexPosition>,
-        limit: u32,
-        reverse: bool,
-    ) -> Result<Vec<StoreEntry>, StoreError> {
-        let records = self.reader.index_scan(collection, index, value, after, limit as usize, reverse)?;
+    pub fn index_scan(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<StoreEntry>, StoreError> {
+        let records = self.reader.index_scan(collection, walk)?;
         Ok(records.into_iter().map(|(id, value)| (id.to_string(), value)).collect())
     }
 
@@ -314,47 +293,26 @@ impl TenantSession {
     pub fn index_positions(
         &mut self,
         collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<IndexPosition>,
-        limit: u32,
-        reverse: bool,
+        walk: &IndexWalk<'_>,
     ) -> Result<Vec<IndexPosition>, StoreError> {
-        self.reader.index_positions(collection, index, value, after, limit as usize, reverse)
+        self.reader.index_positions(collection, walk)
     }
 
     pub fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
         self.reader.index_count(collection, index, value)
     }
 
-    pub fn count_matching(
-        &mut self,
-        collection: &str,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
-    ) -> Result<u64, StoreError> {
-        self.reader.count_matching(collection, conditions, updated_after)
+    pub fn count_matching(&mut self, collection: &str, matching: &Matching) -> Result<u64, StoreError> {
+        self.reader.count_matching(collection, matching)
     }
 
     pub fn count_groups(
         &mut self,
         collection: &str,
         group_by: &[String],
-        range: Option<&IndexRange>,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
+        matching: &Matching,
     ) -> Result<Vec<GroupCount>, StoreError> {
-        self.reader.count_groups(collection, group_by, range, conditions, updated_after)
-    }
-
-    pub fn count_in_range(
-        &mut self,
-        collection: &str,
-        range: &IndexRange,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
-    ) -> Result<u64, StoreError> {
-        self.reader.count_in_range(collection, range, conditions, updated_after)
+        self.reader.count_groups(collection, group_by, matching)
     }
 }
 
@@ -377,7 +335,14 @@ impl wit_store::Host for CallState {
     ) -> wasmtime::Result<Vec<wit_store::Entry>> {
         self.may_read(&collection, "scan")?;
         let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
-        let records = tenant.scan(&collection, after.as_deref(), limit, reverse)?;
+        let after = match after {
+            Some(id) => Some(
+                Uuid::parse_str(&id)
+                    .map_err(|_| StoreError::MalformedCall(format!("scan after {id:?}, which is not a UUID")))?,
+            ),
+            None => None,
+        };
+        let records = tenant.scan(&collection, &RecordWalk { after, limit: limit as usize, reverse })?;
         Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id, value }).collect())
     }
 
@@ -399,7 +364,8 @@ impl wit_store::Host for CallState {
         self.may_read(&collection, "index-scan")?;
         let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
         let after = position_from_wit("index-scan after", after.as_ref())?;
-        let records = tenant.index_scan(&collection, &index, &value, after, limit, reverse)?;
+        let walk = IndexWalk { index: &index, value: &value, after, limit: limit as usize, reverse };
+        let records = tenant.index_scan(&collection, &walk)?;
         Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id, value }).collect())
     }
 
@@ -415,7 +381,8 @@ impl wit_store::Host for CallState {
         self.may_read(&collection, "index-positions")?;
         let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
         let after = position_from_wit("index-positions after", after.as_ref())?;
-        let positions = tenant.index_positions(&collection, &index, &value, after, limit, reverse)?;
+        let walk = IndexWalk { index: &index, value: &value, after, limit: limit as usize, reverse };
+        let positions = tenant.index_positions(&collection, &walk)?;
         Ok(positions.into_iter().map(position_to_wit).collect())
     }
 
@@ -433,7 +400,8 @@ impl wit_store::Host for CallState {
     ) -> wasmtime::Result<u64> {
         self.may_read(&collection, "count-matching")?;
         let Some(tenant) = &mut self.tenant else { return Ok(0) };
-        Ok(tenant.count_matching(&collection, &conditions_from_wit(conditions), updated_after)?)
+        let matching = Matching { conditions: conditions_from_wit(conditions), updated_after, range: None };
+        Ok(tenant.count_matching(&collection, &matching)?)
     }
 
     fn count_in_range(
@@ -445,8 +413,9 @@ impl wit_store::Host for CallState {
     ) -> wasmtime::Result<u64> {
         self.may_read(&collection, "count-in-range")?;
         let Some(tenant) = &mut self.tenant else { return Ok(0) };
-        let range = range_from_wit("count-in-range bound at", &range)?;
-        Ok(tenant.count_in_range(&collection, &range, &conditions_from_wit(conditions), updated_after)?)
+        let range = Some(range_from_wit("count-in-range bound at", &range)?);
+        let matching = Matching { range, conditions: conditions_from_wit(conditions), updated_after };
+        Ok(tenant.count_matching(&collection, &matching)?)
     }
 
     fn count_groups(
@@ -460,13 +429,8 @@ impl wit_store::Host for CallState {
         self.may_read(&collection, "count-groups")?;
         let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
         let range = range.as_ref().map(|range| range_from_wit("count-groups bound at", range)).transpose()?;
-        let groups = tenant.count_groups(
-            &collection,
-            &group_by,
-            range.as_ref(),
-            &conditions_from_wit(conditions),
-            updated_after,
-        )?;
+        let matching = Matching { range, conditions: conditions_from_wit(conditions), updated_after };
+        let groups = tenant.count_groups(&collection, &group_by, &matching)?;
         Ok(groups.into_iter().map(|group| wit_store::GroupCount { values: group.values, count: group.count }).collect())
     }
 

@@ -34,7 +34,9 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_io::bindings::wasi::io::poll as async_wasi_poll;
 use wasmtime_wasi_io::poll::DynPollable;
 
-use esr_store::{GroupCount, IndexCondition, IndexPosition, IndexRange, StoreError, StoreReader};
+use esr_store::{
+    GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, Matching, RecordWalk, StoreError, StoreReader,
+};
 
 mod call;
 mod documents;

@@ -41,8 +41,9 @@ use std::sync::Arc;
 
 use esr_store::{
     ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, GroupCount,
-    IndexCondition, IndexPosition, IndexRange, MAX_SCAN, Organization, ReadFrom, ReplicaHealth, Store, StoreError,
-    StoreReader, StoredRecord, WriteTime, ordered_by_creation, restricting_conditions,
+    IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching, Organization, ReadFrom, RecordWalk,
+    ReplicaHealth, Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation,
+    restricting_conditions,
 };
 
 /// PostgreSQL's error as the store reports it.
@@ -302,6 +303,22 @@ impl Connection {
 }
 
 impl PgStore {
+    /// The settings whose name starts with `prefix` (a fixed word and a
+    /// slash), by the rest of their name.
+    fn settings_named(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let pattern = format!("{prefix}%");
+        let rows = self
+            .connection()?
+            .query("SELECT name, value FROM settings WHERE name LIKE $1 ORDER BY name", &[&pattern])?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let name: &str = row.get(0);
+                (name.get(prefix.len()..).unwrap_or_default().to_owned(), row.get::<_, Vec<u8>>(1))
+            })
+            .collect())
+    }
+
     /// Connects to `url` (a pool of at most `pool_size` connections and
     /// [`ADMISSION_CONNECTIONS`] more, opened as needed) and creates or migrates the schema; refuses a database
     /// whose schema is newer than this binary knows.
@@ -436,30 +453,13 @@ impl Store for PgStore {
 
     /// Every marker by name.
     fn markers(&self) -> Result<Vec<(String, String)>, StoreError> {
-        let rows = self
-            .connection()?
-            .query("SELECT name, value FROM settings WHERE name LIKE 'marker/%' ORDER BY name", &[])?;
-        Ok(rows
-            .iter()
-            .map(|row| {
-                let name: &str = row.get(0);
-                (name["marker/".len()..].to_owned(), String::from_utf8_lossy(row.get::<_, &[u8]>(1)).into_owned())
-            })
-            .collect())
+        let markers = self.settings_named("marker/")?;
+        Ok(markers.into_iter().map(|(name, value)| (name, String::from_utf8_lossy(&value).into_owned())).collect())
     }
 
     /// Every stored secret by name.
     fn secrets(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        let rows = self
-            .connection()?
-            .query("SELECT name, value FROM settings WHERE name LIKE 'secret/%' ORDER BY name", &[])?;
-        Ok(rows
-            .iter()
-            .map(|row| {
-                let name: &str = row.get(0);
-                (name["secret/".len()..].to_owned(), row.get::<_, Vec<u8>>(1))
-            })
-            .collect())
+        self.settings_named("secret/")
     }
 
     fn set_secret(&self, name: &str, value: &[u8]) -> Result<(), StoreError> {
@@ -1033,42 +1033,20 @@ impl StoreReader for PgReader {
         self.read(|mut session| session.get_many(collection, ids))
     }
 
-    fn scan(
-        &mut self,
-        collection: &str,
-        after: Option<Uuid>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<StoredRecord>, StoreError> {
-        self.read(|mut session| session.scan(collection, after, limit, reverse))
+    fn scan(&mut self, collection: &str, walk: &RecordWalk) -> Result<Vec<StoredRecord>, StoreError> {
+        self.read(|mut session| session.scan(collection, walk))
     }
 
     fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
         self.read(|mut session| session.count(collection))
     }
 
-    fn index_scan(
-        &mut self,
-        collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<IndexPosition>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<StoredRecord>, StoreError> {
-        self.read(|mut session| session.index_scan(collection, index, value, after, limit, reverse))
+    fn index_scan(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError> {
+        self.read(|mut session| session.index_scan(collection, walk))
     }
 
-    fn index_positions(
-        &mut self,
-        collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<IndexPosition>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<IndexPosition>, StoreError> {
-        self.read(|mut session| session.index_positions(collection, index, value, after, limit, reverse))
+    fn index_positions(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<IndexPosition>, StoreError> {
+        self.read(|mut session| session.index_positions(collection, walk))
     }
 
     fn ids_holding_any(
@@ -1088,13 +1066,8 @@ impl StoreReader for PgReader {
         self.read(|mut session| session.index_values(collection, index))
     }
 
-    fn count_matching(
-        &mut self,
-        collection: &str,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
-    ) -> Result<u64, StoreError> {
-        self.read(|mut session| session.count_matching(collection, conditions, updated_after))
+    fn count_matching(&mut self, collection: &str, matching: &Matching) -> Result<u64, StoreError> {
+        self.read(|mut session| session.count_matching(collection, matching))
     }
 
     fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
@@ -1113,24 +1086,10 @@ impl StoreReader for PgReader {
         &mut self,
         collection: &str,
         group_by: &[String],
-        range: Option<&IndexRange>,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
+        matching: &Matching,
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
-        self.read(|mut session| {
-            session.count_groups_of_candidates(collection, group_by, range, conditions, updated_after, max_candidates)
-        })
-    }
-
-    fn count_in_range(
-        &mut self,
-        collection: &str,
-        range: &IndexRange,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
-    ) -> Result<u64, StoreError> {
-        self.read(|mut session| session.count_in_range(collection, range, conditions, updated_after))
+        self.read(|mut session| session.count_groups_of_candidates(collection, group_by, matching, max_candidates))
     }
 }
 
@@ -1171,14 +1130,9 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
 
     /// Up to `limit` (at most [`MAX_SCAN`]) records in id order, after
     /// `after` when given; `reverse` walks from the newest.
-    fn scan(
-        &mut self,
-        collection: &str,
-        after: Option<Uuid>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<StoredRecord>, StoreError> {
+    fn scan(&mut self, collection: &str, walk: &RecordWalk) -> Result<Vec<StoredRecord>, StoreError> {
         let organization = self.organization;
+        let RecordWalk { after, limit, reverse } = *walk;
         let limit = limit.min(MAX_SCAN) as i64;
         let (comparison, order) = if reverse { ("<", "DESC") } else { (">", "ASC") };
         let rows = match after {
@@ -1210,18 +1164,9 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
     /// Up to `limit` (at most [`MAX_SCAN`]) records holding `value` in the
     /// index, in position, id order, strictly after `after` (before it, in
     /// reverse) when given.
-    #[allow(clippy::too_many_arguments)]
-    fn index_scan(
-        &mut self,
-        collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<IndexPosition>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<StoredRecord>, StoreError> {
-        known_index(collection, index)?;
-        let rows = self.entries(collection, index, value, after, limit, reverse, true)?;
+    fn index_scan(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError> {
+        let index = walk.index;
+        let rows = self.entries(collection, walk, true)?;
         let mut records = Vec::with_capacity(rows.len());
         for row in rows {
             let body: Option<Vec<u8>> = row.get(2);
@@ -1235,18 +1180,8 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
 
     /// The positions of [`Connection::index_scan`]'s records (position,
     /// id), read from the index alone.
-    #[allow(clippy::too_many_arguments)]
-    fn index_positions(
-        &mut self,
-        collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<IndexPosition>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<IndexPosition>, StoreError> {
-        known_index(collection, index)?;
-        let rows = self.entries(collection, index, value, after, limit, reverse, false)?;
+    fn index_positions(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<IndexPosition>, StoreError> {
+        let rows = self.entries(collection, walk, false)?;
         Ok(rows.into_iter().map(|row| IndexPosition::new(row.get(0), row.get(1))).collect())
     }
 
@@ -1295,78 +1230,12 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
             .collect()
     }
 
-    /// How many of the organization's records hold one of each
-    /// condition's values in its index and, when given, were updated
-    /// strictly after `updated_after` (Unix nanoseconds). Answered from
-    /// counts where the sled backend answers from counts (one condition, a
-    /// counted pair, `updatedAfter` alone); otherwise the conditions' index
-    /// entries are intersected in the database.
-    fn count_matching(
-        &mut self,
-        collection: &str,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
-    ) -> Result<u64, StoreError> {
-        if conditions.is_empty() && !COLLECTIONS.contains(&collection) {
-            return Ok(0);
+    fn count_matching(&mut self, collection: &str, matching: &Matching) -> Result<u64, StoreError> {
+        let Matching { range, conditions, updated_after } = matching;
+        match range {
+            Some(range) => self.count_in_range(collection, range, conditions, *updated_after),
+            None => self.count_unranged(collection, conditions, *updated_after),
         }
-        let mut sized = Vec::with_capacity(conditions.len());
-        for IndexCondition { index, values } in conditions {
-            known_index(collection, index)?;
-            // Each value once: a repeated value must not count its records twice.
-            let values: Vec<String> = values.iter().collect::<BTreeSet<_>>().into_iter().cloned().collect();
-            let everything =
-                indexes::find(collection, index).is_some_and(|found| found.key == indexes::IndexKey::Everything);
-            if everything && values.iter().any(String::is_empty) {
-                continue;
-            }
-            let mut held = 0;
-            for value in &values {
-                held += self.stored_count(collection, index, value.as_bytes())?;
-            }
-            sized.push((held, index.as_str(), values));
-        }
-        sized.sort_by_key(|(held, ..)| *held);
-        if let [(held, index, values)] = sized.as_slice()
-            && updated_after.is_none()
-            && (values.len() == 1 || single_valued(collection, index))
-        {
-            return Ok(*held);
-        }
-        if let [(_, a, a_values), (_, b, b_values)] = sized.as_slice()
-            && updated_after.is_none()
-        {
-            let pairs = indexes::counted_pairs(collection);
-            let ordered = if pairs.contains(&(a, b)) {
-                Some(((*a, a_values), (*b, b_values)))
-            } else if pairs.contains(&(b, a)) {
-                Some(((*b, b_values), (*a, a_values)))
-            } else {
-                None
-            };
-            if let Some(((first, first_values), (second, second_values))) = ordered {
-                let name = indexes::pair_name(first, second);
-                let mut total = 0;
-                for x in first_values {
-                    for y in second_values {
-                        total += self.stored_count(collection, &name, indexes::pair_value(x, y).as_bytes())?;
-                    }
-                }
-                return Ok(total);
-            }
-        }
-        if sized.is_empty() {
-            return match updated_after {
-                None => self.count(collection),
-                Some(after) => self.count_updated_after(collection, after),
-            };
-        }
-        if sized.first().is_some_and(|(held, ..)| *held == 0) {
-            return Ok(0);
-        }
-        let conditions: Vec<IndexCondition> =
-            sized.into_iter().map(|(_, index, values)| IndexCondition::new(index, values)).collect();
-        self.count_intersection(collection, None, &conditions, updated_after)
     }
 
     fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
@@ -1385,49 +1254,10 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
         &mut self,
         collection: &str,
         group_by: &[String],
-        range: Option<&IndexRange>,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
+        matching: &Matching,
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
-        Session::count_groups_of_candidates(
-            self,
-            collection,
-            group_by,
-            range,
-            conditions,
-            updated_after,
-            max_candidates,
-        )
-    }
-
-    /// How many of the organization's records lie in `range` (hold the
-    /// sort value of its sort index at a position strictly between its
-    /// ends; an absent end is open), meet every condition and, when given,
-    /// were updated strictly after `updated_after`.
-    fn count_in_range(
-        &mut self,
-        collection: &str,
-        range: &IndexRange,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
-    ) -> Result<u64, StoreError> {
-        let index = range.index.as_str();
-        known_index(collection, index)?;
-        if indexes::find(collection, index).is_none_or(|found| found.key != indexes::IndexKey::SortValue) {
-            return Err(StoreError::MalformedCall(format!("{index} of {collection} is not a sort index")));
-        }
-        for condition in conditions {
-            known_index(collection, &condition.index)?;
-        }
-        let conditions: Vec<IndexCondition> = conditions
-            .iter()
-            .map(|condition| {
-                let values = condition.values.iter().collect::<BTreeSet<_>>().into_iter().cloned().collect();
-                IndexCondition::new(condition.index.clone(), values)
-            })
-            .collect();
-        self.count_intersection(collection, Some(range), &conditions, updated_after)
+        Session::count_groups_of_candidates(self, collection, group_by, matching, max_candidates)
     }
 }
 
@@ -1508,30 +1338,25 @@ impl<C: GenericClient + Send> Session<'_, C> {
         self.client.query_opt(&statement, params).map_err(store_error)
     }
 
-    /// One keyset page of an index value's entries: (position, id) rows,
-    /// with the record's body when `bodies`.
-    #[allow(clippy::too_many_arguments)]
+    /// One keyset page of a walk's entries: (position, id) rows, with the
+    /// record's body when `bodies`.
     fn entries(
         &mut self,
         collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<IndexPosition>,
-        limit: usize,
-        reverse: bool,
+        walk: &IndexWalk<'_>,
         bodies: bool,
     ) -> Result<Vec<postgres::Row>, StoreError> {
         let organization = self.organization;
-        let limit = limit.min(MAX_SCAN) as i64;
-        let (comparison, order) = if reverse { ("<", "DESC") } else { (">", "ASC") };
-        let index = known_index(collection, index)?;
+        let limit = walk.limit.min(MAX_SCAN) as i64;
+        let (comparison, order) = if walk.reverse { ("<", "DESC") } else { (">", "ASC") };
+        let index = known_index(collection, walk.index)?;
         let body = if bodies { ", e.body" } else { "" };
-        let value = value.as_bytes();
+        let value = walk.value.as_bytes();
         let select = format!(
             "SELECT e.position, e.id{body} FROM ({}) e WHERE e.value = $2",
             columns::entries_of(collection, &index, bodies)
         );
-        match after {
+        match walk.after {
             None => self.query(
                 &format!("{select} ORDER BY e.position {order}, e.id {order} LIMIT $3"),
                 &[&organization, &value, &limit],
@@ -1556,6 +1381,109 @@ impl<C: GenericClient + Send> Session<'_, C> {
         Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
     }
 
+    /// How many of the organization's records hold one of each
+    /// condition's values in its index and, when given, were updated
+    /// strictly after `updated_after` (Unix nanoseconds). Answered from
+    /// counts where the sled backend answers from counts (one condition, a
+    /// counted pair, `updatedAfter` alone); otherwise the conditions' index
+    /// entries are intersected in the database.
+    fn count_unranged(
+        &mut self,
+        collection: &str,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        if conditions.is_empty() && !COLLECTIONS.contains(&collection) {
+            return Ok(0);
+        }
+        let mut sized = Vec::with_capacity(conditions.len());
+        for IndexCondition { index, values } in conditions {
+            known_index(collection, index)?;
+            // Each value once: a repeated value must not count its records twice.
+            let values: Vec<String> = values.iter().collect::<BTreeSet<_>>().into_iter().cloned().collect();
+            let everything =
+                indexes::find(collection, index).is_some_and(|found| found.key == indexes::IndexKey::Everything);
+            if everything && values.iter().any(String::is_empty) {
+                continue;
+            }
+            let mut held = 0;
+            for value in &values {
+                held += self.stored_count(collection, index, value.as_bytes())?;
+            }
+            sized.push((held, index.as_str(), values));
+        }
+        sized.sort_by_key(|(held, ..)| *held);
+        if let [(held, index, values)] = sized.as_slice()
+            && updated_after.is_none()
+            && (values.len() == 1 || single_valued(collection, index))
+        {
+            return Ok(*held);
+        }
+        if let [(_, a, a_values), (_, b, b_values)] = sized.as_slice()
+            && updated_after.is_none()
+        {
+            let pairs = indexes::counted_pairs(collection);
+            let ordered = if pairs.contains(&(a, b)) {
+                Some(((*a, a_values), (*b, b_values)))
+            } else if pairs.contains(&(b, a)) {
+                Some(((*b, b_values), (*a, a_values)))
+            } else {
+                None
+            };
+            if let Some(((first, first_values), (second, second_values))) = ordered {
+                let name = indexes::pair_name(first, second);
+                let mut total = 0;
+                for x in first_values {
+                    for y in second_values {
+                        total += self.stored_count(collection, &name, indexes::pair_value(x, y).as_bytes())?;
+                    }
+                }
+                return Ok(total);
+            }
+        }
+        if sized.is_empty() {
+            return match updated_after {
+                None => self.count(collection),
+                Some(after) => self.count_updated_after(collection, after),
+            };
+        }
+        if sized.first().is_some_and(|(held, ..)| *held == 0) {
+            return Ok(0);
+        }
+        let conditions: Vec<IndexCondition> =
+            sized.into_iter().map(|(_, index, values)| IndexCondition::new(index, values)).collect();
+        self.count_intersection(collection, None, &conditions, updated_after)
+    }
+
+    /// How many of the organization's records lie in `range` (hold the
+    /// sort value of its sort index at a position strictly between its
+    /// ends; an absent end is open), meet every condition and, when given,
+    /// were updated strictly after `updated_after`.
+    fn count_in_range(
+        &mut self,
+        collection: &str,
+        range: &IndexRange,
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        let index = range.index.as_str();
+        known_index(collection, index)?;
+        if indexes::find(collection, index).is_none_or(|found| found.key != indexes::IndexKey::SortValue) {
+            return Err(StoreError::MalformedCall(format!("{index} of {collection} is not a sort index")));
+        }
+        for condition in conditions {
+            known_index(collection, &condition.index)?;
+        }
+        let conditions: Vec<IndexCondition> = conditions
+            .iter()
+            .map(|condition| {
+                let values = condition.values.iter().collect::<BTreeSet<_>>().into_iter().cloned().collect();
+                IndexCondition::new(condition.index.clone(), values)
+            })
+            .collect();
+        self.count_intersection(collection, Some(range), &conditions, updated_after)
+    }
+
     /// [`StoreReader::count_groups_of_candidates`] in one statement: the
     /// smallest condition on an index ordered by creation gives the
     /// candidates (position, id); every other condition on such an index,
@@ -1566,11 +1494,11 @@ impl<C: GenericClient + Send> Session<'_, C> {
         &mut self,
         collection: &str,
         group_by: &[String],
-        range: Option<&IndexRange>,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
+        matching: &Matching,
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+        let Matching { range, conditions, updated_after } = matching;
+        let (range, updated_after) = (range.as_ref(), *updated_after);
         for index in group_by {
             known_index(collection, index)?;
         }
@@ -1617,7 +1545,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
                 }
             }
         }
-        let matching = matching(collection, range, &conditions, updated_after, &mut params)?;
+        let matching = where_matching(collection, range, &conditions, updated_after, &mut params)?;
         let (selected, present) = (selected.join(", "), present.concat());
         let positions = (1..=group_by.len()).map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
         let sql = format!(
@@ -1676,7 +1604,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
             return self.count(collection);
         }
         let mut params = SqlParams::new(self.organization);
-        let matching = matching(collection, range, conditions, updated_after, &mut params)?;
+        let matching = where_matching(collection, range, conditions, updated_after, &mut params)?;
         let row = self.query_opt(&format!("SELECT count(*) FROM records r WHERE {matching}"), &params.refs())?;
         Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
     }
@@ -1705,7 +1633,7 @@ impl SqlParams {
 /// collection that hold one of each condition's values, are in the range
 /// of a sort index (both ends exclusive) and, when given, were updated
 /// strictly after `updated_after`.
-fn matching(
+fn where_matching(
     collection: &str,
     range: Option<&IndexRange>,
     conditions: &[IndexCondition],

@@ -24,8 +24,8 @@ use uuid::Uuid;
 use self::index_blocks::value_prefix;
 use esr_store::{
     ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, GroupCount,
-    IndexCondition, IndexPosition, IndexRange, MAX_SCAN, Organization, ReadFrom, Store, StoreError, StoreReader,
-    StoredRecord, WriteTime, ordered_by_creation, restricting_conditions,
+    IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching, Organization, ReadFrom, RecordWalk,
+    Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation, restricting_conditions,
 };
 
 const ORGANIZATIONS: &str = "organizations";
@@ -692,22 +692,18 @@ impl Trees {
         staged::commit(&self.db, &self.staged_writes, &gate, organization, &trees, &writes)
     }
 
-    /// The index entries holding `value`, in (position, id) order
-    /// (descending when `reverse`), strictly after `after`: the one walk
-    /// behind both `index-scan` and `index-positions`.
+    /// The index entries of `walk` (its limit is the caller's): the one
+    /// walk behind both `index-scan` and `index-positions`.
     fn index_walk(
         &self,
         organization: Uuid,
         collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<IndexPosition>,
-        reverse: bool,
+        walk: &IndexWalk<'_>,
     ) -> Result<(&CollectionTrees, index_blocks::Entries), StoreError> {
-        let trees = self.index_trees(collection, index)?;
-        let prefix = value_prefix(organization, index, value);
-        let after = after.map(|at| entry_of(at.position, at.id));
-        Ok((trees, index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), reverse)?))
+        let trees = self.index_trees(collection, walk.index)?;
+        let prefix = value_prefix(organization, walk.index, walk.value);
+        let after = walk.after.map(|at| entry_of(at.position, at.id));
+        Ok((trees, index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), walk.reverse)?))
     }
 
     /// How many records hold `value` in the index.
@@ -1045,17 +1041,16 @@ impl Trees {
     /// sought block by block at the candidates' places
     /// ([`index_blocks::held`]); any other condition, the range and
     /// `updated_after` keep those their entries name.
-    #[allow(clippy::too_many_arguments)]
     fn count_groups_of_candidates(
         &self,
         organization: Uuid,
         collection: &str,
         group_by: &[String],
-        range: Option<&IndexRange>,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
+        matching: &Matching,
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+        let Matching { range, conditions, updated_after } = matching;
+        let (range, updated_after) = (range.as_ref(), *updated_after);
         let mut sized = Vec::new();
         for IndexCondition { index, values } in restricting_conditions(collection, conditions) {
             let trees = self.index_trees(collection, &index)?;
@@ -1232,15 +1227,9 @@ impl Trees {
 
     /// Up to `limit` (at most [`MAX_SCAN`]) records in id order, after
     /// `after` when given; `reverse` walks from the newest.
-    fn scan(
-        &self,
-        organization: Uuid,
-        collection: &str,
-        after: Option<Uuid>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<StoredRecord>, StoreError> {
+    fn scan(&self, organization: Uuid, collection: &str, walk: &RecordWalk) -> Result<Vec<StoredRecord>, StoreError> {
         let Some(tree) = self.tree(collection) else { return Ok(Vec::new()) };
+        let RecordWalk { after, limit, reverse } = *walk;
         let limit = limit.min(MAX_SCAN);
         let first = record_key(organization, Uuid::nil());
         let last = record_key(organization, Uuid::max());
@@ -1275,15 +1264,9 @@ impl StoreReader for SledReader {
         Ok(self.trees.get(self.organization, collection, id)?.map(|bytes| bytes.to_vec()))
     }
 
-    fn scan(
-        &mut self,
-        collection: &str,
-        after: Option<Uuid>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<StoredRecord>, StoreError> {
+    fn scan(&mut self, collection: &str, walk: &RecordWalk) -> Result<Vec<StoredRecord>, StoreError> {
         let _call = self.call()?;
-        self.trees.scan(self.organization, collection, after, limit, reverse)
+        self.trees.scan(self.organization, collection, walk)
     }
 
     fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
@@ -1291,42 +1274,28 @@ impl StoreReader for SledReader {
         self.trees.count(self.organization, collection)
     }
 
-    fn index_scan(
-        &mut self,
-        collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<IndexPosition>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<StoredRecord>, StoreError> {
+    fn index_scan(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError> {
         let _call = self.call()?;
-        let (trees, entries) = self.trees.index_walk(self.organization, collection, index, value, after, reverse)?;
-        let mut records = Vec::with_capacity(limit.min(MAX_SCAN).min(128));
-        for entry in entries.take(limit.min(MAX_SCAN)) {
+        let (trees, entries) = self.trees.index_walk(self.organization, collection, walk)?;
+        let limit = walk.limit.min(MAX_SCAN);
+        let mut records = Vec::with_capacity(limit.min(128));
+        for entry in entries.take(limit) {
             let id = Uuid::from_bytes(entry_id(&entry?)?);
             let record =
                 trees.records.get(record_key(self.organization, id)).map_err(store_error)?.ok_or_else(|| {
-                    StoreError::Corrupt(format!("index {index} of {collection} points at a missing record"))
+                    StoreError::Corrupt(format!("index {} of {collection} points at a missing record", walk.index))
                 })?;
             records.push((id, record.to_vec()));
         }
         Ok(records)
     }
 
-    fn index_positions(
-        &mut self,
-        collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<IndexPosition>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<IndexPosition>, StoreError> {
+    fn index_positions(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<IndexPosition>, StoreError> {
         let _call = self.call()?;
-        let (_, entries) = self.trees.index_walk(self.organization, collection, index, value, after, reverse)?;
-        let mut positions = Vec::with_capacity(limit.min(MAX_SCAN).min(128));
-        for entry in entries.take(limit.min(MAX_SCAN)) {
+        let (_, entries) = self.trees.index_walk(self.organization, collection, walk)?;
+        let limit = walk.limit.min(MAX_SCAN);
+        let mut positions = Vec::with_capacity(limit.min(128));
+        for entry in entries.take(limit) {
             let entry = entry?;
             positions.push(IndexPosition::new(entry_position(&entry), Uuid::from_bytes(entry_id(&entry)?)));
         }
@@ -1343,14 +1312,13 @@ impl StoreReader for SledReader {
         self.trees.index_values(self.organization, collection, index)
     }
 
-    fn count_matching(
-        &mut self,
-        collection: &str,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
-    ) -> Result<u64, StoreError> {
+    fn count_matching(&mut self, collection: &str, matching: &Matching) -> Result<u64, StoreError> {
         let _call = self.call()?;
-        self.trees.count_matching(self.organization, collection, conditions, updated_after)
+        let Matching { range, conditions, updated_after } = matching;
+        match range {
+            Some(range) => self.trees.count_in_range(self.organization, collection, range, conditions, *updated_after),
+            None => self.trees.count_matching(self.organization, collection, conditions, *updated_after),
+        }
     }
 
     fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
@@ -1372,32 +1340,11 @@ impl StoreReader for SledReader {
         &mut self,
         collection: &str,
         group_by: &[String],
-        range: Option<&IndexRange>,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
+        matching: &Matching,
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
         let _call = self.call()?;
-        self.trees.count_groups_of_candidates(
-            self.organization,
-            collection,
-            group_by,
-            range,
-            conditions,
-            updated_after,
-            max_candidates,
-        )
-    }
-
-    fn count_in_range(
-        &mut self,
-        collection: &str,
-        range: &IndexRange,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
-    ) -> Result<u64, StoreError> {
-        let _call = self.call()?;
-        self.trees.count_in_range(self.organization, collection, range, conditions, updated_after)
+        self.trees.count_groups_of_candidates(self.organization, collection, group_by, matching, max_candidates)
     }
 }
 

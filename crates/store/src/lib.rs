@@ -118,7 +118,9 @@ pub type StoredRecord = (Uuid, Vec<u8>);
 
 // Positions, conditions, ranges and group counts: the contract's types,
 // the same from the WIT glue down to each backend.
-pub use esr_contract::indexes::{GroupCount, IndexCondition, IndexPosition, IndexRange};
+pub use esr_contract::indexes::{
+    GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, Matching, RecordWalk,
+};
 
 /// What a batch does to one collection.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -261,44 +263,19 @@ pub trait StoreReader: Send {
         Ok(found)
     }
 
-    /// Up to `limit` (at most [`MAX_SCAN`]) records in id order (creation
-    /// order: ids are UUIDv7), strictly after `after` when given; `reverse`
-    /// walks from the newest, strictly before `after`.
-    fn scan(
-        &mut self,
-        collection: &str,
-        after: Option<Uuid>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<StoredRecord>, StoreError>;
+    /// The records of `walk` (at most [`MAX_SCAN`]), in id order.
+    fn scan(&mut self, collection: &str, walk: &RecordWalk) -> Result<Vec<StoredRecord>, StoreError>;
 
     /// How many records the organization holds in the collection.
     fn count(&mut self, collection: &str) -> Result<u64, StoreError>;
 
-    /// Up to `limit` (at most [`MAX_SCAN`]) records holding `value` in the
-    /// index, in (position, id) order (descending when `reverse`), strictly
-    /// after `after` in that order when given. Each record once.
-    fn index_scan(
-        &mut self,
-        collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<IndexPosition>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<StoredRecord>, StoreError>;
+    /// The records of `walk` (at most [`MAX_SCAN`]), in (position, id)
+    /// order. Each record once.
+    fn index_scan(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError>;
 
     /// The (position, id) of what [`StoreReader::index_scan`] would return
-    /// with the same arguments, read from the index alone.
-    fn index_positions(
-        &mut self,
-        collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<IndexPosition>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<IndexPosition>, StoreError>;
+    /// for the same walk, read from the index alone.
+    fn index_positions(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<IndexPosition>, StoreError>;
 
     /// The ids of every record holding any of `values` in the index, each
     /// once, read from the index alone. A backend with round trips answers
@@ -313,7 +290,7 @@ pub trait StoreReader: Send {
         for value in values {
             let mut after = None;
             loop {
-                let page = self.index_positions(collection, index, value, after, MAX_SCAN, false)?;
+                let page = self.index_positions(collection, &IndexWalk::new(index, value, MAX_SCAN).after(after))?;
                 let full = page.len() == MAX_SCAN;
                 after = page.last().copied();
                 ids.extend(page.into_iter().map(|position| position.id));
@@ -329,25 +306,22 @@ pub trait StoreReader: Send {
     /// once per value it holds).
     fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError>;
 
-    /// How many records hold one of each condition's values in its index
-    /// and, when given, were updated strictly after `updated_after` (Unix
-    /// nanoseconds). Each record counts once; a value repeated in a
-    /// condition counts once. No condition and no `updated_after`: every
-    /// record.
-    fn count_matching(
-        &mut self,
-        collection: &str,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
-    ) -> Result<u64, StoreError>;
+    /// How many records `matching` matches: within its range (a sort
+    /// index's records holding its sort value at a position strictly
+    /// between the ends; an absent end is open), holding one of each
+    /// condition's values, and updated strictly after `updated_after`.
+    /// Each record counts once; a value repeated in a condition counts
+    /// once; the default matches every record. A range of an index that is
+    /// not a sort index is [`StoreError::MalformedCall`]. Read from index
+    /// counts and entries alone.
+    fn count_matching(&mut self, collection: &str, matching: &Matching) -> Result<u64, StoreError>;
 
     /// Every value the index holds with how many records hold it (values
     /// held by none are absent), in the values' byte order: the index's count rows,
     /// no entry or record read.
     fn index_values(&mut self, collection: &str, index: &str) -> Result<Vec<(String, u64)>, StoreError>;
 
-    /// How many records meet `conditions` (within `range` when given, and
-    /// updated strictly after `updated_after` when given) per combination
+    /// How many records `matching` matches per combination
     /// of the values they hold in the `group_by` indexes (one or two
     /// indexes where a record holds at most one value), in the order of
     /// their values (byte order, the first index's first) on every backend.
@@ -357,18 +331,15 @@ pub trait StoreReader: Send {
     /// from them; else, when the conditions leave at most
     /// [`MAX_GROUP_CANDIDATES`] candidates, by
     /// [`StoreReader::count_groups_of_candidates`]; else one
-    /// [`StoreReader::count_matching`] (or [`StoreReader::count_in_range`])
-    /// per value combination, the values of the first index counted first
+    /// [`StoreReader::count_matching`] per value combination, the values of the first index counted first
     /// so that empty ones are skipped.
     fn count_groups(
         &mut self,
         collection: &str,
         group_by: &[String],
-        range: Option<&IndexRange>,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
+        matching: &Matching,
     ) -> Result<Vec<GroupCount>, StoreError> {
-        self.count_groups_within(collection, group_by, range, conditions, updated_after, SUMMARY_WORK_BUDGET)
+        self.count_groups_within(collection, group_by, matching, SUMMARY_WORK_BUDGET)
     }
 
     /// [`StoreReader::count_groups`], refusing with
@@ -379,11 +350,10 @@ pub trait StoreReader: Send {
         &mut self,
         collection: &str,
         group_by: &[String],
-        range: Option<&IndexRange>,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
+        matching: &Matching,
         budget: u64,
     ) -> Result<Vec<GroupCount>, StoreError> {
+        let Matching { range, conditions, updated_after } = matching;
         if group_by.is_empty() || group_by.len() > 2 {
             return Err(StoreError::MalformedCall(format!(
                 "count-groups by {} indexes; give one or two",
@@ -404,24 +374,14 @@ pub trait StoreReader: Send {
         // values' entries whole, so the candidates, collected once, are
         // cheaper: unless they are many, when they would cost as much memory
         // as the walks (the backend declines past the limit).
-        if !combinations_are_counted(collection, group_by, range, conditions, updated_after)
-            && let Some(groups) = self.count_groups_of_candidates(
-                collection,
-                group_by,
-                range,
-                conditions,
-                updated_after,
-                MAX_GROUP_CANDIDATES,
-            )?
+        if !combinations_are_counted(collection, group_by, matching)
+            && let Some(groups) =
+                self.count_groups_of_candidates(collection, group_by, matching, MAX_GROUP_CANDIDATES)?
         {
             return Ok(in_value_order(groups));
         }
         let count = |reader: &mut Self, extra: Vec<IndexCondition>| -> Result<u64, StoreError> {
-            let all: Vec<IndexCondition> = conditions.iter().cloned().chain(extra).collect();
-            match range {
-                Some(range) => reader.count_in_range(collection, range, &all, updated_after),
-                None => reader.count_matching(collection, &all, updated_after),
-            }
+            reader.count_matching(collection, &matching.and(extra))
         };
         let unfiltered = range.is_none() && conditions.is_empty() && updated_after.is_none();
         let first_values = self.index_values(collection, &group_by[0])?;
@@ -439,10 +399,12 @@ pub trait StoreReader: Send {
             }
         }
         if let Some(range) = range {
-            shared = shared.saturating_add(self.count_in_range(collection, range, &[], None)?);
+            let range = Matching { range: Some(range.clone()), ..Matching::default() };
+            shared = shared.saturating_add(self.count_matching(collection, &range)?);
         }
-        if let Some(after) = updated_after {
-            shared = shared.saturating_add(self.count_matching(collection, &[], Some(after))?);
+        if let Some(after) = *updated_after {
+            let updated = Matching { updated_after: Some(after), ..Matching::default() };
+            shared = shared.saturating_add(self.count_matching(collection, &updated)?);
         }
         let mut work = 0u64;
         for (_, first_held) in &first_values {
@@ -521,24 +483,9 @@ pub trait StoreReader: Send {
         &mut self,
         collection: &str,
         group_by: &[String],
-        range: Option<&IndexRange>,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
+        matching: &Matching,
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError>;
-
-    /// How many records lie in `range` (hold a sort value of its sort index
-    /// at a position strictly between its ends; an absent end is open),
-    /// meet every condition and, when given, were updated
-    /// strictly after `updated_after`. An index that is not a sort index is
-    /// [`StoreError::MalformedCall`].
-    fn count_in_range(
-        &mut self,
-        collection: &str,
-        range: &IndexRange,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
-    ) -> Result<u64, StoreError>;
 }
 
 /// The stored record `id` of a collection, parsed.
@@ -576,7 +523,7 @@ pub fn for_each_by_index(
         .ok_or_else(|| StoreError::UnknownIndex(format!("{collection}/{index}")))?;
     let mut after = None;
     loop {
-        let page = reader.index_scan(collection, index, value, after, MAX_SCAN, false)?;
+        let page = reader.index_scan(collection, &IndexWalk::new(index, value, MAX_SCAN).after(after))?;
         let full = page.len() == MAX_SCAN;
         for (id, bytes) in page {
             let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -686,17 +633,11 @@ pub fn record_indexes(collection: &str, id: Uuid, record: &Value) -> Result<Reco
 /// Whether every count [`StoreReader::count_groups`] makes by combination
 /// is a count row (what `count_matching` answers from counts: one
 /// condition where a record holds one value, or a counted pair).
-fn combinations_are_counted(
-    collection: &str,
-    group_by: &[String],
-    range: Option<&IndexRange>,
-    conditions: &[IndexCondition],
-    updated_after: Option<i64>,
-) -> bool {
-    if range.is_some() || updated_after.is_some() {
+fn combinations_are_counted(collection: &str, group_by: &[String], matching: &Matching) -> bool {
+    if matching.range.is_some() || matching.updated_after.is_some() {
         return false;
     }
-    let mut all = restricting_conditions(collection, conditions);
+    let mut all = restricting_conditions(collection, &matching.conditions);
     if all.is_empty() && group_by.len() == 1 {
         return true;
     }

@@ -26,7 +26,9 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use esr_store::{COLLECTIONS, CollectionWrite, IndexPosition, MAX_SCAN, Store, StoreError, StoreReader};
+use esr_store::{
+    COLLECTIONS, CollectionWrite, IndexPosition, IndexWalk, MAX_SCAN, RecordWalk, Store, StoreError, StoreReader,
+};
 
 const ENDPOINTS: &str = "endpoints";
 const FINDINGS: &str = "vulnerability-findings";
@@ -305,7 +307,7 @@ fn ids_by_index(
     let mut after: Option<IndexPosition> = None;
     while ids.len() < limit {
         let want = (limit - ids.len()).min(MAX_SCAN);
-        let page = reader.index_positions(collection, index, value, after, want, false)?;
+        let page = reader.index_positions(collection, &IndexWalk::new(index, value, want).after(after))?;
         let full = page.len() == want;
         after = page.last().copied();
         ids.extend(page.into_iter().map(|position| position.id));
@@ -322,7 +324,7 @@ fn scopes_naming_endpoint(reader: &mut dyn StoreReader, endpoint: &str) -> Resul
     let mut naming = Vec::new();
     let mut after = None;
     loop {
-        let page = reader.scan(SCOPES, after, MAX_SCAN, false)?;
+        let page = reader.scan(SCOPES, &RecordWalk::new(MAX_SCAN).after(after))?;
         let full = page.len() == MAX_SCAN;
         for (id, bytes) in page {
             after = Some(id);

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde_json::Value;
 use uuid::Uuid;
 
-use esr_store::{MAX_SCAN, Store, StoreError, StoreReader, for_each_by_index};
+use esr_store::{MAX_SCAN, RecordWalk, Store, StoreError, StoreReader, for_each_by_index};
 
 const FINDINGS: &str = "vulnerability-findings";
 const TARGETS: &str = "remediation-targets";
@@ -41,7 +41,7 @@ fn verify_organization(reader: &mut dyn StoreReader) -> Result<Vec<String>, Stor
     })?;
     let mut after: Option<Uuid> = None;
     loop {
-        let page = reader.scan(FINDINGS, after, MAX_SCAN, false)?;
+        let page = reader.scan(FINDINGS, &RecordWalk::new(MAX_SCAN).after(after))?;
         for (id, bytes) in &page {
             let finding: Value = serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             let finding_id = id.to_string();

@@ -41,7 +41,7 @@ use uuid::Uuid;
 
 use crate::ingest::client_fields;
 use crate::ingest::{KnownRecords, RecordError};
-use esr_store::{CollectionWrite, MAX_SCAN, Store, StoreError, StoreReader, read_record, records_by_index};
+use esr_store::{CollectionWrite, MAX_SCAN, RecordWalk, Store, StoreError, StoreReader, read_record, records_by_index};
 
 /// What the caller asks of an import.
 #[derive(Debug, Clone, Default)]
@@ -617,7 +617,7 @@ fn endpoints_by_hostname(reader: &mut dyn StoreReader) -> Result<HashMap<String,
     let mut known = HashMap::new();
     let mut after = None;
     loop {
-        let page = reader.scan(ENDPOINTS, after, MAX_SCAN, false)?;
+        let page = reader.scan(ENDPOINTS, &RecordWalk::new(MAX_SCAN).after(after))?;
         for (id, bytes) in &page {
             let record: Value = serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             if let Some(hostname) = record.get("hostname").and_then(Value::as_str) {

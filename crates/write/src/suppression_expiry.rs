@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use crate::ingest::client_fields;
 use crate::ingest::{HistoryCause, KnownRecords};
-use esr_store::{Store, StoreError, StoreReader};
+use esr_store::{IndexWalk, Store, StoreError, StoreReader};
 
 /// How often the server looks for expired suppressions.
 pub const EXPIRY_EVERY: Duration = Duration::from_secs(60);
@@ -92,7 +92,7 @@ fn reopen_some(db: &dyn Store, organization: Uuid) -> Result<usize, StoreError> 
 /// up to `now`, then those records. A suppression that has not expired is
 /// never read.
 fn expired(reader: &mut dyn StoreReader, now: Timestamp, limit: usize) -> Result<Vec<Value>, StoreError> {
-    let expiring = reader.index_positions(FINDINGS, SUPPRESSION_EXPIRY.name, SORTED, None, limit, false)?;
+    let expiring = reader.index_positions(FINDINGS, &IndexWalk::new(SUPPRESSION_EXPIRY.name, SORTED, limit))?;
     let ids: Vec<Uuid> =
         expiring.into_iter().take_while(|expiry| expiry.position < now.0).map(|expiry| expiry.id).collect();
     if ids.is_empty() {

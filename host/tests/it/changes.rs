@@ -10,7 +10,7 @@
 use crate::common;
 
 use common::postgres::TestDatabase;
-use common::{Server, plugins_dir, plugins_dir_with, test_plugins_dir};
+use common::{Server, plugins_dir, plugins_dir_with, test_plugins_dir, xz_finding};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -23,16 +23,6 @@ fn import(server: &Server, organization: &str, collection: &str, lines: &[Value]
 
 fn endpoint(hostname: &str) -> Value {
     json!({"hostname": hostname, "operating_system": {"name": "Debian 12", "family": "linux"}, "tags": ["feed"]})
-}
-
-fn finding(endpoint: &str, severity: &str, label: &str) -> Value {
-    json!({
-        "endpoint_id": endpoint, "finding_type": "vulnerability", "title": format!("finding {label}"),
-        "severity": severity, "status": "open", "cve_id": "CVE-2024-3094", "kev": false,
-        "subject": {"type": "software", "vendor": "Tukaani", "product": "xz-utils", "version": "5.6.0"},
-        "source": {"scanner": "trivy", "scanner_finding_id": label},
-        "first_seen_at": "2026-11-01T00:00:00Z", "last_seen_at": "2026-11-20T00:00:00Z",
-    })
 }
 
 fn get_with(server: &Server, key: &str, path: &str) -> reqwest::blocking::Response {
@@ -75,7 +65,7 @@ fn the_feed_follows_imports(server: &Server) {
 
     let endpoints = import(server, &organization, "endpoints", &[endpoint("feed-a"), endpoint("feed-b")]);
     let lines: Vec<Value> =
-        (0..7).map(|n| finding(&endpoints[n % 2], ["critical", "low"][n % 2], &format!("f{n}"))).collect();
+        (0..7).map(|n| xz_finding(&endpoints[n % 2], ["critical", "low"][n % 2], &format!("f{n}"))).collect();
     let findings = import(server, &organization, "vulnerability-findings", &lines);
     let listed = json_with(server, &key, "/v1/vulnerability-findings?limit=1");
     let after_imports = listed["sequence"].as_u64().unwrap();
@@ -226,7 +216,7 @@ fn histories_list_status_changes_and_old_cursors_are_gone_past_retention() {
     let server = Server::start_with(&plugins_dir(), &["--change-retention-days", "0"]);
     let (organization, key) = server.organization_with_key("history", &["endpoints:read", "findings:read"]);
     let endpoints = import(&server, &organization, "endpoints", &[endpoint("kept"), endpoint("deleted")]);
-    let line = finding(&endpoints[0], "high", "h1");
+    let line = xz_finding(&endpoints[0], "high", "h1");
     let ids = import(&server, &organization, "vulnerability-findings", std::slice::from_ref(&line));
     let mut resolved = line.clone();
     resolved["id"] = json!(ids[0]);

@@ -19,7 +19,7 @@ use esr::store;
 use esr_contract::indexes::{self, SORTED};
 use esr_contract::time::Timestamp;
 use esr_plugin_sdk::testing::MemoryStore;
-use esr_plugin_sdk::{GroupCount, IndexCondition, IndexPosition, IndexRange, Store};
+use esr_plugin_sdk::{GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, Matching, RecordWalk, Store};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -184,10 +184,10 @@ fn records_by_id_and_in_id_order() {
                 assert_eq!(store.get(collection, &Uuid::now_v7().to_string()), None);
                 for reverse in [false, true] {
                     let mut walked = Vec::new();
-                    let mut after: Option<String> = None;
+                    let mut after: Option<Uuid> = None;
                     loop {
-                        let page = store.scan(collection, after.as_deref(), 7, reverse);
-                        after = page.last().map(|entry| entry.id.clone());
+                        let page = store.scan(collection, &RecordWalk::new(7).after(after).reversed(reverse));
+                        after = page.last().map(|entry| Uuid::parse_str(&entry.id).unwrap());
                         walked.extend(page.iter().map(|entry| entry.id.clone()));
                         if page.len() < 7 {
                             break;
@@ -198,7 +198,7 @@ fn records_by_id_and_in_id_order() {
                 }
             }
             assert_eq!(store.count("no-such-collection"), 0);
-            assert!(store.scan("no-such-collection", None, 10, false).is_empty());
+            assert!(store.scan("no-such-collection", &RecordWalk::new(10)).is_empty());
             assert_eq!(store.get("no-such-collection", &Uuid::now_v7().to_string()), None);
         });
     });
@@ -222,10 +222,10 @@ fn index_walks_and_counts_agree_with_brute_force() {
                         expected.sort();
                         let what = format!("{collection} {}={value:?}", index.name);
                         assert_eq!(store.index_count(collection, index.name, value), expected.len() as u64, "{what}");
-                        let whole = store.index_positions(collection, index.name, value, None, 1000, false);
+                        let whole = store.index_positions(collection, &IndexWalk::new(index.name, value, 1000));
                         assert_eq!(whole, expected, "{what}: positions");
                         let scanned: Vec<String> = store
-                            .index_scan(collection, index.name, value, None, 1000, false)
+                            .index_scan(collection, &IndexWalk::new(index.name, value, 1000))
                             .into_iter()
                             .map(|entry| entry.id)
                             .collect();
@@ -235,8 +235,10 @@ fn index_walks_and_counts_agree_with_brute_force() {
                             let mut walked = Vec::new();
                             let mut after: Option<IndexPosition> = None;
                             loop {
-                                let page =
-                                    store.index_positions(collection, index.name, value, after.as_ref(), 7, reverse);
+                                let page = store.index_positions(
+                                    collection,
+                                    &IndexWalk::new(index.name, value, 7).after(after).reversed(reverse),
+                                );
                                 after = page.last().copied();
                                 walked.extend(page.iter().copied());
                                 if page.len() < 7 {
@@ -251,7 +253,7 @@ fn index_walks_and_counts_agree_with_brute_force() {
                             let later: Vec<String> =
                                 expected.iter().filter(|at| **at > middle).map(|at| at.id.to_string()).collect();
                             let from_middle: Vec<String> = store
-                                .index_scan(collection, index.name, value, Some(&middle), 1000, false)
+                                .index_scan(collection, &IndexWalk::new(index.name, value, 1000).after(Some(middle)))
                                 .into_iter()
                                 .map(|entry| entry.id)
                                 .collect();
@@ -299,7 +301,10 @@ fn counts_with_conditions_and_ranges_agree_with_brute_force() {
                         .filter(|record| meets(FINDINGS, record, conditions, updated_after))
                         .count() as u64;
                     assert_eq!(
-                        store.count_matching(FINDINGS, conditions, updated_after),
+                        store.count_matching(
+                            FINDINGS,
+                            &Matching { conditions: conditions.clone(), updated_after, range: None }
+                        ),
                         expected,
                         "{conditions:?} after {after:?}"
                     );
@@ -312,7 +317,10 @@ fn counts_with_conditions_and_ranges_agree_with_brute_force() {
                             .filter(|record| meets(FINDINGS, record, conditions, updated_after))
                             .count() as u64;
                         assert_eq!(
-                            store.count_in_range(FINDINGS, &range, conditions, updated_after),
+                            store.count_matching(
+                                FINDINGS,
+                                &Matching { range: Some(range.clone()), conditions: conditions.clone(), updated_after }
+                            ),
                             expected,
                             "{range:?} {conditions:?} after {updated_after:?}"
                         );
@@ -397,7 +405,8 @@ fn counts_by_group_agree_with_brute_force() {
                 }
                 let expected: Vec<GroupCount> =
                     expected.into_iter().map(|(values, count)| GroupCount { values, count }).collect();
-                let groups = store.count_groups(collection, &group_by, range.as_ref(), &conditions, updated_after);
+                let matching = Matching { range: range.clone(), conditions: conditions.clone(), updated_after };
+                let groups = store.count_groups(collection, &group_by, &matching);
                 assert_eq!(groups, expected, "{collection} by {group_by:?} where {conditions:?} in {range:?}");
             }
         });
@@ -417,29 +426,38 @@ fn malformed_calls_fail_on_every_holder() {
             ("index-count of an unknown index", Box::new(|store| _ = store.index_count(FINDINGS, "colour", "red"))),
             (
                 "index-scan of an unknown index",
-                Box::new(|store| drop(store.index_scan(FINDINGS, "colour", "red", None, 10, false))),
+                Box::new(|store| drop(store.index_scan(FINDINGS, &IndexWalk::new("colour", "red", 10)))),
             ),
             (
                 "index-positions of an unknown collection",
-                Box::new(|store| drop(store.index_positions("no-such-collection", "status", "open", None, 10, false))),
+                Box::new(|store| {
+                    drop(store.index_positions("no-such-collection", &IndexWalk::new("status", "open", 10)))
+                }),
             ),
             (
                 "count-matching on an unknown index",
-                Box::new(move |store| _ = store.count_matching(FINDINGS, &colour, None)),
+                Box::new(move |store| _ = store.count_matching(FINDINGS, &Matching::conditions(colour.to_vec()))),
             ),
             (
                 "count-in-range of an index that is not a sort index",
-                Box::new(move |store| _ = store.count_in_range(FINDINGS, &by_status, &[], None)),
+                Box::new(move |store| {
+                    _ = store
+                        .count_matching(FINDINGS, &Matching { range: Some(by_status.clone()), ..Matching::default() })
+                }),
             ),
             (
                 "count-groups by a field a record holds several times",
-                Box::new(|store| drop(store.count_groups(ENDPOINTS, &["tag".to_owned()], None, &[], None))),
+                Box::new(|store| drop(store.count_groups(ENDPOINTS, &["tag".to_owned()], &Matching::default()))),
             ),
             (
                 "count-groups by three fields",
                 Box::new(move |store| {
                     let three = ["status", "severity", "kev"].map(String::from);
-                    drop(store.count_groups(FINDINGS, &three, Some(&sorted), &[], None))
+                    drop(store.count_groups(
+                        FINDINGS,
+                        &three,
+                        &Matching { range: Some(sorted.clone()), ..Matching::default() },
+                    ))
                 }),
             ),
         ];

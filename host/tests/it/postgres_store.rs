@@ -8,7 +8,7 @@
 use crate::common;
 
 use common::postgres::TestDatabase;
-use esr::store::{self, CollectionWrite, Store};
+use esr::store::{self, CollectionWrite, IndexWalk, RecordWalk, Store};
 use esr_contract::indexes;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -344,8 +344,12 @@ fn assert_reads_alike(
             // Scans in id order, both ways, from the start and from the middle.
             for after in [None, Some(id(77)), Some(id(10_020))] {
                 for reverse in [false, true] {
-                    let from_sled: Vec<(Uuid, Vec<u8>)> = sled_reads.scan(collection, after, 50, reverse).unwrap();
-                    assert_eq!(from_sled, pg_reads.scan(collection, after, 50, reverse).unwrap());
+                    let from_sled: Vec<(Uuid, Vec<u8>)> =
+                        sled_reads.scan(collection, &RecordWalk::new(50).after(after).reversed(reverse)).unwrap();
+                    assert_eq!(
+                        from_sled,
+                        pg_reads.scan(collection, &RecordWalk::new(50).after(after).reversed(reverse)).unwrap()
+                    );
                 }
             }
             for n in [0, 5, 77, 299, 10_003, 99_999] {
@@ -356,28 +360,24 @@ fn assert_reads_alike(
                     let count = sled_reads.index_count(collection, index.name, &value).unwrap();
                     assert_eq!(count, pg_reads.index_count(collection, index.name, &value).unwrap());
                     for reverse in [false, true] {
-                        let positions =
-                            sled_reads.index_positions(collection, index.name, &value, None, 1000, reverse).unwrap();
+                        let whole = IndexWalk::new(index.name, &value, 1000).reversed(reverse);
+                        let positions = sled_reads.index_positions(collection, &whole).unwrap();
                         assert_eq!(
                             positions,
-                            pg_reads.index_positions(collection, index.name, &value, None, 1000, reverse).unwrap(),
+                            pg_reads.index_positions(collection, &whole).unwrap(),
                             "{collection} {} {value:?}",
                             index.name
                         );
                         // Pages resumed from the middle.
                         if let Some(middle) = positions.get(positions.len() / 2).copied() {
-                            let from_sled: Vec<(Uuid, Vec<u8>)> = sled_reads
-                                .index_scan(collection, index.name, &value, Some(middle), 7, reverse)
-                                .unwrap();
-                            assert_eq!(
-                                from_sled,
-                                pg_reads.index_scan(collection, index.name, &value, Some(middle), 7, reverse).unwrap()
-                            );
+                            let page = IndexWalk::new(index.name, &value, 7).after(Some(middle)).reversed(reverse);
+                            let from_sled: Vec<(Uuid, Vec<u8>)> = sled_reads.index_scan(collection, &page).unwrap();
+                            assert_eq!(from_sled, pg_reads.index_scan(collection, &page).unwrap());
                         }
                     }
                     if index.key == indexes::IndexKey::SortValue && value == indexes::SORTED {
                         let positions =
-                            sled_reads.index_positions(collection, index.name, &value, None, 1000, false).unwrap();
+                            sled_reads.index_positions(collection, &IndexWalk::new(index.name, &value, 1000)).unwrap();
                         let bounds: Vec<Option<store::IndexPosition>> = [None]
                             .into_iter()
                             .chain([positions.len() / 4, positions.len() * 3 / 4].map(|at| positions.get(at).copied()))
@@ -394,15 +394,17 @@ fn assert_reads_alike(
                                     for updated_after in [None, Some(1_772_000_000_000_000_000)] {
                                         let count = |reads: &mut Box<dyn store::StoreReader>| {
                                             reads
-                                                .count_in_range(
+                                                .count_matching(
                                                     collection,
-                                                    &store::IndexRange {
-                                                        index: index.name.to_owned(),
-                                                        after: *after,
-                                                        before: *before,
+                                                    &store::Matching {
+                                                        range: Some(store::IndexRange {
+                                                            index: index.name.to_owned(),
+                                                            after: *after,
+                                                            before: *before,
+                                                        }),
+                                                        conditions: conditions.clone(),
+                                                        updated_after,
                                                     },
-                                                    &conditions,
-                                                    updated_after,
                                                 )
                                                 .unwrap()
                                         };
@@ -424,6 +426,11 @@ fn assert_reads_alike(
         let condition = |index: &str, values: &[&str]| {
             store::IndexCondition::new(index, values.iter().map(|v| (*v).to_owned()).collect::<Vec<_>>())
         };
+        let matching = |conditions: &[store::IndexCondition], updated_after: Option<i64>| store::Matching {
+            conditions: conditions.to_vec(),
+            updated_after,
+            ..store::Matching::default()
+        };
         let combinations = [
             vec![],
             vec![condition("status", &["open"])],
@@ -443,8 +450,8 @@ fn assert_reads_alike(
                 [None, Some(0), Some(1_770_000_000_000_000_000), Some(1_772_123_456_000_000_000), Some(i64::MAX)]
             {
                 assert_eq!(
-                    sled_reads.count_matching("vulnerability-findings", conditions, updated_after).unwrap(),
-                    pg_reads.count_matching("vulnerability-findings", conditions, updated_after).unwrap(),
+                    sled_reads.count_matching("vulnerability-findings", &matching(conditions, updated_after)).unwrap(),
+                    pg_reads.count_matching("vulnerability-findings", &matching(conditions, updated_after)).unwrap(),
                     "{conditions:?} after {updated_after:?}"
                 );
             }
@@ -455,8 +462,8 @@ fn assert_reads_alike(
             vec![condition("os_family", &["linux"]), condition("has_agent", &["true"])],
         ] {
             assert_eq!(
-                sled_reads.count_matching("endpoints", &conditions, None).unwrap(),
-                pg_reads.count_matching("endpoints", &conditions, None).unwrap(),
+                sled_reads.count_matching("endpoints", &matching(&conditions, None)).unwrap(),
+                pg_reads.count_matching("endpoints", &matching(&conditions, None)).unwrap(),
                 "{conditions:?}"
             );
         }

@@ -17,12 +17,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::postgres::{TestDatabase, cluster};
-use common::{Server, plugins_dir, private_tempdir, wait_until};
+use common::{Server, plugins_dir, private_tempdir, wait_until, xz_finding};
 use esr_contract::time::Timestamp;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const NDJSON: &str = "application/x-ndjson";
 const SEVERITIES: [&str; 5] = ["critical", "high", "medium", "low", "info"];
 
 /// Two hosts on one database: `a` loaded the demo data set, `b` started
@@ -73,16 +72,6 @@ fn wait_for_both(hosts: &TwoHosts) {
     });
 }
 
-fn import(server: &Server, organization: &str, collection: &str, lines: &[Value]) -> reqwest::blocking::Response {
-    let body: String = lines.iter().map(|line| format!("{line}\n")).collect();
-    server
-        .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/import/{collection}"))
-        .header("content-type", NDJSON)
-        .body(body)
-        .send()
-        .unwrap()
-}
-
 fn imported(response: reqwest::blocking::Response) -> Vec<String> {
     assert_eq!(response.status(), 200, "import refused");
     let summary: Value = response.json().unwrap();
@@ -91,16 +80,6 @@ fn imported(response: reqwest::blocking::Response) -> Vec<String> {
 
 fn endpoint(hostname: &str, tag: &str) -> Value {
     json!({"hostname": hostname, "operating_system": {"name": "Debian 12", "family": "linux"}, "tags": [tag]})
-}
-
-fn finding(endpoint: &str, severity: &str, label: &str) -> Value {
-    json!({
-        "endpoint_id": endpoint, "finding_type": "vulnerability", "title": format!("finding {label}"),
-        "severity": severity, "status": "open", "cve_id": "CVE-2024-3094", "kev": false,
-        "subject": {"type": "software", "vendor": "Tukaani", "product": "xz-utils", "version": "5.6.0"},
-        "source": {"scanner": "trivy", "scanner_finding_id": label},
-        "first_seen_at": "2026-11-01T00:00:00Z", "last_seen_at": "2026-11-20T00:00:00Z",
-    })
 }
 
 /// Waits (30 s at most) until the database's WAL insert position holds
@@ -212,7 +191,7 @@ fn two_hosts_answer_alike_and_share_imports_cursors_etags_and_the_admin_token() 
 
     // What one imports, the other serves at once.
     let organization = &a.organization_ids[0];
-    let ids = imported(import(a, organization, "endpoints", &[endpoint("imported-on-a", "two-hosts")]));
+    let ids = imported(a.import_lines(organization, "endpoints", &[endpoint("imported-on-a", "two-hosts")]));
     let record = b.json(&format!("/v1/endpoints/{}", ids[0]));
     assert_eq!(record["hostname"], "imported-on-a");
     assert_eq!(record, a.json(&format!("/v1/endpoints/{}", ids[0])));
@@ -251,8 +230,7 @@ fn two_hosts_answer_alike_and_share_imports_cursors_etags_and_the_admin_token() 
 fn concurrent_imports_into_one_organization_through_two_hosts_lose_no_update() {
     let mut hosts = TwoHosts::start(&[]);
     let organization = hosts.a.organization_ids[0].clone();
-    let endpoints = imported(import(
-        &hosts.a,
+    let endpoints = imported(hosts.a.import_lines(
         &organization,
         "endpoints",
         &(0..4).map(|n| endpoint(&format!("concurrent-{n}"), "concurrent")).collect::<Vec<_>>(),
@@ -270,7 +248,7 @@ fn concurrent_imports_into_one_organization_through_two_hosts_lose_no_update() {
                     let mut lines: Vec<Value> = (0..PER_BATCH)
                         .map(|n| {
                             let label = format!("w{writer}-b{batch}-n{n}");
-                            finding(&endpoints[(batch + n) % endpoints.len()], SEVERITIES[(n + writer) % 5], &label)
+                            xz_finding(&endpoints[(batch + n) % endpoints.len()], SEVERITIES[(n + writer) % 5], &label)
                         })
                         .collect();
                     if let Some((id, mut line)) = mine.get(batch).cloned() {
@@ -278,7 +256,7 @@ fn concurrent_imports_into_one_organization_through_two_hosts_lose_no_update() {
                         line["severity"] = json!(SEVERITIES[(batch + 2) % 5]);
                         lines.push(line);
                     }
-                    let ids = imported(import(server, organization, "vulnerability-findings", &lines));
+                    let ids = imported(server.import_lines(organization, "vulnerability-findings", &lines));
                     mine.extend(ids.into_iter().zip(lines).take(PER_BATCH));
                 }
             });
@@ -331,7 +309,7 @@ fn an_updated_after_poller_misses_nothing_while_two_hosts_write() {
     let owned: Vec<Vec<String>> = (0..2)
         .map(|writer| {
             let lines: Vec<Value> = (0..5).map(|n| endpoint(&format!("polled-{writer}-{n}"), "v0")).collect();
-            imported(import(&hosts.a, &organization, "endpoints", &lines))
+            imported(hosts.a.import_lines(&organization, "endpoints", &lines))
         })
         .collect();
     let start = hosts.a.all(0, "endpoints").iter().map(|e| instant(&e["updated_at"])).max().unwrap();
@@ -357,7 +335,7 @@ fn an_updated_after_poller_misses_nothing_while_two_hosts_write() {
                                 line
                             })
                             .collect();
-                        imported(import(server, organization, "endpoints", &lines));
+                        imported(server.import_lines(organization, "endpoints", &lines));
                     }
                 })
             })
@@ -440,8 +418,7 @@ fn listing_then_following_the_feed_ends_with_exactly_the_records_while_two_hosts
     const COLLECTIONS: [&str; 2] = ["endpoints", "vulnerability-findings"];
     let hosts = TwoHosts::start(&[]);
     let organization = hosts.a.organization_ids[0].clone();
-    let endpoints = imported(import(
-        &hosts.a,
+    let endpoints = imported(hosts.a.import_lines(
         &organization,
         "endpoints",
         &(0..4).map(|n| endpoint(&format!("mirrored-{n}"), "mirror")).collect::<Vec<_>>(),
@@ -463,7 +440,11 @@ fn listing_then_following_the_feed_ends_with_exactly_the_records_while_two_hosts
                         let mut lines: Vec<Value> = (0..4)
                             .map(|n| {
                                 let label = format!("m{writer}-b{batch}-n{n}");
-                                finding(&endpoints[(batch + n) % endpoints.len()], SEVERITIES[(n + batch) % 5], &label)
+                                xz_finding(
+                                    &endpoints[(batch + n) % endpoints.len()],
+                                    SEVERITIES[(n + batch) % 5],
+                                    &label,
+                                )
                             })
                             .collect();
                         if let Some((id, mut line)) = mine.get(batch).cloned() {
@@ -471,11 +452,11 @@ fn listing_then_following_the_feed_ends_with_exactly_the_records_while_two_hosts
                             line["severity"] = json!(SEVERITIES[(batch + 3) % 5]);
                             lines.push(line);
                         }
-                        let ids = imported(import(server, organization, "vulnerability-findings", &lines));
+                        let ids = imported(server.import_lines(organization, "vulnerability-findings", &lines));
                         mine.extend(ids.into_iter().zip(lines).take(4));
                         let mut renamed = endpoint(&format!("mirrored-{writer}"), &format!("b{batch}"));
                         renamed["id"] = json!(endpoints[writer]);
-                        imported(import(server, organization, "endpoints", &[renamed]));
+                        imported(server.import_lines(organization, "endpoints", &[renamed]));
                     }
                 })
             })

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use esr::store::{
     self, ApiKeyRecord, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, IndexCondition, IndexPosition,
-    IndexRange, Organization, Store, StoreError, StoreReader,
+    IndexRange, IndexWalk, Matching, Organization, RecordWalk, Store, StoreError, StoreReader,
 };
 use esr_contract::indexes::{self, SORTED, UNSORTED};
 use esr_contract::time::Timestamp;
@@ -151,6 +151,10 @@ fn position(collection: &str, index: &str, record: &Value) -> IndexPosition {
     IndexPosition::new(indexes::find(collection, index).expect("a known index").position(record), id_of(record))
 }
 
+fn matching(range: Option<IndexRange>, conditions: &[IndexCondition], updated_after: Option<i64>) -> Matching {
+    Matching { range, conditions: conditions.to_vec(), updated_after }
+}
+
 fn range(index: &str, after: Option<IndexPosition>, before: Option<IndexPosition>) -> IndexRange {
     IndexRange { index: index.to_owned(), after, before }
 }
@@ -188,7 +192,12 @@ fn records_by_id_and_in_order(backend: &dyn Backend) {
     let mut acme_reader = reader(&*store, acme);
     assert_eq!(acme_reader.count("scopes").unwrap(), 3);
     let scanned = |reader: &mut dyn StoreReader, after: Option<Uuid>, limit: usize, reverse: bool| -> Vec<Uuid> {
-        reader.scan("scopes", after, limit, reverse).unwrap().into_iter().map(|(id, _)| id).collect()
+        reader
+            .scan("scopes", &RecordWalk::new(limit).after(after).reversed(reverse))
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
     };
     assert_eq!(scanned(&mut *acme_reader, None, 100, false), ids[..3], "id order, this organization only");
     assert_eq!(scanned(&mut *acme_reader, Some(ids[0]), 100, false), ids[1..3], "strictly after");
@@ -200,9 +209,9 @@ fn records_by_id_and_in_order(backend: &dyn Backend) {
     // The bytes are the record's JSON, the same through every read.
     let by_id = acme_reader.get("scopes", ids[1]).unwrap().expect("stored");
     assert_eq!(serde_json::from_slice::<Value>(&by_id).unwrap(), scopes[1]);
-    let in_scan = acme_reader.scan("scopes", Some(ids[0]), 1, false).unwrap();
+    let in_scan = acme_reader.scan("scopes", &RecordWalk::new(1).after(Some(ids[0]))).unwrap();
     assert_eq!(in_scan, [(ids[1], by_id.clone())]);
-    let in_index = acme_reader.index_scan("scopes", "status", "active", None, 100, false).unwrap();
+    let in_index = acme_reader.index_scan("scopes", &IndexWalk::new("status", "active", 100)).unwrap();
     assert!(in_index.contains(&(ids[1], by_id)));
 
     // Another organization's records, and collections that do not exist, hold nothing.
@@ -210,7 +219,7 @@ fn records_by_id_and_in_order(backend: &dyn Backend) {
     assert!(reader(&*store, globex).get("scopes", ids[4]).unwrap().is_some());
     assert_eq!(reader(&*store, globex).count("scopes").unwrap(), 2);
     assert_eq!(acme_reader.get("no-such-collection", ids[0]).unwrap(), None);
-    assert_eq!(acme_reader.scan("no-such-collection", None, 100, false).unwrap(), Vec::new());
+    assert_eq!(acme_reader.scan("no-such-collection", &RecordWalk::new(100)).unwrap(), Vec::new());
     assert_eq!(acme_reader.count("no-such-collection").unwrap(), 0);
     assert_eq!(reader(&*store, Uuid::now_v7()).count("scopes").unwrap(), 0);
 }
@@ -241,7 +250,7 @@ fn a_read_by_id_leaves_later_readers_the_latest_state(backend: &dyn Backend) {
         assert!(reader.get("scopes", ids[0]).unwrap().is_some());
         assert_eq!(reader.count("scopes").unwrap(), n as u64 + 1, "a read on after a read by id");
         let scanned: Vec<Uuid> =
-            reader.scan("scopes", None, 100, false).unwrap().into_iter().map(|(id, _)| id).collect();
+            reader.scan("scopes", &RecordWalk::new(100)).unwrap().into_iter().map(|(id, _)| id).collect();
         assert_eq!(scanned, ids[..=n]);
         assert!(reader.get("scopes", ids[n]).unwrap().is_some());
     }
@@ -294,12 +303,15 @@ fn scans_return_at_most_max_scan(backend: &dyn Backend) {
     store.insert_records(organization, FINDINGS, &findings).unwrap();
     let mut reader = reader(&*store, organization);
     assert_eq!(reader.count(FINDINGS).unwrap(), findings.len() as u64);
-    assert_eq!(reader.scan(FINDINGS, None, usize::MAX, false).unwrap().len(), store::MAX_SCAN);
+    assert_eq!(reader.scan(FINDINGS, &RecordWalk::new(usize::MAX)).unwrap().len(), store::MAX_SCAN);
     let open = reader.index_count(FINDINGS, "status", "open").unwrap() as usize;
     assert_eq!(open, findings.len(), "every third finding is open");
-    assert_eq!(reader.index_scan(FINDINGS, "status", "open", None, usize::MAX, true).unwrap().len(), store::MAX_SCAN);
     assert_eq!(
-        reader.index_positions(FINDINGS, "status", "open", None, usize::MAX, false).unwrap().len(),
+        reader.index_scan(FINDINGS, &IndexWalk::new("status", "open", usize::MAX).reversed(true)).unwrap().len(),
+        store::MAX_SCAN
+    );
+    assert_eq!(
+        reader.index_positions(FINDINGS, &IndexWalk::new("status", "open", usize::MAX)).unwrap().len(),
         store::MAX_SCAN
     );
 }
@@ -334,9 +346,9 @@ fn index_scans_walk_positions(backend: &dyn Backend) {
             .collect();
         expected.sort();
         assert_eq!(reader.index_count(FINDINGS, index, value).unwrap(), expected.len() as u64, "{index}={value}");
-        let positions = reader.index_positions(FINDINGS, index, value, None, 1000, false).unwrap();
+        let positions = reader.index_positions(FINDINGS, &IndexWalk::new(index, value, 1000)).unwrap();
         assert_eq!(positions, expected, "{index}={value}: (position, id) order");
-        let records = reader.index_scan(FINDINGS, index, value, None, 1000, false).unwrap();
+        let records = reader.index_scan(FINDINGS, &IndexWalk::new(index, value, 1000)).unwrap();
         let ids: Vec<Uuid> = records.iter().map(|(id, _)| *id).collect();
         assert_eq!(ids, expected.iter().map(|at| at.id).collect::<Vec<_>>(), "{index}={value}: records");
         for (id, bytes) in &records {
@@ -347,10 +359,18 @@ fn index_scans_walk_positions(backend: &dyn Backend) {
         if let Some(middle) = expected.get(expected.len() / 2).copied() {
             let later: Vec<IndexPosition> = expected.iter().copied().filter(|p| *p > middle).collect();
             let earlier: Vec<IndexPosition> = expected.iter().rev().copied().filter(|p| *p < middle).collect();
-            assert_eq!(reader.index_positions(FINDINGS, index, value, Some(middle), 1000, false).unwrap(), later);
-            assert_eq!(reader.index_positions(FINDINGS, index, value, Some(middle), 1000, true).unwrap(), earlier);
+            assert_eq!(
+                reader.index_positions(FINDINGS, &IndexWalk::new(index, value, 1000).after(Some(middle))).unwrap(),
+                later
+            );
+            assert_eq!(
+                reader
+                    .index_positions(FINDINGS, &IndexWalk::new(index, value, 1000).after(Some(middle)).reversed(true))
+                    .unwrap(),
+                earlier
+            );
             let ids: Vec<Uuid> = reader
-                .index_scan(FINDINGS, index, value, Some(middle), 3, true)
+                .index_scan(FINDINGS, &IndexWalk::new(index, value, 3).after(Some(middle)).reversed(true))
                 .unwrap()
                 .into_iter()
                 .map(|(id, _)| id)
@@ -360,9 +380,12 @@ fn index_scans_walk_positions(backend: &dyn Backend) {
     }
     assert_eq!(reader.index_count(FINDINGS, "status", "no-such-status").unwrap(), 0);
     assert!(matches!(reader.index_count(FINDINGS, "colour", "red"), Err(StoreError::UnknownIndex(_))));
-    assert!(matches!(reader.index_scan(FINDINGS, "colour", "red", None, 10, false), Err(StoreError::UnknownIndex(_))));
     assert!(matches!(
-        reader.index_positions("no-such-collection", "status", "open", None, 10, false),
+        reader.index_scan(FINDINGS, &IndexWalk::new("colour", "red", 10)),
+        Err(StoreError::UnknownIndex(_))
+    ));
+    assert!(matches!(
+        reader.index_positions("no-such-collection", &IndexWalk::new("status", "open", 10)),
         Err(StoreError::UnknownIndex(_))
     ));
     let globex_entries = self::reader(&*store, globex).index_count(FINDINGS, "created_at", "").unwrap();
@@ -407,17 +430,18 @@ fn count_matching_agrees_with_brute_force(backend: &dyn Backend) {
             let updated_after = after.map(|after| Timestamp::parse(after).unwrap().0);
             let expected = findings.iter().filter(|record| matches(record, case, updated_after)).count() as u64;
             assert_eq!(
-                reader.count_matching(FINDINGS, case, updated_after).unwrap(),
+                reader.count_matching(FINDINGS, &matching(None, case, updated_after)).unwrap(),
                 expected,
                 "{case:?} after {after:?}"
             );
         }
     }
-    let globex_updated = self::reader(&*store, globex).count_matching(FINDINGS, &[], Some(i64::MIN)).unwrap();
+    let globex_updated =
+        self::reader(&*store, globex).count_matching(FINDINGS, &matching(None, &[], Some(i64::MIN))).unwrap();
     assert_eq!(globex_updated, 10, "the other organization's counts are its own");
-    assert_eq!(reader.count_matching("no-such-collection", &[], None).unwrap(), 0);
+    assert_eq!(reader.count_matching("no-such-collection", &Matching::default()).unwrap(), 0);
     assert!(matches!(
-        reader.count_matching(FINDINGS, &conditions(&[("colour", &["red"])]), None),
+        reader.count_matching(FINDINGS, &Matching::conditions(conditions(&[("colour", &["red"])]))),
         Err(StoreError::UnknownIndex(_))
     ));
 }
@@ -452,7 +476,9 @@ fn count_in_range_agrees_with_brute_force(backend: &dyn Backend) {
                     .filter(|(_, record)| matches(record, case, updated_after))
                     .count() as u64;
                 assert_eq!(
-                    reader.count_in_range(FINDINGS, &range("by_cvss", after, before), case, updated_after).unwrap(),
+                    reader
+                        .count_matching(FINDINGS, &matching(Some(range("by_cvss", after, before)), case, updated_after))
+                        .unwrap(),
                     expected,
                     "({after:?}, {before:?}) {case:?} after {updated_after:?}"
                 );
@@ -460,11 +486,11 @@ fn count_in_range_agrees_with_brute_force(backend: &dyn Backend) {
         }
     }
     assert!(matches!(
-        reader.count_in_range(FINDINGS, &range("status", None, None), &[], None),
+        reader.count_matching(FINDINGS, &matching(Some(range("status", None, None)), &[], None)),
         Err(StoreError::MalformedCall(_))
     ));
     assert!(matches!(
-        reader.count_in_range(FINDINGS, &range("by_colour", None, None), &[], None),
+        reader.count_matching(FINDINGS, &matching(Some(range("by_colour", None, None)), &[], None)),
         Err(StoreError::UnknownIndex(_))
     ));
 }
@@ -603,8 +629,9 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
         }
         let what =
             format!("{collection} by {group_by:?} where {case_conditions:?} in {range:?} after {updated_after:?}");
-        let groups =
-            reader.count_groups(collection, &group_by, range.as_ref(), &case_conditions, updated_after).unwrap();
+        let groups = reader
+            .count_groups(collection, &group_by, &matching(range.clone(), &case_conditions, updated_after))
+            .unwrap();
         let answered: std::collections::BTreeMap<Vec<String>, u64> =
             groups.iter().map(|group| (group.values.clone(), group.count)).collect();
         assert_eq!(answered, expected, "{what}");
@@ -636,9 +663,7 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
             .count_groups_of_candidates(
                 collection,
                 &group_by,
-                range.as_ref(),
-                &case_conditions,
-                updated_after,
+                &matching(range.clone(), &case_conditions, updated_after),
                 u64::MAX,
             )
             .unwrap();
@@ -650,7 +675,11 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
     }
     assert!(from_candidates > 100, "only {from_candidates} cases counted from candidates");
     assert!(matches!(
-        reader.count_groups(FINDINGS, &["severity".to_owned()], None, &conditions(&[("colour", &["red"])]), None),
+        reader.count_groups(
+            FINDINGS,
+            &["severity".to_owned()],
+            &Matching::conditions(conditions(&[("colour", &["red"])]))
+        ),
         Err(StoreError::UnknownIndex(_))
     ));
     let by_status = store::IndexRange { index: "status".to_owned(), after: None, before: None };
@@ -658,9 +687,7 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
         reader.count_groups(
             FINDINGS,
             &["severity".to_owned()],
-            Some(&by_status),
-            &conditions(&[("endpoint_id", &[endpoint_ids[0].as_str()])]),
-            None
+            &matching(Some(by_status), &conditions(&[("endpoint_id", &[endpoint_ids[0].as_str()])]), None),
         ),
         Err(StoreError::MalformedCall(_))
     ));
@@ -669,9 +696,10 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
     // clear refusal, before any walk, past one that does not.
     let by_first_seen = store::IndexRange { index: "by_first_seen_at".to_owned(), after: None, before: None };
     let group_by = ["severity".to_owned(), "status".to_owned()];
-    let within = reader.count_groups_within(FINDINGS, &group_by, Some(&by_first_seen), &[], None, u64::MAX).unwrap();
-    assert_eq!(within, reader.count_groups(FINDINGS, &group_by, Some(&by_first_seen), &[], None).unwrap());
-    match reader.count_groups_within(FINDINGS, &group_by, Some(&by_first_seen), &[], None, 1_000) {
+    let by_first_seen = matching(Some(by_first_seen), &[], None);
+    let within = reader.count_groups_within(FINDINGS, &group_by, &by_first_seen, u64::MAX).unwrap();
+    assert_eq!(within, reader.count_groups(FINDINGS, &group_by, &by_first_seen).unwrap());
+    match reader.count_groups_within(FINDINGS, &group_by, &by_first_seen, 1_000) {
         Err(StoreError::TooBroad(reason)) => {
             assert!(reason.contains("more than 1000") && reason.contains("add a filter"), "{reason}")
         }
@@ -950,7 +978,10 @@ fn clearing_keeps_secrets(backend: &dyn Backend) {
     let mut reader = reader(&*store, acme.organization_id);
     assert_eq!(reader.count(FINDINGS).unwrap(), 0);
     assert_eq!(reader.index_count(FINDINGS, "status", "open").unwrap(), 0);
-    assert_eq!(reader.count_matching(FINDINGS, &conditions(&[("status", &["open"])]), None).unwrap(), 0);
+    assert_eq!(
+        reader.count_matching(FINDINGS, &Matching::conditions(conditions(&[("status", &["open"])]))).unwrap(),
+        0
+    );
     assert_eq!(store.secret("cursor").unwrap(), cursor);
     assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
 }
@@ -968,7 +999,7 @@ fn a_bulk_load_ends_with_agreeing_indexes(backend: &dyn Backend) {
     assert_eq!(reader.count(FINDINGS).unwrap(), 120);
     let open: BTreeSet<Uuid> = findings.iter().filter(|record| record["status"] == "open").map(id_of).collect();
     let walked: BTreeSet<Uuid> = reader
-        .index_scan(FINDINGS, "status", "open", None, 1000, false)
+        .index_scan(FINDINGS, &IndexWalk::new("status", "open", 1000))
         .unwrap()
         .into_iter()
         .map(|(id, _)| id)
@@ -976,7 +1007,7 @@ fn a_bulk_load_ends_with_agreeing_indexes(backend: &dyn Backend) {
     assert_eq!(walked, open);
     let pair = conditions(&[("status", &["open"]), ("severity", &["critical"])]);
     let expected = findings.iter().filter(|record| matches(record, &pair, None)).count() as u64;
-    assert_eq!(reader.count_matching(FINDINGS, &pair, None).unwrap(), expected);
+    assert_eq!(reader.count_matching(FINDINGS, &Matching::conditions(pair.clone())).unwrap(), expected);
 }
 
 /// Every change event of the organization (of these collections), read
@@ -1085,13 +1116,18 @@ fn deletions_remove_records_and_leave_events(backend: &dyn Backend) {
     }
     assert_eq!(session.count(FINDINGS).unwrap(), 8);
     assert_eq!(session.index_count(FINDINGS, "status", "open").unwrap(), 0);
-    assert_eq!(session.count_matching(FINDINGS, &conditions(&[("status", &["open", "resolved"])]), None).unwrap(), 4);
+    assert_eq!(
+        session
+            .count_matching(FINDINGS, &Matching::conditions(conditions(&[("status", &["open", "resolved"])])))
+            .unwrap(),
+        4
+    );
     assert_eq!(
         session.index_values(FINDINGS, "status").unwrap().iter().map(|(value, _)| value.as_str()).collect::<Vec<_>>(),
         ["resolved", "suppressed"]
     );
     let scanned: BTreeSet<Uuid> =
-        session.scan(FINDINGS, None, 100, false).unwrap().into_iter().map(|(id, _)| id).collect();
+        session.scan(FINDINGS, &RecordWalk::new(100)).unwrap().into_iter().map(|(id, _)| id).collect();
     assert_eq!(scanned, kept.iter().map(|record| id_of(record)).collect());
     assert_eq!(session.get_many(FINDINGS, &deleted).unwrap(), Vec::new());
     drop(session);

@@ -9,7 +9,9 @@
 //! system families applies to those platforms only).
 
 use esr_plugin_sdk::query::{Param, ParamKind, Query};
-use esr_plugin_sdk::{Descriptor, DocumentPlugin, IndexPosition, ORGANIZATION, PluginError, Rendered, Request, Store};
+use esr_plugin_sdk::{
+    Descriptor, DocumentPlugin, IndexPosition, IndexWalk, ORGANIZATION, PluginError, Rendered, Request, Store,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -18,7 +20,7 @@ const PLATFORMS: &[&str] = &["windows", "macos", "linux"];
 const FORMATS: &[&str] = &["json", "toml"];
 const SCOPES_COLLECTION: &str = "scopes";
 /// How many scopes one store scan asks for (the store's cap).
-const SCAN_BATCH: u32 = 1000;
+const SCAN_BATCH: usize = 1000;
 
 /// Bumped when a field changes meaning or goes away, so agents can refuse
 /// a file they do not understand.
@@ -170,9 +172,10 @@ fn active_scope_ids(store: &dyn Store, platform: &str) -> Result<Vec<String>, Pl
     let mut ids = Vec::new();
     let mut after: Option<IndexPosition> = None;
     loop {
-        let batch = store.index_positions(SCOPES_COLLECTION, "status", "active", after.as_ref(), SCAN_BATCH, false);
-        let scopes = store.index_scan(SCOPES_COLLECTION, "status", "active", after.as_ref(), SCAN_BATCH, false);
-        let done = batch.len() < SCAN_BATCH as usize;
+        let walk = IndexWalk::new("status", "active", SCAN_BATCH).after(after);
+        let batch = store.index_positions(SCOPES_COLLECTION, &walk);
+        let scopes = store.index_scan(SCOPES_COLLECTION, &walk);
+        let done = batch.len() < SCAN_BATCH;
         after = batch.last().cloned();
         for scope in scopes {
             let record: Value = serde_json::from_slice(&scope.value)

@@ -11,12 +11,18 @@
 //! targets other than `wasm32` they expand to nothing, so plugin logic
 //! tests natively.
 
-/// Converts between the SDK's plain types and the generated WIT types;
-/// shared by both macros.
+/// The bindings of a world that reads the store, the `Component` its
+/// exports are implemented on, and the conversions between the SDK's plain
+/// types and the generated WIT types; shared by both macros.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __esr_wit_conversions {
-    () => {
+    ($world:literal) => {
+        $crate::__esr_bindings!($world);
+
+        /// The component the export macro implements the world's exports on.
+        struct Component;
+
         struct WasmStore;
 
         fn position_to_wit(position: &$crate::IndexPosition) -> esr::plugin::store::IndexPosition {
@@ -51,85 +57,75 @@ macro_rules! __esr_wit_conversions {
             fn get(&self, collection: &str, id: &str) -> Option<Vec<u8>> {
                 esr::plugin::store::get(collection, id)
             }
-            fn scan(&self, collection: &str, after: Option<&str>, limit: u32, reverse: bool) -> Vec<$crate::Entry> {
-                entries_from_wit(esr::plugin::store::scan(collection, after, limit, reverse))
+            fn scan(&self, collection: &str, walk: &$crate::RecordWalk) -> Vec<$crate::Entry> {
+                let after = walk.after.map(|id| id.to_string());
+                let limit = u32::try_from(walk.limit).unwrap_or(u32::MAX);
+                entries_from_wit(esr::plugin::store::scan(collection, after.as_deref(), limit, walk.reverse))
             }
             fn count(&self, collection: &str) -> u64 {
                 esr::plugin::store::count(collection)
             }
-            fn index_scan(
-                &self,
-                collection: &str,
-                index: &str,
-                value: &str,
-                after: Option<&$crate::IndexPosition>,
-                limit: u32,
-                reverse: bool,
-            ) -> Vec<$crate::Entry> {
-                let after = after.map(position_to_wit);
-                entries_from_wit(esr::plugin::store::index_scan(
+            fn index_scan(&self, collection: &str, walk: &$crate::IndexWalk<'_>) -> Vec<$crate::Entry> {
+                let after = walk.after.as_ref().map(position_to_wit);
+                let limit = u32::try_from(walk.limit).unwrap_or(u32::MAX);
+                let entries = esr::plugin::store::index_scan(
                     collection,
-                    index,
-                    value,
+                    walk.index,
+                    walk.value,
                     after.as_ref(),
                     limit,
-                    reverse,
-                ))
+                    walk.reverse,
+                );
+                entries_from_wit(entries)
             }
-            fn index_positions(
-                &self,
-                collection: &str,
-                index: &str,
-                value: &str,
-                after: Option<&$crate::IndexPosition>,
-                limit: u32,
-                reverse: bool,
-            ) -> Vec<$crate::IndexPosition> {
-                let after = after.map(position_to_wit);
-                esr::plugin::store::index_positions(collection, index, value, after.as_ref(), limit, reverse)
-                    .into_iter()
-                    .map(position_from_wit)
-                    .collect()
+            fn index_positions(&self, collection: &str, walk: &$crate::IndexWalk<'_>) -> Vec<$crate::IndexPosition> {
+                let after = walk.after.as_ref().map(position_to_wit);
+                let limit = u32::try_from(walk.limit).unwrap_or(u32::MAX);
+                esr::plugin::store::index_positions(
+                    collection,
+                    walk.index,
+                    walk.value,
+                    after.as_ref(),
+                    limit,
+                    walk.reverse,
+                )
+                .into_iter()
+                .map(position_from_wit)
+                .collect()
             }
             fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
                 esr::plugin::store::index_count(collection, index, value)
             }
-            fn count_matching(
-                &self,
-                collection: &str,
-                conditions: &[$crate::IndexCondition],
-                updated_after: Option<i64>,
-            ) -> u64 {
-                esr::plugin::store::count_matching(collection, &conditions_to_wit(conditions), updated_after)
-            }
-            fn count_in_range(
-                &self,
-                collection: &str,
-                range: &$crate::IndexRange,
-                conditions: &[$crate::IndexCondition],
-                updated_after: Option<i64>,
-            ) -> u64 {
-                esr::plugin::store::count_in_range(
-                    collection,
-                    &range_to_wit(range),
-                    &conditions_to_wit(conditions),
-                    updated_after,
-                )
+            fn count_matching(&self, collection: &str, matching: &$crate::Matching) -> u64 {
+                let conditions = conditions_to_wit(&matching.conditions);
+                match &matching.range {
+                    Some(range) => esr::plugin::store::count_in_range(
+                        collection,
+                        &range_to_wit(range),
+                        &conditions,
+                        matching.updated_after,
+                    ),
+                    None => esr::plugin::store::count_matching(collection, &conditions, matching.updated_after),
+                }
             }
             fn count_groups(
                 &self,
                 collection: &str,
                 group_by: &[String],
-                range: Option<&$crate::IndexRange>,
-                conditions: &[$crate::IndexCondition],
-                updated_after: Option<i64>,
+                matching: &$crate::Matching,
             ) -> Vec<$crate::GroupCount> {
-                let range = range.map(range_to_wit);
-                let conditions = conditions_to_wit(conditions);
-                esr::plugin::store::count_groups(collection, group_by, range.as_ref(), &conditions, updated_after)
-                    .into_iter()
-                    .map(|group| $crate::GroupCount { values: group.values, count: group.count })
-                    .collect()
+                let range = matching.range.as_ref().map(range_to_wit);
+                let conditions = conditions_to_wit(&matching.conditions);
+                esr::plugin::store::count_groups(
+                    collection,
+                    group_by,
+                    range.as_ref(),
+                    &conditions,
+                    matching.updated_after,
+                )
+                .into_iter()
+                .map(|group| $crate::GroupCount { values: group.values, count: group.count })
+                .collect()
             }
             fn organization(&self) -> Vec<u8> {
                 esr::plugin::store::organization()
@@ -184,14 +180,11 @@ macro_rules! export_resource_plugin {
     ($plugin:ty) => {
         #[cfg(target_arch = "wasm32")]
         mod esr_component {
-            $crate::__esr_bindings!("esr:plugin/resource-plugin");
+
+            $crate::__esr_wit_conversions!("esr:plugin/resource-plugin");
 
             use exports::esr::plugin::handler::{Guest, Page};
             use $crate::ResourcePlugin as _;
-
-            $crate::__esr_wit_conversions!();
-
-            struct Component;
 
             impl Guest for Component {
                 fn describe() -> esr::plugin::types::Descriptor {
@@ -257,14 +250,11 @@ macro_rules! export_document_plugin {
     ($plugin:ty) => {
         #[cfg(target_arch = "wasm32")]
         mod esr_component {
-            $crate::__esr_bindings!("esr:plugin/document-plugin");
+
+            $crate::__esr_wit_conversions!("esr:plugin/document-plugin");
 
             use exports::esr::plugin::document::{Guest, Rendered};
             use $crate::DocumentPlugin as _;
-
-            $crate::__esr_wit_conversions!();
-
-            struct Component;
 
             impl Guest for Component {
                 fn describe() -> esr::plugin::types::Descriptor {

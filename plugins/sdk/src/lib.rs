@@ -40,7 +40,9 @@ pub use wit_bindgen as __wit_bindgen;
 // The contract the host shares, under the names components know it by.
 pub use esr_contract::{Uuid, contract, indexes, limits, report, schema, sort, text, time};
 // What the store's index reads name, the same types the host's store takes.
-pub use esr_contract::indexes::{GroupCount, IndexCondition, IndexPosition, IndexRange};
+pub use esr_contract::indexes::{
+    GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, Matching, RecordWalk,
+};
 
 /// Every component built with the SDK allocates from its instance arena.
 #[cfg(target_arch = "wasm32")]
@@ -62,62 +64,28 @@ pub struct Entry {
 pub trait Store {
     /// The record with this id, or `None`.
     fn get(&self, collection: &str, id: &str) -> Option<Vec<u8>>;
-    /// Up to `limit` records in id (creation) order after `after`.
-    fn scan(&self, collection: &str, after: Option<&str>, limit: u32, reverse: bool) -> Vec<Entry>;
+    /// The records of `walk` (see [`RecordWalk`]), in id (creation) order,
+    /// at most 1,000.
+    fn scan(&self, collection: &str, walk: &RecordWalk) -> Vec<Entry>;
     /// How many records the collection holds.
     fn count(&self, collection: &str) -> u64;
-    /// Up to `limit` records holding `value` in the collection's index
-    /// `index` (see [`indexes`]), in `created_at` then id order, after
-    /// `after` when given; `reverse` walks from the newest.
-    fn index_scan(
-        &self,
-        collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<&IndexPosition>,
-        limit: u32,
-        reverse: bool,
-    ) -> Vec<Entry>;
+    /// The records of `walk` (see [`IndexWalk`] and [`indexes`]): those
+    /// holding its value in its index, in index order, at most 1,000.
+    fn index_scan(&self, collection: &str, walk: &IndexWalk<'_>) -> Vec<Entry>;
     /// Where the records [`Store::index_scan`] would hand out stand, from
     /// the index alone (no record is read).
-    fn index_positions(
-        &self,
-        collection: &str,
-        index: &str,
-        value: &str,
-        after: Option<&IndexPosition>,
-        limit: u32,
-        reverse: bool,
-    ) -> Vec<IndexPosition>;
+    fn index_positions(&self, collection: &str, walk: &IndexWalk<'_>) -> Vec<IndexPosition>;
     /// How many records hold `value` in the index.
     fn index_count(&self, collection: &str, index: &str, value: &str) -> u64;
-    /// How many records meet every condition (each: any of its values in
-    /// its index) and, when given, were updated strictly after
-    /// `updated_after` (Unix nanoseconds); from index entries alone.
-    fn count_matching(&self, collection: &str, conditions: &[IndexCondition], updated_after: Option<i64>) -> u64;
-    /// How many records lie in `range` (see [`IndexRange`]), meet every
-    /// condition and, when given, were updated strictly after
-    /// `updated_after`; from index entries alone.
-    fn count_in_range(
-        &self,
-        collection: &str,
-        range: &IndexRange,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
-    ) -> u64;
-    /// How many records lie in `range` (when given), meet every condition
-    /// and, when given, were updated strictly after `updated_after`, per
-    /// combination of the values they hold in the `group_by` indexes (one
-    /// or two single-valued indexes); combinations held by none are left
-    /// out. From index counts and entries alone.
-    fn count_groups(
-        &self,
-        collection: &str,
-        group_by: &[String],
-        range: Option<&IndexRange>,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
-    ) -> Vec<GroupCount>;
+    /// How many records `matching` matches (see [`Matching`]): within its
+    /// range, holding one of each condition's values, and updated strictly
+    /// after its `updated_after`; from index counts and entries alone.
+    fn count_matching(&self, collection: &str, matching: &Matching) -> u64;
+    /// How many records `matching` matches per combination of the values
+    /// they hold in the `group_by` indexes (one or two single-valued
+    /// indexes), in the order of their values; combinations held by none
+    /// are left out. From index counts and entries alone.
+    fn count_groups(&self, collection: &str, group_by: &[String], matching: &Matching) -> Vec<GroupCount>;
     /// The caller's organization as a JSON object.
     fn organization(&self) -> Vec<u8>;
 }
@@ -292,7 +260,7 @@ pub mod testing {
     use std::rc::Rc;
 
     use crate::indexes::{Index, IndexKey};
-    use crate::{Entry, IndexCondition, IndexPosition, IndexRange, Store};
+    use crate::{Entry, IndexCondition, IndexPosition, IndexRange, IndexWalk, Matching, RecordWalk, Store};
 
     /// Records by collection, in id order, as the host keeps them.
     #[derive(Debug, Default)]
@@ -368,11 +336,13 @@ pub mod testing {
             self.collections.get(collection)?.get(id).cloned()
         }
 
-        fn scan(&self, collection: &str, after: Option<&str>, limit: u32, reverse: bool) -> Vec<Entry> {
+        fn scan(&self, collection: &str, walk: &RecordWalk) -> Vec<Entry> {
             let Some(records) = self.collections.get(collection) else { return Vec::new() };
             let entry = |(id, value): (&String, &Vec<u8>)| Entry { id: id.clone(), value: value.clone() };
-            let limit = limit.min(1000) as usize;
-            match (after, reverse) {
+            let limit = walk.limit.min(1000);
+            // Ids are UUIDs, whose text sorts as they do.
+            let after = walk.after.map(|id| id.to_string());
+            match (after.as_deref(), walk.reverse) {
                 (None, false) => records.iter().take(limit).map(entry).collect(),
                 (None, true) => records.iter().rev().take(limit).map(entry).collect(),
                 (Some(after), false) => {
@@ -395,29 +365,13 @@ pub mod testing {
             self.organization.clone()
         }
 
-        fn index_scan(
-            &self,
-            collection: &str,
-            index: &str,
-            value: &str,
-            after: Option<&IndexPosition>,
-            limit: u32,
-            reverse: bool,
-        ) -> Vec<Entry> {
-            let walked = self.walk(collection, index, value, after, limit, reverse);
+        fn index_scan(&self, collection: &str, walk: &IndexWalk<'_>) -> Vec<Entry> {
+            let walked = self.walk(collection, walk);
             walked.into_iter().map(|(position, value)| Entry { id: position.id.to_string(), value }).collect()
         }
 
-        fn index_positions(
-            &self,
-            collection: &str,
-            index: &str,
-            value: &str,
-            after: Option<&IndexPosition>,
-            limit: u32,
-            reverse: bool,
-        ) -> Vec<IndexPosition> {
-            let walked = self.walk(collection, index, value, after, limit, reverse);
+        fn index_positions(&self, collection: &str, walk: &IndexWalk<'_>) -> Vec<IndexPosition> {
+            let walked = self.walk(collection, walk);
             walked.into_iter().map(|(position, _)| position).collect()
         }
 
@@ -425,36 +379,13 @@ pub mod testing {
             self.index_entries(collection, index, value).len() as u64
         }
 
-        fn count_in_range(
-            &self,
-            collection: &str,
-            range: &IndexRange,
-            conditions: &[IndexCondition],
-            updated_after: Option<i64>,
-        ) -> u64 {
-            refuse_unknown_conditions("count-in-range", collection, conditions);
-            sort_index("count-in-range", collection, &range.index);
-            self.count_in_range_impl(collection, range, conditions, updated_after)
+        fn count_matching(&self, collection: &str, matching: &Matching) -> u64 {
+            let mut count = 0;
+            self.for_each_matched("count-matching", collection, matching, |_| count += 1);
+            count
         }
 
-        fn count_matching(&self, collection: &str, conditions: &[IndexCondition], updated_after: Option<i64>) -> u64 {
-            refuse_unknown_conditions("count-matching", collection, conditions);
-            let records = self.parsed(collection);
-            records.iter().filter(|record| matches_all(collection, record, conditions, updated_after)).count() as u64
-        }
-
-        fn count_groups(
-            &self,
-            collection: &str,
-            group_by: &[String],
-            range: Option<&IndexRange>,
-            conditions: &[IndexCondition],
-            updated_after: Option<i64>,
-        ) -> Vec<crate::GroupCount> {
-            refuse_unknown_conditions("count-groups", collection, conditions);
-            if let Some(range) = range {
-                sort_index("count-groups", collection, &range.index);
-            }
+        fn count_groups(&self, collection: &str, group_by: &[String], matching: &Matching) -> Vec<crate::GroupCount> {
             assert!(
                 (1..=2).contains(&group_by.len()),
                 "store.count-groups by {} indexes; the host fails the call (give one or two)",
@@ -468,16 +399,8 @@ pub mod testing {
                      the call"
                 );
             }
-            let in_range: Option<std::collections::HashSet<String>> =
-                range.map(|range| self.ids_in_range(collection, range));
             let mut groups: BTreeMap<Vec<String>, u64> = BTreeMap::new();
-            for record in self.parsed(collection).iter() {
-                let id = record.get("id").and_then(serde_json::Value::as_str).unwrap_or_default();
-                if in_range.as_ref().is_some_and(|ids| !ids.contains(id))
-                    || !matches_all(collection, record, conditions, updated_after)
-                {
-                    continue;
-                }
+            self.for_each_matched("count-groups", collection, matching, |record| {
                 let values: Vec<String> = group_by
                     .iter()
                     .filter_map(|index| {
@@ -488,28 +411,34 @@ pub mod testing {
                 if values.len() == group_by.len() {
                     *groups.entry(values).or_default() += 1;
                 }
-            }
+            });
             groups.into_iter().map(|(values, count)| crate::GroupCount { values, count }).collect()
         }
     }
 
     impl MemoryStore {
-        fn count_in_range_impl(
+        /// Visits each record `matching` matches, after refusing what the
+        /// host refuses.
+        fn for_each_matched(
             &self,
+            call: &str,
             collection: &str,
-            range: &IndexRange,
-            conditions: &[IndexCondition],
-            updated_after: Option<i64>,
-        ) -> u64 {
-            let in_range = self.ids_in_range(collection, range);
-            let records = self.parsed(collection);
-            records
-                .iter()
-                .filter(|record| {
-                    record.get("id").and_then(serde_json::Value::as_str).is_some_and(|id| in_range.contains(id))
-                })
-                .filter(|record| matches_all(collection, record, conditions, updated_after))
-                .count() as u64
+            matching: &Matching,
+            mut visit: impl FnMut(&serde_json::Value),
+        ) {
+            refuse_unknown_conditions(call, collection, &matching.conditions);
+            let in_range = matching.range.as_ref().map(|range| {
+                sort_index(call, collection, &range.index);
+                self.ids_in_range(collection, range)
+            });
+            for record in self.parsed(collection).iter() {
+                let id = record.get("id").and_then(serde_json::Value::as_str).unwrap_or_default();
+                if in_range.as_ref().is_none_or(|ids| ids.contains(id))
+                    && matches_all(collection, record, &matching.conditions, matching.updated_after)
+                {
+                    visit(record);
+                }
+            }
         }
     }
 
@@ -577,26 +506,18 @@ pub mod testing {
         /// Up to `limit` of the records holding `value` in the index, in
         /// index order (reversed when `reverse`), past `after`: the one
         /// walk behind `index_scan` and `index_positions`.
-        fn walk(
-            &self,
-            collection: &str,
-            index: &str,
-            value: &str,
-            after: Option<&IndexPosition>,
-            limit: u32,
-            reverse: bool,
-        ) -> Vec<(IndexPosition, Vec<u8>)> {
-            let mut held = self.index_entries(collection, index, value);
-            if reverse {
+        fn walk(&self, collection: &str, walk: &IndexWalk<'_>) -> Vec<(IndexPosition, Vec<u8>)> {
+            let mut held = self.index_entries(collection, walk.index, walk.value);
+            if walk.reverse {
                 held.reverse();
             }
             held.into_iter()
-                .filter(|(position, _)| match after {
+                .filter(|(position, _)| match walk.after {
                     None => true,
-                    Some(after) if reverse => position < after,
-                    Some(after) => position > after,
+                    Some(after) if walk.reverse => *position < after,
+                    Some(after) => *position > after,
                 })
-                .take(limit.min(1000) as usize)
+                .take(walk.limit.min(1000))
                 .collect()
         }
 

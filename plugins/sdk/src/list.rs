@@ -350,7 +350,7 @@ pub fn list_records(
 /// large candidate set is walked in that index instead (from the end of a
 /// range on the same index). Other orders, and small candidate sets, read
 /// every candidate and sort them. `total` comes from the index entries
-/// alone (`count_matching`, `count_in_range`) whenever indexes answer every
+/// alone (`count_matching`) whenever indexes answer every
 /// filter, and from counting the matching records otherwise. A request
 /// that would read more than [`WORK_BUDGET`] records for its page or its
 /// total is refused with `invalid-parameters` saying what to narrow.
@@ -496,7 +496,8 @@ impl Budget {
 /// Whether at most [`SMALL_RANGE`] records were updated after `after`
 /// (the host counts them from its hourly tallies, reading no record).
 fn few_updated_since(store: &dyn Store, collection: &str, after: Timestamp) -> bool {
-    store.count_matching(collection, &[], Some(after.0)) <= SMALL_RANGE
+    let updated = crate::Matching { updated_after: Some(after.0), ..crate::Matching::default() };
+    store.count_matching(collection, &updated) <= SMALL_RANGE
 }
 
 /// The walk of one indexed filter's values, in order, each value once, or
@@ -566,7 +567,8 @@ fn most_selective(store: &dyn Store, collection: &str, filters: &[Filter<'_>], r
         .enumerate()
         .filter_map(|(position, filter)| {
             if let Some(range) = filter.range.as_ref().filter(|_| ranges) {
-                return Some((store.count_in_range(collection, &range.index_range(), &[], None), position));
+                let within = crate::Matching { range: Some(range.index_range()), ..crate::Matching::default() };
+                return Some((store.count_matching(collection, &within), position));
             }
             let (index, values) = filter.index.as_ref()?;
             crate::indexes::find(collection, index)?;
@@ -626,14 +628,14 @@ impl IndexStream<'_> {
     /// The next record, fetching a batch when none is buffered.
     fn front(&mut self) -> Result<Option<&Walked>, PluginError> {
         if self.buffered.is_empty() && !self.exhausted {
-            let entries = self.store.index_scan(
-                self.collection,
-                self.index.name,
-                &self.value,
-                self.after.as_ref(),
-                self.batch,
-                self.reverse,
-            );
+            let walk = crate::IndexWalk {
+                index: self.index.name,
+                value: &self.value,
+                after: self.after,
+                limit: self.batch as usize,
+                reverse: self.reverse,
+            };
+            let entries = self.store.index_scan(self.collection, &walk);
             self.exhausted = entries.len() < self.batch as usize;
             // Later batches are read in full: the walk is past its first page.
             self.batch = SCAN_BATCH;
@@ -936,11 +938,8 @@ fn count_matches(
     let updated_after = options.updated_after.map(|after| after.0);
     match counted {
         Some(Counted { known: Some(total), .. }) => Ok(total),
-        Some(Counted { conditions, range: Some(range), .. }) => {
-            Ok(store.count_in_range(collection, &range, &conditions, updated_after))
-        }
-        Some(Counted { conditions, range: None, .. }) => {
-            Ok(store.count_matching(collection, &conditions, updated_after))
+        Some(Counted { conditions, range, .. }) => {
+            Ok(store.count_matching(collection, &crate::Matching { range, conditions, updated_after }))
         }
         None => count_all(store, collection, source, residual, budget),
     }
@@ -1287,8 +1286,8 @@ mod tests {
             self.read.set(self.read.get() + 1);
             self.inner.get(collection, id)
         }
-        fn scan(&self, collection: &str, after: Option<&str>, limit: u32, reverse: bool) -> Vec<crate::Entry> {
-            let entries = self.inner.scan(collection, after, limit, reverse);
+        fn scan(&self, collection: &str, walk: &crate::RecordWalk) -> Vec<crate::Entry> {
+            let entries = self.inner.scan(collection, walk);
             self.read.set(self.read.get() + entries.len());
             entries
         }
@@ -1298,59 +1297,27 @@ mod tests {
         fn organization(&self) -> Vec<u8> {
             self.inner.organization()
         }
-        fn index_scan(
-            &self,
-            collection: &str,
-            index: &str,
-            value: &str,
-            after: Option<&crate::IndexPosition>,
-            limit: u32,
-            reverse: bool,
-        ) -> Vec<crate::Entry> {
-            let entries = self.inner.index_scan(collection, index, value, after, limit, reverse);
+        fn index_scan(&self, collection: &str, walk: &crate::IndexWalk<'_>) -> Vec<crate::Entry> {
+            let entries = self.inner.index_scan(collection, walk);
             self.read.set(self.read.get() + entries.len());
             entries
         }
-        fn index_positions(
-            &self,
-            collection: &str,
-            index: &str,
-            value: &str,
-            after: Option<&crate::IndexPosition>,
-            limit: u32,
-            reverse: bool,
-        ) -> Vec<crate::IndexPosition> {
-            self.inner.index_positions(collection, index, value, after, limit, reverse)
+        fn index_positions(&self, collection: &str, walk: &crate::IndexWalk<'_>) -> Vec<crate::IndexPosition> {
+            self.inner.index_positions(collection, walk)
         }
         fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
             self.inner.index_count(collection, index, value)
         }
-        fn count_matching(
-            &self,
-            collection: &str,
-            conditions: &[crate::IndexCondition],
-            updated_after: Option<i64>,
-        ) -> u64 {
-            self.inner.count_matching(collection, conditions, updated_after)
-        }
-        fn count_in_range(
-            &self,
-            collection: &str,
-            range: &crate::IndexRange,
-            conditions: &[crate::IndexCondition],
-            updated_after: Option<i64>,
-        ) -> u64 {
-            self.inner.count_in_range(collection, range, conditions, updated_after)
+        fn count_matching(&self, collection: &str, matching: &crate::Matching) -> u64 {
+            self.inner.count_matching(collection, matching)
         }
         fn count_groups(
             &self,
             collection: &str,
             group_by: &[String],
-            range: Option<&crate::IndexRange>,
-            conditions: &[crate::IndexCondition],
-            updated_after: Option<i64>,
+            matching: &crate::Matching,
         ) -> Vec<crate::GroupCount> {
-            self.inner.count_groups(collection, group_by, range, conditions, updated_after)
+            self.inner.count_groups(collection, group_by, matching)
         }
     }
 
@@ -1407,8 +1374,9 @@ mod tests {
         let store = many_findings();
         let mut records: Vec<Value> = Vec::new();
         loop {
-            let after = records.last().and_then(|r: &Value| r["id"].as_str()).map(str::to_owned);
-            let batch = store.scan("vulnerability-findings", after.as_deref(), 1000, false);
+            let after =
+                records.last().and_then(|r: &Value| r["id"].as_str()).and_then(|id| crate::Uuid::parse_str(id).ok());
+            let batch = store.scan("vulnerability-findings", &crate::RecordWalk::new(1000).after(after));
             if batch.is_empty() {
                 break;
             }

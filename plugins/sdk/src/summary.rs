@@ -146,12 +146,10 @@ pub fn summarize(
             "cannot be counted from indexes: a summary takes filters on indexed fields and at most one range",
         ));
     };
-    let total = match &counted.range {
-        Some(range) => store.count_in_range(collection, range, &counted.conditions, None),
-        None => store.count_matching(collection, &counted.conditions, None),
-    };
+    let matching = crate::Matching { range: counted.range, conditions: counted.conditions, updated_after: None };
+    let total = store.count_matching(collection, &matching);
     let indexes: Vec<String> = group_by.iter().map(|field| field.index.to_owned()).collect();
-    let mut groups = store.count_groups(collection, &indexes, counted.range.as_ref(), &counted.conditions, None);
+    let mut groups = store.count_groups(collection, &indexes, &matching);
     groups.retain(|group| group.count > 0 && group.values.len() == group_by.len());
     if groups.len() > MAX_SUMMARY_GROUPS {
         return Err(PluginError::invalid(

@@ -14,8 +14,8 @@ use std::collections::BTreeSet;
 
 use esr_plugin_sdk::contract::*;
 use esr_plugin_sdk::{
-    Descriptor, IndexCondition, IndexPosition, ORGANIZATION, Page, PluginError, Request, ResourcePlugin, Store,
-    get_record,
+    Descriptor, IndexCondition, IndexPosition, IndexWalk, Matching, ORGANIZATION, Page, PluginError, RecordWalk,
+    Request, ResourcePlugin, Store, Uuid, get_record,
 };
 use serde_json::{Value, json};
 
@@ -88,22 +88,26 @@ fn probe_store(store: &dyn Store, ids: &[String], collections: &[&str]) -> Value
     let values = candidate_values(ids);
     for collection in collections {
         counts.insert((*collection).to_owned(), json!(store.count(collection)));
-        matching.insert((*collection).to_owned(), json!(store.count_matching(collection, &[], Some(i64::MIN))));
+        matching.insert(
+            (*collection).to_owned(),
+            json!(store.count_matching(collection, &Matching { updated_after: Some(i64::MIN), ..Matching::default() })),
+        );
         for id in ids {
             if store.get(collection, id).is_some() {
                 seen.insert(id.clone());
             }
         }
         for reverse in [false, true] {
-            let mut after: Option<String> = None;
+            let mut after: Option<Uuid> = None;
             loop {
-                let page = store.scan(collection, after.as_deref(), u32::MAX, reverse);
+                let page = store.scan(collection, &RecordWalk::new(usize::MAX).after(after).reversed(reverse));
                 let Some(last) = page.last() else { break };
-                after = Some(last.id.clone());
+                after = Uuid::parse_str(&last.id).ok();
                 seen.extend(page.into_iter().map(|entry| entry.id));
             }
             for id in ids {
-                seen.extend(store.scan(collection, Some(id), 1000, reverse).into_iter().map(|entry| entry.id));
+                let from = RecordWalk::new(1000).after(Uuid::parse_str(id).ok()).reversed(reverse);
+                seen.extend(store.scan(collection, &from).into_iter().map(|entry| entry.id));
             }
         }
         // (An unknown index name or a malformed position fails the whole
@@ -112,7 +116,7 @@ fn probe_store(store: &dyn Store, ids: &[String], collections: &[&str]) -> Value
             for value in &values {
                 let held = store.index_count(collection, index, value);
                 let condition = IndexCondition { index: index.to_owned(), values: vec![value.clone()] };
-                if store.count_matching(collection, &[condition], None) != held {
+                if store.count_matching(collection, &Matching::conditions(vec![condition])) != held {
                     disagreements.push(format!("{collection} {index}={value}"));
                 }
                 for reverse in [false, true] {
@@ -122,7 +126,8 @@ fn probe_store(store: &dyn Store, ids: &[String], collections: &[&str]) -> Value
                         Some(IndexPosition::new(i64::MAX, esr_plugin_sdk::Uuid::max())),
                     ];
                     for after in &positions {
-                        let entries = store.index_scan(collection, index, value, after.as_ref(), u32::MAX, reverse);
+                        let walk = IndexWalk::new(index, value, usize::MAX).after(*after).reversed(reverse);
+                        let entries = store.index_scan(collection, &walk);
                         seen.extend(entries.into_iter().map(|entry| entry.id));
                     }
                 }
@@ -141,11 +146,11 @@ fn call_once(store: &dyn Store, function: &str, collection: &str) -> Value {
     let nil = "00000000-0000-0000-0000-000000000000";
     match function {
         "get" => json!(store.get(collection, nil).is_some()),
-        "scan" => json!(store.scan(collection, None, 1000, false).len()),
+        "scan" => json!(store.scan(collection, &RecordWalk::new(1000)).len()),
         "count" => json!(store.count(collection)),
-        "index-scan" => json!(store.index_scan(collection, "created_at", "", None, 1000, false).len()),
+        "index-scan" => json!(store.index_scan(collection, &IndexWalk::new("created_at", "", 1000)).len()),
         "index-count" => json!(store.index_count(collection, "created_at", "")),
-        "count-matching" => json!(store.count_matching(collection, &[], None)),
+        "count-matching" => json!(store.count_matching(collection, &Matching::default())),
         other => json!(format!("no store function {other}")),
     }
 }

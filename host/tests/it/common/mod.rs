@@ -548,3 +548,16 @@ pub fn trivy_report_of(entries: usize) -> Vec<u8> {
     report["Results"][0]["Vulnerabilities"] = json!(repeated);
     serde_json::to_vec(&report).unwrap()
 }
+
+/// An open finding of the xz backdoor on `endpoint`, told apart by `label`
+/// (its scanner finding id and title): what feed and several-host tests
+/// import in numbers.
+pub fn xz_finding(endpoint: &str, severity: &str, label: &str) -> Value {
+    json!({
+        "endpoint_id": endpoint, "finding_type": "vulnerability", "title": format!("finding {label}"),
+        "severity": severity, "status": "open", "cve_id": "CVE-2024-3094", "kev": false,
+        "subject": {"type": "software", "vendor": "Tukaani", "product": "xz-utils", "version": "5.6.0"},
+        "source": {"scanner": "trivy", "scanner_finding_id": label},
+        "first_seen_at": "2026-11-01T00:00:00Z", "last_seen_at": "2026-11-20T00:00:00Z",
+    })
+}

@@ -108,7 +108,9 @@ impl Twins {
                     let mut reader = sled.reader(id).unwrap();
                     let mut after = None;
                     loop {
-                        let page = reader.scan(collection, after, esr::store::MAX_SCAN, false).unwrap();
+                        let page = reader
+                            .scan(collection, &esr::store::RecordWalk::new(esr::store::MAX_SCAN).after(after))
+                            .unwrap();
                         let Some((last, _)) = page.last() else { break };
                         after = Some(*last);
                         let records: Vec<serde_json::Value> =
