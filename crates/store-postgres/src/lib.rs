@@ -43,7 +43,7 @@ use esr_store::{
     ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, GroupCount,
     IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching, Organization, ReadFrom, RecordWalk,
     ReplicaHealth, Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation,
-    restricting_conditions,
+    restricting_conditions, sort_index,
 };
 
 /// PostgreSQL's error as the store reports it.
@@ -1468,9 +1468,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
     ) -> Result<u64, StoreError> {
         let index = range.index.as_str();
         known_index(collection, index)?;
-        if indexes::find(collection, index).is_none_or(|found| found.key != indexes::IndexKey::SortValue) {
-            return Err(StoreError::MalformedCall(format!("{index} of {collection} is not a sort index")));
-        }
+        sort_index(collection, index)?;
         for condition in conditions {
             known_index(collection, &condition.index)?;
         }
@@ -1513,9 +1511,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
         }
         if let Some(range) = range {
             known_index(collection, &range.index)?;
-            if indexes::find(collection, &range.index).is_none_or(|found| found.key != indexes::IndexKey::SortValue) {
-                return Err(StoreError::MalformedCall(format!("{} of {collection} is not a sort index", range.index)));
-            }
+            sort_index(collection, &range.index)?;
         }
         sized.sort_by_key(|(held, ..)| *held);
         let Some(source) = sized.iter().position(|(_, index, _)| ordered_by_creation(collection, index)) else {

@@ -25,7 +25,7 @@ use self::index_blocks::value_prefix;
 use esr_store::{
     ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, GroupCount,
     IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching, Organization, ReadFrom, RecordWalk,
-    Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation, restricting_conditions,
+    Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation, restricting_conditions, sort_index,
 };
 
 const ORGANIZATIONS: &str = "organizations";
@@ -899,9 +899,7 @@ impl Trees {
     ) -> Result<u64, StoreError> {
         let index = range.index.as_str();
         let trees = self.index_trees(collection, index)?;
-        if indexes::find(collection, index).is_none_or(|found| found.key != indexes::IndexKey::SortValue) {
-            return Err(StoreError::MalformedCall(format!("{index} of {collection} is not a sort index")));
-        }
+        sort_index(collection, index)?;
         let prefix = value_prefix(organization, index, indexes::SORTED);
         let after = range.after.map(|at| entry_of(at.position, at.id));
         let before = range.before.map(|at| entry_of(at.position, at.id));
@@ -1062,9 +1060,7 @@ impl Trees {
         }
         if let Some(range) = range {
             self.index_trees(collection, &range.index)?;
-            if indexes::find(collection, &range.index).is_none_or(|found| found.key != indexes::IndexKey::SortValue) {
-                return Err(StoreError::MalformedCall(format!("{} of {collection} is not a sort index", range.index)));
-            }
+            sort_index(collection, &range.index)?;
         }
         sized.sort_by_key(|(held, ..)| *held);
         let Some(source) = sized.iter().position(|(_, _, index, _)| ordered_by_creation(collection, index)) else {

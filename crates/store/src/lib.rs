@@ -537,6 +537,18 @@ pub fn for_each_by_index(
     }
 }
 
+/// The collection's sort index `index`, which a range needs: an unknown
+/// index is [`StoreError::UnknownIndex`], another kind of index
+/// [`StoreError::MalformedCall`].
+pub fn sort_index(collection: &str, index: &str) -> Result<esr_contract::indexes::Index, StoreError> {
+    let found = esr_contract::indexes::find(collection, index)
+        .ok_or_else(|| StoreError::UnknownIndex(format!("{collection}/{index}")))?;
+    if found.key != IndexKey::SortValue {
+        return Err(StoreError::MalformedCall(format!("{index} of {collection} is not a sort index")));
+    }
+    Ok(found)
+}
+
 /// Groups in the order of their values, whatever order a backend found
 /// them in.
 fn in_value_order(mut groups: Vec<GroupCount>) -> Vec<GroupCount> {

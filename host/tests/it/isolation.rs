@@ -374,7 +374,11 @@ fn a_cursor_shows_nothing_of_the_database_it_was_read_at() {
             .map(<[u8]>::len)
             .max()
             .unwrap_or(0);
-        assert!(longest_text < 8, "{longest_text} bytes of text in the cursor {cursor}: {bytes:?}");
+        // Sealed bytes are random: 69 of 256 byte values count as text, so
+        // a run of 8 turns up in about one cursor in 300 by chance, one of
+        // 16 in about one in seven million. Plaintext shows far longer runs
+        // (a record id alone is 36).
+        assert!(longest_text < 16, "{longest_text} bytes of text in the cursor {cursor}: {bytes:?}");
     }
     // The position moved, but not so much as to show in the token's length.
     assert!(before.len().abs_diff(after.len()) <= 1, "{before} and {after}");

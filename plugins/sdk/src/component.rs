@@ -34,6 +34,14 @@ macro_rules! __esr_wit_conversions {
             $crate::IndexPosition::new(position.created_at, $crate::Uuid::parse_str(&position.id).unwrap_or_default())
         }
 
+        /// Where a walk starts and how far it goes, as the WIT takes them.
+        fn walk_to_wit(
+            after: Option<$crate::IndexPosition>,
+            limit: usize,
+        ) -> (Option<esr::plugin::store::IndexPosition>, u32) {
+            (after.as_ref().map(position_to_wit), u32::try_from(limit).unwrap_or(u32::MAX))
+        }
+
         fn range_to_wit(range: &$crate::IndexRange) -> esr::plugin::store::IndexRange {
             esr::plugin::store::IndexRange {
                 index: range.index.clone(),
@@ -66,32 +74,24 @@ macro_rules! __esr_wit_conversions {
                 esr::plugin::store::count(collection)
             }
             fn index_scan(&self, collection: &str, walk: &$crate::IndexWalk<'_>) -> Vec<$crate::Entry> {
-                let after = walk.after.as_ref().map(position_to_wit);
-                let limit = u32::try_from(walk.limit).unwrap_or(u32::MAX);
-                let entries = esr::plugin::store::index_scan(
+                let (after, limit) = walk_to_wit(walk.after, walk.limit);
+                let (index, value) = (walk.index, walk.value);
+                entries_from_wit(esr::plugin::store::index_scan(
                     collection,
-                    walk.index,
-                    walk.value,
+                    index,
+                    value,
                     after.as_ref(),
                     limit,
                     walk.reverse,
-                );
-                entries_from_wit(entries)
+                ))
             }
             fn index_positions(&self, collection: &str, walk: &$crate::IndexWalk<'_>) -> Vec<$crate::IndexPosition> {
-                let after = walk.after.as_ref().map(position_to_wit);
-                let limit = u32::try_from(walk.limit).unwrap_or(u32::MAX);
-                esr::plugin::store::index_positions(
-                    collection,
-                    walk.index,
-                    walk.value,
-                    after.as_ref(),
-                    limit,
-                    walk.reverse,
-                )
-                .into_iter()
-                .map(position_from_wit)
-                .collect()
+                let (after, limit) = walk_to_wit(walk.after, walk.limit);
+                let (index, value) = (walk.index, walk.value);
+                esr::plugin::store::index_positions(collection, index, value, after.as_ref(), limit, walk.reverse)
+                    .into_iter()
+                    .map(position_from_wit)
+                    .collect()
             }
             fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
                 esr::plugin::store::index_count(collection, index, value)
