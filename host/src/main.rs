@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use esr::admin_client::AdminClient;
 use esr::server::{ServeOptions, serve};
 use esr_api::limits::Quota;
-use esr_runtime::{Limits, PluginEngine};
+use esr_runtime::{ComponentEngine, Limits};
 use serde_json::{Value, json};
 
 mod config_file;
@@ -466,9 +466,9 @@ fn seed(
 
 /// Loads one component exactly as `esr serve` would and describes it.
 fn check_plugin(file: &std::path::Path) -> anyhow::Result<()> {
-    let engine = PluginEngine::new(Limits::default())?;
+    let engine = ComponentEngine::new(Limits::default())?;
     let plugin = match esr_runtime::load_component(&engine, file)? {
-        esr_runtime::LoadedComponent::Plugin(plugin) => plugin,
+        esr_runtime::LoadedComponent::Group(plugin) => plugin,
         esr_runtime::LoadedComponent::Importer(importer) => {
             let info = &importer.info;
             println!("{}: ok", file.display());
@@ -500,8 +500,8 @@ fn check_plugin(file: &std::path::Path) -> anyhow::Result<()> {
 }
 
 fn print_openapi(plugins_dir: &Path) -> anyhow::Result<()> {
-    let engine = PluginEngine::new(Limits::default())?;
-    let plugins = esr_runtime::PluginSet::load_dir(&engine, plugins_dir)?;
+    let engine = ComponentEngine::new(Limits::default())?;
+    let plugins = esr_runtime::ComponentSet::load_dir(&engine, plugins_dir)?;
     std::io::Write::write_all(&mut std::io::stdout().lock(), esr_api::openapi::rendered(&plugins))?;
     Ok(())
 }

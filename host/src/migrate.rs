@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::store::{self, COLLECTIONS, CollectionWrite, MAX_SCAN, RecordWalk, Store};
+use crate::store::{self, Collection, CollectionWrite, MAX_SCAN, RecordWalk, Store};
 use esr_auth::admin_token::{ADMIN_TOKEN_DIGEST_SECRET, ADMIN_TOKEN_FILE, token_digest};
 
 /// The most records one write to the target holds (a transaction each):
@@ -78,7 +78,7 @@ pub fn migrate(from: &Path, to: &str) -> anyhow::Result<Copied> {
     }
     for organization in source.organizations()? {
         target.insert_organization(&organization)?;
-        for collection in COLLECTIONS {
+        for collection in Collection::ALL {
             let records = copy_collection(source.as_ref(), target.as_ref(), organization.organization_id, collection)?;
             eprintln!(
                 "{} ({}): {collection}: {records} records copied",
@@ -116,7 +116,7 @@ fn copy_collection(
     source: &dyn Store,
     target: &dyn Store,
     organization: uuid::Uuid,
-    collection: &str,
+    collection: Collection,
 ) -> anyhow::Result<u64> {
     let mut reader = source.reader(organization)?;
     let (mut after, mut copied, mut batch) = (None, 0u64, Vec::with_capacity(BATCH_RECORDS));
@@ -151,7 +151,7 @@ fn copy_collection(
 fn write_histories(
     target: &dyn Store,
     organization: uuid::Uuid,
-    collection: &str,
+    collection: Collection,
     histories: &mut Vec<(uuid::Uuid, Vec<u8>)>,
 ) -> anyhow::Result<()> {
     if histories.is_empty() {
@@ -159,11 +159,7 @@ fn write_histories(
     }
     let history = std::mem::take(histories);
     target.write_batch(organization, &mut |_, _| {
-        Ok(vec![CollectionWrite {
-            collection: collection.to_owned(),
-            history: history.clone(),
-            ..CollectionWrite::default()
-        }])
+        Ok(vec![CollectionWrite { collection, history: history.clone(), ..CollectionWrite::new(collection) }])
     })?;
     Ok(())
 }
@@ -172,7 +168,7 @@ fn write_histories(
 fn write(
     target: &dyn Store,
     organization: uuid::Uuid,
-    collection: &str,
+    collection: Collection,
     batch: &mut Vec<Value>,
     copied_before: u64,
 ) -> anyhow::Result<u64> {
@@ -199,7 +195,7 @@ fn check_copy(source: &Arc<dyn Store>, target: &Arc<dyn Store>) -> anyhow::Resul
     for organization in source.organizations()? {
         let id = organization.organization_id;
         let (mut from, mut to) = (source.reader(id)?, target.reader(id)?);
-        for collection in COLLECTIONS {
+        for collection in Collection::ALL {
             let (expected, found) = (from.count(collection)?, to.count(collection)?);
             if expected != found {
                 bail!("{id}: {collection}: {found} records copied of {expected}");

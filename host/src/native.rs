@@ -5,9 +5,11 @@
 //! component instance costs; it is never the default, and it gives up the
 //! isolation, deadlines and memory caps of components.
 
+use esr_contract::Collection;
 use std::cell::RefCell;
 
 use esr_plugin_sdk::{DocumentPlugin, GroupCount, IndexPosition, IndexWalk, Matching, RecordWalk, ResourcePlugin};
+use esr_plugin_sdk::{PluginError as SdkError, Request as SdkRequest, Store as SdkStore};
 
 use esr_runtime::{
     CallError, InvalidParam, NativeCalls, Page, PluginError, Rendered, Request, Summary, Tenant, TenantSession,
@@ -49,6 +51,27 @@ impl NativeStore {
         })
     }
 
+    /// The tenant's session with the collection a component named. A
+    /// name that is no collection holds no records and has no indexes, as
+    /// the backends answered before names were checked where they enter
+    /// (a component cannot name one: its `reads` hold only collections and
+    /// `organization`): a read by `index` fails, any other is empty.
+    fn read<T: Default>(
+        &self,
+        collection: &str,
+        index: Option<&str>,
+        read: impl FnOnce(&mut TenantSession, Collection) -> Result<T, crate::store::StoreError>,
+    ) -> T {
+        let known = Collection::named(collection);
+        self.answer(match (known, index) {
+            (Some(collection), _) => read(&mut self.tenant.borrow_mut(), collection),
+            (None, Some(index)) => {
+                Err(crate::store::StoreError::UnknownIndex(format!("{collection} has no index {index}")))
+            }
+            (None, None) => Ok(T::default()),
+        })
+    }
+
     fn finish(self) -> Result<(), CallError> {
         match self.failure.into_inner() {
             Some(failure) => Err(CallError::from_store(failure)),
@@ -63,35 +86,38 @@ fn entries(records: Vec<esr_runtime::StoreEntry>) -> Vec<esr_plugin_sdk::Entry> 
 
 impl esr_plugin_sdk::Store for NativeStore {
     fn get(&self, collection: &str, id: &str) -> Option<Vec<u8>> {
-        self.answer(self.tenant.borrow_mut().get(collection, id))
+        self.read(collection, None, |tenant, collection| tenant.get(collection, id))
     }
 
     fn scan(&self, collection: &str, walk: &RecordWalk) -> Vec<esr_plugin_sdk::Entry> {
-        entries(self.answer(self.tenant.borrow_mut().scan(collection, walk)))
+        entries(self.read(collection, None, |tenant, collection| tenant.scan(collection, walk)))
     }
 
     fn count(&self, collection: &str) -> u64 {
-        self.answer(self.tenant.borrow_mut().count(collection))
+        self.read(collection, None, |tenant, collection| tenant.count(collection))
     }
 
     fn index_scan(&self, collection: &str, walk: &IndexWalk<'_>) -> Vec<esr_plugin_sdk::Entry> {
-        entries(self.answer(self.tenant.borrow_mut().index_scan(collection, walk)))
+        entries(self.read(collection, Some(walk.index), |tenant, collection| tenant.index_scan(collection, walk)))
     }
 
     fn index_positions(&self, collection: &str, walk: &IndexWalk<'_>) -> Vec<IndexPosition> {
-        self.answer(self.tenant.borrow_mut().index_positions(collection, walk))
+        self.read(collection, Some(walk.index), |tenant, collection| tenant.index_positions(collection, walk))
     }
 
     fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
-        self.answer(self.tenant.borrow_mut().index_count(collection, index, value))
+        self.read(collection, Some(index), |tenant, collection| tenant.index_count(collection, index, value))
     }
 
     fn count_matching(&self, collection: &str, matching: &Matching) -> u64 {
-        self.answer(self.tenant.borrow_mut().count_matching(collection, matching))
+        let index = matching.range.as_ref().map(|range| range.index.as_str());
+        let index = index.or(matching.conditions.first().map(|condition| condition.index.as_str()));
+        self.read(collection, index, |tenant, collection| tenant.count_matching(collection, matching))
     }
 
     fn count_groups(&self, collection: &str, group_by: &[String], matching: &Matching) -> Vec<GroupCount> {
-        self.answer(self.tenant.borrow_mut().count_groups(collection, group_by, matching))
+        let index = group_by.first().map(String::as_str);
+        self.read(collection, index, |tenant, collection| tenant.count_groups(collection, group_by, matching))
     }
 
     fn organization(&self) -> Vec<u8> {
@@ -136,6 +162,30 @@ pub fn with_store<T>(
     answer.map_err(call_error)
 }
 
+/// A resource component's logic, linked in.
+struct NativeLogic {
+    list: fn(&dyn SdkStore, &SdkRequest) -> SdkResult<esr_plugin_sdk::Page>,
+    get: fn(&dyn SdkStore, &str, &SdkRequest) -> SdkResult<Vec<u8>>,
+    summary: fn(&dyn SdkStore, &SdkRequest) -> SdkResult<esr_plugin_sdk::summary::Summary>,
+}
+
+type SdkResult<T> = Result<T, SdkError>;
+
+fn logic_of<Logic: ResourcePlugin>() -> NativeLogic {
+    NativeLogic { list: Logic::list, get: Logic::get, summary: Logic::summary }
+}
+
+/// The logic of the collection `group` names, or the error of a group
+/// no native logic serves.
+fn native_logic(group: &str) -> Result<NativeLogic, SdkError> {
+    Ok(match Collection::named(group).ok_or_else(|| unknown(group))? {
+        Collection::Endpoints => logic_of::<esr_plugin_endpoints::Endpoints>(),
+        Collection::RemediationTargets => logic_of::<esr_plugin_remediation_targets::RemediationTargets>(),
+        Collection::Scopes => logic_of::<esr_plugin_scopes::Scopes>(),
+        Collection::VulnerabilityFindings => logic_of::<esr_plugin_vulnerability_findings::VulnerabilityFindings>(),
+    })
+}
+
 fn unknown(group: &str) -> esr_plugin_sdk::PluginError {
     esr_plugin_sdk::PluginError::Internal(format!("no native logic serves {group}"))
 }
@@ -143,13 +193,7 @@ fn unknown(group: &str) -> esr_plugin_sdk::PluginError {
 /// One page of a group's list, natively.
 pub fn list(group: &str, tenant: &Tenant, request: &Request) -> Result<Page, CallError> {
     let request = sdk_request(request);
-    let page = with_store(tenant, |store| match group {
-        "endpoints" => esr_plugin_endpoints::Endpoints::list(store, &request),
-        "remediation-targets" => esr_plugin_remediation_targets::RemediationTargets::list(store, &request),
-        "scopes" => esr_plugin_scopes::Scopes::list(store, &request),
-        "vulnerability-findings" => esr_plugin_vulnerability_findings::VulnerabilityFindings::list(store, &request),
-        other => Err(unknown(other)),
-    })?;
+    let page = with_store(tenant, |store| native_logic(group).and_then(|logic| (logic.list)(store, &request)))?;
     Ok(Page {
         data: page.data,
         total: page.total,
@@ -162,13 +206,7 @@ pub fn list(group: &str, tenant: &Tenant, request: &Request) -> Result<Page, Cal
 /// One record of a group, natively.
 pub fn get_record(group: &str, tenant: &Tenant, id: &str, request: &Request) -> Result<Vec<u8>, CallError> {
     let request = sdk_request(request);
-    with_store(tenant, |store| match group {
-        "endpoints" => esr_plugin_endpoints::Endpoints::get(store, id, &request),
-        "remediation-targets" => esr_plugin_remediation_targets::RemediationTargets::get(store, id, &request),
-        "scopes" => esr_plugin_scopes::Scopes::get(store, id, &request),
-        "vulnerability-findings" => esr_plugin_vulnerability_findings::VulnerabilityFindings::get(store, id, &request),
-        other => Err(unknown(other)),
-    })
+    with_store(tenant, |store| native_logic(group).and_then(|logic| (logic.get)(store, id, &request)))
 }
 
 /// A rendered document, natively.
@@ -184,12 +222,6 @@ pub fn render(group: &str, tenant: &Tenant, request: &Request) -> Result<Rendere
 /// A group's summary, natively.
 pub fn summary(group: &str, tenant: &Tenant, request: &Request) -> Result<Summary, CallError> {
     let request = sdk_request(request);
-    let summary = with_store(tenant, |store| match group {
-        "endpoints" => esr_plugin_endpoints::Endpoints::summary(store, &request),
-        "remediation-targets" => esr_plugin_remediation_targets::RemediationTargets::summary(store, &request),
-        "scopes" => esr_plugin_scopes::Scopes::summary(store, &request),
-        "vulnerability-findings" => esr_plugin_vulnerability_findings::VulnerabilityFindings::summary(store, &request),
-        other => Err(unknown(other)),
-    })?;
+    let summary = with_store(tenant, |store| native_logic(group).and_then(|logic| (logic.summary)(store, &request)))?;
     Ok(Summary { groups: summary.groups, total: summary.total })
 }

@@ -16,7 +16,7 @@ use esr_api::slots::CallSlots;
 use esr_api::store_calls::StoreCalls;
 use esr_api::{AppState, SharedState};
 use esr_demo::seed::{self, DemoKeys};
-use esr_runtime::{Limits, PluginEngine, PluginRegistry, PluginSet};
+use esr_runtime::{ComponentEngine, ComponentRegistry, ComponentSet, Limits};
 
 /// Concurrent component calls; the instance pool holds more than this so
 /// that a reload can pre-instantiate beside the calls in flight.
@@ -154,10 +154,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         memory_bytes: options.importer_memory_mib << 20,
         deadline: Duration::from_millis(options.importer_deadline_ms),
     };
-    let engine = PluginEngine::with_importer_limits(limits, importer_limits)?
+    let engine = ComponentEngine::with_importer_limits(limits, importer_limits)?
         .with_cache(options.component_cache_dir.clone().unwrap_or_else(|| options.data_dir.join("component-cache")));
     let plugins = Arc::new(tokio::task::block_in_place(|| {
-        PluginRegistry::load_serving(engine, &options.plugins_dir, native_calls(options.native_handlers)?)
+        ComponentRegistry::load_serving(engine, &options.plugins_dir, native_calls(options.native_handlers)?)
     })?);
     if options.native_handlers {
         tracing::warn!("serving with the native baseline: no isolation, deadlines or memory caps (measurement only)");
@@ -367,7 +367,7 @@ fn public_connection_settings(options: &ServeOptions) -> anyhow::Result<Connecti
     })
 }
 
-fn log_loaded(plugins: &PluginSet) {
+fn log_loaded(plugins: &ComponentSet) {
     for info in plugins.infos() {
         tracing::info!(
             group = %info.group, version = %info.version, file = %info.file.display(), sha256 = %info.sha256,
@@ -384,7 +384,7 @@ fn log_loaded(plugins: &PluginSet) {
 
 /// SIGHUP re-reads the plugins directory; a directory that does not
 /// validate is logged and the components in service keep serving.
-async fn reload_on_hangup(plugins: Arc<PluginRegistry>) {
+async fn reload_on_hangup(plugins: Arc<ComponentRegistry>) {
     #[cfg(unix)]
     {
         let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {

@@ -22,14 +22,14 @@ use super::{path_parameters, request_id};
 use crate::connections::ConnectionStanding;
 use esr_auth::admin_token;
 use esr_auth::keys::{self, ALL_READ_SCOPES};
-use esr_runtime::{PluginInfo, PluginRegistry};
-use esr_store::{ApiKeyRecord, COLLECTIONS, Organization, Store, StoreError};
+use esr_runtime::{ComponentInfo, ComponentRegistry};
+use esr_store::{ApiKeyRecord, Collection, Organization, Store, StoreError};
 use esr_write::deletions::{self, DeleteError};
 use esr_write::ingest::{self, ImportError};
 
 #[derive(Clone)]
 pub struct AdminState {
-    pub plugins: Arc<PluginRegistry>,
+    pub plugins: Arc<ComponentRegistry>,
     pub db: Arc<dyn Store>,
     /// The store permits the public listener takes too.
     pub store_calls: super::store_calls::StoreCalls,
@@ -379,9 +379,9 @@ async fn import(
         }
     }
     let organization_id = parse_uuid(&organization_id, "organizationId")?;
-    if !COLLECTIONS.contains(&collection.as_str()) {
-        return Err(ApiError::not_found(format!("no collection {collection}; one of {}", COLLECTIONS.join(", "))));
-    }
+    let Some(collection) = Collection::named(&collection) else {
+        return Err(ApiError::not_found(format!("no collection {collection}; one of {}", Collection::names())));
+    };
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or_default();
     if !NDJSON_TYPES.contains(&content_type.split(';').next().unwrap_or_default().trim()) {
         return Err(ApiError::new(
@@ -396,12 +396,12 @@ async fn import(
         format!("a batch may hold at most {limit} bytes; split the file into smaller batches")
     })
     .await?;
-    let (db, name, max_lines) = (state.db.clone(), collection.clone(), state.import_max_lines);
+    let (db, max_lines) = (state.db.clone(), state.import_max_lines);
     let started = std::time::Instant::now();
     let outcome = state
         .blocking(move || {
             organization_exists(db.as_ref(), organization_id)?;
-            let outcome = ingest::import(db.as_ref(), organization_id, &name, &body, max_lines, dry_run);
+            let outcome = ingest::import(db.as_ref(), organization_id, collection, &body, max_lines, dry_run);
             drop(body);
             db.release_freed_memory();
             Ok(outcome)
@@ -439,7 +439,6 @@ async fn import(
                  (esr import --batch-lines)"
             ),
         )),
-        Err(ImportError::UnknownCollection(name)) => Err(ApiError::not_found(format!("no collection {name}"))),
         Err(ImportError::Store(error)) => Err(storage_failure(error)),
     }
 }
@@ -449,18 +448,18 @@ async fn import(
 async fn delete_record(State(state): State<AdminState>, uri: Uri) -> Result<Response, ApiError> {
     let [organization_id, collection, id] = path_parameters(&uri);
     let organization_id = parse_uuid(&organization_id, "organizationId")?;
-    if !COLLECTIONS.contains(&collection.as_str()) {
+    let Some(collection) = Collection::named(&collection) else {
         return Err(ApiError::invalid_parameters(vec![(
             "collection".to_owned(),
-            format!("no collection {collection}; one of {}", COLLECTIONS.join(", ")),
+            format!("no collection {collection}; one of {}", Collection::names()),
         )]));
-    }
+    };
     let id = parse_uuid(&id, "id")?;
-    let (db, name) = (state.db.clone(), collection.clone());
+    let db = state.db.clone();
     let deleted = state
         .blocking(move || {
             organization_exists(db.as_ref(), organization_id)?;
-            let outcome = deletions::delete(db.as_ref(), organization_id, &name, id);
+            let outcome = deletions::delete(db.as_ref(), organization_id, collection, id);
             db.release_freed_memory();
             Ok(outcome)
         })
@@ -474,9 +473,6 @@ async fn delete_record(State(state): State<AdminState>, uri: Uri) -> Result<Resp
             Ok(StatusCode::NO_CONTENT.into_response())
         }
         Err(error @ DeleteError::NotFound { .. }) => Err(ApiError::not_found(error.to_string())),
-        Err(error @ DeleteError::UnknownCollection { .. }) => {
-            Err(ApiError::invalid_parameters(vec![("collection".to_owned(), error.to_string())]))
-        }
         Err(DeleteError::Store(error)) => Err(storage_failure(error)),
     }
 }
@@ -548,7 +544,7 @@ fn unprocessable_report(detail: impl Into<String>) -> ApiError {
 /// Detects (or takes) the format, converts, and imports.
 fn import_report_body(
     db: &dyn Store,
-    plugins: &esr_runtime::PluginSet,
+    plugins: &esr_runtime::ComponentSet,
     organization_id: Uuid,
     format: &str,
     body: &[u8],
@@ -787,7 +783,7 @@ async fn metrics(State(state): State<AdminState>) -> Result<Response, ApiError> 
     Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response())
 }
 
-fn describe(info: &PluginInfo) -> Value {
+fn describe(info: &ComponentInfo) -> Value {
     json!({
         "group": info.group,
         "version": info.version,

@@ -17,13 +17,13 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{
-    AppState, Caller, GROUPS, RequestId, allow_read_only, authenticated, call_plugin, conditional, parse_id,
-    path_parameters, plugin_request, query_pairs, read_group, tenant,
+    AppState, Caller, GROUPS, RequestId, allow_read_only, authenticated, call_component, component_request,
+    conditional, parse_id, path_parameters, query_pairs, read_group, tenant,
 };
 use crate::cursor::CursorBinding;
 use crate::problem::ApiError;
-use esr_runtime::{CallError, PluginSet, Request, Tenant};
-use esr_store::{COLLECTIONS, ChangeEvent, ChangeOperation, StoreReader, WriteTime};
+use esr_runtime::{CallError, ComponentSet, Request, Tenant};
+use esr_store::{ChangeEvent, ChangeOperation, Collection, StoreReader, WriteTime};
 
 /// Events per page unless `limit` says otherwise, and at most.
 pub const DEFAULT_CHANGES_LIMIT: usize = 100;
@@ -77,9 +77,9 @@ pub(super) async fn changes(
     let parameters = FeedParameters::parse(&query)?;
     // The collections asked for (every one when none is named) that the
     // key may read; naming one it may not read is refused.
-    let mut collections: Vec<&'static str> = Vec::new();
-    for group in GROUPS.iter().filter(|group| COLLECTIONS.contains(&group.collection)) {
-        let named = parameters.collections.as_ref().is_none_or(|names| names.iter().any(|n| n == group.collection));
+    let mut collections: Vec<Collection> = Vec::new();
+    for group in &GROUPS {
+        let named = parameters.collections.as_ref().is_none_or(|named| named.contains(&group.collection));
         if !named {
             continue;
         }
@@ -129,7 +129,7 @@ pub(super) async fn changes(
     let after = after.map_or(0, |(after, _)| after);
     let limit = parameters.limit;
     let base_url = state.public_url.clone();
-    let page = call_plugin(&state, FEED, &caller, principal.organization_id, &reads, move |plugins| {
+    let page = call_component(&state, FEED, &caller, principal.organization_id, &reads, move |plugins| {
         read_feed(plugins, &tenant, &base_url, after, &collections, limit, &request_id)
     })
     .await?;
@@ -188,7 +188,7 @@ struct FeedParameters {
     limit: usize,
     after: Option<u64>,
     cursor: Option<String>,
-    collections: Option<Vec<String>>,
+    collections: Option<Vec<Collection>>,
 }
 
 impl FeedParameters {
@@ -231,16 +231,17 @@ impl FeedParameters {
                 },
                 "cursor" => parameters.cursor = Some(value.clone()),
                 _ => {
-                    let names: Vec<String> = value.split(',').map(str::to_owned).collect();
-                    match names.iter().find(|name| !COLLECTIONS.contains(&name.as_str())) {
-                        Some(unknown) => problems.push((
+                    let named: Result<Vec<Collection>, &str> =
+                        value.split(',').map(|name| Collection::named(name).ok_or(name)).collect();
+                    match named {
+                        Err(unknown) => problems.push((
                             "collection".into(),
                             format!(
                                 "no collection {unknown:?}; give one or more of {}, comma-separated",
-                                COLLECTIONS.join(", ")
+                                Collection::names()
                             ),
                         )),
-                        None => parameters.collections = Some(names),
+                        Ok(named) => parameters.collections = Some(named),
                     }
                 }
             }
@@ -253,11 +254,11 @@ impl FeedParameters {
 /// events, the records they name (through each group's component), and
 /// where it stands again (a deletion pruned meanwhile is noticed).
 fn read_feed(
-    plugins: &PluginSet,
+    plugins: &ComponentSet,
     tenant: &Tenant,
     base_url: &str,
     after: u64,
-    collections: &[&str],
+    collections: &[Collection],
     limit: usize,
     request_id: &str,
 ) -> Result<FeedPage, CallError> {
@@ -283,7 +284,7 @@ fn read_feed(
     let full = events.len() == limit;
     let last_read = events.last().map(|event| event.sequence);
     // Each collection's records, by one instance of its component.
-    let mut records: std::collections::HashMap<(String, Uuid), Vec<u8>> = std::collections::HashMap::new();
+    let mut records: std::collections::HashMap<(Collection, Uuid), Vec<u8>> = std::collections::HashMap::new();
     for collection in collections {
         let ids: Vec<Uuid> = events
             .iter()
@@ -293,16 +294,17 @@ fn read_feed(
         if ids.is_empty() {
             continue;
         }
-        let request: Request = plugin_request(&format!("/v1/{collection}/{{id}}"), base_url, &[]);
-        let (shaped, handed_back) = plugins.get_records(collection, tenant, session, &ids, &request, request_id)?;
+        let request: Request = component_request(&format!("/v1/{collection}/{{id}}"), base_url, &[]);
+        let (shaped, handed_back) =
+            plugins.get_records(collection.name(), tenant, session, &ids, &request, request_id)?;
         session = handed_back;
         for (id, record) in ids.into_iter().zip(shaped) {
             match record {
                 Some(record) if super::is_json(&record, b'{') => {
-                    records.insert(((*collection).to_owned(), id), record);
+                    records.insert((*collection, id), record);
                 }
                 Some(_) => {
-                    tracing::error!(plugin = collection, "record is not a JSON object");
+                    tracing::error!(plugin = collection.name(), "record is not a JSON object");
                     return Err(CallError::Failed(format!("{collection} shaped a record that is not a JSON object")));
                 }
                 None => {}
@@ -316,7 +318,7 @@ fn read_feed(
             // A record gone since its event was read (a store without
             // snapshots) or one its component does not show: its later
             // change follows in the feed.
-            _ => records.remove(&(event.collection.clone(), event.id)).map(|record| (event, Some(record))),
+            _ => records.remove(&(event.collection, event.id)).map(|record| (event, Some(record))),
         })
         .collect();
     Ok(FeedPage::Events { events, last_read, full, latest: before.latest })
@@ -358,7 +360,7 @@ pub(super) async fn history(
     body.extend_from_slice(b"{\"data\":[");
     for (n, entry) in entries.iter().enumerate() {
         if serde_json::from_slice::<Value>(entry).map_or(true, |entry| !entry.is_object()) {
-            tracing::error!(collection = group.collection, %id, "a stored history entry is not a JSON object");
+            tracing::error!(collection = group.collection.name(), %id, "a stored history entry is not a JSON object");
             return Err(ApiError::internal());
         }
         if n > 0 {

@@ -18,6 +18,7 @@ pub mod problem;
 pub mod slots;
 pub mod store_calls;
 
+use esr_contract::Collection;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -37,7 +38,7 @@ use cursor::CursorBinding;
 use esr_auth::keys::{self, AuthFailure, Principal};
 use esr_contract::limits::MAX_CURSOR_CHARS;
 use esr_contract::limits::MAX_LIMIT;
-use esr_runtime::{CallError, CallReads, PluginError, PluginRegistry, PluginSet, QueryParam, Tenant};
+use esr_runtime::{CallError, CallReads, ComponentRegistry, ComponentSet, PluginError, QueryParam, Tenant};
 use esr_store::{Organization, ReplicaHealth, Store, StoreError};
 pub use problem::ApiError;
 
@@ -65,7 +66,7 @@ pub struct SharedState {
     /// This host's name among the hosts sharing the store (health gives it).
     pub host: String,
     pub db: Arc<dyn Store>,
-    pub plugins: Arc<PluginRegistry>,
+    pub plugins: Arc<ComponentRegistry>,
     /// The API's public base URL, e.g. `http://127.0.0.1:8080` (no `/v1`).
     pub public_url: String,
     pub cursor_key: [u8; 32],
@@ -194,7 +195,7 @@ async fn identify(state: &AppState, hash: [u8; 32], deadline: tokio::time::Insta
 /// path, the scope that reads it, how its records are named in messages,
 /// and its names in the document.
 struct Group {
-    collection: &'static str,
+    collection: Collection,
     scope: &'static str,
     resource: &'static str,
     /// The OpenAPI tag, as the contract titles the group.
@@ -214,17 +215,17 @@ struct Group {
 /// Every group a component call is counted under: the resource groups, the
 /// agent's and the change feed's.
 pub const CALL_GROUPS: [&str; 6] = [
-    GROUPS[0].collection,
-    GROUPS[1].collection,
-    GROUPS[2].collection,
-    GROUPS[3].collection,
+    GROUPS[0].collection.name(),
+    GROUPS[1].collection.name(),
+    GROUPS[2].collection.name(),
+    GROUPS[3].collection.name(),
     esr_runtime::AGENT_GROUP,
     changes::FEED,
 ];
 
 const GROUPS: [Group; 4] = [
     Group {
-        collection: "endpoints",
+        collection: Collection::Endpoints,
         scope: keys::SCOPE_ENDPOINTS,
         resource: "endpoint",
         tag: "Endpoints",
@@ -235,7 +236,7 @@ const GROUPS: [Group; 4] = [
         history: false,
     },
     Group {
-        collection: "remediation-targets",
+        collection: Collection::RemediationTargets,
         scope: keys::SCOPE_TARGETS,
         resource: "remediation target",
         tag: "Remediation Targets",
@@ -246,7 +247,7 @@ const GROUPS: [Group; 4] = [
         history: true,
     },
     Group {
-        collection: "scopes",
+        collection: Collection::Scopes,
         scope: keys::SCOPE_SCOPES,
         resource: "scope",
         tag: "Remediation Scopes",
@@ -257,7 +258,7 @@ const GROUPS: [Group; 4] = [
         history: false,
     },
     Group {
-        collection: "vulnerability-findings",
+        collection: Collection::VulnerabilityFindings,
         scope: keys::SCOPE_FINDINGS,
         resource: "vulnerability finding",
         tag: "Vulnerability Findings",
@@ -301,7 +302,7 @@ pub const HEALTH_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 /// Health's checks: the last ones if fresh (and of the serving set of
 /// components), else new ones that the health requests arriving meanwhile
 /// wait for and share. The storage probe takes an admission permit.
-async fn health_checks(state: &AppState, plugins: Arc<PluginSet>) -> Result<HealthChecks, ApiError> {
+async fn health_checks(state: &AppState, plugins: Arc<ComponentSet>) -> Result<HealthChecks, ApiError> {
     let plugin_set = Arc::as_ptr(&plugins) as usize;
     let deadline = tokio::time::Instant::now() + state.request_deadline;
     let mut cached = tokio::time::timeout_at(deadline, state.health.lock())
@@ -649,7 +650,7 @@ async fn not_found() -> ApiError {
 fn group(collection: &str) -> Result<&'static Group, ApiError> {
     GROUPS
         .iter()
-        .find(|group| group.collection == collection)
+        .find(|group| group.collection.name() == collection)
         .ok_or_else(|| ApiError::not_found("no such path in this API"))
 }
 
@@ -701,7 +702,7 @@ fn query_pairs(raw: Option<&str>) -> Vec<(String, String)> {
     form_urlencoded::parse(raw.unwrap_or_default().as_bytes()).map(|(n, v)| (n.into_owned(), v.into_owned())).collect()
 }
 
-fn plugin_request(path: &str, base_url: &str, query: &[(String, String)]) -> esr_runtime::Request {
+fn component_request(path: &str, base_url: &str, query: &[(String, String)]) -> esr_runtime::Request {
     esr_runtime::Request {
         query: query.iter().map(|(name, value)| QueryParam { name: name.clone(), value: value.clone() }).collect(),
         path: path.to_owned(),
@@ -721,13 +722,13 @@ impl Drop for AbandonOnDrop {
 /// Runs a component call off the async threads, in one of the calling
 /// organization's slots, with a store permit (its read session holds a
 /// database connection) waited for until the caller's deadline.
-async fn call_plugin<T: Send + 'static>(
+async fn call_component<T: Send + 'static>(
     state: &AppState,
     group: &'static str,
     caller: &Caller,
     organization: Uuid,
     reads: &Arc<CallReads>,
-    call: impl FnOnce(&PluginSet) -> Result<T, CallError> + Clone + Send + 'static,
+    call: impl FnOnce(&ComponentSet) -> Result<T, CallError> + Clone + Send + 'static,
 ) -> Result<T, ApiError> {
     // The slot is held by the work, not by this future: a client that goes
     // away frees it only when the call has stopped.
@@ -804,11 +805,11 @@ async fn list(
     let tenant = tenant(&state, &caller)?;
     let reads = tenant.reads.clone();
     let mut query = query_pairs(raw.as_deref());
-    within_declared_lengths(&state, group.collection, &query, |info| Some(&info.parameters))?;
+    within_declared_lengths(&state, group.collection.name(), &query, |info| Some(&info.parameters))?;
     let binding_query = query.clone();
     let binding = CursorBinding {
         organization_id: principal.organization_id,
-        collection: group.collection,
+        collection: group.collection.name(),
         query: &binding_query,
     };
     for (name, value) in query.iter_mut().filter(|(name, _)| name == "cursor") {
@@ -823,15 +824,15 @@ async fn list(
         *value = inner;
     }
     let path = format!("/v1/{}", group.collection);
-    let request = plugin_request(&path, &state.public_url, &query);
+    let request = component_request(&path, &state.public_url, &query);
     let (page, sequence) =
-        call_plugin(&state, group.collection, &caller, principal.organization_id, &reads, move |plugins| {
-            plugins.list(group.collection, tenant, &request, &request_id)
+        call_component(&state, group.collection.name(), &caller, principal.organization_id, &reads, move |plugins| {
+            plugins.list(group.collection.name(), tenant, &request, &request_id)
         })
         .await?;
     if !is_page_envelope(&page) {
         tracing::error!(
-            plugin = group.collection,
+            plugin = group.collection.name(),
             "list page is not a JSON array of at most 100 records and its bounds"
         );
         return Err(ApiError::internal());
@@ -841,7 +842,7 @@ async fn list(
             let position = reads.position.load(Ordering::Relaxed);
             let sealed = binding.seal_at(&state.cursor_key, inner, position).ok_or_else(ApiError::internal)?;
             if sealed.len() > MAX_CURSOR_CHARS {
-                tracing::error!(plugin = group.collection, "the component's cursor is too long to seal");
+                tracing::error!(plugin = group.collection.name(), "the component's cursor is too long to seal");
                 return Err(ApiError::internal());
             }
             Some(sealed)
@@ -891,21 +892,22 @@ async fn item(
     let tenant = tenant(&state, &caller)?;
     let reads = tenant.reads.clone();
     let path = format!("/v1/{}/{id}", group.collection);
-    let request = plugin_request(&path, &state.public_url, &query_pairs(raw.as_deref()));
+    let request = component_request(&path, &state.public_url, &query_pairs(raw.as_deref()));
     let id_text = id.to_string();
-    let record = call_plugin(&state, group.collection, &caller, principal.organization_id, &reads, move |plugins| {
-        plugins.get_record(group.collection, tenant, &id_text, &request, &request_id)
-    })
-    .await
-    .map_err(|error| {
-        if error.status == StatusCode::NOT_FOUND {
-            ApiError::not_found(format!("no {} with id {id}", group.resource))
-        } else {
-            error
-        }
-    })?;
+    let record =
+        call_component(&state, group.collection.name(), &caller, principal.organization_id, &reads, move |plugins| {
+            plugins.get_record(group.collection.name(), tenant, &id_text, &request, &request_id)
+        })
+        .await
+        .map_err(|error| {
+            if error.status == StatusCode::NOT_FOUND {
+                ApiError::not_found(format!("no {} with id {id}", group.resource))
+            } else {
+                error
+            }
+        })?;
     if !is_json(&record, b'{') {
-        tracing::error!(plugin = group.collection, "record is not a JSON object");
+        tracing::error!(plugin = group.collection.name(), "record is not a JSON object");
         return Err(ApiError::internal());
     }
     Ok(conditional(&headers, record, "application/json"))
@@ -932,14 +934,19 @@ async fn summary(
             "{}: {} have no summary (summaries: {})",
             problem.detail,
             group.collection,
-            GROUPS.iter().filter(|group| group.summary).map(|group| group.collection).collect::<Vec<_>>().join(", ")
+            GROUPS
+                .iter()
+                .filter(|group| group.summary)
+                .map(|group| group.collection.name())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         return Err(problem);
     }
-    let served = state.plugins.current().get(group.collection).and_then(|info| info.summary.as_ref()).is_some();
+    let served = state.plugins.current().get(group.collection.name()).and_then(|info| info.summary.as_ref()).is_some();
     let not_served = || {
         let plugins = state.plugins.current();
-        let built = plugins.get(group.collection).map(|info| info.wit_version.clone()).unwrap_or_default();
+        let built = plugins.get(group.collection.name()).map(|info| info.wit_version.clone()).unwrap_or_default();
         let before_summaries =
             built.split('.').map(|part| part.parse::<u64>().unwrap_or(0)).collect::<Vec<_>>() < vec![0, 3, 2];
         let why = if before_summaries {
@@ -955,21 +962,22 @@ async fn summary(
     let tenant = tenant(&state, &caller)?;
     let reads = tenant.reads.clone();
     let query = query_pairs(raw.as_deref());
-    within_declared_lengths(&state, group.collection, &query, |info| {
+    within_declared_lengths(&state, group.collection.name(), &query, |info| {
         info.summary.as_ref().map(|summary| &summary.parameters)
     })?;
     let path = format!("/v1/{}/summary", group.collection);
-    let request = plugin_request(&path, &state.public_url, &query);
-    let answer = call_plugin(&state, group.collection, &caller, principal.organization_id, &reads, move |plugins| {
-        plugins.summary(group.collection, tenant, &request, &request_id)
-    })
-    .await
-    .map_err(|error| if error.status == StatusCode::NOT_FOUND { not_served() } else { error })?;
+    let request = component_request(&path, &state.public_url, &query);
+    let answer =
+        call_component(&state, group.collection.name(), &caller, principal.organization_id, &reads, move |plugins| {
+            plugins.summary(group.collection.name(), tenant, &request, &request_id)
+        })
+        .await
+        .map_err(|error| if error.status == StatusCode::NOT_FOUND { not_served() } else { error })?;
     // The bounds the OpenAPI document states, kept whatever the component gives.
     let groups_are_bounded = serde_json::from_slice::<Vec<serde_json::Map<String, Value>>>(&answer.groups)
         .is_ok_and(|groups| groups.len() <= esr_contract::limits::MAX_SUMMARY_GROUPS);
     if !groups_are_bounded || i64::try_from(answer.total).is_err() {
-        tracing::error!(plugin = group.collection, "summary groups are not a bounded JSON array of objects");
+        tracing::error!(plugin = group.collection.name(), "summary groups are not a bounded JSON array of objects");
         return Err(ApiError::internal());
     }
     let mut body = Vec::with_capacity(answer.groups.len() + 32);
@@ -987,7 +995,7 @@ fn within_declared_lengths(
     state: &AppState,
     group: &str,
     query: &[(String, String)],
-    declared: impl Fn(&esr_runtime::PluginInfo) -> Option<&Vec<esr_runtime::ParameterDoc>>,
+    declared: impl Fn(&esr_runtime::ComponentInfo) -> Option<&Vec<esr_runtime::ParameterDoc>>,
 ) -> Result<(), ApiError> {
     let plugins = state.plugins.current();
     let Some(parameters) = plugins.infos().find(|info| info.group == group).and_then(declared) else { return Ok(()) };
@@ -1071,9 +1079,9 @@ async fn agent_config(
     let reads = tenant.reads.clone();
     let query = query_pairs(raw.as_deref());
     within_declared_lengths(&state, esr_runtime::AGENT_GROUP, &query, |info| Some(&info.parameters))?;
-    let request = plugin_request("/v1/agent/config", &state.public_url, &query);
+    let request = component_request("/v1/agent/config", &state.public_url, &query);
     let rendered =
-        call_plugin(&state, esr_runtime::AGENT_GROUP, &caller, principal.organization_id, &reads, move |plugins| {
+        call_component(&state, esr_runtime::AGENT_GROUP, &caller, principal.organization_id, &reads, move |plugins| {
             plugins.render(esr_runtime::AGENT_GROUP, tenant, &request, &request_id)
         })
         .await?;

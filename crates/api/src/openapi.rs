@@ -16,11 +16,11 @@ use super::limits::{MAX_HEADER_BYTES, MAX_REQUEST_TARGET_BYTES};
 use super::problem::{MAX_DETAIL_CHARS, MAX_INVALID_PARAMS, MAX_REASON_CHARS};
 use super::{GROUPS, MAX_DOCUMENT_BYTES, MAX_LINK_CHARS};
 use esr_contract::limits::{MAX_SUMMARY_GROUPS, MAX_SUMMARY_VALUE_CHARS};
-use esr_runtime::{AGENT_GROUP, ParameterDoc, PluginInfo, PluginSet, SummaryDoc};
+use esr_runtime::{AGENT_GROUP, ComponentInfo, ComponentSet, ParameterDoc, SummaryDoc};
 
 /// The OpenAPI document of a set of components as served (JSON,
 /// pretty-printed), rendered once per set.
-pub fn rendered(plugins: &PluginSet) -> &[u8] {
+pub fn rendered(plugins: &ComponentSet) -> &[u8] {
     plugins.openapi_document(|plugins| {
         let mut text = serde_json::to_vec_pretty(&document(plugins.infos())).unwrap_or_else(|_| b"{}".to_vec());
         text.push(b'\n');
@@ -29,13 +29,13 @@ pub fn rendered(plugins: &PluginSet) -> &[u8] {
 }
 
 /// The OpenAPI document for the API served by these components.
-pub fn document<'a>(plugins: impl Iterator<Item = &'a PluginInfo>) -> Value {
-    let plugins: Vec<&PluginInfo> = plugins.collect();
+pub fn document<'a>(plugins: impl Iterator<Item = &'a ComponentInfo>) -> Value {
+    let plugins: Vec<&ComponentInfo> = plugins.collect();
     let by_group = |group: &str| plugins.iter().copied().find(|info| info.group == group);
     let mut paths = Map::new();
     let mut schemas = shared_schemas();
     for group in &GROUPS {
-        let Some(info) = by_group(group.collection) else { continue };
+        let Some(info) = by_group(group.collection.name()) else { continue };
         schemas.insert(group.schema.to_owned(), info.response_schema.clone());
         schemas.insert(format!("{}List", group.schema), list_envelope(group.schema));
         paths.insert(format!("/v1/{}", group.collection), json!({"get": list_operation(group, info)}));
@@ -55,13 +55,14 @@ pub fn document<'a>(plugins: impl Iterator<Item = &'a PluginInfo>) -> Value {
                 .insert(format!("/v1/{}/summary", group.collection), json!({"get": summary_operation(group, summary)}));
         }
     }
-    let followed: Vec<&super::Group> = GROUPS.iter().filter(|group| by_group(group.collection).is_some()).collect();
+    let followed: Vec<&super::Group> =
+        GROUPS.iter().filter(|group| by_group(group.collection.name()).is_some()).collect();
     if !followed.is_empty() {
         schemas.insert("ChangeEvent".to_owned(), change_event_schema(&followed));
         schemas.insert("ChangeFeed".to_owned(), change_feed_schema());
         paths.insert("/v1/changes".to_owned(), json!({"get": changes_operation(&followed)}));
     }
-    if GROUPS.iter().any(|group| group.history && by_group(group.collection).is_some()) {
+    if GROUPS.iter().any(|group| group.history && by_group(group.collection.name()).is_some()) {
         schemas.insert("HistoryEntry".to_owned(), history_entry_schema());
         schemas.insert("History".to_owned(), json!({
             "type": "object",
@@ -189,7 +190,7 @@ fn responses(mut answers: Map<String, Value>, errors: &[&str]) -> Value {
 /// The errors any authenticated operation can answer.
 const AUTHENTICATED_ERRORS: [&str; 9] = ["400", "401", "403", "414", "429", "431", "500", "503", "406"];
 
-fn list_operation(group: &super::Group, info: &PluginInfo) -> Value {
+fn list_operation(group: &super::Group, info: &ComponentInfo) -> Value {
     let mut parameters: Vec<Value> = info.parameters.iter().map(query_parameter).collect();
     parameters.extend([reference("parameters", "IfNoneMatch"), reference("parameters", "RequestId")]);
     let sort_keys = info.sort_keys.join(", ");
@@ -317,7 +318,7 @@ fn item_operation(group: &super::Group) -> Value {
     })
 }
 
-fn agent_operation(info: &PluginInfo) -> Value {
+fn agent_operation(info: &ComponentInfo) -> Value {
     let mut parameters: Vec<Value> = info.parameters.iter().map(query_parameter).collect();
     parameters.push(reference("parameters", "RequestId"));
     let mut headers = common_headers();
@@ -425,7 +426,7 @@ fn sequence_schema(description: &str) -> Value {
 }
 
 fn changes_operation(groups: &[&super::Group]) -> Value {
-    let collections: Vec<&str> = groups.iter().map(|group| group.collection).collect();
+    let collections: Vec<&str> = groups.iter().map(|group| group.collection.name()).collect();
     let mut answers = Map::new();
     answers.insert(
         "200".to_owned(),

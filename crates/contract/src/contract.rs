@@ -2,6 +2,8 @@
 //! order: one definition for the components that filter by them and the
 //! host's demo data generator that produces them.
 
+use crate::Collection;
+
 pub const OS_FAMILIES: &[&str] = &["macos", "windows", "linux", "other"];
 pub const SCOPE_STATUSES: &[&str] = &["active", "paused", "archived"];
 pub const SUBJECT_TYPES: &[&str] = &["software", "service", "configuration"];
@@ -58,30 +60,32 @@ pub const CVSS_VERSIONS: &[&str] = &["3.1", "4.0", "2.0", "3.0"];
 
 /// Whether the contract's state machine of a collection lets a stored
 /// record in state `from` move to `to` (staying put is always allowed).
-pub fn transition_allowed(collection: &str, from: &str, to: &str) -> bool {
+pub fn transition_allowed(collection: Collection, from: &str, to: &str) -> bool {
     if from == to {
         return true;
     }
     let next: &[&str] = match (collection, from) {
         // open → resolved; resolved → reopened (behaves as open);
         // open/reopened → suppressed, back to open when it expires.
-        ("vulnerability-findings", "open") => &["resolved", "suppressed"],
-        ("vulnerability-findings", "reopened") => &["resolved", "suppressed"],
-        ("vulnerability-findings", "resolved") => &["reopened"],
-        ("vulnerability-findings", "suppressed") => &["open"],
+        (Collection::VulnerabilityFindings, "open") => &["resolved", "suppressed"],
+        (Collection::VulnerabilityFindings, "reopened") => &["resolved", "suppressed"],
+        (Collection::VulnerabilityFindings, "resolved") => &["reopened"],
+        (Collection::VulnerabilityFindings, "suppressed") => &["open"],
         // The remediation pipeline, with its side paths; remediated,
         // rejected and obsolete are terminal.
-        ("remediation-targets", "identified") => &["actionable", "rejected", "obsolete"],
-        ("remediation-targets", "actionable") => &["queued", "blocked", "rejected", "obsolete"],
-        ("remediation-targets", "queued") => &["pending_approval", "in_progress", "blocked", "rejected", "obsolete"],
-        ("remediation-targets", "pending_approval") => &["in_progress", "blocked", "rejected", "obsolete"],
-        ("remediation-targets", "in_progress") => &["verifying", "failed", "blocked", "obsolete"],
-        ("remediation-targets", "verifying") => &["remediated", "failed", "obsolete"],
-        ("remediation-targets", "blocked") => &["queued", "rejected", "obsolete"],
-        ("remediation-targets", "failed") => &["queued", "rejected", "obsolete"],
+        (Collection::RemediationTargets, "identified") => &["actionable", "rejected", "obsolete"],
+        (Collection::RemediationTargets, "actionable") => &["queued", "blocked", "rejected", "obsolete"],
+        (Collection::RemediationTargets, "queued") => {
+            &["pending_approval", "in_progress", "blocked", "rejected", "obsolete"]
+        }
+        (Collection::RemediationTargets, "pending_approval") => &["in_progress", "blocked", "rejected", "obsolete"],
+        (Collection::RemediationTargets, "in_progress") => &["verifying", "failed", "blocked", "obsolete"],
+        (Collection::RemediationTargets, "verifying") => &["remediated", "failed", "obsolete"],
+        (Collection::RemediationTargets, "blocked") => &["queued", "rejected", "obsolete"],
+        (Collection::RemediationTargets, "failed") => &["queued", "rejected", "obsolete"],
         // active ⇄ paused, either → archived (terminal).
-        ("scopes", "active") => &["paused", "archived"],
-        ("scopes", "paused") => &["active", "archived"],
+        (Collection::Scopes, "active") => &["paused", "archived"],
+        (Collection::Scopes, "paused") => &["active", "archived"],
         _ => &[],
     };
     next.contains(&to)
@@ -93,20 +97,20 @@ mod tests {
 
     #[test]
     fn state_machines_follow_the_contract() {
-        assert!(transition_allowed("vulnerability-findings", "resolved", "reopened"));
-        assert!(!transition_allowed("vulnerability-findings", "resolved", "open"));
-        assert!(transition_allowed("vulnerability-findings", "suppressed", "open"));
-        assert!(!transition_allowed("vulnerability-findings", "resolved", "suppressed"));
+        assert!(transition_allowed(Collection::VulnerabilityFindings, "resolved", "reopened"));
+        assert!(!transition_allowed(Collection::VulnerabilityFindings, "resolved", "open"));
+        assert!(transition_allowed(Collection::VulnerabilityFindings, "suppressed", "open"));
+        assert!(!transition_allowed(Collection::VulnerabilityFindings, "resolved", "suppressed"));
         for terminal in ["remediated", "rejected", "obsolete"] {
             assert!(
                 TARGET_STATUSES
                     .iter()
-                    .all(|to| *to == terminal || !transition_allowed("remediation-targets", terminal, to))
+                    .all(|to| *to == terminal || !transition_allowed(Collection::RemediationTargets, terminal, to))
             );
         }
-        assert!(transition_allowed("remediation-targets", "failed", "queued"));
-        assert!(transition_allowed("remediation-targets", "blocked", "queued"));
-        assert!(transition_allowed("scopes", "paused", "active"));
-        assert!(!transition_allowed("scopes", "archived", "active"));
+        assert!(transition_allowed(Collection::RemediationTargets, "failed", "queued"));
+        assert!(transition_allowed(Collection::RemediationTargets, "blocked", "queued"));
+        assert!(transition_allowed(Collection::Scopes, "paused", "active"));
+        assert!(!transition_allowed(Collection::Scopes, "archived", "active"));
     }
 }

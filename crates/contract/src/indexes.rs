@@ -13,6 +13,7 @@
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::Collection;
 use crate::contract::SEVERITY_RANK;
 use crate::sort::{SortField, SortValue};
 
@@ -151,18 +152,18 @@ const SCOPES: &[Index] = &[
 /// counts (no entries, counts only), so that an exact `total` of the
 /// dashboards' commonest pair of filters ("open and critical") is two
 /// lookups, not an intersection of hundreds of thousands of entries.
-pub fn counted_pairs(collection: &str) -> &'static [(&'static str, &'static str)] {
+pub fn counted_pairs(collection: Collection) -> &'static [(&'static str, &'static str)] {
     match collection {
-        "vulnerability-findings" => &[
+        Collection::VulnerabilityFindings => &[
             ("status", "severity"),
             ("status", "kev"),
             ("severity", "kev"),
             ("status", "finding_type"),
             ("severity", "finding_type"),
         ],
-        "remediation-targets" => &[("status", "target_type"), ("status", "package_manager")],
-        "endpoints" => &[("os_family", "has_agent")],
-        _ => &[],
+        Collection::RemediationTargets => &[("status", "target_type"), ("status", "package_manager")],
+        Collection::Endpoints => &[("os_family", "has_agent")],
+        Collection::Scopes => &[],
     }
 }
 
@@ -193,24 +194,23 @@ pub fn next_hour_start(nanos: i64) -> i64 {
 
 const NANOS_PER_HOUR: i64 = 3_600_000_000_000;
 
-/// The indexes of a collection (empty for an unknown one).
-pub fn indexes(collection: &str) -> &'static [Index] {
+/// The indexes of a collection.
+pub fn indexes(collection: Collection) -> &'static [Index] {
     match collection {
-        "endpoints" => ENDPOINTS,
-        "vulnerability-findings" => FINDINGS,
-        "remediation-targets" => TARGETS,
-        "scopes" => SCOPES,
-        _ => &[],
+        Collection::Endpoints => ENDPOINTS,
+        Collection::VulnerabilityFindings => FINDINGS,
+        Collection::RemediationTargets => TARGETS,
+        Collection::Scopes => SCOPES,
     }
 }
 
 /// The index with this name in a collection.
-pub fn find(collection: &str, name: &str) -> Option<Index> {
+pub fn find(collection: Collection, name: &str) -> Option<Index> {
     indexes(collection).iter().copied().find(|index| index.name == name)
 }
 
 /// The collection's sort index ordered by `field`, if it keeps one.
-pub fn sort_index(collection: &str, field: SortField) -> Option<Index> {
+pub fn sort_index(collection: Collection, field: SortField) -> Option<Index> {
     indexes(collection)
         .iter()
         .copied()
@@ -416,15 +416,18 @@ mod tests {
     fn values_follow_the_key_kind() {
         let target = json!({"scope_ids": ["b", "a", "b"], "status": "queued", "package_manager": null});
         assert_eq!(
-            find("remediation-targets", "scope_id").map(|i| i.values(&target)),
+            find(Collection::RemediationTargets, "scope_id").map(|i| i.values(&target)),
             Some(vec!["a".into(), "b".into()])
         );
-        assert_eq!(find("remediation-targets", "status").map(|i| i.values(&target)), Some(vec!["queued".into()]));
-        assert_eq!(find("remediation-targets", "package_manager").map(|i| i.values(&target)), Some(vec![]));
-        let endpoint = json!({"agent_id": null});
-        assert_eq!(find("endpoints", "has_agent").map(|i| i.values(&endpoint)), Some(vec!["false".into()]));
         assert_eq!(
-            find("vulnerability-findings", "kev").map(|i| i.values(&json!({"kev": true}))),
+            find(Collection::RemediationTargets, "status").map(|i| i.values(&target)),
+            Some(vec!["queued".into()])
+        );
+        assert_eq!(find(Collection::RemediationTargets, "package_manager").map(|i| i.values(&target)), Some(vec![]));
+        let endpoint = json!({"agent_id": null});
+        assert_eq!(find(Collection::Endpoints, "has_agent").map(|i| i.values(&endpoint)), Some(vec!["false".into()]));
+        assert_eq!(
+            find(Collection::VulnerabilityFindings, "kev").map(|i| i.values(&json!({"kev": true}))),
             Some(vec!["true".into()])
         );
         // Only suppressed findings with an expiry, at the expiry.
@@ -435,12 +438,7 @@ mod tests {
         let reopened = json!({"status": "open", "suppression": {"expires_at": "1970-01-01T00:00:01Z"}});
         assert!(SUPPRESSION_EXPIRY.values(&for_good).is_empty());
         assert!(SUPPRESSION_EXPIRY.values(&reopened).is_empty());
-        assert!(indexes("nothing").is_empty());
-        assert!(
-            ["endpoints", "vulnerability-findings", "remediation-targets", "scopes"]
-                .iter()
-                .all(|c| find(c, CREATED_AT).is_some())
-        );
+        assert!(Collection::ALL.into_iter().all(|c| find(c, CREATED_AT).is_some()));
     }
 }
 

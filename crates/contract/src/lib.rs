@@ -3,6 +3,7 @@
 //! the public API's bounds, and the converted report importers return. No
 //! WebAssembly, no storage, no HTTP: plain Rust both sides build.
 //!
+//! - [`collection`]: the collections the API serves, one value each.
 //! - [`schema`], [`contract`]: the records' fields, enum value sets and
 //!   state machines; [`text`]: what text they may hold, and the form names
 //!   match in.
@@ -14,6 +15,7 @@
 //! - [`report`]: the neutral report scanner-report importers return, and
 //!   the mappings they share (severities, CVSS, package managers, VEX).
 
+pub mod collection;
 pub mod contract;
 pub mod indexes;
 pub mod limits;
@@ -22,6 +24,8 @@ pub mod schema;
 pub mod sort;
 pub mod text;
 pub mod time;
+
+pub use collection::Collection;
 
 /// Record ids, as index positions carry them.
 pub use uuid::Uuid;

@@ -6,6 +6,7 @@
 //! `null`, and who owns it. Fields the service owns (`created_at`,
 //! `updated_at`, derived counts) are never taken from imported data.
 
+use crate::Collection;
 use crate::contract::*;
 
 /// What a field holds.
@@ -42,7 +43,7 @@ pub enum Kind {
     /// A UUID (lowercase, hyphenated).
     Uuid,
     /// The id of a record of this collection, in the same organization.
-    Reference(&'static str),
+    Reference(Collection),
     /// An RFC 3339 timestamp.
     Timestamp,
     Bool,
@@ -183,7 +184,7 @@ pub const SCOPE: &[Field] = &[
         "endpoint_filter",
         Kind::Object(&[
             optional("os_families", Kind::Array(&Kind::Enum(OS_FAMILIES))),
-            optional("endpoint_ids", Kind::Array(&Kind::Reference("endpoints"))),
+            optional("endpoint_ids", Kind::Array(&Kind::Reference(Collection::Endpoints))),
             nullable("has_agent", Kind::Bool),
             optional("tags", NAME_LIST),
         ]),
@@ -213,7 +214,7 @@ pub const SCOPE: &[Field] = &[
 
 pub const FINDING: &[Field] = &[
     ID,
-    required("endpoint_id", Kind::Reference("endpoints")),
+    required("endpoint_id", Kind::Reference(Collection::Endpoints)),
     required("finding_type", Kind::Enum(FINDING_TYPES)),
     required("title", text(1024)),
     nullable("description", LONG),
@@ -249,7 +250,7 @@ pub const FINDING: &[Field] = &[
     ),
     nullable("fixed_version", SHORT),
     required("source", Kind::Object(&[required("scanner", Kind::Token), required("scanner_finding_id", SHORT)])),
-    nullable("remediation_target_id", Kind::Reference("remediation-targets")),
+    nullable("remediation_target_id", Kind::Reference(Collection::RemediationTargets)),
     nullable(
         "suppression",
         Kind::Object(&[
@@ -267,7 +268,7 @@ pub const FINDING: &[Field] = &[
 
 pub const TARGET: &[Field] = &[
     ID,
-    required("endpoint_id", Kind::Reference("endpoints")),
+    required("endpoint_id", Kind::Reference(Collection::Endpoints)),
     required("target_type", Kind::Enum(TARGET_TYPES)),
     required(
         "subject",
@@ -282,8 +283,8 @@ pub const TARGET: &[Field] = &[
     nullable("package_manager", Kind::Enum(PACKAGE_MANAGERS)),
     required("discovery_method", Kind::Enum(DISCOVERY_METHODS)),
     required("status", Kind::Enum(TARGET_STATUSES)),
-    optional("finding_ids", Kind::Array(&Kind::Reference("vulnerability-findings"))),
-    optional("scope_ids", Kind::Array(&Kind::Reference("scopes"))),
+    optional("finding_ids", Kind::Array(&Kind::Reference(Collection::VulnerabilityFindings))),
+    optional("scope_ids", Kind::Array(&Kind::Reference(Collection::Scopes))),
     nullable(
         "last_execution",
         Kind::Object(&[
@@ -300,14 +301,13 @@ pub const TARGET: &[Field] = &[
     UPDATED_AT,
 ];
 
-/// The schema of a collection's records, by the collection's path name.
-pub fn schema(collection: &str) -> Option<&'static [Field]> {
+/// The schema of a collection's records.
+pub fn schema(collection: Collection) -> &'static [Field] {
     match collection {
-        "endpoints" => Some(ENDPOINT),
-        "scopes" => Some(SCOPE),
-        "vulnerability-findings" => Some(FINDING),
-        "remediation-targets" => Some(TARGET),
-        _ => None,
+        Collection::Endpoints => ENDPOINT,
+        Collection::Scopes => SCOPE,
+        Collection::VulnerabilityFindings => FINDING,
+        Collection::RemediationTargets => TARGET,
     }
 }
 

@@ -4,6 +4,7 @@
 //! later one, a suppression that expired; a target's way through the state
 //! machine). Deterministic, as the demo is.
 
+use esr_contract::Collection;
 use esr_contract::time::Timestamp;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -12,7 +13,7 @@ use esr_write::ingest::{CauseKind, HistoryCause};
 
 /// The history entries of a demo record of `collection`, oldest first,
 /// ending with its current status.
-pub fn entries(collection: &str, record: &Value) -> Vec<Vec<u8>> {
+pub fn entries(collection: Collection, record: &Value) -> Vec<Vec<u8>> {
     let text = |field: &str| record.get(field).and_then(Value::as_str);
     let time = |field: &str| text(field).and_then(Timestamp::parse);
     let (Some(id), Some(status), Some(created), Some(updated)) =
@@ -21,7 +22,7 @@ pub fn entries(collection: &str, record: &Value) -> Vec<Vec<u8>> {
         return Vec::new();
     };
     let start = match collection {
-        "vulnerability-findings" => time("first_seen_at").unwrap_or(created),
+        Collection::VulnerabilityFindings => time("first_seen_at").unwrap_or(created),
         _ => created,
     };
     let end = Timestamp(updated.0.max(start.0));
@@ -33,21 +34,21 @@ pub fn entries(collection: &str, record: &Value) -> Vec<Vec<u8>> {
     let mut steps: Vec<(String, &str, HistoryCause)> = Vec::new();
     let mut step = |moment: String, status: &'static str, cause: HistoryCause| steps.push((moment, status, cause));
     match (collection, status) {
-        ("vulnerability-findings", "resolved") => {
+        (Collection::VulnerabilityFindings, "resolved") => {
             step(at(0, 1), "open", report("first"));
             let resolved = time("resolved_at").unwrap_or(end).format();
             step(resolved.clone(), "resolved", report(&resolved));
         }
-        ("vulnerability-findings", "reopened") => {
+        (Collection::VulnerabilityFindings, "reopened") => {
             step(at(0, 1), "open", report("first"));
             step(at(1, 2), "resolved", report("resolved"));
             step(at(1, 1), "reopened", report("reopened"));
         }
-        ("vulnerability-findings", "suppressed") => {
+        (Collection::VulnerabilityFindings, "suppressed") => {
             step(at(0, 1), "open", report("first"));
             step(at(1, 1), "suppressed", import("suppressed"));
         }
-        ("vulnerability-findings", _) => {
+        (Collection::VulnerabilityFindings, _) => {
             step(at(0, 1), "open", report("first"));
             // One open finding in eight had a suppression that ran out.
             if fingerprint(id, "expired")[0] < 32 {
@@ -120,8 +121,8 @@ mod tests {
             for (collection, record) in batch
                 .findings
                 .iter()
-                .map(|f| ("vulnerability-findings", f))
-                .chain(batch.targets.iter().map(|t| ("remediation-targets", t)))
+                .map(|f| (Collection::VulnerabilityFindings, f))
+                .chain(batch.targets.iter().map(|t| (Collection::RemediationTargets, t)))
             {
                 records += 1;
                 let entries: Vec<Value> =

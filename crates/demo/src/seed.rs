@@ -1,6 +1,7 @@
 //! The demo data set: two organizations with generated records and one
 //! API key each, written on first start with `--demo`.
 
+use esr_contract::Collection;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -78,10 +79,10 @@ pub fn seed_generated(
     let organization = keys::new_organization(&name, format_timestamp(DEMO_ANCHOR_UNIX));
     let organization_id = organization.organization_id;
     let mut generator = Generator::new(7, spec, DEMO_ANCHOR_UNIX, "seed");
-    db.bulk_insert_records(organization_id, "scopes", &generator.scopes())?;
+    db.bulk_insert_records(organization_id, Collection::Scopes, &generator.scopes())?;
     let scopes = generator.team_scopes(team_scopes);
     for batch in scopes.chunks(SCOPES_PER_WRITE) {
-        db.bulk_insert_records(organization_id, "scopes", batch)?;
+        db.bulk_insert_records(organization_id, Collection::Scopes, batch)?;
     }
     let mut done = 0;
     loop {
@@ -96,9 +97,9 @@ pub fn seed_generated(
             break;
         }
         done += endpoints.len();
-        db.bulk_insert_records(organization_id, "endpoints", &endpoints)?;
-        db.bulk_insert_records(organization_id, "vulnerability-findings", &findings)?;
-        db.bulk_insert_records(organization_id, "remediation-targets", &targets)?;
+        db.bulk_insert_records(organization_id, Collection::Endpoints, &endpoints)?;
+        db.bulk_insert_records(organization_id, Collection::VulnerabilityFindings, &findings)?;
+        db.bulk_insert_records(organization_id, Collection::RemediationTargets, &targets)?;
         progress(done);
     }
     db.finish_bulk_load()?;
@@ -117,15 +118,17 @@ pub fn read_demo_keys(data_dir: &Path) -> Option<DemoKeys> {
 
 fn seed_organization(db: &dyn Store, organization_id: Uuid, seed: u64, prefix: &str) -> anyhow::Result<()> {
     let mut generator = Generator::new(seed, DemoSpec::DEMO, DEMO_ANCHOR_UNIX, prefix);
-    db.insert_records(organization_id, "scopes", &generator.scopes())?;
+    db.insert_records(organization_id, Collection::Scopes, &generator.scopes())?;
     let (mut endpoints, mut findings, mut targets) = (Vec::new(), Vec::new(), Vec::new());
     while let Some(batch) = generator.next_endpoint() {
         endpoints.push(batch.endpoint);
         findings.extend(batch.findings);
         targets.extend(batch.targets);
     }
-    db.insert_records(organization_id, "endpoints", &endpoints)?;
-    for (collection, records) in [("vulnerability-findings", findings), ("remediation-targets", targets)] {
+    db.insert_records(organization_id, Collection::Endpoints, &endpoints)?;
+    for (collection, records) in
+        [(Collection::VulnerabilityFindings, findings), (Collection::RemediationTargets, targets)]
+    {
         let mut write = CollectionWrite::records(collection, Vec::new());
         for record in &records {
             let id = record.get("id").and_then(serde_json::Value::as_str).and_then(|id| Uuid::parse_str(id).ok());
@@ -147,7 +150,7 @@ mod tests {
     use super::*;
 
     /// Every record of a collection, in id order.
-    fn records(db: &dyn Store, organization: Uuid, collection: &str) -> Vec<Value> {
+    fn records(db: &dyn Store, organization: Uuid, collection: Collection) -> Vec<Value> {
         let mut all = Vec::new();
         let mut after = None;
         loop {
@@ -168,7 +171,12 @@ mod tests {
         let db = std::sync::Arc::new(db);
         let keys = seed_demo_if_empty(db.as_ref(), dir.path())?.expect("demo seeded");
         let organization = keys.organizations[0].organization_id;
-        for collection in ["endpoints", "scopes", "vulnerability-findings", "remediation-targets"] {
+        for collection in [
+            Collection::Endpoints,
+            Collection::Scopes,
+            Collection::VulnerabilityFindings,
+            Collection::RemediationTargets,
+        ] {
             let before = records(&*db, organization, collection);
             assert!(!before.is_empty(), "{collection}");
             let ndjson: String = before.iter().map(|line| format!("{line}\n")).collect();

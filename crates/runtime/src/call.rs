@@ -3,6 +3,7 @@
 //! log, WASI polling).
 
 use super::*;
+use esr_contract::Collection;
 
 /// The caller's organization, bound into a call's store.
 #[derive(Clone)]
@@ -222,6 +223,47 @@ impl CallState {
             self.group
         ))
     }
+
+    /// An index walk as a component asked for it (`function` names the
+    /// store function): nothing without a tenant.
+    fn walk_index<T>(
+        &mut self,
+        collection: &str,
+        function: &str,
+        walk: WitWalk<'_>,
+        read: impl FnOnce(&mut TenantSession, Collection, &IndexWalk<'_>) -> Result<Vec<T>, StoreError>,
+    ) -> wasmtime::Result<Vec<T>> {
+        let collection = self.collection_read(collection, function)?;
+        let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
+        let after = position_from_wit(&format!("{function} after"), walk.after)?;
+        let walk = IndexWalk {
+            index: walk.index,
+            value: walk.value,
+            after,
+            limit: walk.limit as usize,
+            reverse: walk.reverse,
+        };
+        Ok(read(tenant, collection, &walk)?)
+    }
+
+    /// The collection a store call names, once [`Self::may_read`] allows
+    /// it (`organization` is read with `store.organization` only).
+    fn collection_read(&self, name: &str, function: &str) -> wasmtime::Result<Collection> {
+        self.may_read(name, function)?;
+        Collection::named(name).ok_or_else(|| {
+            StoreError::MalformedCall(format!("store.{function} of `{name}`, which is not a collection")).into()
+        })
+    }
+}
+
+/// An index walk with the WIT's values (its position as the component
+/// gave it).
+struct WitWalk<'a> {
+    index: &'a str,
+    value: &'a str,
+    after: Option<&'a wit_store::IndexPosition>,
+    limit: u32,
+    reverse: bool,
 }
 
 /// A stored record's id and bytes, as the store functions hand them out.
@@ -270,21 +312,21 @@ impl TenantSession {
         &mut *self.reader
     }
 
-    pub fn get(&mut self, collection: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    pub fn get(&mut self, collection: Collection, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let Ok(id) = Uuid::parse_str(id) else { return Ok(None) };
         self.reader.get(collection, id)
     }
 
-    pub fn scan(&mut self, collection: &str, walk: &RecordWalk) -> Result<Vec<StoreEntry>, StoreError> {
+    pub fn scan(&mut self, collection: Collection, walk: &RecordWalk) -> Result<Vec<StoreEntry>, StoreError> {
         let records = self.reader.scan(collection, walk)?;
         Ok(records.into_iter().map(|(id, value)| (id.to_string(), value)).collect())
     }
 
-    pub fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
+    pub fn count(&mut self, collection: Collection) -> Result<u64, StoreError> {
         self.reader.count(collection)
     }
 
-    pub fn index_scan(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<StoreEntry>, StoreError> {
+    pub fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<StoreEntry>, StoreError> {
         let records = self.reader.index_scan(collection, walk)?;
         Ok(records.into_iter().map(|(id, value)| (id.to_string(), value)).collect())
     }
@@ -292,23 +334,23 @@ impl TenantSession {
     /// `store.index-positions`: positions and ids, no records.
     pub fn index_positions(
         &mut self,
-        collection: &str,
+        collection: Collection,
         walk: &IndexWalk<'_>,
     ) -> Result<Vec<IndexPosition>, StoreError> {
         self.reader.index_positions(collection, walk)
     }
 
-    pub fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+    pub fn index_count(&mut self, collection: Collection, index: &str, value: &str) -> Result<u64, StoreError> {
         self.reader.index_count(collection, index, value)
     }
 
-    pub fn count_matching(&mut self, collection: &str, matching: &Matching) -> Result<u64, StoreError> {
+    pub fn count_matching(&mut self, collection: Collection, matching: &Matching) -> Result<u64, StoreError> {
         self.reader.count_matching(collection, matching)
     }
 
     pub fn count_groups(
         &mut self,
-        collection: &str,
+        collection: Collection,
         group_by: &[String],
         matching: &Matching,
     ) -> Result<Vec<GroupCount>, StoreError> {
@@ -321,9 +363,9 @@ impl TenantSession {
 /// declare, traps.
 impl wit_store::Host for CallState {
     fn get(&mut self, collection: String, id: String) -> wasmtime::Result<Option<Vec<u8>>> {
-        self.may_read(&collection, "get")?;
+        let collection = self.collection_read(&collection, "get")?;
         let Some(tenant) = &mut self.tenant else { return Ok(None) };
-        Ok(tenant.get(&collection, &id)?)
+        Ok(tenant.get(collection, &id)?)
     }
 
     fn scan(
@@ -333,7 +375,7 @@ impl wit_store::Host for CallState {
         limit: u32,
         reverse: bool,
     ) -> wasmtime::Result<Vec<wit_store::Entry>> {
-        self.may_read(&collection, "scan")?;
+        let collection = self.collection_read(&collection, "scan")?;
         let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
         let after = match after {
             Some(id) => Some(
@@ -342,14 +384,14 @@ impl wit_store::Host for CallState {
             ),
             None => None,
         };
-        let records = tenant.scan(&collection, &RecordWalk { after, limit: limit as usize, reverse })?;
+        let records = tenant.scan(collection, &RecordWalk { after, limit: limit as usize, reverse })?;
         Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id, value }).collect())
     }
 
     fn count(&mut self, collection: String) -> wasmtime::Result<u64> {
-        self.may_read(&collection, "count")?;
+        let collection = self.collection_read(&collection, "count")?;
         let Some(tenant) = &mut self.tenant else { return Ok(0) };
-        Ok(tenant.count(&collection)?)
+        Ok(tenant.count(collection)?)
     }
 
     fn index_scan(
@@ -361,11 +403,8 @@ impl wit_store::Host for CallState {
         limit: u32,
         reverse: bool,
     ) -> wasmtime::Result<Vec<wit_store::Entry>> {
-        self.may_read(&collection, "index-scan")?;
-        let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
-        let after = position_from_wit("index-scan after", after.as_ref())?;
-        let walk = IndexWalk { index: &index, value: &value, after, limit: limit as usize, reverse };
-        let records = tenant.index_scan(&collection, &walk)?;
+        let walk = WitWalk { index: &index, value: &value, after: after.as_ref(), limit, reverse };
+        let records = self.walk_index(&collection, "index-scan", walk, TenantSession::index_scan)?;
         Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id, value }).collect())
     }
 
@@ -378,18 +417,15 @@ impl wit_store::Host for CallState {
         limit: u32,
         reverse: bool,
     ) -> wasmtime::Result<Vec<wit_store::IndexPosition>> {
-        self.may_read(&collection, "index-positions")?;
-        let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
-        let after = position_from_wit("index-positions after", after.as_ref())?;
-        let walk = IndexWalk { index: &index, value: &value, after, limit: limit as usize, reverse };
-        let positions = tenant.index_positions(&collection, &walk)?;
+        let walk = WitWalk { index: &index, value: &value, after: after.as_ref(), limit, reverse };
+        let positions = self.walk_index(&collection, "index-positions", walk, TenantSession::index_positions)?;
         Ok(positions.into_iter().map(position_to_wit).collect())
     }
 
     fn index_count(&mut self, collection: String, index: String, value: String) -> wasmtime::Result<u64> {
-        self.may_read(&collection, "index-count")?;
+        let collection = self.collection_read(&collection, "index-count")?;
         let Some(tenant) = &mut self.tenant else { return Ok(0) };
-        Ok(tenant.index_count(&collection, &index, &value)?)
+        Ok(tenant.index_count(collection, &index, &value)?)
     }
 
     fn count_matching(
@@ -398,10 +434,10 @@ impl wit_store::Host for CallState {
         conditions: Vec<wit_store::IndexCondition>,
         updated_after: Option<i64>,
     ) -> wasmtime::Result<u64> {
-        self.may_read(&collection, "count-matching")?;
+        let collection = self.collection_read(&collection, "count-matching")?;
         let Some(tenant) = &mut self.tenant else { return Ok(0) };
         let matching = Matching { conditions: conditions_from_wit(conditions), updated_after, range: None };
-        Ok(tenant.count_matching(&collection, &matching)?)
+        Ok(tenant.count_matching(collection, &matching)?)
     }
 
     fn count_in_range(
@@ -411,11 +447,11 @@ impl wit_store::Host for CallState {
         conditions: Vec<wit_store::IndexCondition>,
         updated_after: Option<i64>,
     ) -> wasmtime::Result<u64> {
-        self.may_read(&collection, "count-in-range")?;
+        let collection = self.collection_read(&collection, "count-in-range")?;
         let Some(tenant) = &mut self.tenant else { return Ok(0) };
         let range = Some(range_from_wit("count-in-range bound at", &range)?);
         let matching = Matching { range, conditions: conditions_from_wit(conditions), updated_after };
-        Ok(tenant.count_matching(&collection, &matching)?)
+        Ok(tenant.count_matching(collection, &matching)?)
     }
 
     fn count_groups(
@@ -426,11 +462,11 @@ impl wit_store::Host for CallState {
         conditions: Vec<wit_store::IndexCondition>,
         updated_after: Option<i64>,
     ) -> wasmtime::Result<Vec<wit_store::GroupCount>> {
-        self.may_read(&collection, "count-groups")?;
+        let collection = self.collection_read(&collection, "count-groups")?;
         let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
         let range = range.as_ref().map(|range| range_from_wit("count-groups bound at", range)).transpose()?;
         let matching = Matching { range, conditions: conditions_from_wit(conditions), updated_after };
-        let groups = tenant.count_groups(&collection, &group_by, &matching)?;
+        let groups = tenant.count_groups(collection, &group_by, &matching)?;
         Ok(groups.into_iter().map(|group| wit_store::GroupCount { values: group.values, count: group.count }).collect())
     }
 

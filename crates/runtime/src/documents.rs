@@ -5,7 +5,7 @@ use super::*;
 
 /// What a loaded component is, for health and logs.
 #[derive(Debug, Clone)]
-pub struct PluginInfo {
+pub struct ComponentInfo {
     pub group: String,
     pub version: String,
     pub file: PathBuf,

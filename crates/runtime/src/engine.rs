@@ -5,7 +5,7 @@ use super::*;
 
 /// The compiled-code engine, shared by every loaded component.
 #[derive(Clone)]
-pub struct PluginEngine {
+pub struct ComponentEngine {
     pub(super) engine: Engine,
     pub(super) limits: Limits,
     /// Report importers' own limits (`--importer-memory-mib`,
@@ -15,14 +15,14 @@ pub struct PluginEngine {
     pub(super) cache_dir: Option<PathBuf>,
 }
 
-impl PluginEngine {
-    pub fn new(limits: Limits) -> anyhow::Result<PluginEngine> {
-        PluginEngine::with_importer_limits(limits, Limits::importer_default())
+impl ComponentEngine {
+    pub fn new(limits: Limits) -> anyhow::Result<ComponentEngine> {
+        ComponentEngine::with_importer_limits(limits, Limits::importer_default())
     }
 
     /// An engine whose report importers get `importer_limits`; each call's
     /// store enforces its kind's memory cap, the pool allows the larger.
-    pub fn with_importer_limits(limits: Limits, importer_limits: Limits) -> anyhow::Result<PluginEngine> {
+    pub fn with_importer_limits(limits: Limits, importer_limits: Limits) -> anyhow::Result<ComponentEngine> {
         let mut pooling = PoolingAllocationConfig::default();
         pooling
             .total_component_instances(256)
@@ -56,14 +56,14 @@ impl PluginEngine {
                 }
             })
             .context("starting the epoch thread")?;
-        Ok(PluginEngine { engine, limits, importer_limits, cache_dir: None })
+        Ok(ComponentEngine { engine, limits, importer_limits, cache_dir: None })
     }
 
     /// Keeps compiled components in `dir`, keyed by the component's content
     /// hash and the engine's configuration, so restarts skip compiling.
     /// Cached files are machine code run as is, so a directory another user
     /// owns or may write to is not used (a warning says why).
-    pub fn with_cache(mut self, dir: PathBuf) -> PluginEngine {
+    pub fn with_cache(mut self, dir: PathBuf) -> ComponentEngine {
         match esr_system::private_files::private_directory(&dir) {
             Ok(()) => self.cache_dir = Some(dir),
             Err(reason) => {
@@ -106,7 +106,7 @@ impl PluginEngine {
 }
 
 pub(super) fn new_store(
-    engine: &PluginEngine,
+    engine: &ComponentEngine,
     group: &str,
     tenant: Option<TenantSession>,
     request_id: &str,
@@ -115,7 +115,7 @@ pub(super) fn new_store(
 }
 
 pub(super) fn new_store_limited(
-    engine: &PluginEngine,
+    engine: &ComponentEngine,
     limits: &Limits,
     group: &str,
     tenant: Option<TenantSession>,
@@ -198,7 +198,7 @@ pub(super) fn call_failure(store: &Store<CallState>, error: wasmtime::Error) -> 
 
 /// A component file of either kind, loaded and checked.
 pub enum LoadedComponent {
-    Plugin(LoadedPlugin),
+    Group(LoadedGroup),
     Importer(LoadedImporter),
 }
 
@@ -211,7 +211,7 @@ pub(super) struct Compiled {
 }
 
 impl Compiled {
-    pub(super) fn load(engine: &PluginEngine, file: &Path) -> anyhow::Result<Compiled> {
+    pub(super) fn load(engine: &ComponentEngine, file: &Path) -> anyhow::Result<Compiled> {
         let bytes = std::fs::read(file).with_context(|| format!("{}: cannot read", file.display()))?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
         let component = engine
@@ -225,7 +225,7 @@ impl Compiled {
 
 /// A linker with WASI (no grants) and `wasi:io/poll` bounded by the call's
 /// deadline.
-pub(super) fn wasi_linker(engine: &PluginEngine) -> anyhow::Result<Linker<CallState>> {
+pub(super) fn wasi_linker(engine: &ComponentEngine) -> anyhow::Result<Linker<CallState>> {
     let mut linker: Linker<CallState> = Linker::new(&engine.engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| anyhow!("linking WASI: {e:#}"))?;
     // The same `wasi:io/poll`, with its waits ended at the call's deadline.
@@ -237,11 +237,11 @@ pub(super) fn wasi_linker(engine: &PluginEngine) -> anyhow::Result<Linker<CallSt
 }
 
 /// Compiles and checks one component file of any kind.
-pub fn load_component(engine: &PluginEngine, file: &Path) -> anyhow::Result<LoadedComponent> {
+pub fn load_component(engine: &ComponentEngine, file: &Path) -> anyhow::Result<LoadedComponent> {
     let compiled = Compiled::load(engine, file)?;
     if compiled.interface == "importer" {
         LoadedImporter::from_compiled(engine, file, compiled).map(LoadedComponent::Importer)
     } else {
-        LoadedPlugin::from_compiled(engine, file, compiled).map(LoadedComponent::Plugin)
+        LoadedGroup::from_compiled(engine, file, compiled).map(LoadedComponent::Group)
     }
 }

@@ -35,7 +35,7 @@ pub enum ConvertError {
 
 impl LoadedImporter {
     pub(super) fn from_compiled(
-        engine: &PluginEngine,
+        engine: &ComponentEngine,
         file: &Path,
         compiled: Compiled,
     ) -> anyhow::Result<LoadedImporter> {
@@ -88,7 +88,7 @@ impl LoadedImporter {
     /// One call into a fresh instance, with the importers' limits.
     pub(super) fn call<T>(
         &self,
-        engine: &PluginEngine,
+        engine: &ComponentEngine,
         request_id: &str,
         run: impl FnOnce(&ReportImporter, &mut Store<CallState>) -> wasmtime::Result<T>,
     ) -> Result<T, ConvertError> {
@@ -100,7 +100,7 @@ impl LoadedImporter {
     /// reading of reports, not the loading.
     pub(super) fn call_loading<T>(
         &self,
-        engine: &PluginEngine,
+        engine: &ComponentEngine,
         run: impl FnOnce(&ReportImporter, &mut Store<CallState>) -> wasmtime::Result<T>,
     ) -> Result<T, ConvertError> {
         self.call_limited(engine, &engine.limits, "load", run)
@@ -108,7 +108,7 @@ impl LoadedImporter {
 
     pub(super) fn call_limited<T>(
         &self,
-        engine: &PluginEngine,
+        engine: &ComponentEngine,
         limits: &Limits,
         request_id: &str,
         run: impl FnOnce(&ReportImporter, &mut Store<CallState>) -> wasmtime::Result<T>,

@@ -106,7 +106,7 @@ const WIT_VERSION: &str = "0.3.2";
 const ACCEPTED_MAJOR_MINOR: (u64, u64) = (0, 3);
 
 /// The resource groups served by the `handler` world, as the API names them.
-pub const RESOURCE_GROUPS: [&str; 4] = esr_store::COLLECTIONS;
+pub const RESOURCE_GROUPS: [&str; 4] = esr_contract::Collection::NAMES;
 /// The group served by the `document` world.
 pub const AGENT_GROUP: &str = "agent";
 

@@ -2,11 +2,12 @@
 //! `reads`, held as a bitset so the check on every store call costs a
 //! comparison or two.
 
-use esr_store::COLLECTIONS;
+use esr_contract::Collection;
 
 /// Every name `reads` may hold: the collections, then `organization`
 /// (`store.organization`: the organization's name and enrollment token).
-pub const READABLE: [&str; 5] = [COLLECTIONS[0], COLLECTIONS[1], COLLECTIONS[2], COLLECTIONS[3], ORGANIZATION];
+pub const READABLE: [&str; 5] =
+    [Collection::NAMES[0], Collection::NAMES[1], Collection::NAMES[2], Collection::NAMES[3], ORGANIZATION];
 /// The name that grants `store.organization`.
 pub const ORGANIZATION: &str = esr_contract::ORGANIZATION;
 

@@ -39,9 +39,10 @@ impl ResourcePre {
     }
 }
 
-/// One validated, pre-instantiated component.
-pub struct LoadedPlugin {
-    pub info: PluginInfo,
+/// One validated, pre-instantiated component that serves a group (a
+/// collection, or the agent's document).
+pub struct LoadedGroup {
+    pub info: ComponentInfo,
     pub(super) pre: Pre,
 }
 
@@ -95,36 +96,36 @@ pub trait NativeCalls: Send + Sync {
 
 /// The components being served, replaceable while requests run.
 ///
-/// A request takes the current [`PluginSet`] once and finishes on it, so a
+/// A request takes the current [`ComponentSet`] once and finishes on it, so a
 /// reload never disturbs requests in flight; a reload that fails validation
 /// leaves the current set serving.
-pub struct PluginRegistry {
-    pub(super) engine: PluginEngine,
+pub struct ComponentRegistry {
+    pub(super) engine: ComponentEngine,
     pub(super) dir: PathBuf,
     /// Serve with the native baseline instead of the components.
     pub(super) native: Option<Arc<dyn NativeCalls>>,
-    pub(super) current: std::sync::RwLock<Arc<PluginSet>>,
+    pub(super) current: std::sync::RwLock<Arc<ComponentSet>>,
     /// Serializes reloads, so two at once cannot interleave.
     pub(super) reloading: std::sync::Mutex<()>,
 }
 
-impl PluginRegistry {
+impl ComponentRegistry {
     /// Loads the plugins directory; fails if it is not servable.
-    pub fn load(engine: PluginEngine, dir: &Path) -> anyhow::Result<PluginRegistry> {
-        PluginRegistry::load_serving(engine, dir, None)
+    pub fn load(engine: ComponentEngine, dir: &Path) -> anyhow::Result<ComponentRegistry> {
+        ComponentRegistry::load_serving(engine, dir, None)
     }
 
     /// Loads the plugins directory; with `native`, requests are served by
     /// the native baseline (the components still describe the API and
     /// answer health).
     pub fn load_serving(
-        engine: PluginEngine,
+        engine: ComponentEngine,
         dir: &Path,
         native: Option<Arc<dyn NativeCalls>>,
-    ) -> anyhow::Result<PluginRegistry> {
-        let mut set = PluginSet::load_dir(&engine, dir)?;
+    ) -> anyhow::Result<ComponentRegistry> {
+        let mut set = ComponentSet::load_dir(&engine, dir)?;
         set.native = native.clone();
-        Ok(PluginRegistry {
+        Ok(ComponentRegistry {
             engine,
             native,
             dir: dir.to_path_buf(),
@@ -134,7 +135,7 @@ impl PluginRegistry {
     }
 
     /// The set serving new requests.
-    pub fn current(&self) -> Arc<PluginSet> {
+    pub fn current(&self) -> Arc<ComponentSet> {
         match self.current.read() {
             Ok(current) => current.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
@@ -143,9 +144,9 @@ impl PluginRegistry {
 
     /// Re-reads the plugins directory and swaps in the new set if every
     /// component in it is valid; otherwise the current set keeps serving.
-    pub fn reload(&self) -> anyhow::Result<Arc<PluginSet>> {
+    pub fn reload(&self) -> anyhow::Result<Arc<ComponentSet>> {
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut fresh = PluginSet::load_dir(&self.engine, &self.dir)?;
+        let mut fresh = ComponentSet::load_dir(&self.engine, &self.dir)?;
         fresh.native = self.native.clone();
         let fresh = Arc::new(fresh);
         match self.current.write() {
@@ -157,9 +158,9 @@ impl PluginRegistry {
 }
 
 /// The loaded components, one per group.
-pub struct PluginSet {
-    pub(super) engine: PluginEngine,
-    pub(super) plugins: BTreeMap<String, LoadedPlugin>,
+pub struct ComponentSet {
+    pub(super) engine: ComponentEngine,
+    pub(super) plugins: BTreeMap<String, LoadedGroup>,
     /// Report importers by format.
     pub(super) importers: BTreeMap<String, LoadedImporter>,
     /// The OpenAPI document these components make, rendered once.
@@ -168,10 +169,10 @@ pub struct PluginSet {
     pub(super) native: Option<Arc<dyn NativeCalls>>,
 }
 
-impl PluginSet {
+impl ComponentSet {
     /// Loads every `.wasm` component in `dir` and checks that each required
     /// group is served exactly once.
-    pub fn load_dir(engine: &PluginEngine, dir: &Path) -> anyhow::Result<PluginSet> {
+    pub fn load_dir(engine: &ComponentEngine, dir: &Path) -> anyhow::Result<ComponentSet> {
         let entries = std::fs::read_dir(dir).with_context(|| {
             format!("cannot read the plugins directory {} (build the components with `make plugins`)", dir.display())
         })?;
@@ -181,11 +182,11 @@ impl PluginSet {
             .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
             .collect();
         files.sort();
-        let mut plugins: BTreeMap<String, LoadedPlugin> = BTreeMap::new();
+        let mut plugins: BTreeMap<String, LoadedGroup> = BTreeMap::new();
         let mut importers: BTreeMap<String, LoadedImporter> = BTreeMap::new();
         for file in files {
             let plugin = match load_component(engine, &file)? {
-                LoadedComponent::Plugin(plugin) => plugin,
+                LoadedComponent::Group(plugin) => plugin,
                 LoadedComponent::Importer(importer) => {
                     if let Some(existing) = importers.get(&importer.info.format) {
                         bail!(
@@ -224,13 +225,19 @@ impl PluginSet {
                 missing.join(", ")
             );
         }
-        Ok(PluginSet { engine: engine.clone(), plugins, importers, openapi: std::sync::OnceLock::new(), native: None })
+        Ok(ComponentSet {
+            engine: engine.clone(),
+            plugins,
+            importers,
+            openapi: std::sync::OnceLock::new(),
+            native: None,
+        })
     }
 
     /// The API's OpenAPI document for these components, made by `render`
     /// on first use and kept while the set serves (`http::openapi::rendered`
     /// is the one caller).
-    pub fn openapi_document(&self, render: impl FnOnce(&PluginSet) -> Vec<u8>) -> &[u8] {
+    pub fn openapi_document(&self, render: impl FnOnce(&ComponentSet) -> Vec<u8>) -> &[u8] {
         self.openapi.get_or_init(|| render(self))
     }
 
@@ -266,11 +273,11 @@ impl PluginSet {
         })
     }
 
-    pub fn infos(&self) -> impl Iterator<Item = &PluginInfo> {
+    pub fn infos(&self) -> impl Iterator<Item = &ComponentInfo> {
         self.plugins.values().map(|plugin| &plugin.info)
     }
 
-    pub fn get(&self, group: &str) -> Option<&PluginInfo> {
+    pub fn get(&self, group: &str) -> Option<&ComponentInfo> {
         self.plugins.get(group).map(|plugin| &plugin.info)
     }
 
@@ -406,7 +413,7 @@ impl PluginSet {
         group: &str,
         tenant: Option<&Tenant>,
         request_id: &str,
-    ) -> Result<(&LoadedPlugin, Store<CallState>), CallError> {
+    ) -> Result<(&LoadedGroup, Store<CallState>), CallError> {
         let session = match tenant {
             Some(tenant) => Some(tenant.session().map_err(CallError::from_store)?),
             None => None,
@@ -414,13 +421,13 @@ impl PluginSet {
         self.start_in(group, session, request_id)
     }
 
-    /// [`PluginSet::start`] on a read session already open.
+    /// [`ComponentSet::start`] on a read session already open.
     pub(super) fn start_in(
         &self,
         group: &str,
         session: Option<TenantSession>,
         request_id: &str,
-    ) -> Result<(&LoadedPlugin, Store<CallState>), CallError> {
+    ) -> Result<(&LoadedGroup, Store<CallState>), CallError> {
         let plugin = self.plugins.get(group).ok_or_else(|| CallError::Failed(format!("no plugin serves {group}")))?;
         let mut store = new_store(&self.engine, group, session, request_id);
         store.data_mut().reads = plugin.info.reads;
@@ -428,20 +435,20 @@ impl PluginSet {
     }
 }
 
-impl LoadedPlugin {
+impl LoadedGroup {
     /// Compiles and checks one resource or document component file.
-    pub fn load(engine: &PluginEngine, file: &Path) -> anyhow::Result<LoadedPlugin> {
+    pub fn load(engine: &ComponentEngine, file: &Path) -> anyhow::Result<LoadedGroup> {
         match load_component(engine, file)? {
-            LoadedComponent::Plugin(plugin) => Ok(plugin),
+            LoadedComponent::Group(plugin) => Ok(plugin),
             LoadedComponent::Importer(_) => bail!("{}: is a report importer, not a resource component", file.display()),
         }
     }
 
     pub(super) fn from_compiled(
-        engine: &PluginEngine,
+        engine: &ComponentEngine,
         file: &Path,
         compiled: Compiled,
-    ) -> anyhow::Result<LoadedPlugin> {
+    ) -> anyhow::Result<LoadedGroup> {
         let Compiled { component, sha256, interface, wit_version } = compiled;
         let mut linker = wasi_linker(engine)?;
         let pre = match interface.as_str() {
@@ -504,8 +511,8 @@ impl LoadedPlugin {
                 .flatten(),
             Pre::Document(_) => None,
         };
-        Ok(LoadedPlugin {
-            info: PluginInfo {
+        Ok(LoadedGroup {
+            info: ComponentInfo {
                 group: descriptor.group,
                 version: descriptor.version,
                 file: file.to_path_buf(),
@@ -523,7 +530,7 @@ impl LoadedPlugin {
     }
 }
 
-pub(super) fn describe(engine: &PluginEngine, pre: &Pre) -> Result<Descriptor, String> {
+pub(super) fn describe(engine: &ComponentEngine, pre: &Pre) -> Result<Descriptor, String> {
     let mut store = new_store(engine, "loading", None, "load");
     let result = match pre {
         Pre::Resource(pre) => pre.handler(&mut store).and_then(|handler| handler.call_describe(&mut store)),
@@ -537,7 +544,7 @@ pub(super) fn describe(engine: &PluginEngine, pre: &Pre) -> Result<Descriptor, S
 /// What a resource component's summary accepts, or `None` when it exports
 /// no `summaries`.
 pub(super) fn describe_summary(
-    engine: &PluginEngine,
+    engine: &ComponentEngine,
     pre: &ResourcePre,
 ) -> Result<Option<summaries::SummaryInfo>, String> {
     let mut store = new_store(engine, "loading", None, "load");
@@ -552,7 +559,7 @@ pub(super) fn describe_summary(
 /// that cannot exist, or `render` without parameters. Any typed answer
 /// passes; a trap, an overrun or a malformed record fails the component
 /// before it serves.
-pub(super) fn smoke_call(engine: &PluginEngine, pre: &Pre, reads: Reads) -> Result<(), String> {
+pub(super) fn smoke_call(engine: &ComponentEngine, pre: &Pre, reads: Reads) -> Result<(), String> {
     let mut store = new_store(engine, "loading", None, "load");
     store.data_mut().reads = reads;
     let request = Request { query: Vec::new(), path: "/v1/smoke".into(), base_url: "http://localhost".into() };
@@ -577,7 +584,7 @@ pub(super) fn smoke_call(engine: &PluginEngine, pre: &Pre, reads: Reads) -> Resu
 
 /// Which of the package's interfaces the component exports (`handler` or
 /// `document`) and the package version it was built against.
-pub(super) fn exported_interface(engine: &PluginEngine, component: &Component) -> Result<(String, String), String> {
+pub(super) fn exported_interface(engine: &ComponentEngine, component: &Component) -> Result<(String, String), String> {
     let component_type = component.component_type();
     let exports: Vec<String> = component_type.exports(&engine.engine).map(|(name, _)| name.to_owned()).collect();
     let prefix = format!("{WIT_PACKAGE}/");

@@ -8,6 +8,7 @@
 //! commit order on every host. A batch's events, its sequence and its
 //! history entries take one statement each, whatever its size.
 
+use esr_store::Collection;
 use std::collections::{HashMap, HashSet};
 
 use postgres::GenericClient;
@@ -35,6 +36,11 @@ fn operation_of(code: i8) -> Result<ChangeOperation, StoreError> {
     }
 }
 
+fn collection_of(name: &str) -> Result<Collection, StoreError> {
+    Collection::named(name)
+        .ok_or_else(|| StoreError::Corrupt(format!("a change event names the unknown collection {name:?}")))
+}
+
 /// A sequence as PostgreSQL stores it (`bigint`).
 fn stored_sequence(sequence: u64) -> Result<i64, StoreError> {
     i64::try_from(sequence)
@@ -54,13 +60,13 @@ pub(super) struct BatchChanges<'a> {
     /// The last sequence given (the organization's, before the batch, at first).
     latest: u64,
     /// The batch's events in sequence order: (collection, id, operation, sequence).
-    events: Vec<(&'a str, Uuid, ChangeOperation, u64)>,
+    events: Vec<(Collection, Uuid, ChangeOperation, u64)>,
     /// The records that have their event in this batch already.
-    given: HashSet<(&'a str, Uuid)>,
+    given: HashSet<(Collection, Uuid)>,
     /// The records the batch deletes.
-    deleted: HashSet<(&'a str, Uuid)>,
+    deleted: HashSet<(Collection, Uuid)>,
     /// The history entries to append, in order: (collection, id, entry).
-    history: Vec<(&'a str, Uuid, &'a [u8])>,
+    history: Vec<(Collection, Uuid, &'a [u8])>,
 }
 
 impl<'a> BatchChanges<'a> {
@@ -79,7 +85,7 @@ impl<'a> BatchChanges<'a> {
 
     /// Gives the record its event with the next sequence, unless the batch
     /// gave it one already (an id's event is where it first appears).
-    pub(super) fn change(&mut self, collection: &'a str, id: Uuid, operation: ChangeOperation) {
+    pub(super) fn change(&mut self, collection: Collection, id: Uuid, operation: ChangeOperation) {
         if operation == ChangeOperation::Deleted {
             self.deleted.insert((collection, id));
         }
@@ -90,7 +96,7 @@ impl<'a> BatchChanges<'a> {
     }
 
     /// Appends entries to records' histories.
-    pub(super) fn append_history(&mut self, collection: &'a str, entries: &'a [(Uuid, Vec<u8>)]) {
+    pub(super) fn append_history(&mut self, collection: Collection, entries: &'a [(Uuid, Vec<u8>)]) {
         self.history.extend(entries.iter().map(|(id, entry)| (collection, *id, entry.as_slice())));
     }
 
@@ -107,7 +113,7 @@ impl<'a> BatchChanges<'a> {
         if !self.events.is_empty() {
             let sequences =
                 self.events.iter().map(|(.., sequence)| stored_sequence(*sequence)).collect::<Result<Vec<_>, _>>()?;
-            let collections: Vec<&str> = self.events.iter().map(|(collection, ..)| *collection).collect();
+            let collections: Vec<&str> = self.events.iter().map(|(collection, ..)| collection.name()).collect();
             let ids: Vec<Uuid> = self.events.iter().map(|(_, id, ..)| *id).collect();
             let operations: Vec<i8> = self.events.iter().map(|(_, _, operation, _)| code_of(*operation)).collect();
             let upsert = prepared(
@@ -138,13 +144,13 @@ impl<'a> BatchChanges<'a> {
             // Each entry's place among the batch's entries of its record:
             // its number continues after the record's highest stored one (a
             // record the batch creates has none to look up).
-            let created: HashSet<(&str, Uuid)> = self
+            let created: HashSet<(Collection, Uuid)> = self
                 .events
                 .iter()
                 .filter(|(.., operation, _)| *operation == ChangeOperation::Created)
                 .map(|(collection, id, ..)| (*collection, *id))
                 .collect();
-            let mut appended: HashMap<(&str, Uuid), i64> = HashMap::new();
+            let mut appended: HashMap<(Collection, Uuid), i64> = HashMap::new();
             let places: Vec<i64> = history
                 .iter()
                 .map(|(collection, id, _)| {
@@ -153,7 +159,7 @@ impl<'a> BatchChanges<'a> {
                     *place
                 })
                 .collect();
-            let collections: Vec<&str> = history.iter().map(|(collection, ..)| *collection).collect();
+            let collections: Vec<&str> = history.iter().map(|(collection, ..)| collection.name()).collect();
             let ids: Vec<Uuid> = history.iter().map(|(_, id, _)| *id).collect();
             let entries: Vec<&[u8]> = history.iter().map(|(.., entry)| *entry).collect();
             let new: Vec<bool> =
@@ -180,7 +186,7 @@ pub(super) fn delete_history(
     transaction: &mut postgres::Transaction<'_>,
     statements: &mut HashMap<String, Statement>,
     organization: Uuid,
-    collection: &str,
+    collection: Collection,
     ids: &[Uuid],
 ) -> Result<(), StoreError> {
     let remove = prepared(
@@ -188,7 +194,7 @@ pub(super) fn delete_history(
         transaction,
         "DELETE FROM history WHERE org_id = $1 AND collection = $2 AND id = ANY($3)",
     )?;
-    transaction.execute(&remove, &[&organization, &collection, &ids]).map_err(crate::store_error)?;
+    transaction.execute(&remove, &[&organization, &collection.name(), &ids]).map_err(crate::store_error)?;
     Ok(())
 }
 
@@ -309,7 +315,12 @@ impl<C: GenericClient + Send> Session<'_, C> {
 
     /// Up to `limit` (at most [`MAX_SCAN`]) events after `after`, in
     /// sequence order, of these collections (every one when empty).
-    pub fn changes(&mut self, after: u64, collections: &[&str], limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
+    pub fn changes(
+        &mut self,
+        after: u64,
+        collections: &[Collection],
+        limit: usize,
+    ) -> Result<Vec<ChangeEvent>, StoreError> {
         let organization = self.organization;
         // Past the highest sequence PostgreSQL stores, there is nothing.
         let after = i64::try_from(after).unwrap_or(i64::MAX);
@@ -321,14 +332,14 @@ impl<C: GenericClient + Send> Session<'_, C> {
         } else {
             self.query(
                 &format!("{SELECT} AND collection = ANY($3) ORDER BY sequence LIMIT $4"),
-                &[&organization, &after, &collections, &limit],
+                &[&organization, &after, &collections.iter().map(|c| c.name()).collect::<Vec<_>>(), &limit],
             )?
         };
         rows.iter()
             .map(|row| {
                 Ok(ChangeEvent {
                     sequence: read_sequence(row.get(0)),
-                    collection: row.get(1),
+                    collection: collection_of(row.get(1))?,
                     id: row.get(2),
                     operation: operation_of(row.get(3))?,
                     changed_at: row.get(4),
@@ -338,11 +349,11 @@ impl<C: GenericClient + Send> Session<'_, C> {
     }
 
     /// The record's history entries in the order written.
-    pub fn history(&mut self, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
+    pub fn history(&mut self, collection: Collection, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
         let organization = self.organization;
         let rows = self.query(
             "SELECT entry FROM history WHERE org_id = $1 AND collection = $2 AND id = $3 ORDER BY n",
-            &[&organization, &collection, &id],
+            &[&organization, &collection.name(), &id],
         )?;
         Ok(rows.into_iter().map(|row| row.get(0)).collect())
     }

@@ -21,7 +21,7 @@ use esr_contract::indexes::{self, Index, IndexKey, IndexOrder};
 use serde_json::Value;
 use uuid::Uuid;
 
-use esr_store::{COLLECTIONS, StoreError};
+use esr_store::{Collection, StoreError};
 
 /// Where an index's entries are.
 pub(super) enum Placement {
@@ -57,7 +57,7 @@ pub(super) struct IndexColumns {
 
 pub(super) static INDEX_COLUMNS: LazyLock<IndexColumns> = LazyLock::new(|| {
     let (mut values, mut positions) = (BTreeSet::new(), BTreeSet::new());
-    for collection in COLLECTIONS {
+    for collection in Collection::ALL {
         for index in indexes::indexes(collection) {
             if let Placement::Columns { value, position } = placement(index) {
                 values.insert(value);
@@ -71,7 +71,7 @@ pub(super) static INDEX_COLUMNS: LazyLock<IndexColumns> = LazyLock::new(|| {
 /// A record's row values of [`INDEX_COLUMNS`], from its entries (index,
 /// value, position): `(values, positions)` in the columns' order.
 pub(super) fn row_values(
-    collection: &str,
+    collection: Collection,
     entries: &[(&'static str, String, i64)],
 ) -> (Vec<Option<Vec<u8>>>, Vec<Option<i64>>) {
     let columns = &*INDEX_COLUMNS;
@@ -93,17 +93,17 @@ pub(super) fn row_values(
 }
 
 /// Whether `index` of `collection` keeps a row per entry (not columns).
-pub(super) fn in_rows(collection: &str, index: &str) -> bool {
+pub(super) fn in_rows(collection: Collection, index: &str) -> bool {
     indexes::find(collection, index).is_some_and(|index| matches!(placement(&index), Placement::Rows))
 }
 
 /// The organization's entries of `index` in `collection` as a subquery
 /// with the columns `value`, `position` and `id` (and the record's `body`
 /// when `bodies`); `$1` is the organization. The collection is written
-/// into the text (it is one of [`COLLECTIONS`], checked by the caller) so
+/// into the text (it is one of [`Collection::ALL`], checked by the caller) so
 /// that PostgreSQL can use its partial indexes.
-pub(super) fn entries_of(collection: &str, index: &Index, bodies: bool) -> String {
-    debug_assert!(COLLECTIONS.contains(&collection));
+pub(super) fn entries_of(collection: Collection, index: &Index, bodies: bool) -> String {
+    debug_assert!(Collection::ALL.contains(&collection));
     match placement(index) {
         Placement::Columns { value, position } => {
             let body = if bodies { ", body" } else { "" };
@@ -132,7 +132,7 @@ pub(super) fn entries_of(collection: &str, index: &Index, bodies: bool) -> Strin
 
 /// The condition that a `records` row (as `r`) holds one of the values of
 /// the array parameter `values` in `index`.
-pub(super) fn holds_one_of(collection: &str, index: &Index, values: &str) -> String {
+pub(super) fn holds_one_of(collection: Collection, index: &Index, values: &str) -> String {
     match placement(index) {
         Placement::Columns { value, .. } => format!("r.{value} = ANY({values})"),
         Placement::Rows => format!(
@@ -151,7 +151,7 @@ const FILL_CHUNK: i32 = 10_000;
 /// them a chunk at a time.
 pub(super) fn fill(
     transaction: &mut postgres::Transaction<'_>,
-    collection: &str,
+    collection: Collection,
     name: &str,
 ) -> Result<(), StoreError> {
     let unknown = || StoreError::UnknownIndex(format!("{collection}/{name}"));
@@ -169,7 +169,7 @@ pub(super) fn fill(
     let records = transaction
         .prepare("SELECT org_id, id, body FROM records WHERE collection = $1")
         .map_err(crate::store_error)?;
-    let portal = transaction.bind(&records, &[&collection]).map_err(crate::store_error)?;
+    let portal = transaction.bind(&records, &[&collection.name()]).map_err(crate::store_error)?;
     let mut counts: BTreeMap<(Uuid, String), i64> = BTreeMap::new();
     loop {
         let rows = transaction.query_portal(&portal, FILL_CHUNK).map_err(crate::store_error)?;
@@ -191,7 +191,7 @@ pub(super) fn fill(
         }
         if !ids.is_empty() {
             transaction
-                .execute(&update, &[&collection, &organizations, &ids, &values, &positions])
+                .execute(&update, &[&collection.name(), &organizations, &ids, &values, &positions])
                 .map_err(crate::store_error)?;
         }
     }
@@ -200,7 +200,7 @@ pub(super) fn fill(
             .execute(
                 "INSERT INTO counts (org_id, collection, name, value, n) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (org_id, collection, name, value) DO UPDATE SET n = excluded.n",
-                &[&organization, &collection, &name, &value.as_bytes(), &n],
+                &[&organization, &collection.name(), &name, &value.as_bytes(), &n],
             )
             .map_err(crate::store_error)?;
     }
@@ -224,13 +224,13 @@ mod tests {
             .filter(|statement| statement.starts_with("CREATE INDEX"))
             .collect();
         let mut expected = BTreeSet::new();
-        for collection in COLLECTIONS {
+        for collection in Collection::ALL {
             for index in indexes::indexes(collection) {
                 if let Placement::Columns { value, position } = placement(index) {
                     expected.insert(format!(
                         "CREATE INDEX records_{}_{} ON records (org_id, {value}, {position}, id) WHERE collection = \
                          '{collection}' AND {value} IS NOT NULL",
-                        collection.replace('-', "_"),
+                        collection.name().replace('-', "_"),
                         index.name
                     ));
                 }

@@ -40,7 +40,7 @@ use replicas::ReplicaSet;
 use std::sync::Arc;
 
 use esr_store::{
-    ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, GroupCount,
+    ApiKeyRecord, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection, CollectionWrite, GroupCount,
     IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching, Organization, ReadFrom, RecordWalk,
     ReplicaHealth, Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation,
     restricting_conditions, sort_index,
@@ -708,7 +708,12 @@ impl Store for PgStore {
     /// Writes records for an offline bulk load (`esr seed`): one batch, its
     /// indexes and counts included. A bulk load is the records as they
     /// are, not changes of them: the change feed gets no events.
-    fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
+    fn bulk_insert_records(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        records: &[Value],
+    ) -> Result<(), StoreError> {
         let writes = [CollectionWrite::records(collection, records.to_vec())];
         self.write(organization, &mut |_, _| Ok(writes.to_vec()), Feed::Unrecorded)
     }
@@ -736,12 +741,12 @@ impl Store for PgStore {
              ON COMMIT DROP",
         ).map_err(store_error)?;
         let mut problems = Vec::new();
-        for collection in COLLECTIONS {
+        for collection in Collection::ALL {
             let organizations: BTreeSet<Uuid> = transaction
                 .query(
                     "SELECT org_id FROM records WHERE collection = $1 UNION SELECT org_id FROM index_entries \
                      WHERE collection = $1 UNION SELECT org_id FROM counts WHERE collection = $1",
-                    &[&collection],
+                    &[&collection.name()],
                 )
                 .map_err(store_error)?
                 .iter()
@@ -780,12 +785,15 @@ const VERIFY_CHUNK: i32 = 1_000;
 fn verify_organization_indexes(
     transaction: &mut postgres::Transaction<'_>,
     organization: Uuid,
-    collection: &str,
+    collection: Collection,
 ) -> Result<IndexDisagreement, StoreError> {
     transaction.batch_execute("TRUNCATE expected_entries").map_err(store_error)?;
     let mut counts: BTreeMap<(String, Vec<u8>), i64> = BTreeMap::new();
     let records = transaction
-        .bind("SELECT id, body FROM records WHERE org_id = $1 AND collection = $2", &[&organization, &collection])
+        .bind(
+            "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2",
+            &[&organization, &collection.name()],
+        )
         .map_err(store_error)?;
     loop {
         let rows = transaction.query_portal(&records, VERIFY_CHUNK).map_err(store_error)?;
@@ -836,7 +844,10 @@ fn verify_organization_indexes(
         .map_err(store_error)?
         .get(0);
     let stored_counts: BTreeMap<(String, Vec<u8>), i64> = transaction
-        .query("SELECT name, value, n FROM counts WHERE org_id = $1 AND collection = $2", &[&organization, &collection])
+        .query(
+            "SELECT name, value, n FROM counts WHERE org_id = $1 AND collection = $2",
+            &[&organization, &collection.name()],
+        )
         .map_err(store_error)?
         .iter()
         .map(|row| ((row.get(0), row.get(1)), row.get(2)))
@@ -1012,7 +1023,7 @@ impl StoreReader for PgReader {
     /// the only one), it is one statement outside any snapshot, in one
     /// round trip with nothing to end after it: the write position it
     /// reads with the record is an upper bound of what the read saw.
-    fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+    fn get(&mut self, collection: Collection, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
         let replicas_may_serve = self.replicas.as_ref().is_some_and(|replicas| replicas.any_usable());
         if self.open.is_some() || replicas_may_serve {
             return self.read(|mut session| session.get(collection, id));
@@ -1021,7 +1032,7 @@ impl StoreReader for PgReader {
         let row = connection.query_opt(
             "SELECT (SELECT body FROM records WHERE org_id = $1 AND collection = $2 AND id = $3), \
              (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8",
-            &[&self.organization, &collection, &id],
+            &[&self.organization, &collection.name(), &id],
         );
         self.open = Some((connection, false));
         let row = row?.ok_or_else(|| StoreError::Backend("PostgreSQL answered a read by id with no row".into()))?;
@@ -1029,44 +1040,48 @@ impl StoreReader for PgReader {
         Ok(row.get(0))
     }
 
-    fn get_many(&mut self, collection: &str, ids: &[Uuid]) -> Result<Vec<StoredRecord>, StoreError> {
+    fn get_many(&mut self, collection: Collection, ids: &[Uuid]) -> Result<Vec<StoredRecord>, StoreError> {
         self.read(|mut session| session.get_many(collection, ids))
     }
 
-    fn scan(&mut self, collection: &str, walk: &RecordWalk) -> Result<Vec<StoredRecord>, StoreError> {
+    fn scan(&mut self, collection: Collection, walk: &RecordWalk) -> Result<Vec<StoredRecord>, StoreError> {
         self.read(|mut session| session.scan(collection, walk))
     }
 
-    fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
+    fn count(&mut self, collection: Collection) -> Result<u64, StoreError> {
         self.read(|mut session| session.count(collection))
     }
 
-    fn index_scan(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError> {
+    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError> {
         self.read(|mut session| session.index_scan(collection, walk))
     }
 
-    fn index_positions(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<IndexPosition>, StoreError> {
+    fn index_positions(
+        &mut self,
+        collection: Collection,
+        walk: &IndexWalk<'_>,
+    ) -> Result<Vec<IndexPosition>, StoreError> {
         self.read(|mut session| session.index_positions(collection, walk))
     }
 
     fn ids_holding_any(
         &mut self,
-        collection: &str,
+        collection: Collection,
         index: &str,
         values: &[String],
     ) -> Result<std::collections::BTreeSet<Uuid>, StoreError> {
         self.read(|mut session| session.ids_holding_any(collection, index, values))
     }
 
-    fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+    fn index_count(&mut self, collection: Collection, index: &str, value: &str) -> Result<u64, StoreError> {
         self.read(|mut session| session.index_count(collection, index, value))
     }
 
-    fn index_values(&mut self, collection: &str, index: &str) -> Result<Vec<(String, u64)>, StoreError> {
+    fn index_values(&mut self, collection: Collection, index: &str) -> Result<Vec<(String, u64)>, StoreError> {
         self.read(|mut session| session.index_values(collection, index))
     }
 
-    fn count_matching(&mut self, collection: &str, matching: &Matching) -> Result<u64, StoreError> {
+    fn count_matching(&mut self, collection: Collection, matching: &Matching) -> Result<u64, StoreError> {
         self.read(|mut session| session.count_matching(collection, matching))
     }
 
@@ -1074,17 +1089,22 @@ impl StoreReader for PgReader {
         self.read(|mut session| session.change_log())
     }
 
-    fn changes(&mut self, after: u64, collections: &[&str], limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
+    fn changes(
+        &mut self,
+        after: u64,
+        collections: &[Collection],
+        limit: usize,
+    ) -> Result<Vec<ChangeEvent>, StoreError> {
         self.read(|mut session| session.changes(after, collections, limit))
     }
 
-    fn history(&mut self, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
+    fn history(&mut self, collection: Collection, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
         self.read(|mut session| session.history(collection, id))
     }
 
     fn count_groups_of_candidates(
         &mut self,
-        collection: &str,
+        collection: Collection,
         group_by: &[String],
         matching: &Matching,
         max_candidates: u64,
@@ -1096,32 +1116,32 @@ impl StoreReader for PgReader {
 /// The write transaction's reads, for a batch's build step.
 impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
     /// The record with this id in the organization's collection.
-    fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+    fn get(&mut self, collection: Collection, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
         let organization = self.organization;
         let row = self.query_opt(
             "SELECT body FROM records WHERE org_id = $1 AND collection = $2 AND id = $3",
-            &[&organization, &collection, &id],
+            &[&organization, &collection.name(), &id],
         )?;
         let body: Option<Vec<u8>> = row.map(|row| row.get(0));
         if let Some(read) = self.read_by_id.as_mut() {
-            read.entry(collection.to_owned()).or_default().insert(id, body.clone());
+            read.entry(collection).or_default().insert(id, body.clone());
         }
         Ok(body)
     }
 
     /// The records with these ids that exist, each once: one statement.
-    fn get_many(&mut self, collection: &str, ids: &[Uuid]) -> Result<Vec<StoredRecord>, StoreError> {
+    fn get_many(&mut self, collection: Collection, ids: &[Uuid]) -> Result<Vec<StoredRecord>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
         let organization = self.organization;
         let rows = self.query(
             "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2 AND id = ANY($3)",
-            &[&organization, &collection, &ids],
+            &[&organization, &collection.name(), &ids],
         )?;
         let found: Vec<StoredRecord> = rows.into_iter().map(|row| (row.get(0), row.get(1))).collect();
         if let Some(read) = self.read_by_id.as_mut() {
-            let read = read.entry(collection.to_owned()).or_default();
+            let read = read.entry(collection).or_default();
             read.extend(ids.iter().map(|id| (*id, None)));
             read.extend(found.iter().map(|(id, body)| (*id, Some(body.clone()))));
         }
@@ -1130,7 +1150,7 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
 
     /// Up to `limit` (at most [`MAX_SCAN`]) records in id order, after
     /// `after` when given; `reverse` walks from the newest.
-    fn scan(&mut self, collection: &str, walk: &RecordWalk) -> Result<Vec<StoredRecord>, StoreError> {
+    fn scan(&mut self, collection: Collection, walk: &RecordWalk) -> Result<Vec<StoredRecord>, StoreError> {
         let organization = self.organization;
         let RecordWalk { after, limit, reverse } = *walk;
         let limit = limit.min(MAX_SCAN) as i64;
@@ -1140,22 +1160,22 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
                 &format!(
                     "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2 ORDER BY id {order} LIMIT $3"
                 ),
-                &[&organization, &collection, &limit],
+                &[&organization, &collection.name(), &limit],
             )?,
             Some(after) => self.query(
                 &format!(
                     "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2 AND id {comparison} $3 \
                      ORDER BY id {order} LIMIT $4"
                 ),
-                &[&organization, &collection, &after, &limit],
+                &[&organization, &collection.name(), &after, &limit],
             )?,
         };
         Ok(rows.into_iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 
     /// How many records the organization holds in the collection.
-    fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
-        if !COLLECTIONS.contains(&collection) {
+    fn count(&mut self, collection: Collection) -> Result<u64, StoreError> {
+        if !Collection::ALL.contains(&collection) {
             return Ok(0);
         }
         self.stored_count(collection, CREATED_AT, b"")
@@ -1164,7 +1184,7 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
     /// Up to `limit` (at most [`MAX_SCAN`]) records holding `value` in the
     /// index, in position, id order, strictly after `after` (before it, in
     /// reverse) when given.
-    fn index_scan(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError> {
+    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError> {
         let index = walk.index;
         let rows = self.entries(collection, walk, true)?;
         let mut records = Vec::with_capacity(rows.len());
@@ -1180,7 +1200,11 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
 
     /// The positions of [`Connection::index_scan`]'s records (position,
     /// id), read from the index alone.
-    fn index_positions(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<IndexPosition>, StoreError> {
+    fn index_positions(
+        &mut self,
+        collection: Collection,
+        walk: &IndexWalk<'_>,
+    ) -> Result<Vec<IndexPosition>, StoreError> {
         let rows = self.entries(collection, walk, false)?;
         Ok(rows.into_iter().map(|row| IndexPosition::new(row.get(0), row.get(1))).collect())
     }
@@ -1188,7 +1212,7 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
     /// The ids of every record holding any of `values` in the index: one query.
     fn ids_holding_any(
         &mut self,
-        collection: &str,
+        collection: Collection,
         index: &str,
         values: &[String],
     ) -> Result<std::collections::BTreeSet<Uuid>, StoreError> {
@@ -1206,19 +1230,19 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
     }
 
     /// How many records hold `value` in the index.
-    fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+    fn index_count(&mut self, collection: Collection, index: &str, value: &str) -> Result<u64, StoreError> {
         known_index(collection, index)?;
         self.stored_count(collection, index, value.as_bytes())
     }
 
     /// Every value the organization's records hold in the index, with its
     /// count: the index's count rows.
-    fn index_values(&mut self, collection: &str, index: &str) -> Result<Vec<(String, u64)>, StoreError> {
+    fn index_values(&mut self, collection: Collection, index: &str) -> Result<Vec<(String, u64)>, StoreError> {
         known_index(collection, index)?;
         let organization = self.organization;
         let rows = self.query(
             "SELECT value, n FROM counts WHERE org_id = $1 AND collection = $2 AND name = $3 AND n > 0 ORDER BY value",
-            &[&organization, &collection, &index],
+            &[&organization, &collection.name(), &index],
         )?;
         rows.iter()
             .map(|row| {
@@ -1230,7 +1254,7 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
             .collect()
     }
 
-    fn count_matching(&mut self, collection: &str, matching: &Matching) -> Result<u64, StoreError> {
+    fn count_matching(&mut self, collection: Collection, matching: &Matching) -> Result<u64, StoreError> {
         let Matching { range, conditions, updated_after } = matching;
         match range {
             Some(range) => self.count_in_range(collection, range, conditions, *updated_after),
@@ -1242,17 +1266,22 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
         Session::change_log(self)
     }
 
-    fn changes(&mut self, after: u64, collections: &[&str], limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
+    fn changes(
+        &mut self,
+        after: u64,
+        collections: &[Collection],
+        limit: usize,
+    ) -> Result<Vec<ChangeEvent>, StoreError> {
         Session::changes(self, after, collections, limit)
     }
 
-    fn history(&mut self, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
+    fn history(&mut self, collection: Collection, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
         Session::history(self, collection, id)
     }
 
     fn count_groups_of_candidates(
         &mut self,
-        collection: &str,
+        collection: Collection,
         group_by: &[String],
         matching: &Matching,
         max_candidates: u64,
@@ -1325,7 +1354,7 @@ pub struct Session<'a, C: GenericClient> {
 }
 
 /// Records read by id, by collection: `None` for an id not stored.
-type ReadById = HashMap<String, HashMap<Uuid, Option<Vec<u8>>>>;
+type ReadById = HashMap<Collection, HashMap<Uuid, Option<Vec<u8>>>>;
 
 impl<C: GenericClient + Send> Session<'_, C> {
     fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, StoreError> {
@@ -1342,7 +1371,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
     /// record's body when `bodies`.
     fn entries(
         &mut self,
-        collection: &str,
+        collection: Collection,
         walk: &IndexWalk<'_>,
         bodies: bool,
     ) -> Result<Vec<postgres::Row>, StoreError> {
@@ -1372,11 +1401,11 @@ impl<C: GenericClient + Send> Session<'_, C> {
     }
 
     /// A count row (0 when absent).
-    fn stored_count(&mut self, collection: &str, name: &str, value: &[u8]) -> Result<u64, StoreError> {
+    fn stored_count(&mut self, collection: Collection, name: &str, value: &[u8]) -> Result<u64, StoreError> {
         let organization = self.organization;
         let row = self.query_opt(
             "SELECT n FROM counts WHERE org_id = $1 AND collection = $2 AND name = $3 AND value = $4",
-            &[&organization, &collection, &name, &value],
+            &[&organization, &collection.name(), &name, &value],
         )?;
         Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
     }
@@ -1389,11 +1418,11 @@ impl<C: GenericClient + Send> Session<'_, C> {
     /// entries are intersected in the database.
     fn count_unranged(
         &mut self,
-        collection: &str,
+        collection: Collection,
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
-        if conditions.is_empty() && !COLLECTIONS.contains(&collection) {
+        if conditions.is_empty() && !Collection::ALL.contains(&collection) {
             return Ok(0);
         }
         let mut sized = Vec::with_capacity(conditions.len());
@@ -1461,7 +1490,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
     /// were updated strictly after `updated_after`.
     fn count_in_range(
         &mut self,
-        collection: &str,
+        collection: Collection,
         range: &IndexRange,
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
@@ -1490,7 +1519,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
     /// any other condition, the range and `updated_after` are sets of ids.
     pub fn count_groups_of_candidates(
         &mut self,
-        collection: &str,
+        collection: Collection,
         group_by: &[String],
         matching: &Matching,
         max_candidates: u64,
@@ -1567,7 +1596,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
     /// How many records were updated strictly after `after`: the updates of
     /// the rest of its hour from the `updated_at` index, then the hourly
     /// counts of every later hour.
-    fn count_updated_after(&mut self, collection: &str, after: i64) -> Result<u64, StoreError> {
+    fn count_updated_after(&mut self, collection: Collection, after: i64) -> Result<u64, StoreError> {
         let organization = self.organization;
         let next_hour = indexes::next_hour_start(after);
         let updated = known_index(collection, UPDATED_AT)?;
@@ -1581,7 +1610,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
         let later = self.query_opt(
             "SELECT coalesce(sum(n), 0)::bigint FROM counts WHERE org_id = $1 AND collection = $2 AND name = $3 \
              AND value >= $4",
-            &[&organization, &collection, &indexes::UPDATED_HOUR, &indexes::hour_value(next_hour).as_bytes()],
+            &[&organization, &collection.name(), &indexes::UPDATED_HOUR, &indexes::hour_value(next_hour).as_bytes()],
         )?;
         let read = |row: Option<postgres::Row>| row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64);
         Ok(read(this_hour) + read(later))
@@ -1591,7 +1620,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
     /// updated after `updated_after`) in one query.
     fn count_intersection(
         &mut self,
-        collection: &str,
+        collection: Collection,
         range: Option<&IndexRange>,
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
@@ -1630,7 +1659,7 @@ impl SqlParams {
 /// of a sort index (both ends exclusive) and, when given, were updated
 /// strictly after `updated_after`.
 fn where_matching(
-    collection: &str,
+    collection: Collection,
     range: Option<&IndexRange>,
     conditions: &[IndexCondition],
     updated_after: Option<i64>,
@@ -1663,7 +1692,7 @@ fn where_matching(
 /// (`''`) of a sort index (or `created_at`, `updated_at`), at a position
 /// strictly between `after` and `before` (an absent end is open).
 fn between_positions(
-    collection: &str,
+    collection: Collection,
     name: &str,
     after: Option<IndexPosition>,
     before: Option<IndexPosition>,
@@ -1683,9 +1712,9 @@ fn between_positions(
     Ok(sql)
 }
 
-/// The index of this name in the collection, which must be one of [`COLLECTIONS`].
-fn known_index(collection: &str, index: &str) -> Result<indexes::Index, StoreError> {
-    if !COLLECTIONS.contains(&collection) {
+/// The index of this name in the collection, which must be one of [`Collection::ALL`].
+fn known_index(collection: Collection, index: &str) -> Result<indexes::Index, StoreError> {
+    if !Collection::ALL.contains(&collection) {
         return Err(StoreError::UnknownIndex(format!("no collection {collection}")));
     }
     indexes::find(collection, index)
@@ -1693,7 +1722,7 @@ fn known_index(collection: &str, index: &str) -> Result<indexes::Index, StoreErr
 }
 
 /// Whether a record holds at most one value of the index.
-fn single_valued(collection: &str, index: &str) -> bool {
+fn single_valued(collection: Collection, index: &str) -> bool {
     indexes::find(collection, index).is_some_and(|found| !matches!(found.key, indexes::IndexKey::EachOf(_)))
 }
 
@@ -1705,7 +1734,7 @@ struct RecordEntries {
     tallies: Vec<(String, String)>,
 }
 
-fn record_entries(collection: &str, id: Uuid, record: &Value) -> Result<RecordEntries, StoreError> {
+fn record_entries(collection: Collection, id: Uuid, record: &Value) -> Result<RecordEntries, StoreError> {
     let found = esr_store::record_indexes(collection, id, record)?;
     let mut tallies = found.counted;
     tallies.extend(found.entries.iter().map(|(index, value, _)| ((*index).to_owned(), value.clone())));
@@ -1713,7 +1742,7 @@ fn record_entries(collection: &str, id: Uuid, record: &Value) -> Result<RecordEn
 }
 
 /// The record's `id`, which must be a UUID.
-fn record_uuid(collection: &str, record: &Value) -> Result<Uuid, StoreError> {
+fn record_uuid(collection: Collection, record: &Value) -> Result<Uuid, StoreError> {
     record
         .get("id")
         .and_then(Value::as_str)
@@ -1762,15 +1791,15 @@ fn next_write_time(
 
 /// The ids a batch writes and those it deletes, by collection: no id may be both.
 #[derive(Default)]
-struct WrittenAndDeleted<'a> {
-    written: HashSet<(&'a str, Uuid)>,
-    deleted: HashSet<(&'a str, Uuid)>,
+struct WrittenAndDeleted {
+    written: HashSet<(Collection, Uuid)>,
+    deleted: HashSet<(Collection, Uuid)>,
 }
 
-impl<'a> WrittenAndDeleted<'a> {
+impl WrittenAndDeleted {
     /// Notes what a write of `collection` writes and deletes; an id the
     /// batch both writes and deletes is refused.
-    fn check(&mut self, collection: &'a str, written: &[Uuid], deleted: &[Uuid]) -> Result<(), StoreError> {
+    fn check(&mut self, collection: Collection, written: &[Uuid], deleted: &[Uuid]) -> Result<(), StoreError> {
         self.written.extend(written.iter().map(|id| (collection, *id)));
         self.deleted.extend(deleted.iter().map(|id| (collection, *id)));
         let both =
@@ -1799,7 +1828,7 @@ const COPY_CHUNK: usize = 1024;
 fn copy_records(
     transaction: &mut postgres::Transaction<'_>,
     organization: Uuid,
-    collection: &str,
+    collection: Collection,
     records: &[(Uuid, &Value)],
 ) -> Result<Vec<(Uuid, RecordEntries)>, StoreError> {
     let mut kept = Vec::with_capacity(records.len());
@@ -1829,9 +1858,10 @@ fn copy_records(
             found.entries.retain(|(index, ..)| columns::in_rows(collection, index));
             Ok((id, bytes, values, positions, found))
         });
+        let collection_name = collection.name();
         for row in encoded {
             let (id, bytes, values, positions, found) = row?;
-            let mut row: Vec<&(dyn ToSql + Sync)> = vec![&organization, &collection, &id, &bytes];
+            let mut row: Vec<&(dyn ToSql + Sync)> = vec![&organization, &collection_name, &id, &bytes];
             row.extend(values.iter().map(|value| value as &(dyn ToSql + Sync)));
             row.extend(positions.iter().map(|position| position as &(dyn ToSql + Sync)));
             writer.write(&row).map_err(store_error)?;
@@ -1855,10 +1885,7 @@ fn write_in<'a>(
     let deletes = writes.iter().any(|write| !write.deleted.is_empty());
     let mut written_and_deleted = WrittenAndDeleted::default();
     for CollectionWrite { collection, records, deleted, history } in writes.iter().filter(|write| !write.is_empty()) {
-        let collection: &str = collection;
-        if !COLLECTIONS.contains(&collection) {
-            return Err(StoreError::InvalidRecord(format!("unknown collection {collection}")));
-        }
+        let collection = *collection;
         let record_ids =
             records.iter().map(|record| record_uuid(collection, record)).collect::<Result<Vec<Uuid>, _>>()?;
         // Each id once, where it first appears: the order of the feed's events.
@@ -1880,7 +1907,7 @@ fn write_in<'a>(
             stored.insert(id, found);
             Ok(())
         };
-        let already_read = read_by_id.get(collection);
+        let already_read = read_by_id.get(&collection);
         let mut unread = Vec::new();
         for id in &ids {
             match already_read.and_then(|read| read.get(id)) {
@@ -1895,7 +1922,9 @@ fn write_in<'a>(
                 transaction,
                 "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2 AND id = ANY($3)",
             )?;
-            for row in transaction.query(&read_stored, &[&organization, &collection, &unread]).map_err(store_error)? {
+            for row in
+                transaction.query(&read_stored, &[&organization, &collection.name(), &unread]).map_err(store_error)?
+            {
                 add_stored(row.get(0), row.get(1))?;
             }
         }
@@ -1921,7 +1950,7 @@ fn write_in<'a>(
                 transaction,
                 "DELETE FROM records WHERE org_id = $1 AND collection = $2 AND id = ANY($3)",
             )?;
-            transaction.execute(&remove, &[&organization, &collection, &replaced]).map_err(store_error)?;
+            transaction.execute(&remove, &[&organization, &collection.name(), &replaced]).map_err(store_error)?;
         }
         if !deleting.is_empty() {
             changes::delete_history(transaction, statements, organization, collection, &deleting)?;
@@ -1986,7 +2015,7 @@ fn write_in<'a>(
             let positions: Vec<i64> = removed.iter().map(|entry| entry.2).collect();
             let ids: Vec<Uuid> = removed.iter().map(|entry| entry.3).collect();
             transaction
-                .execute(&remove, &[&organization, &collection, &names, &values, &positions, &ids])
+                .execute(&remove, &[&organization, &collection.name(), &names, &values, &positions, &ids])
                 .map_err(store_error)?;
         }
         if !added.is_empty() {
@@ -1999,7 +2028,7 @@ fn write_in<'a>(
             );
             for (index, value, position, id) in &added {
                 writer
-                    .write(&[&organization, &collection, index, &value.as_bytes(), position, id])
+                    .write(&[&organization, &collection.name(), index, &value.as_bytes(), position, id])
                     .map_err(store_error)?;
             }
             writer.finish().map_err(store_error)?;
@@ -2019,7 +2048,7 @@ fn write_in<'a>(
                  ON CONFLICT (org_id, collection, name, value) DO UPDATE SET n = counts.n + excluded.n",
             )?;
             transaction
-                .execute(&upsert, &[&organization, &collection, &names, &values, &changes])
+                .execute(&upsert, &[&organization, &collection.name(), &names, &values, &changes])
                 .map_err(store_error)?;
             let drop_zeros = prepared(
                 statements,
@@ -2028,7 +2057,9 @@ fn write_in<'a>(
                  WHERE c.org_id = $1 AND c.collection = $2 AND c.name = change.name AND c.value = change.value \
                  AND c.n <= 0",
             )?;
-            transaction.execute(&drop_zeros, &[&organization, &collection, &names, &values]).map_err(store_error)?;
+            transaction
+                .execute(&drop_zeros, &[&organization, &collection.name(), &names, &values])
+                .map_err(store_error)?;
         }
     }
     match changes {

@@ -6,6 +6,7 @@
 //! once; a database whose schema is newer than this binary is refused.
 
 use esr_contract::indexes;
+use esr_store::Collection;
 
 use super::columns;
 use esr_store::StoreError;
@@ -24,7 +25,8 @@ const MIGRATIONS: &[&str] = &[
 /// The index columns a migration adds that the host fills from the
 /// records' bodies in the migration's transaction: `(migration, collection,
 /// index)`.
-const FILLED: &[(usize, &str, &str)] = &[(5, "vulnerability-findings", indexes::SUPPRESSION_EXPIRY.name)];
+const FILLED: &[(usize, Collection, &str)] =
+    &[(5, Collection::VulnerabilityFindings, indexes::SUPPRESSION_EXPIRY.name)];
 
 /// The schema version this binary writes and reads.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
@@ -60,7 +62,7 @@ pub fn migrate(client: &mut postgres::Client) -> Result<i32, StoreError> {
         let failed = |error: StoreError| StoreError::Backend(format!("schema migration {number} failed: {error}"));
         transaction.batch_execute(sql).map_err(|error| failed(crate::store_error(error)))?;
         for (_, collection, index) in FILLED.iter().filter(|(migration, ..)| *migration == number) {
-            columns::fill(&mut transaction, collection, index).map_err(failed)?;
+            columns::fill(&mut transaction, *collection, index).map_err(failed)?;
         }
     }
     transaction

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use uuid::Uuid;
 
 use super::{Trees, record_key};
-use esr_store::{COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, MAX_SCAN, StoreError};
+use esr_store::{ChangeEvent, ChangeLog, ChangeOperation, Collection, MAX_SCAN, StoreError};
 
 /// The tree of every organization's [`ChangeLog`].
 pub(super) const CHANGE_LOGS: &str = "change-logs";
@@ -205,11 +205,12 @@ impl Trees {
         &self,
         organization: Uuid,
         after: u64,
-        collections: &[&str],
+        collections: &[Collection],
         limit: usize,
     ) -> Result<Vec<ChangeEvent>, StoreError> {
         let limit = limit.min(MAX_SCAN);
-        let wanted: Vec<&str> = if collections.is_empty() { COLLECTIONS.to_vec() } else { collections.to_vec() };
+        let wanted: Vec<Collection> =
+            if collections.is_empty() { Collection::ALL.to_vec() } else { collections.to_vec() };
         let mut events = Vec::new();
         for (collection, trees) in self.collections.iter().filter(|(name, _)| wanted.contains(name)) {
             let range = trees.changes.range((
@@ -222,7 +223,7 @@ impl Trees {
                 let event = StoredEvent::decode(&bytes)?;
                 events.push(ChangeEvent {
                     sequence,
-                    collection: (*collection).to_owned(),
+                    collection: *collection,
                     id: event.id,
                     operation: event.operation,
                     changed_at: event.changed_at,
@@ -235,8 +236,13 @@ impl Trees {
     }
 
     /// The record's history entries, in the order written.
-    pub(super) fn history(&self, organization: Uuid, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
-        let Some(trees) = self.collections.get(collection) else { return Ok(Vec::new()) };
+    pub(super) fn history(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        id: Uuid,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        let Some(trees) = self.collections.get(&collection) else { return Ok(Vec::new()) };
         trees
             .history
             .scan_prefix(history_prefix(organization, id))

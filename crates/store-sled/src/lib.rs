@@ -23,7 +23,7 @@ use uuid::Uuid;
 
 use self::index_blocks::value_prefix;
 use esr_store::{
-    ApiKeyRecord, BuildBatch, COLLECTIONS, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, GroupCount,
+    ApiKeyRecord, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection, CollectionWrite, GroupCount,
     IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching, Organization, ReadFrom, RecordWalk,
     Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation, restricting_conditions, sort_index,
 };
@@ -62,7 +62,7 @@ pub struct Trees {
     meta: sled::Tree,
     /// `organization` → its [`ChangeLog`] (`changes.rs`).
     change_logs: sled::Tree,
-    collections: BTreeMap<&'static str, CollectionTrees>,
+    collections: BTreeMap<Collection, CollectionTrees>,
     /// Each organization's write lock, held by whoever validates and
     /// writes a batch of its records, so that what was validated is what
     /// gets replaced, and while the write reads the index blocks it then
@@ -140,7 +140,7 @@ impl SledStore {
             other => store_error(other),
         })?;
         let mut collections = BTreeMap::new();
-        for name in COLLECTIONS {
+        for name in Collection::ALL {
             collections.insert(
                 name,
                 CollectionTrees {
@@ -204,30 +204,6 @@ impl Trees {
         self.rebuild_indexes()
     }
 
-    /// Writes records without their index entries, for an offline bulk
-    /// load: much faster than [`Trees::write_records`]. The indexes are
-    /// marked stale first, so a load that stops half-way is re-indexed on
-    /// the next open; [`Trees::finish_bulk_load`] rebuilds them. A bulk
-    /// load is not a change: it gives the records no change events.
-    fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
-        if self.marker(INDEXES_MARKER)?.as_deref() != Some("stale") {
-            self.set_marker(INDEXES_MARKER, "stale")?;
-        }
-        let tree = self
-            .tree(collection)
-            .ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
-        let mut batch = sled::Batch::default();
-        for record in records {
-            let id = record_uuid(collection, record)?;
-            // Checks created_at now rather than failing the rebuild later.
-            index_entries(organization, collection, id, record)?;
-            let bytes = serde_json::to_vec(record).map_err(|e| StoreError::InvalidRecord(e.to_string()))?;
-            batch.insert(&record_key(organization, id)[..], bytes);
-        }
-        tree.apply_batch(batch).map_err(store_error)?;
-        Ok(())
-    }
-
     /// Rebuilds every index and count from the records (the change feed
     /// and histories are not indexes: they stay as they are).
     fn rebuild_indexes(&self) -> Result<(), StoreError> {
@@ -245,7 +221,7 @@ impl Trees {
                     return Err(StoreError::Corrupt("a record key is not organization id + record id".into()));
                 };
                 let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                for (entry_key, count_key) in index_entries(organization, collection, id, &record)? {
+                for (entry_key, count_key) in index_entries(organization, *collection, id, &record)? {
                     if let Some(entry_key) = entry_key {
                         let (prefix, entry) = index_blocks::split_entry_key(&entry_key)?;
                         entries.entry(prefix.to_vec()).or_default().push(entry);
@@ -290,7 +266,7 @@ impl Trees {
                 let organization = key.get(..16).and_then(|b| Uuid::from_slice(b).ok()).unwrap_or_default();
                 let id = record_id(&key)?;
                 let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                for (entry_key, count_key) in index_entries(organization, collection, id, &record)? {
+                for (entry_key, count_key) in index_entries(organization, *collection, id, &record)? {
                     entries.extend(entry_key.map(|key| index_blocks::entry_digest(&[&key])));
                     *counts.entry(count_key).or_default() += 1;
                 }
@@ -509,8 +485,8 @@ impl Trees {
         }
     }
 
-    fn tree(&self, collection: &str) -> Option<&sled::Tree> {
-        self.collections.get(collection).map(|trees| &trees.records)
+    fn tree(&self, collection: Collection) -> Option<&sled::Tree> {
+        self.collections.get(&collection).map(|trees| &trees.records)
     }
 
     /// Writes records (JSON objects with a UUID `id`, `created_at` and
@@ -541,7 +517,7 @@ impl Trees {
         {
             let collection_trees = self
                 .collections
-                .get(collection.as_str())
+                .get(&collection)
                 .ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
             trees.extend([
                 &collection_trees.records,
@@ -562,7 +538,7 @@ impl Trees {
             // Each record's bytes and index entries, and those of the record
             // it replaces in the store, worked out on every core.
             let ready = esr_store::parallel::map_in_order(&records, |record| {
-                prepare_record(collection_trees, organization, &collection, record)
+                prepare_record(collection_trees, organization, collection, record)
             })
             .into_iter()
             .collect::<Result<Vec<_>, _>>()?;
@@ -618,7 +594,7 @@ impl Trees {
             // Deletions after the records, each stored id once, in the order given.
             let deleted: Vec<Uuid> = deleted.into_iter().filter(|id| evented.insert(*id)).collect();
             let stored = esr_store::parallel::map_in_order(&deleted, |id| {
-                prepare_deletion(collection_trees, organization, &collection, *id)
+                prepare_deletion(collection_trees, organization, collection, *id)
             })
             .into_iter()
             .collect::<Result<Vec<_>, _>>()?;
@@ -697,7 +673,7 @@ impl Trees {
     fn index_walk(
         &self,
         organization: Uuid,
-        collection: &str,
+        collection: Collection,
         walk: &IndexWalk<'_>,
     ) -> Result<(&CollectionTrees, index_blocks::Entries), StoreError> {
         let trees = self.index_trees(collection, walk.index)?;
@@ -707,7 +683,13 @@ impl Trees {
     }
 
     /// How many records hold `value` in the index.
-    fn index_count(&self, organization: Uuid, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+    fn index_count(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        index: &str,
+        value: &str,
+    ) -> Result<u64, StoreError> {
         let trees = self.index_trees(collection, index)?;
         Ok(trees
             .counts
@@ -721,7 +703,7 @@ impl Trees {
     fn index_values(
         &self,
         organization: Uuid,
-        collection: &str,
+        collection: Collection,
         index: &str,
     ) -> Result<Vec<(String, u64)>, StoreError> {
         let trees = self.index_trees(collection, index)?;
@@ -754,11 +736,11 @@ impl Trees {
     fn count_matching(
         &self,
         organization: Uuid,
-        collection: &str,
+        collection: Collection,
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
-        if conditions.is_empty() && !self.collections.contains_key(collection) {
+        if conditions.is_empty() && !self.collections.contains_key(&collection) {
             return Ok(0);
         }
         // Each value once: a repeated value must not count its records twice.
@@ -892,7 +874,7 @@ impl Trees {
     fn count_in_range(
         &self,
         organization: Uuid,
-        collection: &str,
+        collection: Collection,
         range: &IndexRange,
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
@@ -957,7 +939,7 @@ impl Trees {
     fn intersect_conditions(
         &self,
         organization: Uuid,
-        collection: &str,
+        collection: Collection,
         conditions: &[IndexCondition],
     ) -> Result<Option<Option<HashSet<[u8; 16]>>>, StoreError> {
         let mut sized = Vec::with_capacity(conditions.len());
@@ -996,7 +978,7 @@ impl Trees {
     fn count_candidates_updated_after(
         &self,
         organization: Uuid,
-        collection: &str,
+        collection: Collection,
         candidates: &HashSet<[u8; 16]>,
         after: i64,
     ) -> Result<u64, StoreError> {
@@ -1009,7 +991,7 @@ impl Trees {
     fn candidates_updated_after(
         &self,
         organization: Uuid,
-        collection: &str,
+        collection: Collection,
         candidates: &HashSet<[u8; 16]>,
         after: i64,
     ) -> Result<HashSet<[u8; 16]>, StoreError> {
@@ -1042,7 +1024,7 @@ impl Trees {
     fn count_groups_of_candidates(
         &self,
         organization: Uuid,
-        collection: &str,
+        collection: Collection,
         group_by: &[String],
         matching: &Matching,
         max_candidates: u64,
@@ -1183,7 +1165,7 @@ impl Trees {
     /// How many records were updated strictly after `after`: the updates of
     /// the rest of its hour from the `updated_at` index, then the hourly
     /// counts of every later hour.
-    fn count_updated_after(&self, organization: Uuid, collection: &str, after: i64) -> Result<u64, StoreError> {
+    fn count_updated_after(&self, organization: Uuid, collection: Collection, after: i64) -> Result<u64, StoreError> {
         let trees = self.index_trees(collection, UPDATED_AT)?;
         let next_hour = indexes::next_hour_start(after);
         let mut count = 0;
@@ -1203,10 +1185,10 @@ impl Trees {
         Ok(count)
     }
 
-    fn index_trees(&self, collection: &str, index: &str) -> Result<&CollectionTrees, StoreError> {
+    fn index_trees(&self, collection: Collection, index: &str) -> Result<&CollectionTrees, StoreError> {
         let trees = self
             .collections
-            .get(collection)
+            .get(&collection)
             .ok_or_else(|| StoreError::UnknownIndex(format!("no collection {collection}")))?;
         esr_contract::indexes::find(collection, index)
             .ok_or_else(|| StoreError::UnknownIndex(format!("{collection} has no index {index}")))?;
@@ -1214,7 +1196,7 @@ impl Trees {
     }
 
     /// The record with this id in the organization's collection.
-    fn get(&self, organization: Uuid, collection: &str, id: Uuid) -> Result<Option<sled::IVec>, StoreError> {
+    fn get(&self, organization: Uuid, collection: Collection, id: Uuid) -> Result<Option<sled::IVec>, StoreError> {
         match self.tree(collection) {
             Some(tree) => Ok(tree.get(record_key(organization, id)).map_err(store_error)?),
             None => Ok(None),
@@ -1223,7 +1205,12 @@ impl Trees {
 
     /// Up to `limit` (at most [`MAX_SCAN`]) records in id order, after
     /// `after` when given; `reverse` walks from the newest.
-    fn scan(&self, organization: Uuid, collection: &str, walk: &RecordWalk) -> Result<Vec<StoredRecord>, StoreError> {
+    fn scan(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        walk: &RecordWalk,
+    ) -> Result<Vec<StoredRecord>, StoreError> {
         let Some(tree) = self.tree(collection) else { return Ok(Vec::new()) };
         let RecordWalk { after, limit, reverse } = *walk;
         let limit = limit.min(MAX_SCAN);
@@ -1246,8 +1233,8 @@ impl Trees {
     }
 
     /// How many records the organization holds in the collection.
-    fn count(&self, organization: Uuid, collection: &str) -> Result<u64, StoreError> {
-        if !self.collections.contains_key(collection) {
+    fn count(&self, organization: Uuid, collection: Collection) -> Result<u64, StoreError> {
+        if !self.collections.contains_key(&collection) {
             return Ok(0);
         }
         self.index_count(organization, collection, CREATED_AT, "")
@@ -1255,22 +1242,22 @@ impl Trees {
 }
 
 impl StoreReader for SledReader {
-    fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+    fn get(&mut self, collection: Collection, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
         let _call = self.call()?;
         Ok(self.trees.get(self.organization, collection, id)?.map(|bytes| bytes.to_vec()))
     }
 
-    fn scan(&mut self, collection: &str, walk: &RecordWalk) -> Result<Vec<StoredRecord>, StoreError> {
+    fn scan(&mut self, collection: Collection, walk: &RecordWalk) -> Result<Vec<StoredRecord>, StoreError> {
         let _call = self.call()?;
         self.trees.scan(self.organization, collection, walk)
     }
 
-    fn count(&mut self, collection: &str) -> Result<u64, StoreError> {
+    fn count(&mut self, collection: Collection) -> Result<u64, StoreError> {
         let _call = self.call()?;
         self.trees.count(self.organization, collection)
     }
 
-    fn index_scan(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError> {
+    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError> {
         let _call = self.call()?;
         let (trees, entries) = self.trees.index_walk(self.organization, collection, walk)?;
         let limit = walk.limit.min(MAX_SCAN);
@@ -1286,7 +1273,11 @@ impl StoreReader for SledReader {
         Ok(records)
     }
 
-    fn index_positions(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<IndexPosition>, StoreError> {
+    fn index_positions(
+        &mut self,
+        collection: Collection,
+        walk: &IndexWalk<'_>,
+    ) -> Result<Vec<IndexPosition>, StoreError> {
         let _call = self.call()?;
         let (_, entries) = self.trees.index_walk(self.organization, collection, walk)?;
         let limit = walk.limit.min(MAX_SCAN);
@@ -1298,17 +1289,17 @@ impl StoreReader for SledReader {
         Ok(positions)
     }
 
-    fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError> {
+    fn index_count(&mut self, collection: Collection, index: &str, value: &str) -> Result<u64, StoreError> {
         let _call = self.call()?;
         self.trees.index_count(self.organization, collection, index, value)
     }
 
-    fn index_values(&mut self, collection: &str, index: &str) -> Result<Vec<(String, u64)>, StoreError> {
+    fn index_values(&mut self, collection: Collection, index: &str) -> Result<Vec<(String, u64)>, StoreError> {
         let _call = self.call()?;
         self.trees.index_values(self.organization, collection, index)
     }
 
-    fn count_matching(&mut self, collection: &str, matching: &Matching) -> Result<u64, StoreError> {
+    fn count_matching(&mut self, collection: Collection, matching: &Matching) -> Result<u64, StoreError> {
         let _call = self.call()?;
         let Matching { range, conditions, updated_after } = matching;
         match range {
@@ -1322,19 +1313,24 @@ impl StoreReader for SledReader {
         self.trees.read_change_log(self.organization)
     }
 
-    fn changes(&mut self, after: u64, collections: &[&str], limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
+    fn changes(
+        &mut self,
+        after: u64,
+        collections: &[Collection],
+        limit: usize,
+    ) -> Result<Vec<ChangeEvent>, StoreError> {
         let _call = self.call()?;
         self.trees.changes(self.organization, after, collections, limit)
     }
 
-    fn history(&mut self, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
+    fn history(&mut self, collection: Collection, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
         let _call = self.call()?;
         self.trees.history(self.organization, collection, id)
     }
 
     fn count_groups_of_candidates(
         &mut self,
-        collection: &str,
+        collection: Collection,
         group_by: &[String],
         matching: &Matching,
         max_candidates: u64,
@@ -1391,8 +1387,34 @@ impl Store for SledStore {
         self.0.continue_changes_from(organization, latest)
     }
 
-    fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
-        self.0.bulk_insert_records(organization, collection, records)
+    /// Writes records without their index entries, for an offline bulk
+    /// load: much faster than [`Trees::write_records`]. The indexes are
+    /// marked stale first, so a load that stops half-way is re-indexed on
+    /// the next open; [`Trees::finish_bulk_load`] rebuilds them. A bulk
+    /// load is not a change: it gives the records no change events.
+    fn bulk_insert_records(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        records: &[Value],
+    ) -> Result<(), StoreError> {
+        let trees = &self.0;
+        if trees.marker(INDEXES_MARKER)?.as_deref() != Some("stale") {
+            trees.set_marker(INDEXES_MARKER, "stale")?;
+        }
+        let tree = trees
+            .tree(collection)
+            .ok_or_else(|| StoreError::InvalidRecord(format!("unknown collection {collection}")))?;
+        let mut batch = sled::Batch::default();
+        for record in records {
+            let id = record_uuid(collection, record)?;
+            // Checks created_at now rather than failing the rebuild later.
+            index_entries(organization, collection, id, record)?;
+            let bytes = serde_json::to_vec(record).map_err(|e| StoreError::InvalidRecord(e.to_string()))?;
+            batch.insert(&record_key(organization, id)[..], bytes);
+        }
+        tree.apply_batch(batch).map_err(store_error)?;
+        Ok(())
     }
 
     fn finish_bulk_load(&self) -> Result<(), StoreError> {
@@ -1521,7 +1543,7 @@ struct PreparedRecord {
 fn prepare_record(
     trees: &CollectionTrees,
     organization: Uuid,
-    collection: &str,
+    collection: Collection,
     record: &Value,
 ) -> Result<PreparedRecord, StoreError> {
     let records = &trees.records;
@@ -1554,7 +1576,7 @@ struct PreparedDeletion {
 fn prepare_deletion(
     trees: &CollectionTrees,
     organization: Uuid,
-    collection: &str,
+    collection: Collection,
     id: Uuid,
 ) -> Result<Option<PreparedDeletion>, StoreError> {
     let Some(stored) = trees.records.get(record_key(organization, id)).map_err(store_error)? else { return Ok(None) };
@@ -1585,7 +1607,7 @@ fn sled_config(dir: &Path) -> sled::Config {
 }
 
 /// The record's `id`, which must be a UUID.
-fn record_uuid(collection: &str, record: &Value) -> Result<Uuid, StoreError> {
+fn record_uuid(collection: Collection, record: &Value) -> Result<Uuid, StoreError> {
     record
         .get("id")
         .and_then(Value::as_str)
@@ -1598,7 +1620,7 @@ fn read_count(bytes: &[u8]) -> u64 {
 }
 
 /// Whether a record holds at most one value of the index.
-fn single_valued(collection: &str, index: &str) -> bool {
+fn single_valued(collection: Collection, index: &str) -> bool {
     indexes::find(collection, index).is_some_and(|found| !matches!(found.key, indexes::IndexKey::EachOf(_)))
 }
 
@@ -1655,7 +1677,7 @@ type IndexEntry = (Option<Vec<u8>>, Vec<u8>);
 /// tallies.
 fn index_entries(
     organization: Uuid,
-    collection: &str,
+    collection: Collection,
     id: Uuid,
     record: &Value,
 ) -> Result<Vec<IndexEntry>, StoreError> {
@@ -1674,7 +1696,7 @@ fn index_entries(
 /// Identifies the index table the stored indexes were built from.
 fn index_table_fingerprint() -> String {
     let mut text = String::from("v5 runs");
-    for collection in COLLECTIONS {
+    for collection in Collection::ALL {
         for index in esr_contract::indexes::indexes(collection) {
             text.push_str(&format!(";{collection}/{}={:?}/{:?}", index.name, index.key, index.order));
         }
@@ -1717,10 +1739,10 @@ mod tests {
                 json!({"id": Uuid::now_v7().to_string(), "status": "active", "created_at": at, "updated_at": at})
             })
             .collect();
-        store.insert_records(Uuid::now_v7(), "scopes", &records)?;
+        store.insert_records(Uuid::now_v7(), Collection::Scopes, &records)?;
         assert_eq!(store.verify_indexes()?, Vec::<String>::new());
 
-        let trees = &db.collections["scopes"];
+        let trees = &db.collections[&Collection::Scopes];
         let (some_block, entries) =
             trees.index.first().map_err(store_error)?.ok_or_else(|| StoreError::Corrupt("no entries".into()))?;
         trees.index.remove(some_block).map_err(store_error)?;
@@ -1739,10 +1761,10 @@ mod tests {
         let records: Vec<Value> = (0..3)
             .map(|_| json!({"id": Uuid::now_v7().to_string(), "status": "active", "created_at": at, "updated_at": at}))
             .collect();
-        store.insert_records(organization, "scopes", &records)?;
+        store.insert_records(organization, Collection::Scopes, &records)?;
         assert_eq!(store.verify_indexes()?, Vec::<String>::new());
 
-        let trees = &db.collections["scopes"];
+        let trees = &db.collections[&Collection::Scopes];
         let (first_event, _) =
             trees.changes.first().map_err(store_error)?.ok_or_else(|| StoreError::Corrupt("no events".into()))?;
         trees.changes.remove(first_event).map_err(store_error)?;

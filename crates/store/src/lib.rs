@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-/// The collections the public API serves, named as in its paths.
-pub const COLLECTIONS: [&str; 4] = ["endpoints", "remediation-targets", "scopes", "vulnerability-findings"];
+/// The collections the public API serves.
+pub use esr_contract::Collection;
 
 /// The most records (or positions) one scan returns, whatever limit it asks.
 pub const MAX_SCAN: usize = 1000;
@@ -123,9 +123,9 @@ pub use esr_contract::indexes::{
 };
 
 /// What a batch does to one collection.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CollectionWrite {
-    pub collection: String,
+    pub collection: Collection,
     /// Records to create or replace: JSON objects with a UUID `id` and
     /// RFC 3339 `created_at` and `updated_at`.
     pub records: Vec<Value>,
@@ -140,9 +140,14 @@ pub struct CollectionWrite {
 }
 
 impl CollectionWrite {
+    /// A write of this collection that changes nothing (yet).
+    pub fn new(collection: Collection) -> CollectionWrite {
+        CollectionWrite { collection, records: Vec::new(), deleted: Vec::new(), history: Vec::new() }
+    }
+
     /// Records to create or replace, and nothing else.
-    pub fn records(collection: &str, records: Vec<Value>) -> CollectionWrite {
-        CollectionWrite { collection: collection.to_owned(), records, ..CollectionWrite::default() }
+    pub fn records(collection: Collection, records: Vec<Value>) -> CollectionWrite {
+        CollectionWrite { records, ..CollectionWrite::new(collection) }
     }
 
     /// Whether the write changes nothing.
@@ -187,7 +192,7 @@ impl ChangeOperation {
 pub struct ChangeEvent {
     /// Its place in the organization's commit order (see [`ChangeLog`]).
     pub sequence: u64,
-    pub collection: String,
+    pub collection: Collection,
     pub id: Uuid,
     /// `Created` when the batch found no stored record with the id,
     /// `Updated` when it replaced one, `Deleted` when it deleted one.
@@ -248,12 +253,12 @@ pub trait StoreReader: Send {
     }
 
     /// The record with this id, or `None`.
-    fn get(&mut self, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError>;
+    fn get(&mut self, collection: Collection, id: Uuid) -> Result<Option<Vec<u8>>, StoreError>;
 
     /// The records with these ids that exist, each once, in no particular
     /// order: what a write's checks need of many records, read at once (a
     /// backend behind a network answers in one round trip, not one per id).
-    fn get_many(&mut self, collection: &str, ids: &[Uuid]) -> Result<Vec<StoredRecord>, StoreError> {
+    fn get_many(&mut self, collection: Collection, ids: &[Uuid]) -> Result<Vec<StoredRecord>, StoreError> {
         let mut found = Vec::new();
         for id in ids.iter().collect::<std::collections::BTreeSet<_>>() {
             if let Some(bytes) = self.get(collection, *id)? {
@@ -264,25 +269,29 @@ pub trait StoreReader: Send {
     }
 
     /// The records of `walk` (at most [`MAX_SCAN`]), in id order.
-    fn scan(&mut self, collection: &str, walk: &RecordWalk) -> Result<Vec<StoredRecord>, StoreError>;
+    fn scan(&mut self, collection: Collection, walk: &RecordWalk) -> Result<Vec<StoredRecord>, StoreError>;
 
     /// How many records the organization holds in the collection.
-    fn count(&mut self, collection: &str) -> Result<u64, StoreError>;
+    fn count(&mut self, collection: Collection) -> Result<u64, StoreError>;
 
     /// The records of `walk` (at most [`MAX_SCAN`]), in (position, id)
     /// order. Each record once.
-    fn index_scan(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError>;
+    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError>;
 
     /// The (position, id) of what [`StoreReader::index_scan`] would return
     /// for the same walk, read from the index alone.
-    fn index_positions(&mut self, collection: &str, walk: &IndexWalk<'_>) -> Result<Vec<IndexPosition>, StoreError>;
+    fn index_positions(
+        &mut self,
+        collection: Collection,
+        walk: &IndexWalk<'_>,
+    ) -> Result<Vec<IndexPosition>, StoreError>;
 
     /// The ids of every record holding any of `values` in the index, each
     /// once, read from the index alone. A backend with round trips answers
     /// in one; the default walks each value's entries.
     fn ids_holding_any(
         &mut self,
-        collection: &str,
+        collection: Collection,
         index: &str,
         values: &[String],
     ) -> Result<std::collections::BTreeSet<Uuid>, StoreError> {
@@ -304,7 +313,7 @@ pub trait StoreReader: Send {
 
     /// How many records hold `value` in the index (exact: a record counts
     /// once per value it holds).
-    fn index_count(&mut self, collection: &str, index: &str, value: &str) -> Result<u64, StoreError>;
+    fn index_count(&mut self, collection: Collection, index: &str, value: &str) -> Result<u64, StoreError>;
 
     /// How many records `matching` matches: within its range (a sort
     /// index's records holding its sort value at a position strictly
@@ -314,12 +323,12 @@ pub trait StoreReader: Send {
     /// once; the default matches every record. A range of an index that is
     /// not a sort index is [`StoreError::MalformedCall`]. Read from index
     /// counts and entries alone.
-    fn count_matching(&mut self, collection: &str, matching: &Matching) -> Result<u64, StoreError>;
+    fn count_matching(&mut self, collection: Collection, matching: &Matching) -> Result<u64, StoreError>;
 
     /// Every value the index holds with how many records hold it (values
     /// held by none are absent), in the values' byte order: the index's count rows,
     /// no entry or record read.
-    fn index_values(&mut self, collection: &str, index: &str) -> Result<Vec<(String, u64)>, StoreError>;
+    fn index_values(&mut self, collection: Collection, index: &str) -> Result<Vec<(String, u64)>, StoreError>;
 
     /// How many records `matching` matches per combination
     /// of the values they hold in the `group_by` indexes (one or two
@@ -335,7 +344,7 @@ pub trait StoreReader: Send {
     /// so that empty ones are skipped.
     fn count_groups(
         &mut self,
-        collection: &str,
+        collection: Collection,
         group_by: &[String],
         matching: &Matching,
     ) -> Result<Vec<GroupCount>, StoreError> {
@@ -348,7 +357,7 @@ pub trait StoreReader: Send {
     /// record budget), before it reads them.
     fn count_groups_within(
         &mut self,
-        collection: &str,
+        collection: Collection,
         group_by: &[String],
         matching: &Matching,
         budget: u64,
@@ -464,11 +473,12 @@ pub trait StoreReader: Send {
     /// Up to `limit` (at most [`MAX_SCAN`]) of the organization's change
     /// events with a sequence above `after`, in sequence order, of the
     /// given collections (every one when empty).
-    fn changes(&mut self, after: u64, collections: &[&str], limit: usize) -> Result<Vec<ChangeEvent>, StoreError>;
+    fn changes(&mut self, after: u64, collections: &[Collection], limit: usize)
+    -> Result<Vec<ChangeEvent>, StoreError>;
 
     /// The history entries of a record, in the order written (empty for a
     /// record without any, or none at all).
-    fn history(&mut self, collection: &str, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError>;
+    fn history(&mut self, collection: Collection, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError>;
 
     /// [`StoreReader::count_groups`] (arguments already checked) from the
     /// candidates: the records meeting the conditions, the range and
@@ -481,7 +491,7 @@ pub trait StoreReader: Send {
     /// index ordered by creation (nothing gives the candidates' places).
     fn count_groups_of_candidates(
         &mut self,
-        collection: &str,
+        collection: Collection,
         group_by: &[String],
         matching: &Matching,
         max_candidates: u64,
@@ -489,7 +499,11 @@ pub trait StoreReader: Send {
 }
 
 /// The stored record `id` of a collection, parsed.
-pub fn read_record(reader: &mut dyn StoreReader, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
+pub fn read_record(
+    reader: &mut dyn StoreReader,
+    collection: Collection,
+    id: Uuid,
+) -> Result<Option<Value>, StoreError> {
     match reader.get(collection, id)? {
         Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
         None => Ok(None),
@@ -500,7 +514,7 @@ pub fn read_record(reader: &mut dyn StoreReader, collection: &str, id: Uuid) -> 
 /// records (one store call per page, not one per record).
 pub fn records_by_index(
     reader: &mut dyn StoreReader,
-    collection: &str,
+    collection: Collection,
     index: &str,
     value: &str,
 ) -> Result<Vec<Value>, StoreError> {
@@ -514,7 +528,7 @@ pub fn records_by_index(
 /// memory.
 pub fn for_each_by_index(
     reader: &mut dyn StoreReader,
-    collection: &str,
+    collection: Collection,
     index: &str,
     value: &str,
     mut visit: impl FnMut(Value),
@@ -540,7 +554,7 @@ pub fn for_each_by_index(
 /// The collection's sort index `index`, which a range needs: an unknown
 /// index is [`StoreError::UnknownIndex`], another kind of index
 /// [`StoreError::MalformedCall`].
-pub fn sort_index(collection: &str, index: &str) -> Result<esr_contract::indexes::Index, StoreError> {
+pub fn sort_index(collection: Collection, index: &str) -> Result<esr_contract::indexes::Index, StoreError> {
     let found = esr_contract::indexes::find(collection, index)
         .ok_or_else(|| StoreError::UnknownIndex(format!("{collection}/{index}")))?;
     if found.key != IndexKey::SortValue {
@@ -570,7 +584,7 @@ pub const MAX_GROUP_CANDIDATES: u64 = 100_000;
 
 /// The conditions that restrict: each value once, and no condition every
 /// record meets (the empty value of an index every record is in).
-pub fn restricting_conditions(collection: &str, conditions: &[IndexCondition]) -> Vec<IndexCondition> {
+pub fn restricting_conditions(collection: Collection, conditions: &[IndexCondition]) -> Vec<IndexCondition> {
     conditions
         .iter()
         .map(|condition| {
@@ -588,7 +602,7 @@ pub fn restricting_conditions(collection: &str, conditions: &[IndexCondition]) -
 /// Whether a condition's index is ordered by `created_at`: its entries of
 /// a record are at the same place as the record's entries in every other
 /// such index.
-pub fn ordered_by_creation(collection: &str, index: &str) -> bool {
+pub fn ordered_by_creation(collection: Collection, index: &str) -> bool {
     esr_contract::indexes::find(collection, index)
         .is_some_and(|found| found.order == esr_contract::indexes::IndexOrder::CreatedAt)
 }
@@ -606,7 +620,7 @@ pub struct RecordIndexes {
 /// The index entries and counts of a record, which must carry RFC 3339
 /// `created_at` and `updated_at`. Each index's values are read once, and
 /// the two timestamps that order most indexes are parsed once.
-pub fn record_indexes(collection: &str, id: Uuid, record: &Value) -> Result<RecordIndexes, StoreError> {
+pub fn record_indexes(collection: Collection, id: Uuid, record: &Value) -> Result<RecordIndexes, StoreError> {
     use esr_contract::indexes::{self, IndexOrder};
     let timestamp = |field: &str| {
         record
@@ -645,7 +659,7 @@ pub fn record_indexes(collection: &str, id: Uuid, record: &Value) -> Result<Reco
 /// Whether every count [`StoreReader::count_groups`] makes by combination
 /// is a count row (what `count_matching` answers from counts: one
 /// condition where a record holds one value, or a counted pair).
-fn combinations_are_counted(collection: &str, group_by: &[String], matching: &Matching) -> bool {
+fn combinations_are_counted(collection: Collection, group_by: &[String], matching: &Matching) -> bool {
     if matching.range.is_some() || matching.updated_after.is_some() {
         return false;
     }
@@ -800,7 +814,12 @@ pub trait Store: Send + Sync {
     /// fast as the backend can: indexes may lag until
     /// [`Store::finish_bulk_load`], and a load that stops half-way must be
     /// re-indexed at the next open. Never used while the server serves.
-    fn bulk_insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError>;
+    fn bulk_insert_records(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        records: &[Value],
+    ) -> Result<(), StoreError>;
 
     /// Ends a bulk load: every index and count agrees with the records, durably.
     fn finish_bulk_load(&self) -> Result<(), StoreError>;
@@ -929,12 +948,17 @@ pub trait Store: Send + Sync {
 impl dyn Store + '_ {
     /// Writes records of one collection as one batch (see
     /// [`Store::write_batch`]), reading nothing first.
-    pub fn insert_records(&self, organization: Uuid, collection: &str, records: &[Value]) -> Result<(), StoreError> {
+    pub fn insert_records(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        records: &[Value],
+    ) -> Result<(), StoreError> {
         self.write_batch(organization, &mut |_, _| Ok(vec![CollectionWrite::records(collection, records.to_vec())]))
     }
 
     /// Reads with a session of its own: for one-off reads outside a request.
-    pub fn get(&self, organization: Uuid, collection: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+    pub fn get(&self, organization: Uuid, collection: Collection, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
         self.reader(organization)?.get(collection, id)
     }
 }

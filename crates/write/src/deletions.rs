@@ -27,13 +27,13 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use esr_store::{
-    COLLECTIONS, CollectionWrite, IndexPosition, IndexWalk, MAX_SCAN, RecordWalk, Store, StoreError, StoreReader,
+    Collection, CollectionWrite, IndexPosition, IndexWalk, MAX_SCAN, RecordWalk, Store, StoreError, StoreReader,
 };
 
-const ENDPOINTS: &str = "endpoints";
-const FINDINGS: &str = "vulnerability-findings";
-const TARGETS: &str = "remediation-targets";
-const SCOPES: &str = "scopes";
+const ENDPOINTS: Collection = Collection::Endpoints;
+const FINDINGS: Collection = Collection::VulnerabilityFindings;
+const TARGETS: Collection = Collection::RemediationTargets;
+const SCOPES: Collection = Collection::Scopes;
 
 /// The most findings and targets one batch of an endpoint's deletion
 /// deletes: what bounds its memory and how long it holds the
@@ -42,10 +42,8 @@ pub const DELETION_BATCH: usize = 1_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeleteError {
-    #[error("no collection {name}; one of {known}", known = COLLECTIONS.join(", "))]
-    UnknownCollection { name: String },
     #[error("no {collection} record {id} in this organization")]
-    NotFound { collection: String, id: Uuid },
+    NotFound { collection: Collection, id: Uuid },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -76,11 +74,12 @@ enum Step {
 /// Deletes the record `id` of `collection` in the organization, with what
 /// depends on it: one batch, or several for an endpoint with more than
 /// [`DELETION_BATCH`] dependents.
-pub fn delete(db: &dyn Store, organization: Uuid, collection: &str, id: Uuid) -> Result<DeletionSummary, DeleteError> {
-    let collection = *COLLECTIONS
-        .iter()
-        .find(|known| **known == collection)
-        .ok_or_else(|| DeleteError::UnknownCollection { name: collection.to_owned() })?;
+pub fn delete(
+    db: &dyn Store,
+    organization: Uuid,
+    collection: Collection,
+    id: Uuid,
+) -> Result<DeletionSummary, DeleteError> {
     let mut total = DeletionSummary::default();
     let mut previous_first = None;
     loop {
@@ -104,7 +103,7 @@ pub fn delete(db: &dyn Store, organization: Uuid, collection: &str, id: Uuid) ->
         })?;
         let batch = match step {
             Some(Step::Absent) if total.batches == 0 => {
-                return Err(DeleteError::NotFound { collection: collection.to_owned(), id });
+                return Err(DeleteError::NotFound { collection, id });
             }
             // Deleted by another writer between two batches.
             Some(Step::Absent) => return Ok(total),
@@ -141,17 +140,17 @@ impl DeletionSummary {
 /// read), and the records it rewrites.
 #[derive(Default)]
 struct Plan {
-    deleted: BTreeMap<&'static str, BTreeMap<Uuid, Option<Value>>>,
-    rewritten: BTreeMap<&'static str, BTreeMap<Uuid, Value>>,
+    deleted: BTreeMap<Collection, BTreeMap<Uuid, Option<Value>>>,
+    rewritten: BTreeMap<Collection, BTreeMap<Uuid, Value>>,
 }
 
 impl Plan {
-    fn delete(&mut self, collection: &'static str, id: Uuid, record: Option<Value>) {
+    fn delete(&mut self, collection: Collection, id: Uuid, record: Option<Value>) {
         self.deleted.entry(collection).or_default().insert(id, record);
     }
 
-    fn is_deleted(&self, collection: &str, id: Uuid) -> bool {
-        self.deleted.get(collection).is_some_and(|ids| ids.contains_key(&id))
+    fn is_deleted(&self, collection: Collection, id: Uuid) -> bool {
+        self.deleted.get(&collection).is_some_and(|ids| ids.contains_key(&id))
     }
 
     /// Adds up to [`DELETION_BATCH`] of the endpoint's findings, then of
@@ -183,7 +182,7 @@ impl Plan {
     }
 
     /// The record to rewrite: as this batch already rewrote it, or as stored.
-    fn rewrite(&mut self, collection: &'static str, record: Value, now: &str) -> Option<&mut Value> {
+    fn rewrite(&mut self, collection: Collection, record: Value, now: &str) -> Option<&mut Value> {
         let id = record.get("id").and_then(Value::as_str).and_then(|id| Uuid::try_parse(id).ok())?;
         if self.is_deleted(collection, id) {
             return None;
@@ -195,8 +194,8 @@ impl Plan {
 
     /// The ids the batch deletes from a collection, as text, sorted (a
     /// UUID's text sorts as its bytes do).
-    fn deleted_ids(&self, collection: &str) -> Vec<String> {
-        self.deleted.get(collection).map(|ids| ids.keys().map(Uuid::to_string).collect()).unwrap_or_default()
+    fn deleted_ids(&self, collection: Collection) -> Vec<String> {
+        self.deleted.get(&collection).map(|ids| ids.keys().map(Uuid::to_string).collect()).unwrap_or_default()
     }
 
     /// The records of `collection` that hold a deleted id of `deleted` in
@@ -205,8 +204,8 @@ impl Plan {
     fn clear_in(
         &mut self,
         reader: &mut dyn StoreReader,
-        (collection, index): (&'static str, &str),
-        deleted: &str,
+        (collection, index): (Collection, &str),
+        deleted: Collection,
         now: &str,
         clear: impl Fn(&mut Value, &[String]),
     ) -> Result<(), StoreError> {
@@ -253,7 +252,7 @@ impl Plan {
                 }
             }
         }
-        let findings = self.deleted.get(FINDINGS).cloned().unwrap_or_default();
+        let findings = self.deleted.get(&FINDINGS).cloned().unwrap_or_default();
         let moved = findings.values().flatten().map(|finding| (Some(finding), None));
         for endpoint in crate::ingest::endpoints_with_moved_counts(reader, moved, now)? {
             self.rewrite(ENDPOINTS, endpoint, now);
@@ -269,11 +268,11 @@ impl Plan {
         self.clear_references(reader, now)?;
         let mut summary = DeletionSummary::default();
         let mut writes: Vec<CollectionWrite> = Vec::new();
-        for collection in COLLECTIONS {
+        for collection in Collection::ALL {
             let deleted: Vec<Uuid> =
-                self.deleted.remove(collection).map(|ids| ids.into_keys().collect()).unwrap_or_default();
+                self.deleted.remove(&collection).map(|ids| ids.into_keys().collect()).unwrap_or_default();
             let records: Vec<Value> =
-                self.rewritten.remove(collection).map(|records| records.into_values().collect()).unwrap_or_default();
+                self.rewritten.remove(&collection).map(|records| records.into_values().collect()).unwrap_or_default();
             summary.deleted += deleted.len();
             summary.updated += records.len();
             let write = CollectionWrite { deleted, ..CollectionWrite::records(collection, records) };
@@ -298,7 +297,7 @@ fn without_ids(record: &mut Value, field: &str, gone: &[String]) {
 /// read from the index alone, a page of at most [`MAX_SCAN`] at a time.
 fn ids_by_index(
     reader: &mut dyn StoreReader,
-    collection: &str,
+    collection: Collection,
     index: &str,
     value: &str,
     limit: usize,

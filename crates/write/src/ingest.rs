@@ -13,6 +13,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use esr_contract::Collection;
 use esr_contract::contract::{SEVERITIES, transition_allowed};
 use esr_contract::schema::{Field, Kind, MAX_ARRAY_ITEMS, Owner, schema};
 use esr_contract::text::Form as TextForm;
@@ -25,8 +26,8 @@ use uuid::Uuid;
 use crate::{natural_keys, pairing};
 use esr_store::{CollectionWrite, Store, StoreError, StoreReader};
 
-const FINDINGS: &str = "vulnerability-findings";
-const TARGETS: &str = "remediation-targets";
+const FINDINGS: Collection = Collection::VulnerabilityFindings;
+const TARGETS: Collection = Collection::RemediationTargets;
 
 /// The longest line a batch may hold.
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -60,7 +61,7 @@ pub struct ImportSummary {
 }
 
 /// The collections whose records keep a history of their `status`.
-pub const HISTORY_COLLECTIONS: [&str; 2] = ["vulnerability-findings", "remediation-targets"];
+pub const HISTORY_COLLECTIONS: [Collection; 2] = [Collection::VulnerabilityFindings, Collection::RemediationTargets];
 
 /// What made a record's status change, as its history entries name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -141,8 +142,6 @@ pub enum ImportError {
     },
     #[error("{lines} lines; a batch may hold at most {max}")]
     TooManyLines { lines: usize, max: usize },
-    #[error("unknown collection {0}")]
-    UnknownCollection(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -163,12 +162,12 @@ pub const DEFAULT_MAX_LINES: u32 = 10_000;
 pub fn import(
     db: &dyn Store,
     organization: Uuid,
-    collection: &str,
+    collection: Collection,
     body: &[u8],
     max_lines: usize,
     dry_run: bool,
 ) -> Result<ImportSummary, ImportError> {
-    let fields = schema(collection).ok_or_else(|| ImportError::UnknownCollection(collection.to_owned()))?;
+    let fields = schema(collection);
     let lines = || {
         body.split(|byte| *byte == b'\n')
             .enumerate()
@@ -219,7 +218,7 @@ pub fn import(
 /// the same reasons an import line of its collection would get.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RecordError {
-    pub collection: &'static str,
+    pub collection: Collection,
     /// The record's place in its collection's list, from 0.
     pub index: usize,
     pub field: String,
@@ -228,12 +227,12 @@ pub struct RecordError {
 
 /// What [`write_records_checked`] wrote (or, dry, would write), per
 /// collection in the order given.
-pub type CheckedSummary = Vec<(&'static str, ImportSummary)>;
+pub type CheckedSummary = Vec<(Collection, ImportSummary)>;
 
 /// Records the caller already read from the same view, by collection and
 /// id (`None`: known not to be stored), so the checks read each of them
 /// once: a report's records are read in bulk, not one lookup each.
-pub type KnownRecords = HashMap<&'static str, HashMap<Uuid, Option<Value>>>;
+pub type KnownRecords = HashMap<Collection, HashMap<Uuid, Option<Value>>>;
 
 /// Checks records of several collections exactly as import lines of their
 /// collections are checked (schema, references, state machines), where a
@@ -249,11 +248,11 @@ pub type KnownRecords = HashMap<&'static str, HashMap<Uuid, Option<Value>>>;
 pub fn write_records_checked(
     reader: &mut dyn StoreReader,
     now: Timestamp,
-    sets: &[(&'static str, Vec<Value>)],
+    sets: &[(Collection, Vec<Value>)],
     known: &KnownRecords,
     cause: &HistoryCause,
 ) -> Result<(CheckedSummary, Vec<CollectionWrite>), Result<Vec<RecordError>, StoreError>> {
-    let mut pending: HashMap<(&'static str, Uuid), &Value> = HashMap::new();
+    let mut pending: HashMap<(Collection, Uuid), &Value> = HashMap::new();
     for (collection, records) in sets {
         for record in records {
             if let Some(id) = record.get("id").and_then(canonical_uuid) {
@@ -264,12 +263,11 @@ pub fn write_records_checked(
     let now_text = now.format();
     let mut errors: Vec<RecordError> = Vec::new();
     let mut summaries = Vec::new();
-    let mut written: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    let mut histories: Vec<(&'static str, HistoryEntries)> = Vec::new();
+    let mut written: Vec<(Collection, Vec<Value>)> = Vec::new();
+    let mut histories: Vec<(Collection, HistoryEntries)> = Vec::new();
     let mut open_deltas: BTreeMap<Uuid, [i64; 5]> = BTreeMap::new();
-    for (collection, records) in sets {
-        let fields =
-            schema(collection).ok_or_else(|| Err(StoreError::MalformedCall(format!("no collection {collection}"))))?;
+    for &(collection, ref records) in sets {
+        let fields = schema(collection);
         // Each batch borrows the view in turn; all read the store as it is
         // before the call (records of the call are `pending`).
         let mut batch = Batch::new(&mut *reader, collection);
@@ -302,9 +300,9 @@ pub fn write_records_checked(
                 *total += change;
             }
         }
-        summaries.push((*collection, prepared.summary));
-        written.push((*collection, prepared.records.into_values().collect()));
-        histories.push((*collection, prepared.history));
+        summaries.push((collection, prepared.summary));
+        written.push((collection, prepared.records.into_values().collect()));
+        histories.push((collection, prepared.history));
     }
     if !errors.is_empty() {
         return Err(Ok(errors));
@@ -315,7 +313,7 @@ pub fn write_records_checked(
     for (endpoint, delta) in open_deltas {
         let in_call = written
             .iter_mut()
-            .filter(|(collection, _)| *collection == "endpoints")
+            .filter(|(collection, _)| *collection == Collection::Endpoints)
             .flat_map(|(_, records)| records.iter_mut())
             .find(|record| record.get("id").and_then(canonical_uuid) == Some(endpoint));
         match in_call {
@@ -330,12 +328,12 @@ pub fn write_records_checked(
             }
         }
     }
-    let mut endpoint_batch = Batch::new(reader, "endpoints");
+    let mut endpoint_batch = Batch::new(reader, Collection::Endpoints);
     endpoint_batch.known = Some(known);
     let endpoints = endpoint_batch.endpoints_with_counts(stored_deltas, &now_text).map_err(Err)?;
-    match written.iter_mut().find(|(collection, _)| *collection == "endpoints") {
+    match written.iter_mut().find(|(collection, _)| *collection == Collection::Endpoints) {
         Some((_, records)) => records.extend(endpoints),
-        None => written.push(("endpoints", endpoints)),
+        None => written.push((Collection::Endpoints, endpoints)),
     }
     let mut writes: Vec<CollectionWrite> =
         written.into_iter().map(|(collection, records)| CollectionWrite::records(collection, records)).collect();
@@ -360,7 +358,7 @@ pub(crate) fn endpoints_with_moved_counts<'r>(
     for (before, after) in changes {
         add_open_delta(&mut deltas, before, after);
     }
-    Batch::new(reader, "endpoints").endpoints_with_counts(deltas, now)
+    Batch::new(reader, Collection::Endpoints).endpoints_with_counts(deltas, now)
 }
 
 /// Adds how a finding's change from `before` to `after` moves its
@@ -389,7 +387,7 @@ struct Prepared {
 
 /// Checks each line on its own (shape, types, formats, the fields its
 /// state needs), spread over the machine's cores; in line order.
-fn check_lines(lines: &[(usize, &[u8])], collection: &str, fields: &'static [Field]) -> Vec<CheckedLine> {
+fn check_lines(lines: &[(usize, &[u8])], collection: Collection, fields: &'static [Field]) -> Vec<CheckedLine> {
     esr_store::parallel::map_in_order(lines, |(line, raw)| check_line(*line, raw, collection, fields))
 }
 
@@ -415,7 +413,7 @@ struct ParsedLine {
     state_errors: Errors,
 }
 
-fn check_line(line: usize, raw: &[u8], collection: &str, fields: &'static [Field]) -> CheckedLine {
+fn check_line(line: usize, raw: &[u8], collection: Collection, fields: &'static [Field]) -> CheckedLine {
     let mut errors = Errors::default();
     if raw.len() > MAX_LINE_BYTES {
         errors.add(
@@ -599,13 +597,13 @@ impl<'de> Visitor<'de> for UniqueKeys<'_> {
 }
 
 /// Fields a state needs: a suppressed finding says why, a resolved one when.
-fn check_state_fields(collection: &str, line: usize, content: &Map<String, Value>) -> Errors {
+fn check_state_fields(collection: Collection, line: usize, content: &Map<String, Value>) -> Errors {
     let mut errors = Errors::default();
     let status = content.get("status").and_then(Value::as_str);
     let needs = match (collection, status) {
-        ("vulnerability-findings", Some("suppressed")) => Some("suppression"),
-        ("vulnerability-findings", Some("resolved")) => Some("resolved_at"),
-        ("remediation-targets", Some("remediated")) => Some("remediated_at"),
+        (Collection::VulnerabilityFindings, Some("suppressed")) => Some("suppression"),
+        (Collection::VulnerabilityFindings, Some("resolved")) => Some("resolved_at"),
+        (Collection::RemediationTargets, Some("remediated")) => Some("remediated_at"),
         _ => None,
     };
     if let Some(field) = needs.filter(|field| content.get(*field).is_none_or(Value::is_null)) {
@@ -643,7 +641,7 @@ impl Errors {
 
 /// A reference a line makes to another record.
 struct Reference {
-    collection: &'static str,
+    collection: Collection,
     id: Uuid,
     field: String,
 }
@@ -653,7 +651,7 @@ struct Reference {
 struct Batch<'a> {
     /// The store as the batch's write lock holds it, on its organization.
     reader: &'a mut dyn StoreReader,
-    collection: &'a str,
+    collection: Collection,
     errors: Errors,
     /// Each valid line's (id, client-owned content), in line order.
     lines: Vec<(Uuid, Map<String, Value>)>,
@@ -664,10 +662,10 @@ struct Batch<'a> {
     stored_before: HashMap<Uuid, Option<Value>>,
     /// Referenced records' endpoints, by collection and id (`None`: no
     /// such record; `Some(None)`: a record on no endpoint).
-    referenced: HashMap<(&'static str, Uuid), Option<Option<String>>>,
+    referenced: HashMap<(Collection, Uuid), Option<Option<String>>>,
     /// Records written by the same call (of any collection), which
     /// references may name before they are stored.
-    pending: Option<&'a HashMap<(&'static str, Uuid), &'a Value>>,
+    pending: Option<&'a HashMap<(Collection, Uuid), &'a Value>>,
     /// Stored records the caller already read from the view.
     known: Option<&'a KnownRecords>,
     /// What lines without an id name.
@@ -677,7 +675,7 @@ struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
-    fn new(reader: &'a mut dyn StoreReader, collection: &'a str) -> Batch<'a> {
+    fn new(reader: &'a mut dyn StoreReader, collection: Collection) -> Batch<'a> {
         Batch {
             reader,
             collection,
@@ -814,11 +812,7 @@ impl<'a> Batch<'a> {
     /// Whether a referenced record exists (in the call or stored), and on
     /// which endpoint it is: all a reference is checked against, so the
     /// record itself is not kept.
-    fn referenced_endpoint(
-        &mut self,
-        collection: &'static str,
-        id: Uuid,
-    ) -> Result<Option<Option<String>>, StoreError> {
+    fn referenced_endpoint(&mut self, collection: Collection, id: Uuid) -> Result<Option<Option<String>>, StoreError> {
         let endpoint_of = |record: &Value| record.get("endpoint_id").and_then(Value::as_str).map(str::to_owned);
         if let Some(known) = self.referenced.get(&(collection, id)) {
             return Ok(known.clone());
@@ -826,7 +820,7 @@ impl<'a> Batch<'a> {
         if let Some(record) = self.pending.and_then(|pending| pending.get(&(collection, id))) {
             return Ok(Some(endpoint_of(record)));
         }
-        let referenced = match self.known.and_then(|known| known.get(collection)?.get(&id)) {
+        let referenced = match self.known.and_then(|known| known.get(&collection)?.get(&id)) {
             Some(known) => known.as_ref().map(endpoint_of),
             None => self.stored(collection, id)?.as_ref().map(endpoint_of),
         };
@@ -840,7 +834,7 @@ impl<'a> Batch<'a> {
     fn read_ahead(&mut self, lines: &[CheckedLine]) -> Result<(), StoreError> {
         // Each id once: an id on several lines is read once.
         let mut own = BTreeSet::new();
-        let mut references: BTreeMap<&'static str, BTreeSet<Uuid>> = BTreeMap::new();
+        let mut references: BTreeMap<Collection, BTreeSet<Uuid>> = BTreeMap::new();
         for line in lines {
             let CheckedLine::Parsed(parsed) = line else {
                 continue;
@@ -879,8 +873,8 @@ impl<'a> Batch<'a> {
 
     /// The stored records with these ids that exist: those the caller
     /// already read, and the rest read at once.
-    fn stored_many(&mut self, collection: &str, ids: &[Uuid]) -> Result<HashMap<Uuid, Value>, StoreError> {
-        let known = self.known.and_then(|known| known.get(collection));
+    fn stored_many(&mut self, collection: Collection, ids: &[Uuid]) -> Result<HashMap<Uuid, Value>, StoreError> {
+        let known = self.known.and_then(|known| known.get(&collection));
         let mut found = HashMap::new();
         let mut unread = Vec::new();
         for id in ids {
@@ -906,8 +900,8 @@ impl<'a> Batch<'a> {
         Ok(found)
     }
 
-    fn stored(&mut self, collection: &str, id: Uuid) -> Result<Option<Value>, StoreError> {
-        if let Some(known) = self.known.and_then(|known| known.get(collection)?.get(&id)) {
+    fn stored(&mut self, collection: Collection, id: Uuid) -> Result<Option<Value>, StoreError> {
+        if let Some(known) = self.known.and_then(|known| known.get(&collection)?.get(&id)) {
             return Ok(known.clone());
         }
         match self.reader.get(collection, id)? {
@@ -955,7 +949,7 @@ impl<'a> Batch<'a> {
         let mut written = CollectionWrite::records(self.collection, records);
         written.history = prepared.history;
         written.history.extend(more_history);
-        Ok((prepared.summary, vec![written, followers, CollectionWrite::records("endpoints", endpoints)]))
+        Ok((prepared.summary, vec![written, followers, CollectionWrite::records(Collection::Endpoints, endpoints)]))
     }
 
     /// The stored records the validated lines become (those that change
@@ -990,7 +984,7 @@ impl<'a> Batch<'a> {
                     record_to_store(self.collection, id, content, None, &Value::Null, now_text)
                 }
             };
-            if self.collection == "vulnerability-findings" {
+            if self.collection == Collection::VulnerabilityFindings {
                 add_open_delta(&mut open_deltas, previous.as_ref(), Some(&record));
             }
             if let Some(status) = record.get("status").and_then(Value::as_str).filter(|_| keeps_history) {
@@ -1010,7 +1004,7 @@ impl<'a> Batch<'a> {
         let moved: Vec<(Uuid, [i64; 5])> =
             deltas.into_iter().filter(|(_, delta)| delta.iter().any(|d| *d != 0)).collect();
         let ids: Vec<Uuid> = moved.iter().map(|(id, _)| *id).collect();
-        let mut stored = self.stored_many("endpoints", &ids)?;
+        let mut stored = self.stored_many(Collection::Endpoints, &ids)?;
         for (id, delta) in moved {
             let Some(mut endpoint) = stored.remove(&id) else {
                 return Err(StoreError::Corrupt(format!("a finding's endpoint {id} vanished")));
@@ -1060,7 +1054,7 @@ pub fn client_fields(record: &Value) -> Map<String, Value> {
 /// The record as stored: id first, then the content in schema order, with
 /// the service's fields.
 fn record_to_store(
-    collection: &str,
+    collection: Collection,
     id: Uuid,
     content: Map<String, Value>,
     created_at: Option<Value>,
@@ -1069,7 +1063,7 @@ fn record_to_store(
 ) -> Value {
     let mut record = Map::new();
     record.insert("id".into(), json!(id));
-    let fields = schema(collection).unwrap_or_default();
+    let fields = schema(collection);
     let mut content = content;
     for field in fields.iter().filter(|field| field.name != "id") {
         let value = match field.name {
@@ -1344,7 +1338,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use esr_store::COLLECTIONS;
+    use esr_store::Collection;
 
     fn database() -> (tempfile::TempDir, std::sync::Arc<dyn Store>) {
         let dir = tempfile::tempdir().expect("temporary directory");
@@ -1353,7 +1347,12 @@ mod tests {
     }
 
     /// A batch with no line cap (the demo set's collections are re-imported whole).
-    fn import(db: &dyn Store, organization: Uuid, collection: &str, body: &[u8]) -> Result<ImportSummary, ImportError> {
+    fn import(
+        db: &dyn Store,
+        organization: Uuid,
+        collection: Collection,
+        body: &[u8],
+    ) -> Result<ImportSummary, ImportError> {
         super::import(db, organization, collection, body, usize::MAX, false)
     }
 
@@ -1379,13 +1378,13 @@ mod tests {
         let (_dir, db) = database();
         let organization = Uuid::now_v7();
         let with_bom = [b"\xEF\xBB\xBF".as_slice(), &ndjson(&[endpoint("bom-1")])].concat();
-        let errors = invalid(import(db.as_ref(), organization, "endpoints", &with_bom));
+        let errors = invalid(import(db.as_ref(), organization, Collection::Endpoints, &with_bom));
         assert!(errors[0].2.contains("byte order mark"), "{errors:?}");
         let pretty = serde_json::to_vec_pretty(&endpoint("pretty-1")).expect("json");
-        let errors = invalid(import(db.as_ref(), organization, "endpoints", &pretty));
+        let errors = invalid(import(db.as_ref(), organization, Collection::Endpoints, &pretty));
         assert!(errors.iter().all(|(_, _, reason)| reason.contains("one JSON object per line")), "{errors:?}");
         // Plain junk gets no such hint.
-        let errors = invalid(import(db.as_ref(), organization, "endpoints", b"hostname=web-1\n"));
+        let errors = invalid(import(db.as_ref(), organization, Collection::Endpoints, b"hostname=web-1\n"));
         assert!(!errors[0].2.contains("pretty-printed"), "{errors:?}");
     }
 
@@ -1405,7 +1404,7 @@ mod tests {
         let (_dir, db) = database();
         let organization = Uuid::now_v7();
         let other_organization = Uuid::now_v7();
-        let theirs = import(&*db, other_organization, "endpoints", &ndjson(&[endpoint("theirs")]))?.ids[0];
+        let theirs = import(&*db, other_organization, Collection::Endpoints, &ndjson(&[endpoint("theirs")]))?.ids[0];
         let mut unknown_field = endpoint("b");
         unknown_field["colour"] = json!("red");
         let mut bad_family = endpoint("c");
@@ -1416,7 +1415,7 @@ mod tests {
         let mut body = ndjson(&[endpoint("a"), unknown_field, bad_family, bad_ip, json!({"hostname": ""})]);
         body.extend_from_slice(b"{not json\n[1]\n");
         body.extend_from_slice(format!("{}\n", finding(&theirs.to_string(), "high", "open")).as_bytes());
-        let errors = invalid(import(&*db, organization, "endpoints", &body));
+        let errors = invalid(import(&*db, organization, Collection::Endpoints, &body));
         let expect = |line: usize, field: &str, reason: &str| {
             assert!(
                 errors.iter().any(|(l, f, r)| *l == line && f == field && r.contains(reason)),
@@ -1433,19 +1432,19 @@ mod tests {
         expect(7, "", "one JSON object");
         expect(8, "endpoint_id", "unknown field");
         assert!(errors.iter().all(|(line, _, _)| *line != 1), "line 1 is valid");
-        assert_eq!(db.reader(organization)?.count("endpoints")?, 0, "nothing written");
+        assert_eq!(db.reader(organization)?.count(Collection::Endpoints)?, 0, "nothing written");
 
         // Another organization's endpoint does not exist for this one.
-        let mine = import(&*db, organization, "endpoints", &ndjson(&[endpoint("mine")]))?.ids[0];
+        let mine = import(&*db, organization, Collection::Endpoints, &ndjson(&[endpoint("mine")]))?.ids[0];
         let errors = invalid(import(
             &*db,
             organization,
-            "vulnerability-findings",
+            Collection::VulnerabilityFindings,
             &ndjson(&[finding(&mine.to_string(), "high", "open"), finding(&theirs.to_string(), "high", "open")]),
         ));
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!((errors[0].0, errors[0].1.as_str()), (2, "endpoint_id"));
-        assert_eq!(db.reader(organization)?.count("vulnerability-findings")?, 0);
+        assert_eq!(db.reader(organization)?.count(Collection::VulnerabilityFindings)?, 0);
         Ok(())
     }
 
@@ -1453,13 +1452,13 @@ mod tests {
     fn states_move_only_as_the_contract_allows() -> anyhow::Result<()> {
         let (_dir, db) = database();
         let organization = Uuid::now_v7();
-        let host = import(&*db, organization, "endpoints", &ndjson(&[endpoint("a")]))?.ids[0].to_string();
+        let host = import(&*db, organization, Collection::Endpoints, &ndjson(&[endpoint("a")]))?.ids[0].to_string();
         let mut resolved = finding(&host, "high", "resolved");
-        let id = import(&*db, organization, "vulnerability-findings", &ndjson(&[resolved.clone()]))?.ids[0];
+        let id = import(&*db, organization, Collection::VulnerabilityFindings, &ndjson(&[resolved.clone()]))?.ids[0];
         resolved["id"] = json!(id);
         let mut open = finding(&host, "high", "open");
         open["id"] = json!(id);
-        let errors = invalid(import(&*db, organization, "vulnerability-findings", &ndjson(&[open.clone()])));
+        let errors = invalid(import(&*db, organization, Collection::VulnerabilityFindings, &ndjson(&[open.clone()])));
         assert_eq!(errors, [(1, "status".to_owned(), "a resolved record cannot become open".to_owned())]);
         // Earlier lines of the batch count: resolved → reopened → open is refused too.
         let mut reopened = open.clone();
@@ -1467,28 +1466,29 @@ mod tests {
         let errors = invalid(import(
             &*db,
             organization,
-            "vulnerability-findings",
+            Collection::VulnerabilityFindings,
             &ndjson(&[reopened.clone(), resolved.clone(), open]),
         ));
         assert_eq!(errors, [(3, "status".to_owned(), "a resolved record cannot become open".to_owned())]);
-        let summary = import(&*db, organization, "vulnerability-findings", &ndjson(&[reopened]))?;
+        let summary = import(&*db, organization, Collection::VulnerabilityFindings, &ndjson(&[reopened]))?;
         assert_eq!(summary.updated, 1);
 
         let mut suppressed = finding(&host, "low", "suppressed");
-        let errors = invalid(import(&*db, organization, "vulnerability-findings", &ndjson(&[suppressed.clone()])));
+        let errors =
+            invalid(import(&*db, organization, Collection::VulnerabilityFindings, &ndjson(&[suppressed.clone()])));
         assert_eq!(errors, [(1, "suppression".to_owned(), "required when status is suppressed".to_owned())]);
         suppressed["suppression"] = json!({"reason": "accepted_risk"});
-        import(&*db, organization, "vulnerability-findings", &ndjson(&[suppressed]))?;
+        import(&*db, organization, Collection::VulnerabilityFindings, &ndjson(&[suppressed]))?;
 
         let target = json!({"endpoint_id": host, "target_type": "software", "discovery_method": "passive",
                             "status": "obsolete", "finding_ids": [id],
                             "subject": {"type": "software", "vendor": "OpenSSL", "product": "openssl"}});
         let target_id =
-            import(&*db, organization, "remediation-targets", &ndjson(std::slice::from_ref(&target)))?.ids[0];
+            import(&*db, organization, Collection::RemediationTargets, &ndjson(std::slice::from_ref(&target)))?.ids[0];
         let mut revived = target;
         revived["id"] = json!(target_id);
         revived["status"] = json!("queued");
-        let errors = invalid(import(&*db, organization, "remediation-targets", &ndjson(&[revived])));
+        let errors = invalid(import(&*db, organization, Collection::RemediationTargets, &ndjson(&[revived])));
         assert_eq!(errors, [(1, "status".to_owned(), "a obsolete record cannot become queued".to_owned())]);
         Ok(())
     }
@@ -1498,15 +1498,15 @@ mod tests {
         let (_dir, db) = database();
         let organization = Uuid::now_v7();
         let mut host = endpoint("a");
-        let id = import(&*db, organization, "endpoints", &ndjson(&[host.clone()]))?.ids[0];
+        let id = import(&*db, organization, Collection::Endpoints, &ndjson(&[host.clone()]))?.ids[0];
         host["id"] = json!(id);
         let mut renamed = host.clone();
         renamed["hostname"] = json!("b");
         // Unchanged, then changed, then changed back: one record, updated.
-        let summary = import(&*db, organization, "endpoints", &ndjson(&[host.clone(), renamed, host]))?;
+        let summary = import(&*db, organization, Collection::Endpoints, &ndjson(&[host.clone(), renamed, host]))?;
         assert_eq!((summary.created, summary.updated, summary.unchanged), (0, 2, 1));
-        assert_eq!(db.reader(organization)?.count("endpoints")?, 1);
-        let stored: Value = serde_json::from_slice(&db.get(organization, "endpoints", id)?.expect("stored"))?;
+        assert_eq!(db.reader(organization)?.count(Collection::Endpoints)?, 1);
+        let stored: Value = serde_json::from_slice(&db.get(organization, Collection::Endpoints, id)?.expect("stored"))?;
         assert_eq!(stored["hostname"], "a");
         Ok(())
     }
@@ -1518,20 +1518,20 @@ mod tests {
         let mut host = endpoint("a");
         host["created_at"] = json!("2001-01-01T00:00:00Z");
         host["open_findings"] = json!({"critical": 99});
-        let host_id = import(&*db, organization, "endpoints", &ndjson(&[host.clone()]))?.ids[0];
-        let stored = |collection: &str, id: Uuid| -> Value {
+        let host_id = import(&*db, organization, Collection::Endpoints, &ndjson(&[host.clone()]))?.ids[0];
+        let stored = |collection: Collection, id: Uuid| -> Value {
             serde_json::from_slice(&db.get(organization, collection, id).expect("get").expect("stored")).expect("json")
         };
-        let created = stored("endpoints", host_id);
+        let created = stored(Collection::Endpoints, host_id);
         assert_ne!(created["created_at"], json!("2001-01-01T00:00:00Z"), "the service sets created_at");
         assert_eq!(created["open_findings"], json!({"critical": 0, "high": 0, "medium": 0, "low": 0, "info": 0}));
         assert_eq!(created["tags"], json!([]));
         assert_eq!(created["agent_id"], Value::Null);
 
         host["id"] = json!(host_id);
-        let again = import(&*db, organization, "endpoints", &ndjson(&[host.clone()]))?;
+        let again = import(&*db, organization, Collection::Endpoints, &ndjson(&[host.clone()]))?;
         assert_eq!((again.created, again.updated, again.unchanged), (0, 0, 1));
-        assert_eq!(stored("endpoints", host_id), created, "a quiet re-import changes nothing");
+        assert_eq!(stored(Collection::Endpoints, host_id), created, "a quiet re-import changes nothing");
 
         let host_text = host_id.to_string();
         let lines = [
@@ -1540,8 +1540,8 @@ mod tests {
             finding(&host_text, "high", "resolved"),
             finding(&host_text, "low", "open"),
         ];
-        let ids = import(&*db, organization, "vulnerability-findings", &ndjson(&lines))?.ids;
-        let counted = stored("endpoints", host_id);
+        let ids = import(&*db, organization, Collection::VulnerabilityFindings, &ndjson(&lines))?.ids;
+        let counted = stored(Collection::Endpoints, host_id);
         assert_eq!(counted["open_findings"], json!({"critical": 1, "high": 1, "medium": 0, "low": 1, "info": 0}));
         assert!(counted["updated_at"].as_str() > created["updated_at"].as_str(), "derived changes move updated_at");
         assert_eq!(counted["created_at"], created["created_at"]);
@@ -1559,17 +1559,18 @@ mod tests {
         regrade["severity"] = json!("medium");
         let mut same = lines[1].clone();
         same["id"] = json!(ids[1]);
-        let summary = import(&*db, organization, "vulnerability-findings", &ndjson(&[resolve, reopen, regrade, same]))?;
+        let summary =
+            import(&*db, organization, Collection::VulnerabilityFindings, &ndjson(&[resolve, reopen, regrade, same]))?;
         assert_eq!((summary.created, summary.updated, summary.unchanged), (0, 3, 1));
         assert_eq!(
-            stored("endpoints", host_id)["open_findings"],
+            stored(Collection::Endpoints, host_id)["open_findings"],
             json!({"critical": 0, "high": 2, "medium": 1, "low": 0, "info": 0})
         );
-        assert_eq!(db.reader(organization)?.index_count("vulnerability-findings", "status", "resolved")?, 1);
-        assert_eq!(db.reader(organization)?.index_count("vulnerability-findings", "severity", "low")?, 0);
-        let unchanged = stored("vulnerability-findings", ids[1]);
+        assert_eq!(db.reader(organization)?.index_count(Collection::VulnerabilityFindings, "status", "resolved")?, 1);
+        assert_eq!(db.reader(organization)?.index_count(Collection::VulnerabilityFindings, "severity", "low")?, 0);
+        let unchanged = stored(Collection::VulnerabilityFindings, ids[1]);
         assert_eq!(unchanged["last_seen_at"], json!("2026-11-19T23:00:00Z"), "timestamps are stored in UTC");
-        assert!(COLLECTIONS.iter().all(|c| schema(c).is_some()));
+        assert!(Collection::ALL.into_iter().all(|c| !schema(c).is_empty()));
         Ok(())
     }
 }

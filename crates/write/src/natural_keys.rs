@@ -12,6 +12,7 @@
 //! A key two stored records share is ambiguous: the line is refused, and
 //! naming the id settles it.
 
+use esr_contract::Collection;
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
@@ -28,11 +29,11 @@ pub struct NaturalKey {
 }
 
 /// The natural key of a record of `collection`, when its content gives one.
-pub fn of(collection: &str, content: &Map<String, Value>) -> Option<NaturalKey> {
+pub fn of(collection: Collection, content: &Map<String, Value>) -> Option<NaturalKey> {
     let text = |field: &str| content.get(field).and_then(Value::as_str);
     let endpoint = || text("endpoint_id").map(|id| id.to_ascii_lowercase());
     match collection {
-        "endpoints" => match (text("agent_id"), text("hostname")) {
+        Collection::Endpoints => match (text("agent_id"), text("hostname")) {
             (Some(agent), _) => {
                 Some(NaturalKey { endpoint: None, key: format!("agent {}", agent.to_ascii_lowercase()) })
             }
@@ -41,18 +42,17 @@ pub fn of(collection: &str, content: &Map<String, Value>) -> Option<NaturalKey> 
             }
             (None, None) => None,
         },
-        "scopes" => text("name").map(|name| NaturalKey { endpoint: None, key: name.trim().to_lowercase() }),
-        "vulnerability-findings" => {
+        Collection::Scopes => text("name").map(|name| NaturalKey { endpoint: None, key: name.trim().to_lowercase() }),
+        Collection::VulnerabilityFindings => {
             let source = content.get("source")?;
             let scanner = source.get("scanner")?.as_str()?;
             let finding = source.get("scanner_finding_id")?.as_str()?;
             Some(NaturalKey { endpoint: Some(endpoint()?), key: format!("{scanner}\u{0}{finding}") })
         }
-        "remediation-targets" => {
+        Collection::RemediationTargets => {
             let subject = content.get("subject").map(canonical).unwrap_or_default();
             Some(NaturalKey { endpoint: Some(endpoint()?), key: format!("{}\u{0}{subject}", text("target_type")?) })
         }
-        _ => None,
     }
 }
 
@@ -98,7 +98,7 @@ impl NaturalIds {
     pub fn find(
         &mut self,
         reader: &mut dyn StoreReader,
-        collection: &str,
+        collection: Collection,
         key: &NaturalKey,
     ) -> Result<Found, StoreError> {
         if let Some(id) = self.given.get(key) {
@@ -127,7 +127,7 @@ impl NaturalIds {
 /// finds it.
 fn stored_keys(
     reader: &mut dyn StoreReader,
-    collection: &str,
+    collection: Collection,
     endpoint: Option<&str>,
 ) -> Result<HashMap<String, Vec<Uuid>>, StoreError> {
     // Only the keys are kept: a large organization's records are walked a
@@ -137,7 +137,7 @@ fn stored_keys(
         let (Some(map), Some(id)) = (record.as_object(), record.get("id").and_then(Value::as_str)) else { return };
         let Ok(id) = Uuid::parse_str(id) else { return };
         let mut held = Vec::new();
-        if collection == "endpoints" {
+        if collection == Collection::Endpoints {
             // Both of an endpoint's keys: a line may give either.
             if let Some(hostname) = map.get("hostname").and_then(Value::as_str) {
                 held.push(format!("host {}", hostname.to_lowercase()));
@@ -161,22 +161,31 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn key(collection: &str, content: Value) -> Option<String> {
+    fn key(collection: Collection, content: Value) -> Option<String> {
         of(collection, content.as_object().expect("object")).map(|natural| natural.key)
     }
 
     #[test]
     fn keys_ignore_case_key_order_and_absent_fields() {
-        assert_eq!(key("endpoints", json!({"hostname": "Web-1"})), key("endpoints", json!({"hostname": "web-1"})));
-        assert_eq!(key("scopes", json!({"name": " Patch OpenSSL "})), key("scopes", json!({"name": "patch openssl"})));
+        assert_eq!(
+            key(Collection::Endpoints, json!({"hostname": "Web-1"})),
+            key(Collection::Endpoints, json!({"hostname": "web-1"}))
+        );
+        assert_eq!(
+            key(Collection::Scopes, json!({"name": " Patch OpenSSL "})),
+            key(Collection::Scopes, json!({"name": "patch openssl"}))
+        );
         let a = json!({"endpoint_id": "E", "target_type": "software",
                        "subject": {"type": "software", "product": "openssl", "vendor": null}});
         let b = json!({"endpoint_id": "e", "target_type": "software",
                        "subject": {"product": "openssl", "type": "software"}});
         assert_eq!(
-            of("remediation-targets", a.as_object().expect("object")),
-            of("remediation-targets", b.as_object().expect("object"))
+            of(Collection::RemediationTargets, a.as_object().expect("object")),
+            of(Collection::RemediationTargets, b.as_object().expect("object"))
         );
-        assert_eq!(key("vulnerability-findings", json!({"endpoint_id": "e", "source": {"scanner": "trivy"}})), None);
+        assert_eq!(
+            key(Collection::VulnerabilityFindings, json!({"endpoint_id": "e", "source": {"scanner": "trivy"}})),
+            None
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! finding. The write path keeps both (`ingest`, `reports`); `esr check`
 //! verifies them with [`verify`].
 
+use esr_contract::Collection;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
@@ -11,8 +12,8 @@ use uuid::Uuid;
 
 use esr_store::{MAX_SCAN, RecordWalk, Store, StoreError, StoreReader, for_each_by_index};
 
-const FINDINGS: &str = "vulnerability-findings";
-const TARGETS: &str = "remediation-targets";
+const FINDINGS: Collection = Collection::VulnerabilityFindings;
+const TARGETS: Collection = Collection::RemediationTargets;
 
 /// Every disagreement between findings and targets, in every organization,
 /// each a line naming the records.
@@ -265,7 +266,11 @@ pub fn findings_following(
 
 /// The stored records of these ids that exist (ids that are not UUIDs
 /// name nothing).
-fn read_all(reader: &mut dyn StoreReader, collection: &str, ids: BTreeSet<&String>) -> Result<Vec<Value>, StoreError> {
+fn read_all(
+    reader: &mut dyn StoreReader,
+    collection: Collection,
+    ids: BTreeSet<&String>,
+) -> Result<Vec<Value>, StoreError> {
     let ids: Vec<Uuid> = ids.into_iter().filter_map(|id| Uuid::parse_str(id).ok()).collect();
     if ids.is_empty() {
         return Ok(Vec::new());

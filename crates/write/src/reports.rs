@@ -29,6 +29,7 @@
 //! (`ingest::write_records_checked`): a report cannot write what an import
 //! line could not, and the write is one atomic batch.
 
+use esr_contract::Collection;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -152,9 +153,9 @@ pub struct InvalidEntry {
     pub reason: String,
 }
 
-const FINDINGS: &str = "vulnerability-findings";
-const TARGETS: &str = "remediation-targets";
-const ENDPOINTS: &str = "endpoints";
+const FINDINGS: Collection = Collection::VulnerabilityFindings;
+const TARGETS: Collection = Collection::RemediationTargets;
+const ENDPOINTS: Collection = Collection::Endpoints;
 
 /// Imports a converted report into the organization. What the import
 /// reads (endpoints, the stored findings of the endpoint and scanner,
@@ -935,7 +936,7 @@ fn plan_targets(
             open_targets.entry(installation_of(target)).or_insert(target);
         }
     }
-    let scopes = records_by_index(reader, "scopes", "status", "active")?;
+    let scopes = records_by_index(reader, Collection::Scopes, "status", "active")?;
     let mut endpoint_records: HashMap<Uuid, Value> = HashMap::new();
     for endpoint in groups.keys().map(|package| package.endpoint).collect::<BTreeSet<Uuid>>().iter() {
         let record = match records.endpoints.iter().find(|e| e["id"].as_str() == Some(&endpoint.to_string())) {
@@ -1074,7 +1075,7 @@ fn plan_targets(
             let status = match in_batch.get(finding_id) {
                 Some(finding) => finding["status"].as_str().map(str::to_owned),
                 None => match Uuid::parse_str(finding_id) {
-                    Ok(id) => match known.get(FINDINGS).and_then(|findings| findings.get(&id)) {
+                    Ok(id) => match known.get(&FINDINGS).and_then(|findings| findings.get(&id)) {
                         Some(stored) => stored.as_ref().and_then(|f| f["status"].as_str().map(str::to_owned)),
                         None => {
                             read_record(reader, FINDINGS, id)?.and_then(|f| f["status"].as_str().map(str::to_owned))

@@ -8,6 +8,7 @@
 //! ([`SUPPRESSION_EXPIRY`]): a suppression that has not expired is never
 //! read, however many an organization holds.
 
+use esr_contract::Collection;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ use esr_store::{IndexWalk, Store, StoreError, StoreReader};
 /// How often the server looks for expired suppressions.
 pub const EXPIRY_EVERY: Duration = Duration::from_secs(60);
 
-const FINDINGS: &str = "vulnerability-findings";
+const FINDINGS: Collection = Collection::VulnerabilityFindings;
 
 /// How many expired suppressions one batch reopens; the rest go in the
 /// batches after it, so that neither a batch nor what it reads grows with

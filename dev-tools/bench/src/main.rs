@@ -119,6 +119,11 @@ struct Args {
     /// Only the summaries (counts grouped by fields) on the findings.
     #[arg(long)]
     summaries_only: bool,
+    /// Only the read cases on the data set and the throughput comparison
+    /// (components against the native baseline): what comparing two builds
+    /// on the same data needs.
+    #[arg(long)]
+    reads_only: bool,
 }
 
 /// One measured case: its name, its target, and its samples.
@@ -282,9 +287,11 @@ fn main() -> anyhow::Result<()> {
         .iter()
         .map(|&index| (cases[index].name, ms(percentile(&cases[index].samples, 0.5))))
         .collect();
-    report.push_str(&bench_growth(&args, &full)?);
-    report.push_str(&bench_wide_lists(&args, &data_dir, &key)?);
-    report.push_str(&bench_summaries(&args, &data_dir, &key)?);
+    if !args.reads_only {
+        report.push_str(&bench_growth(&args, &full)?);
+        report.push_str(&bench_wide_lists(&args, &data_dir, &key)?);
+        report.push_str(&bench_summaries(&args, &data_dir, &key)?);
+    }
     if args.load_seconds > 0 {
         let finding = &finding_ids[0];
         let endpoint = &endpoint_ids[0];
@@ -296,12 +303,14 @@ fn main() -> anyhow::Result<()> {
         ];
         report.push_str(&bench_throughput(&args, &data_dir, &key, &operations)?);
     }
-    if args.import_findings > 0 {
-        report.push_str(&bench_import(&args)?);
+    if !args.reads_only {
+        if args.import_findings > 0 {
+            report.push_str(&bench_import(&args)?);
+        }
+        report.push_str(&bench_report_import(&args)?);
+        report.push_str(&bench_backends(&args, &data_dir, &key)?);
+        report.push_str(&bench_hosts(&args)?);
     }
-    report.push_str(&bench_report_import(&args)?);
-    report.push_str(&bench_backends(&args, &data_dir, &key)?);
-    report.push_str(&bench_hosts(&args)?);
     print!("{report}");
     std::fs::create_dir_all(&args.out)?;
     std::fs::write(args.out.join("report.txt"), &report)?;

@@ -25,6 +25,11 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+/// The collection a check names as components do.
+fn named(collection: &str) -> esr::store::Collection {
+    esr::store::Collection::named(collection).unwrap()
+}
+
 const FINDINGS: &str = "vulnerability-findings";
 const ENDPOINTS: &str = "endpoints";
 
@@ -115,9 +120,9 @@ fn host(records: &Records, database: Option<common::postgres::TestDatabase>) -> 
     let store = store::open(database.as_ref().map(|database| database.url.as_str()), dir.path()).unwrap();
     let organization = Uuid::now_v7();
     for collection in [FINDINGS, ENDPOINTS] {
-        store.insert_records(organization, collection, records.of(collection)).unwrap();
+        store.insert_records(organization, named(collection), records.of(collection)).unwrap();
         // Another organization's records are never counted.
-        store.insert_records(Uuid::now_v7(), collection, &records.of(collection)[..10]).unwrap();
+        store.insert_records(Uuid::now_v7(), named(collection), &records.of(collection)[..10]).unwrap();
     }
     Host { store, organization, _places: (dir, database) }
 }
@@ -143,7 +148,7 @@ fn id_of(record: &Value) -> String {
 /// Where the index puts a record.
 fn position(collection: &str, index: &str, record: &Value) -> IndexPosition {
     IndexPosition::new(
-        indexes::find(collection, index).unwrap().position(record),
+        indexes::find(named(collection), index).unwrap().position(record),
         Uuid::parse_str(&id_of(record)).unwrap(),
     )
 }
@@ -153,13 +158,13 @@ fn position(collection: &str, index: &str, record: &Value) -> IndexPosition {
 fn meets(collection: &str, record: &Value, conditions: &[IndexCondition], updated_after: Option<i64>) -> bool {
     let updated = record["updated_at"].as_str().and_then(Timestamp::parse).unwrap().0;
     conditions.iter().all(|condition| {
-        let held = indexes::find(collection, &condition.index).unwrap().values(record);
+        let held = indexes::find(named(collection), &condition.index).unwrap().values(record);
         condition.values.iter().any(|value| held.contains(value))
     }) && updated_after.is_none_or(|after| updated > after)
 }
 
 fn in_range(collection: &str, record: &Value, range: &IndexRange) -> bool {
-    indexes::find(collection, &range.index).unwrap().values(record) == [SORTED] && {
+    indexes::find(named(collection), &range.index).unwrap().values(record) == [SORTED] && {
         let at = position(collection, &range.index, record);
         range.after.is_none_or(|after| at > after) && range.before.is_none_or(|before| at < before)
     }
@@ -209,7 +214,7 @@ fn index_walks_and_counts_agree_with_brute_force() {
     on_every_holder(|holder, records| {
         read(holder, |store| {
             for collection in [FINDINGS, ENDPOINTS] {
-                for index in indexes::indexes(collection) {
+                for index in indexes::indexes(named(collection)) {
                     let values: BTreeSet<String> =
                         records.of(collection).iter().flat_map(|record| index.values(record)).collect();
                     for value in values.iter().chain([&"none-such".to_owned()]) {
@@ -394,8 +399,10 @@ fn counts_by_group_agree_with_brute_force() {
 
                 let mut expected: BTreeMap<Vec<String>, u64> = BTreeMap::new();
                 for record in records.of(collection) {
-                    let held: Vec<Vec<String>> =
-                        group_by.iter().map(|index| indexes::find(collection, index).unwrap().values(record)).collect();
+                    let held: Vec<Vec<String>> = group_by
+                        .iter()
+                        .map(|index| indexes::find(named(collection), index).unwrap().values(record))
+                        .collect();
                     if meets(collection, record, &conditions, updated_after)
                         && range.as_ref().is_none_or(|range| in_range(collection, record, range))
                         && held.iter().all(|values| values.len() == 1)

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
+use esr::store::Collection;
 
 use std::time::Duration;
 
@@ -73,7 +74,7 @@ impl Backend {
 /// The operation of the record's event in `events`, if it has one.
 fn operation_in(events: &[ChangeEvent], collection: &str, id: &str) -> Option<ChangeOperation> {
     let id = Uuid::try_parse(id).unwrap();
-    events.iter().find(|event| event.collection == collection && event.id == id).map(|event| event.operation)
+    events.iter().find(|event| event.collection.name() == collection && event.id == id).map(|event| event.operation)
 }
 
 /// An organization of its own on a server, with a key that reads
@@ -301,7 +302,7 @@ fn deleting_an_endpoint_takes_its_findings_and_targets(backend: Backend) {
     assert!(deletion_events.iter().all(|event| event.changed_at == batch_time), "one batch: {events:?}");
     // The deleted records' histories went with them.
     for id in &estate.findings[0] {
-        assert!(reader.history(FINDINGS, Uuid::try_parse(id).unwrap()).unwrap().is_empty());
+        assert!(reader.history(Collection::VulnerabilityFindings, Uuid::try_parse(id).unwrap()).unwrap().is_empty());
     }
 }
 
@@ -458,7 +459,7 @@ fn the_command_line_deletes_and_says_when_there_is_nothing_to_delete() {
 }
 
 /// The history entries of a record, read from the (stopped) server's store.
-fn history(store: &dyn Store, organization: Uuid, collection: &str, id: &str) -> Vec<Value> {
+fn history(store: &dyn Store, organization: Uuid, collection: Collection, id: &str) -> Vec<Value> {
     let mut reader = store.reader(organization).unwrap();
     reader
         .history(collection, Uuid::try_parse(id).unwrap())
@@ -525,7 +526,7 @@ fn imports_and_reports_write_each_status_change_into_the_history() {
 
     server.stop();
     let store = esr::store::open(None, server.data_dir()).unwrap();
-    let entries = history(store.as_ref(), organization.uuid(), FINDINGS, &id);
+    let entries = history(store.as_ref(), organization.uuid(), Collection::VulnerabilityFindings, &id);
     assert_eq!(
         statuses_and_kinds(&entries),
         [("open", "import"), ("resolved", "import"), ("reopened", "import")].map(|(s, k)| (s.to_owned(), k.to_owned()))
@@ -537,10 +538,11 @@ fn imports_and_reports_write_each_status_change_into_the_history() {
     let times: Vec<&str> = entries.iter().map(|entry| entry["at"].as_str().unwrap()).collect();
     assert!(times.windows(2).all(|pair| pair[0] < pair[1]), "{times:?}");
 
-    let target_entries = history(store.as_ref(), organization.uuid(), TARGETS, &target_id);
+    let target_entries = history(store.as_ref(), organization.uuid(), Collection::RemediationTargets, &target_id);
     assert_eq!(statuses_and_kinds(&target_entries), [("identified".to_owned(), "import".to_owned())]);
 
-    let reported_entries = history(store.as_ref(), organization.uuid(), FINDINGS, &reported_id);
+    let reported_entries =
+        history(store.as_ref(), organization.uuid(), Collection::VulnerabilityFindings, &reported_id);
     assert_eq!(reported_entries.len(), 1, "{reported_entries:?}");
     let mut cause = reported_entries[0]["cause"].clone();
     // The request's id (the report was sent without one: a new one).
@@ -552,7 +554,10 @@ fn imports_and_reports_write_each_status_change_into_the_history() {
                "format": "trivy", "importer_version": "0.1.0", "tool": null}),
         "{reported_entries:?}"
     );
-    assert!(history(store.as_ref(), organization.uuid(), "endpoints", &host).is_empty(), "endpoints keep none");
+    assert!(
+        history(store.as_ref(), organization.uuid(), Collection::Endpoints, &host).is_empty(),
+        "endpoints keep none"
+    );
 }
 
 fn an_expired_suppression_reopens_the_finding(backend: Backend) {
@@ -605,7 +610,7 @@ fn an_expired_suppression_reopens_the_finding(backend: Backend) {
     let mut restarted = restarted;
     restarted.stop();
     let store = backend.open(&restarted);
-    let entries = history(store.as_ref(), organization.uuid(), FINDINGS, &ids[0]);
+    let entries = history(store.as_ref(), organization.uuid(), Collection::VulnerabilityFindings, &ids[0]);
     assert_eq!(
         statuses_and_kinds(&entries),
         [("suppressed", "import"), ("open", "suppression_expired")].map(|(s, k)| (s.to_owned(), k.to_owned()))

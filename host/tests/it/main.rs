@@ -7,6 +7,7 @@ mod common;
 mod admin_token;
 mod admission;
 mod api;
+mod build_settings;
 mod changes;
 // The checks call the host's store functions as the native baseline does.
 #[cfg(feature = "native-baseline")]

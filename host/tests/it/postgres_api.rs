@@ -8,8 +8,8 @@
 
 use crate::common;
 
-use common::plugins_dir;
 use common::postgres::Twins;
+use common::{assert_check_passes_on, plugins_dir};
 use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -98,13 +98,7 @@ fn admin_routes_and_the_command_line_work_on_postgres() {
     // `esr check` on the database.
     let mut server = server;
     server.stop();
-    let check = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
-        .args(["check", "--database", &database.url, "--data-dir"])
-        .arg(server.data_dir())
-        .output()
-        .unwrap();
-    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
-    assert!(String::from_utf8_lossy(&check.stdout).contains("every index agrees"));
+    assert_check_passes_on(Some(&database.url), server.data_dir());
 }
 
 #[test]
@@ -150,12 +144,7 @@ fn esr_seed_writes_an_organization_into_postgres() {
         .unwrap()
         .get(0);
     assert_eq!(findings, 100);
-    let check = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
-        .args(["check", "--database", &database.url, "--data-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    assert_check_passes_on(Some(&database.url), dir.path());
 }
 
 #[test]

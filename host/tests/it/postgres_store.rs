@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
+use esr::store::Collection;
 
 use common::postgres::TestDatabase;
 use esr::store::{self, CollectionWrite, IndexWalk, RecordWalk, Store};
@@ -94,23 +95,23 @@ fn postgres_answers_every_store_question_as_sled_does() {
 
     let mut findings: Vec<Value> = (0..300).map(|n| finding(&mut rng, n)).collect();
     let endpoints: Vec<Value> = (0..40).map(|n| endpoint(&mut rng, n)).collect();
-    let write = |organization: Uuid, batches: &[(&str, &[Value])]| {
+    let write = |organization: Uuid, batches: &[(Collection, &[Value])]| {
         let writes: Vec<CollectionWrite> = batches
             .iter()
-            .map(|(collection, records)| CollectionWrite::records(collection, records.to_vec()))
+            .map(|(collection, records)| CollectionWrite::records(*collection, records.to_vec()))
             .collect();
         sled.write_batch(organization, &mut |_, _| Ok(writes.clone())).unwrap();
         pg.write_batch(organization, &mut |_, _| Ok(writes.clone())).unwrap();
     };
-    write(acme, &[("vulnerability-findings", &findings[..200]), ("endpoints", &endpoints)]);
-    write(globex, &[("vulnerability-findings", &findings[150..])]);
+    write(acme, &[(Collection::VulnerabilityFindings, &findings[..200]), (Collection::Endpoints, &endpoints)]);
+    write(globex, &[(Collection::VulnerabilityFindings, &findings[150..])]);
     // Replacements: some records change, one id twice in a batch, some unchanged.
     for n in (0..200).step_by(3) {
         findings[n] = finding(&mut rng, n as u128);
     }
     let mut batch: Vec<Value> = findings[..250].to_vec();
     batch.push(finding(&mut rng, 5));
-    write(acme, &[("vulnerability-findings", &batch)]);
+    write(acme, &[(Collection::VulnerabilityFindings, &batch)]);
     let final_acme: Vec<Value> = {
         let mut by_id = std::collections::BTreeMap::new();
         for record in findings[..250].iter().chain([&batch[250]]) {
@@ -122,7 +123,7 @@ fn postgres_answers_every_store_question_as_sled_does() {
     let organizations = [acme, globex, Uuid::now_v7()];
     assert_reads_alike(&*sled, &*pg, &organizations, &final_acme, &endpoints);
     assert!(matches!(
-        pg.reader(acme).unwrap().index_count("scopes", "colour", "red"),
+        pg.reader(acme).unwrap().index_count(Collection::Scopes, "colour", "red"),
         Err(esr::store::StoreError::UnknownIndex(_))
     ));
     assert_eq!(pg.verify_indexes().unwrap(), Vec::<String>::new());
@@ -147,19 +148,20 @@ fn postgres_answers_every_store_question_as_sled_does() {
         )
         .unwrap();
     let pg = store::open(Some(&database.url), dir.path()).unwrap();
-    let expiring = pg.reader(acme).unwrap().index_count("vulnerability-findings", "suppression_expiry", "").unwrap();
+    let expiring =
+        pg.reader(acme).unwrap().index_count(Collection::VulnerabilityFindings, "suppression_expiry", "").unwrap();
     assert!(expiring > 10, "{expiring} suppressions that expire");
     assert_reads_alike(&*sled, &*pg, &organizations, &final_acme, &endpoints);
     assert_eq!(pg.verify_indexes().unwrap(), Vec::<String>::new());
 
     // A record without created_at is refused and nothing of its batch is written.
-    let count = || pg.reader(acme).unwrap().count("scopes").unwrap();
+    let count = || pg.reader(acme).unwrap().count(Collection::Scopes).unwrap();
     let before = count();
     let bad = [
         json!({"id": Uuid::now_v7().to_string(), "status": "active", "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}),
         json!({"id": Uuid::now_v7().to_string(), "status": "active"}),
     ];
-    assert!(pg.insert_records(acme, "scopes", &bad).is_err());
+    assert!(pg.insert_records(acme, Collection::Scopes, &bad).is_err());
     assert_eq!(count(), before);
 
     // Lost index entries are found.
@@ -244,15 +246,14 @@ fn the_index_check_finds_change_events_and_histories_the_records_contradict() {
     let ids: Vec<Uuid> = scopes.iter().map(|record| Uuid::parse_str(record["id"].as_str().unwrap()).unwrap()).collect();
     pg.write_batch(organization, &mut |_, _| {
         Ok(vec![CollectionWrite {
-            collection: "scopes".into(),
             records: scopes.to_vec(),
             history: vec![(ids[0], b"first".to_vec())],
-            ..Default::default()
+            ..CollectionWrite::new(Collection::Scopes)
         }])
     })
     .unwrap();
     pg.write_batch(organization, &mut |_, _| {
-        Ok(vec![CollectionWrite { collection: "scopes".into(), deleted: vec![ids[2]], ..Default::default() }])
+        Ok(vec![CollectionWrite { deleted: vec![ids[2]], ..CollectionWrite::new(Collection::Scopes) }])
     })
     .unwrap();
     assert_eq!(pg.change_log(organization).unwrap().latest, 4);
@@ -314,7 +315,7 @@ fn a_database_of_schema_2_gains_the_change_feed_at_start() {
     let mut written_at = 0;
     pg.write_batch(organization, &mut |_, now| {
         written_at = now.0;
-        Ok(vec![CollectionWrite::records("scopes", vec![scope.clone()])])
+        Ok(vec![CollectionWrite::records(Collection::Scopes, vec![scope.clone()])])
     })
     .unwrap();
     // The clock kept its place; the feed starts at 1.
@@ -339,7 +340,9 @@ fn assert_reads_alike(
     for organization in organizations.iter().copied() {
         let mut sled_reads = sled.reader(organization).unwrap();
         let mut pg_reads = pg.reader(organization).unwrap();
-        for (collection, records) in [("vulnerability-findings", final_acme), ("endpoints", endpoints)] {
+        for (collection, records) in
+            [(Collection::VulnerabilityFindings, final_acme), (Collection::Endpoints, endpoints)]
+        {
             assert_eq!(sled_reads.count(collection).unwrap(), pg_reads.count(collection).unwrap());
             // Scans in id order, both ways, from the start and from the middle.
             for after in [None, Some(id(77)), Some(id(10_020))] {
@@ -450,8 +453,12 @@ fn assert_reads_alike(
                 [None, Some(0), Some(1_770_000_000_000_000_000), Some(1_772_123_456_000_000_000), Some(i64::MAX)]
             {
                 assert_eq!(
-                    sled_reads.count_matching("vulnerability-findings", &matching(conditions, updated_after)).unwrap(),
-                    pg_reads.count_matching("vulnerability-findings", &matching(conditions, updated_after)).unwrap(),
+                    sled_reads
+                        .count_matching(Collection::VulnerabilityFindings, &matching(conditions, updated_after))
+                        .unwrap(),
+                    pg_reads
+                        .count_matching(Collection::VulnerabilityFindings, &matching(conditions, updated_after))
+                        .unwrap(),
                     "{conditions:?} after {updated_after:?}"
                 );
             }
@@ -462,8 +469,8 @@ fn assert_reads_alike(
             vec![condition("os_family", &["linux"]), condition("has_agent", &["true"])],
         ] {
             assert_eq!(
-                sled_reads.count_matching("endpoints", &matching(&conditions, None)).unwrap(),
-                pg_reads.count_matching("endpoints", &matching(&conditions, None)).unwrap(),
+                sled_reads.count_matching(Collection::Endpoints, &matching(&conditions, None)).unwrap(),
+                pg_reads.count_matching(Collection::Endpoints, &matching(&conditions, None)).unwrap(),
                 "{conditions:?}"
             );
         }
@@ -476,7 +483,7 @@ fn assert_reads_alike(
 fn back_to_schema_3(client: &mut postgres::Client) {
     let mut sql = String::new();
     let mut columns = std::collections::BTreeSet::new();
-    for collection in store::COLLECTIONS {
+    for collection in Collection::ALL {
         for index in indexes::indexes(collection) {
             if matches!(index.key, indexes::IndexKey::EachOf(_)) {
                 continue;

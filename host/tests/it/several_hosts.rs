@@ -345,8 +345,7 @@ fn an_updated_after_poller_misses_nothing_while_two_hosts_write() {
         // more poll after that.
         let mut after = start;
         let mut turn = 0;
-        loop {
-            let done = !writing.load(std::sync::atomic::Ordering::SeqCst);
+        poll_while_writing(&writing, writers, || {
             let base = format!("/v1/endpoints?updatedAfter={}&sort=updated_at&limit=3", Timestamp(after).format());
             let mut path = base.clone();
             loop {
@@ -362,16 +361,7 @@ fn an_updated_after_poller_misses_nothing_while_two_hosts_write() {
                     None => break,
                 }
             }
-            if done {
-                break;
-            }
-            if writers.iter().all(|writer| writer.is_finished()) {
-                writing.store(false, std::sync::atomic::Ordering::SeqCst);
-            }
-        }
-        for writer in writers {
-            writer.join().unwrap();
-        }
+        });
     });
 
     // Nothing skipped: every record's latest version was seen.
@@ -484,8 +474,7 @@ fn listing_then_following_the_feed_ends_with_exactly_the_records_while_two_hosts
             }
         }
         assert!(from > 0, "the endpoints imported before the list have sequences");
-        loop {
-            let done = !writing.load(std::sync::atomic::Ordering::SeqCst);
+        poll_while_writing(&writing, writers, || {
             let (events, next) = follow_feed(&hosts.both(), from, &mut turn);
             for event in events {
                 let key = (event["collection"].as_str().unwrap().to_owned(), event["id"].as_str().unwrap().to_owned());
@@ -499,16 +488,7 @@ fn listing_then_following_the_feed_ends_with_exactly_the_records_while_two_hosts
                 }
             }
             from = next;
-            if done {
-                break;
-            }
-            if writers.iter().all(|writer| writer.is_finished()) {
-                writing.store(false, std::sync::atomic::Ordering::SeqCst);
-            }
-        }
-        for writer in writers {
-            writer.join().unwrap();
-        }
+        });
     });
     // The mirror holds exactly the organization's records, as they are now.
     let mut now: BTreeMap<(String, String), Value> = BTreeMap::new();
@@ -702,4 +682,27 @@ fn parse_statements(log: &str, database: &str) -> Vec<(String, BTreeMap<u32, Str
         statements.push((sql.to_owned(), parameters));
     }
     statements
+}
+
+/// Runs `poll` until the writers are done, then once more (a poll that
+/// started while they wrote may have missed their last writes), and joins
+/// them.
+fn poll_while_writing(
+    writing: &std::sync::atomic::AtomicBool,
+    writers: Vec<std::thread::ScopedJoinHandle<'_, ()>>,
+    mut poll: impl FnMut(),
+) {
+    loop {
+        let done = !writing.load(std::sync::atomic::Ordering::SeqCst);
+        poll();
+        if done {
+            break;
+        }
+        if writers.iter().all(|writer| writer.is_finished()) {
+            writing.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    for writer in writers {
+        writer.join().unwrap();
+    }
 }

@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
+use esr::store::Collection;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -110,7 +111,7 @@ macro_rules! contract {
 contract!(sled);
 contract!(postgres);
 
-const FINDINGS: &str = "vulnerability-findings";
+const FINDINGS: Collection = Collection::VulnerabilityFindings;
 
 fn timestamp(day: usize, minute: usize) -> String {
     format!("2026-01-{:02}T{:02}:{:02}:30Z", day % 28 + 1, minute / 60 % 24, minute % 60)
@@ -147,7 +148,7 @@ fn reader(store: &dyn Store, organization: Uuid) -> Box<dyn StoreReader> {
 }
 
 /// Where the index puts a record (position, id), as the SDK computes it.
-fn position(collection: &str, index: &str, record: &Value) -> IndexPosition {
+fn position(collection: Collection, index: &str, record: &Value) -> IndexPosition {
     IndexPosition::new(indexes::find(collection, index).expect("a known index").position(record), id_of(record))
 }
 
@@ -186,14 +187,14 @@ fn records_by_id_and_in_order(backend: &dyn Backend) {
         })
         .collect();
     let ids: Vec<Uuid> = scopes.iter().map(id_of).collect();
-    store.insert_records(acme, "scopes", &scopes[..3]).unwrap();
-    store.insert_records(globex, "scopes", &scopes[3..]).unwrap();
+    store.insert_records(acme, Collection::Scopes, &scopes[..3]).unwrap();
+    store.insert_records(globex, Collection::Scopes, &scopes[3..]).unwrap();
 
     let mut acme_reader = reader(&*store, acme);
-    assert_eq!(acme_reader.count("scopes").unwrap(), 3);
+    assert_eq!(acme_reader.count(Collection::Scopes).unwrap(), 3);
     let scanned = |reader: &mut dyn StoreReader, after: Option<Uuid>, limit: usize, reverse: bool| -> Vec<Uuid> {
         reader
-            .scan("scopes", &RecordWalk::new(limit).after(after).reversed(reverse))
+            .scan(Collection::Scopes, &RecordWalk::new(limit).after(after).reversed(reverse))
             .unwrap()
             .into_iter()
             .map(|(id, _)| id)
@@ -207,21 +208,18 @@ fn records_by_id_and_in_order(backend: &dyn Backend) {
     assert_eq!(scanned(&mut *acme_reader, Some(ids[0]), 100, true), Vec::<Uuid>::new());
 
     // The bytes are the record's JSON, the same through every read.
-    let by_id = acme_reader.get("scopes", ids[1]).unwrap().expect("stored");
+    let by_id = acme_reader.get(Collection::Scopes, ids[1]).unwrap().expect("stored");
     assert_eq!(serde_json::from_slice::<Value>(&by_id).unwrap(), scopes[1]);
-    let in_scan = acme_reader.scan("scopes", &RecordWalk::new(1).after(Some(ids[0]))).unwrap();
+    let in_scan = acme_reader.scan(Collection::Scopes, &RecordWalk::new(1).after(Some(ids[0]))).unwrap();
     assert_eq!(in_scan, [(ids[1], by_id.clone())]);
-    let in_index = acme_reader.index_scan("scopes", &IndexWalk::new("status", "active", 100)).unwrap();
+    let in_index = acme_reader.index_scan(Collection::Scopes, &IndexWalk::new("status", "active", 100)).unwrap();
     assert!(in_index.contains(&(ids[1], by_id)));
 
     // Another organization's records, and collections that do not exist, hold nothing.
-    assert_eq!(acme_reader.get("scopes", ids[4]).unwrap(), None);
-    assert!(reader(&*store, globex).get("scopes", ids[4]).unwrap().is_some());
-    assert_eq!(reader(&*store, globex).count("scopes").unwrap(), 2);
-    assert_eq!(acme_reader.get("no-such-collection", ids[0]).unwrap(), None);
-    assert_eq!(acme_reader.scan("no-such-collection", &RecordWalk::new(100)).unwrap(), Vec::new());
-    assert_eq!(acme_reader.count("no-such-collection").unwrap(), 0);
-    assert_eq!(reader(&*store, Uuid::now_v7()).count("scopes").unwrap(), 0);
+    assert_eq!(acme_reader.get(Collection::Scopes, ids[4]).unwrap(), None);
+    assert!(reader(&*store, globex).get(Collection::Scopes, ids[4]).unwrap().is_some());
+    assert_eq!(reader(&*store, globex).count(Collection::Scopes).unwrap(), 2);
+    assert_eq!(reader(&*store, Uuid::now_v7()).count(Collection::Scopes).unwrap(), 0);
 }
 
 /// A reader whose only read is by id (one statement outside a snapshot on
@@ -239,20 +237,20 @@ fn a_read_by_id_leaves_later_readers_the_latest_state(backend: &dyn Backend) {
         .collect();
     let ids: Vec<Uuid> = scopes.iter().map(id_of).collect();
     for (n, scope) in scopes.iter().enumerate() {
-        store.insert_records(acme, "scopes", std::slice::from_ref(scope)).unwrap();
+        store.insert_records(acme, Collection::Scopes, std::slice::from_ref(scope)).unwrap();
         // More readers than the pool holds connections, one after another.
         for _ in 0..12 {
             let mut reader = reader(&*store, acme);
-            let by_id = reader.get("scopes", ids[n]).unwrap().expect("written before this reader");
+            let by_id = reader.get(Collection::Scopes, ids[n]).unwrap().expect("written before this reader");
             assert_eq!(serde_json::from_slice::<Value>(&by_id).unwrap(), *scope);
         }
         let mut reader = reader(&*store, acme);
-        assert!(reader.get("scopes", ids[0]).unwrap().is_some());
-        assert_eq!(reader.count("scopes").unwrap(), n as u64 + 1, "a read on after a read by id");
+        assert!(reader.get(Collection::Scopes, ids[0]).unwrap().is_some());
+        assert_eq!(reader.count(Collection::Scopes).unwrap(), n as u64 + 1, "a read on after a read by id");
         let scanned: Vec<Uuid> =
-            reader.scan("scopes", &RecordWalk::new(100)).unwrap().into_iter().map(|(id, _)| id).collect();
+            reader.scan(Collection::Scopes, &RecordWalk::new(100)).unwrap().into_iter().map(|(id, _)| id).collect();
         assert_eq!(scanned, ids[..=n]);
-        assert!(reader.get("scopes", ids[n]).unwrap().is_some());
+        assert!(reader.get(Collection::Scopes, ids[n]).unwrap().is_some());
     }
 }
 
@@ -283,8 +281,7 @@ fn many_records_by_id_at_once(backend: &dyn Backend) {
     }
     assert_eq!(acme_reader.get_many(FINDINGS, &[]).unwrap(), Vec::new());
     assert_eq!(acme_reader.get_many(FINDINGS, &[missing]).unwrap(), Vec::new());
-    assert_eq!(acme_reader.get_many("no-such-collection", &ids).unwrap(), Vec::new());
-    assert_eq!(acme_reader.get_many("scopes", &ids).unwrap(), Vec::new(), "another collection");
+    assert_eq!(acme_reader.get_many(Collection::Scopes, &ids).unwrap(), Vec::new(), "another collection");
 
     // Inside a write batch, as the write's checks read.
     store
@@ -384,10 +381,6 @@ fn index_scans_walk_positions(backend: &dyn Backend) {
         reader.index_scan(FINDINGS, &IndexWalk::new("colour", "red", 10)),
         Err(StoreError::UnknownIndex(_))
     ));
-    assert!(matches!(
-        reader.index_positions("no-such-collection", &IndexWalk::new("status", "open", 10)),
-        Err(StoreError::UnknownIndex(_))
-    ));
     let globex_entries = self::reader(&*store, globex).index_count(FINDINGS, "created_at", "").unwrap();
     assert_eq!(globex_entries, 7, "the other organization's entries are its own");
     assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
@@ -439,7 +432,6 @@ fn count_matching_agrees_with_brute_force(backend: &dyn Backend) {
     let globex_updated =
         self::reader(&*store, globex).count_matching(FINDINGS, &matching(None, &[], Some(i64::MIN))).unwrap();
     assert_eq!(globex_updated, 10, "the other organization's counts are its own");
-    assert_eq!(reader.count_matching("no-such-collection", &Matching::default()).unwrap(), 0);
     assert!(matches!(
         reader.count_matching(FINDINGS, &Matching::conditions(conditions(&[("colour", &["red"])]))),
         Err(StoreError::UnknownIndex(_))
@@ -514,7 +506,7 @@ pub(crate) fn endpoint(n: usize) -> Value {
 
 /// A collection to count groups of: its records, the conditions a filter
 /// picks from (index, values), the indexes a summary may group by.
-type GroupedCollection<'a> = (&'a str, &'a [Value], Vec<(&'a str, Vec<String>)>, &'a [&'a str]);
+type GroupedCollection<'a> = (Collection, &'a [Value], Vec<(&'a str, Vec<String>)>, &'a [&'a str]);
 
 /// Random filters on findings and endpoints (several runs of blocks per
 /// index value, values some records lack, multi-valued conditions, ranges
@@ -548,7 +540,7 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
     store.insert_records(organization, FINDINGS, &findings[..350]).unwrap();
     store.insert_records(organization, FINDINGS, &findings[350..]).unwrap();
     let endpoints: Vec<Value> = (0..200).map(endpoint).collect();
-    store.insert_records(organization, "endpoints", &endpoints).unwrap();
+    store.insert_records(organization, Collection::Endpoints, &endpoints).unwrap();
     store.insert_records(Uuid::now_v7(), FINDINGS, &findings[..50]).unwrap();
 
     let mut sorted_cvss: Vec<IndexPosition> = findings
@@ -573,7 +565,7 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
             &["severity", "status", "kev", "finding_type", "endpoint_id"],
         ),
         (
-            "endpoints",
+            Collection::Endpoints,
             &endpoints,
             vec![
                 ("tag", ["prod", "dev", "pci", "eu"].map(String::from).to_vec()),
@@ -588,6 +580,7 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
     let mut from_candidates = 0;
     for case in 0..400 {
         let (collection, records, pool, groupable) = &pools[case % 2];
+        let collection = *collection;
         let group_count = rng.gen_range(1..=2);
         let group_by: Vec<String> =
             groupable.choose_multiple(&mut rng, group_count).map(|index| (*index).to_owned()).collect();
@@ -598,7 +591,7 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
             let chosen = values.choose_multiple(&mut rng, value_count);
             case_conditions.push(IndexCondition::new(*index, chosen.cloned().collect::<Vec<String>>()));
         }
-        let range = (*collection == FINDINGS && rng.gen_bool(0.3)).then(|| {
+        let range = (collection == FINDINGS && rng.gen_bool(0.3)).then(|| {
             let bound = |rng: &mut rand::rngs::StdRng| {
                 rng.gen_bool(0.7).then(|| sorted_cvss[rng.gen_range(0..sorted_cvss.len())])
             };
@@ -825,11 +818,14 @@ fn a_batch_is_all_or_nothing(backend: &dyn Backend) {
     let mut no_timestamp = finding(2);
     no_timestamp.as_object_mut().unwrap().remove("created_at");
     let writes = |records: Vec<Value>| {
-        vec![CollectionWrite::records("endpoints", vec![endpoint.clone()]), CollectionWrite::records(FINDINGS, records)]
+        vec![
+            CollectionWrite::records(Collection::Endpoints, vec![endpoint.clone()]),
+            CollectionWrite::records(FINDINGS, records),
+        ]
     };
     let nothing_written = |store: &dyn Store| {
         let mut reader = reader(store, organization);
-        assert_eq!(reader.count("endpoints").unwrap(), 0);
+        assert_eq!(reader.count(Collection::Endpoints).unwrap(), 0);
         assert_eq!(reader.count(FINDINGS).unwrap(), 0);
         assert_eq!(reader.get(FINDINGS, id_of(&good)).unwrap(), None);
         assert_eq!(reader.index_count(FINDINGS, "status", "resolved").unwrap(), 0);
@@ -838,11 +834,6 @@ fn a_batch_is_all_or_nothing(backend: &dyn Backend) {
     // A record the store refuses: neither collection is written.
     let refused = store.write_batch(organization, &mut |_, _| Ok(writes(vec![good.clone(), no_timestamp.clone()])));
     assert!(matches!(refused, Err(StoreError::InvalidRecord(_))), "{refused:?}");
-    nothing_written(&*store);
-    let unknown = store.write_batch(organization, &mut |_, _| {
-        Ok(vec![CollectionWrite::records("no-such-collection", vec![good.clone()])])
-    });
-    assert!(unknown.is_err());
     nothing_written(&*store);
     // A build step that fails: its error, nothing written.
     let failed = store.write_batch(organization, &mut |_, _| Err(StoreError::Corrupt("refused by the build".into())));
@@ -857,7 +848,7 @@ fn a_batch_is_all_or_nothing(backend: &dyn Backend) {
     later["status"] = json!("resolved");
     store.write_batch(organization, &mut |_, _| Ok(writes(vec![good.clone(), later.clone()]))).unwrap();
     let mut reader = reader(&*store, organization);
-    assert_eq!(reader.count("endpoints").unwrap(), 1);
+    assert_eq!(reader.count(Collection::Endpoints).unwrap(), 1);
     assert_eq!(reader.count(FINDINGS).unwrap(), 1);
     let stored = reader.get(FINDINGS, id_of(&good)).unwrap().expect("written");
     assert_eq!(serde_json::from_slice::<Value>(&stored).unwrap(), later);
@@ -1012,7 +1003,7 @@ fn a_bulk_load_ends_with_agreeing_indexes(backend: &dyn Backend) {
 
 /// Every change event of the organization (of these collections), read
 /// through the feed a page of `page` at a time.
-fn all_changes(store: &dyn Store, organization: Uuid, collections: &[&str], page: usize) -> Vec<ChangeEvent> {
+fn all_changes(store: &dyn Store, organization: Uuid, collections: &[Collection], page: usize) -> Vec<ChangeEvent> {
     let mut events: Vec<ChangeEvent> = Vec::new();
     loop {
         let after = events.last().map_or(0, |event| event.sequence);
@@ -1026,8 +1017,8 @@ fn all_changes(store: &dyn Store, organization: Uuid, collections: &[&str], page
 }
 
 /// Each event as (collection, id, operation), in sequence order.
-fn operations(events: &[ChangeEvent]) -> Vec<(String, Uuid, ChangeOperation)> {
-    events.iter().map(|event| (event.collection.clone(), event.id, event.operation)).collect()
+fn operations(events: &[ChangeEvent]) -> Vec<(Collection, Uuid, ChangeOperation)> {
+    events.iter().map(|event| (event.collection, event.id, event.operation)).collect()
 }
 
 fn changes_follow_writes_in_commit_order(backend: &dyn Backend) {
@@ -1047,14 +1038,14 @@ fn changes_follow_writes_in_commit_order(backend: &dyn Backend) {
             repeated.push(findings[2].clone());
             Ok(vec![
                 CollectionWrite::records(FINDINGS, repeated),
-                CollectionWrite::records("endpoints", vec![endpoint.clone()]),
+                CollectionWrite::records(Collection::Endpoints, vec![endpoint.clone()]),
             ])
         })
         .unwrap();
     let events = all_changes(&*store, acme, &[], 2);
     let mut expected: Vec<_> =
         findings.iter().map(|record| (FINDINGS.to_owned(), id_of(record), ChangeOperation::Created)).collect();
-    expected.push(("endpoints".to_owned(), id_of(&endpoint), ChangeOperation::Created));
+    expected.push((Collection::Endpoints, id_of(&endpoint), ChangeOperation::Created));
     assert_eq!(operations(&events), expected);
     assert!(events.windows(2).all(|pair| pair[0].sequence < pair[1].sequence), "{events:?}");
     assert!(events.iter().all(|event| Some(event.changed_at) == written_at && event.sequence > 0));
@@ -1077,13 +1068,13 @@ fn changes_follow_writes_in_commit_order(backend: &dyn Backend) {
     assert_eq!(store.change_log(acme).unwrap().latest, last.sequence);
     // Read from a sequence on: only what came after it.
     let after = reader(&*store, acme).changes(log.latest, &[], 100).unwrap();
-    assert_eq!(operations(&after), [(FINDINGS.to_owned(), id_of(&updated), ChangeOperation::Updated)]);
+    assert_eq!(operations(&after), [(FINDINGS, id_of(&updated), ChangeOperation::Updated)]);
     // Filtered by collection, in the same order.
-    let endpoints_only = all_changes(&*store, acme, &["endpoints"], 100);
-    assert_eq!(operations(&endpoints_only), [("endpoints".to_owned(), id_of(&endpoint), ChangeOperation::Created)]);
-    let both = all_changes(&*store, acme, &["endpoints", FINDINGS], 1);
+    let endpoints_only = all_changes(&*store, acme, &[Collection::Endpoints], 100);
+    assert_eq!(operations(&endpoints_only), [(Collection::Endpoints, id_of(&endpoint), ChangeOperation::Created)]);
+    let both = all_changes(&*store, acme, &[Collection::Endpoints, FINDINGS], 1);
     assert_eq!(both, events);
-    assert_eq!(all_changes(&*store, acme, &["scopes"], 100), Vec::new());
+    assert_eq!(all_changes(&*store, acme, &[Collection::Scopes], 100), Vec::new());
 
     // The sequence survives a reopen.
     let latest = store.change_log(acme).unwrap().latest;
@@ -1107,7 +1098,7 @@ fn deletions_remove_records_and_leave_events(backend: &dyn Backend) {
     deleted.push(never_stored);
     store
         .write_batch(organization, &mut |_, _| {
-            Ok(vec![CollectionWrite { collection: FINDINGS.into(), deleted: deleted.clone(), ..Default::default() }])
+            Ok(vec![CollectionWrite { deleted: deleted.clone(), ..CollectionWrite::new(FINDINGS) }])
         })
         .unwrap();
     let mut session = reader(&*store, organization);
@@ -1150,10 +1141,9 @@ fn deletions_remove_records_and_leave_events(backend: &dyn Backend) {
     let latest = store.change_log(organization).unwrap().latest;
     let both = store.write_batch(organization, &mut |_, _| {
         Ok(vec![CollectionWrite {
-            collection: FINDINGS.into(),
             records: vec![kept[0].clone()],
             deleted: vec![id_of(kept[0])],
-            ..Default::default()
+            ..CollectionWrite::new(FINDINGS)
         }])
     });
     assert!(matches!(both, Err(StoreError::InvalidRecord(_))), "{both:?}");
@@ -1169,10 +1159,9 @@ fn history_is_kept_until_the_record_is_deleted(backend: &dyn Backend) {
     store
         .write_batch(organization, &mut |_, _| {
             Ok(vec![CollectionWrite {
-                collection: FINDINGS.into(),
                 records: vec![first.clone(), second.clone()],
                 history: vec![(id_of(&first), entry(1)), (id_of(&second), entry(2))],
-                ..Default::default()
+                ..CollectionWrite::new(FINDINGS)
             }])
         })
         .unwrap();
@@ -1181,9 +1170,8 @@ fn history_is_kept_until_the_record_is_deleted(backend: &dyn Backend) {
     store
         .write_batch(organization, &mut |_, _| {
             Ok(vec![CollectionWrite {
-                collection: FINDINGS.into(),
                 history: vec![(id_of(&first), entry(3)), (id_of(&first), entry(4))],
-                ..Default::default()
+                ..CollectionWrite::new(FINDINGS)
             }])
         })
         .unwrap();
@@ -1191,16 +1179,12 @@ fn history_is_kept_until_the_record_is_deleted(backend: &dyn Backend) {
     let mut session = reader(&*store, organization);
     assert_eq!(session.history(FINDINGS, id_of(&first)).unwrap(), [entry(1), entry(3), entry(4)]);
     assert_eq!(session.history(FINDINGS, id_of(&second)).unwrap(), [entry(2)]);
-    assert_eq!(session.history("remediation-targets", id_of(&first)).unwrap(), Vec::<Vec<u8>>::new());
+    assert_eq!(session.history(Collection::RemediationTargets, id_of(&first)).unwrap(), Vec::<Vec<u8>>::new());
     assert_eq!(reader(&*store, Uuid::now_v7()).history(FINDINGS, id_of(&first)).unwrap(), Vec::<Vec<u8>>::new());
     drop(session);
     store
         .write_batch(organization, &mut |_, _| {
-            Ok(vec![CollectionWrite {
-                collection: FINDINGS.into(),
-                deleted: vec![id_of(&first)],
-                ..Default::default()
-            }])
+            Ok(vec![CollectionWrite { deleted: vec![id_of(&first)], ..CollectionWrite::new(FINDINGS) }])
         })
         .unwrap();
     let mut session = reader(&*store, organization);
@@ -1218,7 +1202,7 @@ fn pruning_removes_old_deletions_only(backend: &dyn Backend) {
         store
             .write_batch(organization, &mut |_, now| {
                 at = now.0;
-                Ok(vec![CollectionWrite { collection: FINDINGS.into(), deleted: ids.clone(), ..Default::default() }])
+                Ok(vec![CollectionWrite { deleted: ids.clone(), ..CollectionWrite::new(FINDINGS) }])
             })
             .unwrap();
         at

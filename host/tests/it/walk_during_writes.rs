@@ -8,11 +8,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
+use esr::store::Collection;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use esr_runtime::{Limits, PluginRegistry, QueryParam, Request, Tenant};
+use esr_runtime::{ComponentRegistry, Limits, QueryParam, Request, Tenant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -32,8 +33,8 @@ fn records_added_during_a_walk_never_duplicate_or_skip_existing_ones() {
     let db = esr::store::open(None, data.path()).unwrap();
     let keys = esr_demo::seed::seed_demo_if_empty(db.as_ref(), data.path()).unwrap().unwrap();
     let organization_id = keys.organizations[0].organization_id;
-    let engine = esr_runtime::PluginEngine::new(Limits::default()).unwrap();
-    let plugins = PluginRegistry::load(engine, &common::plugins_dir()).unwrap().current();
+    let engine = esr_runtime::ComponentEngine::new(Limits::default()).unwrap();
+    let plugins = ComponentRegistry::load(engine, &common::plugins_dir()).unwrap().current();
     let tenant = Tenant {
         store: db.clone(),
         organization_id,
@@ -78,7 +79,7 @@ fn records_added_during_a_walk_never_duplicate_or_skip_existing_ones() {
                         record
                     })
                     .collect();
-                db.insert_records(organization_id, "vulnerability-findings", &records).unwrap();
+                db.insert_records(organization_id, Collection::VulnerabilityFindings, &records).unwrap();
             });
             let unique: BTreeSet<&String> = walked.iter().collect();
             assert_eq!(unique.len(), walked.len(), "sort {sort} {filter:?}: a record came back twice");
@@ -91,7 +92,7 @@ fn records_added_during_a_walk_never_duplicate_or_skip_existing_ones() {
 /// Walks a list by cursor, calling `between` after each page; the ids in
 /// the order returned.
 fn walk(
-    plugins: &esr_runtime::PluginSet,
+    plugins: &esr_runtime::ComponentSet,
     tenant: &Tenant,
     query: &[(&str, &str)],
     mut between: impl FnMut(usize),

@@ -38,11 +38,17 @@ include!(concat!(env!("OUT_DIR"), "/wit_bindings.rs"));
 pub use wit_bindgen as __wit_bindgen;
 
 // The contract the host shares, under the names components know it by.
-pub use esr_contract::{Uuid, contract, indexes, limits, report, schema, sort, text, time};
+pub use esr_contract::{Collection, Uuid, contract, indexes, limits, report, schema, sort, text, time};
 // What the store's index reads name, the same types the host's store takes.
 pub use esr_contract::indexes::{
     GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, Matching, RecordWalk,
 };
+
+/// The index `name` of the collection a component names (as the WIT
+/// does, by its name), if both exist.
+pub fn index_of(collection: &str, name: &str) -> Option<indexes::Index> {
+    Collection::named(collection).and_then(|collection| indexes::find(collection, name))
+}
 
 /// Every component built with the SDK allocates from its instance arena.
 #[cfg(target_arch = "wasm32")]
@@ -404,8 +410,7 @@ pub mod testing {
                 let values: Vec<String> = group_by
                     .iter()
                     .filter_map(|index| {
-                        crate::indexes::find(collection, index)
-                            .and_then(|index| index.values(record).into_iter().next())
+                        crate::index_of(collection, index).and_then(|index| index.values(record).into_iter().next())
                     })
                     .collect();
                 if values.len() == group_by.len() {
@@ -459,7 +464,7 @@ pub mod testing {
     /// The collection's index `index`; the host fails a call naming another
     /// one, and so does this store (the test fails, as the request would).
     fn known_index(call: &str, collection: &str, index: &str) -> Index {
-        match crate::indexes::find(collection, index) {
+        match crate::index_of(collection, index) {
             Some(found) => found,
             None => panic!("store.{call}: {collection} has no index {index:?}; the host fails the call"),
         }
@@ -489,7 +494,7 @@ pub mod testing {
         updated_after: Option<i64>,
     ) -> bool {
         let holds = |condition: &IndexCondition| {
-            crate::indexes::find(collection, &condition.index)
+            crate::index_of(collection, &condition.index)
                 .is_some_and(|index| index.values(record).iter().any(|value| condition.values.contains(value)))
         };
         conditions.iter().all(holds)

@@ -146,7 +146,7 @@ pub fn list_descriptor(
         let default = keys.first().copied().unwrap_or("created_at");
         parameter.schema = serde_json::json!({"type": "string", "enum": sort_values, "default": default}).to_string();
     }
-    match crate::schema::schema(group) {
+    match crate::Collection::named(group).map(crate::schema::schema) {
         Some(fields) => descriptor.with_response_schema(&crate::schema::json_schema(fields)),
         None => descriptor,
     }
@@ -233,7 +233,7 @@ impl<'a> Filter<'a> {
     /// (see [`crate::indexes`]); the index answers it, and the test reads
     /// a record the way the index does.
     pub fn by_index(collection: &str, index: &'static str, values: Vec<String>) -> Filter<'a> {
-        let definition = crate::indexes::find(collection, index);
+        let definition = crate::index_of(collection, index);
         let wanted = values.clone();
         Filter::indexed(index, values, move |record: &Value| {
             definition.is_some_and(|definition| definition.values(record).iter().any(|value| wanted.contains(value)))
@@ -253,7 +253,7 @@ impl<'a> Filter<'a> {
         above: Option<i64>,
         below: Option<i64>,
     ) -> Filter<'a> {
-        let Some(definition) = crate::indexes::find(collection, index) else {
+        let Some(definition) = crate::index_of(collection, index) else {
             return Filter::test(|_| false).named(param);
         };
         let range = Range { index: definition, above, below, exact: true };
@@ -278,7 +278,7 @@ impl<'a> Filter<'a> {
         prefix: &str,
         test: impl Fn(&Value) -> bool + 'a,
     ) -> Filter<'a> {
-        let range = crate::indexes::find(collection, index).map(|definition| {
+        let range = crate::index_of(collection, index).map(|definition| {
             let above = crate::indexes::text_position(prefix).checked_sub(1);
             // Every text starting with `prefix` sorts before the first
             // string past them: the prefix with its last byte raised.
@@ -390,7 +390,8 @@ pub fn list_filtered(
     }
     if !small_range
         && !matches!(sort_field, "/created_at" | "/updated_at")
-        && let Some(index) = crate::indexes::sort_index(collection, options.sort.field)
+        && let Some(index) = crate::Collection::named(collection)
+            .and_then(|collection| crate::indexes::sort_index(collection, options.sort.field))
     {
         // A range on the sorted index bounds the walk: the walk's records
         // need no test of it (a count of another source still tests it).
@@ -532,7 +533,7 @@ pub(crate) fn counted_by_indexes(collection: &str, filters: &[Filter<'_>]) -> Op
     for filter in filters {
         match (&filter.index, &filter.range) {
             (Some((index, values)), _) => {
-                crate::indexes::find(collection, index)?;
+                crate::index_of(collection, index)?;
                 counted.conditions.push(crate::IndexCondition { index: (*index).to_owned(), values: values.clone() });
             }
             (None, Some(range)) if range.exact && counted.range.is_none() => counted.range = Some(range.index_range()),
@@ -571,7 +572,7 @@ fn most_selective(store: &dyn Store, collection: &str, filters: &[Filter<'_>], r
                 return Some((store.count_matching(collection, &within), position));
             }
             let (index, values) = filter.index.as_ref()?;
-            crate::indexes::find(collection, index)?;
+            crate::index_of(collection, index)?;
             let held: u64 = values.iter().map(|value| store.index_count(collection, index, value)).sum();
             Some((held, position))
         })
@@ -685,7 +686,7 @@ impl<'s> MergedWalk<'s> {
         wanted: u64,
     ) -> MergedWalk<'s> {
         // Without an index of its own the source is read in creation order.
-        let index = crate::indexes::find(collection, source.index)
+        let index = crate::index_of(collection, source.index)
             .unwrap_or(crate::indexes::Index { name: source.index, ..crate::indexes::EVERYTHING });
         // Ascending: from the later of the cursor and the source's start;
         // descending: from the earlier of the cursor and the source's end.
@@ -919,7 +920,7 @@ fn finish_page<'a>(
 /// The source's size from the index's counts, when each record holds at
 /// most one of its values (so counts add up without double counting).
 fn single_valued_count(store: &dyn Store, collection: &str, source: &Source) -> Option<u64> {
-    let index = crate::indexes::find(collection, source.index)?;
+    let index = crate::index_of(collection, source.index)?;
     let single = !matches!(index.key, crate::indexes::IndexKey::EachOf(_)) || source.values.len() == 1;
     single.then(|| source.values.iter().map(|value| store.index_count(collection, source.index, value)).sum())
 }

@@ -112,7 +112,8 @@ fn probe_store(store: &dyn Store, ids: &[String], collections: &[&str]) -> Value
         }
         // (An unknown index name or a malformed position fails the whole
         // call; `misuse` below shows that.)
-        for index in esr_plugin_sdk::indexes::indexes(collection).iter().map(|index| index.name) {
+        let table = esr_plugin_sdk::Collection::named(collection).map_or(&[][..], esr_plugin_sdk::indexes::indexes);
+        for index in table.iter().map(|index| index.name) {
             for value in &values {
                 let held = store.index_count(collection, index, value);
                 let condition = IndexCondition { index: index.to_owned(), values: vec![value.clone()] };

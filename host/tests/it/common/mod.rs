@@ -431,9 +431,25 @@ pub fn component_cache_dir() -> PathBuf {
 /// `esr check` on a stopped server's sled directory passes: every index
 /// agrees with the records, and every finding with its remediation target.
 pub fn assert_check_passes(data_dir: &Path) {
-    let check = Command::new(env!("CARGO_BIN_EXE_esr")).arg("check").arg("--data-dir").arg(data_dir).output().unwrap();
+    assert_check_passes_on(None, data_dir);
+}
+
+/// `esr check` passes on a deployment: the database at `database` (its
+/// data directory holding the rest), or sled in `data_dir`.
+pub fn assert_check_passes_on(database: Option<&str>, data_dir: &Path) {
+    let mut check = Command::new(env!("CARGO_BIN_EXE_esr"));
+    check.arg("check").arg("--data-dir").arg(data_dir);
+    if let Some(url) = database {
+        check.args(["--database", url]);
+    }
+    let check = check.output().unwrap();
     let stdout = String::from_utf8_lossy(&check.stdout);
-    assert!(check.status.success() && stdout.contains("every finding with its remediation target"), "{stdout}");
+    assert!(
+        check.status.success()
+            && stdout.contains("every index agrees with the records, and every finding with its remediation target"),
+        "esr check: {stdout}{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
 }
 
 /// Starts the binary; the caller reads its output.

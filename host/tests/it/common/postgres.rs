@@ -104,7 +104,7 @@ impl Twins {
             let postgres = esr::store::open(Some(&database.url), postgres_dir.path()).unwrap();
             for organization in sled.organizations().unwrap() {
                 let id = organization.organization_id;
-                for collection in esr::store::COLLECTIONS {
+                for collection in esr::store::Collection::ALL {
                     let mut reader = sled.reader(id).unwrap();
                     let mut after = None;
                     loop {
@@ -133,7 +133,7 @@ impl Twins {
             // The records, byte for byte.
             for organization in sled.organizations().unwrap() {
                 let id = organization.organization_id;
-                for collection in esr::store::COLLECTIONS {
+                for collection in esr::store::Collection::ALL {
                     let (mut a, mut b) = (sled.reader(id).unwrap(), postgres.reader(id).unwrap());
                     assert_eq!(a.count(collection).unwrap(), b.count(collection).unwrap());
                 }
@@ -165,13 +165,7 @@ impl Twins {
             .output()
             .unwrap();
         assert!(migration.status.success(), "esr migrate: {}", String::from_utf8_lossy(&migration.stderr));
-        let check = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
-            .args(["check", "--database", &database.url, "--data-dir"])
-            .arg(postgres_dir.path())
-            .output()
-            .unwrap();
-        assert!(check.status.success(), "esr check: {}", String::from_utf8_lossy(&check.stderr));
-        assert!(String::from_utf8_lossy(&check.stdout).contains("every index agrees"));
+        super::assert_check_passes_on(Some(&database.url), postgres_dir.path());
         std::fs::copy(
             loaded.data_dir().join(esr_demo::seed::DEMO_KEYS_FILE),
             postgres_dir.path().join(esr_demo::seed::DEMO_KEYS_FILE),
