@@ -365,10 +365,10 @@ impl PgStore {
         transaction.batch_execute("SET LOCAL plan_cache_mode = force_custom_plan").map_err(store_error)?;
         lock_organization(&mut transaction, statements, organization)?;
         let (now, latest_change) = next_write_time(&mut transaction, statements, organization)?;
-        let mut view =
+        let mut reader =
             Session { client: &mut transaction, statements, organization, read_by_id: Some(ReadById::new()) };
-        let writes = build(&mut view, now)?;
-        let read_by_id = view.read_by_id.take().unwrap_or_default();
+        let writes = build(&mut reader, now)?;
+        let read_by_id = reader.read_by_id.take().unwrap_or_default();
         let changes = match feed {
             Feed::Recorded => Some(BatchChanges::after(latest_change, now.0)),
             Feed::Unrecorded => None,

@@ -1362,9 +1362,9 @@ impl Store for SledStore {
         // A large write of the organization that failed half-way is
         // finished before another is planned on top of it.
         staged::finish(&self.db, &self.staged_writes, Some(organization))?;
-        let mut view =
+        let mut reader =
             SledReader { trees: self.0.clone(), organization, gate: self.gate(organization), deadline: None };
-        let writes = build(&mut view, WriteTime(now))?;
+        let writes = build(&mut reader, WriteTime(now))?;
         let latest = esr_store::latest_update(&writes).unwrap_or(now);
         self.write_records(organization, writes, now)?;
         *last_write = now.max(latest);

@@ -46,6 +46,8 @@ pub(crate) fn start_server_in_mode(
         // The benchmark measures the service, not its rate limits.
         .args(["--rate-limit-per-minute=100000000", "--rate-limit-burst=10000000"])
         .args(["--agent-config-rate-limit-per-minute=100000000", "--agent-config-rate-limit-burst=10000000"])
+        // Health, asked every round, counts against the address's buckets.
+        .args(["--address-rate-limit-per-minute=100000000", "--address-rate-limit-burst=10000000"])
         .arg("--data-dir")
         .arg(data_dir)
         .arg("--plugins-dir")
