@@ -1089,13 +1089,8 @@ impl StoreReader for PgReader {
         self.read(|mut session| session.change_log())
     }
 
-    fn changes(
-        &mut self,
-        after: u64,
-        collections: &[Collection],
-        limit: usize,
-    ) -> Result<Vec<ChangeEvent>, StoreError> {
-        self.read(|mut session| session.changes(after, collections, limit))
+    fn changes(&mut self, after: u64, wanted: &[Collection], limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
+        self.read(|mut session| session.changes(after, wanted, limit))
     }
 
     fn history(&mut self, collection: Collection, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
@@ -1266,13 +1261,8 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
         Session::change_log(self)
     }
 
-    fn changes(
-        &mut self,
-        after: u64,
-        collections: &[Collection],
-        limit: usize,
-    ) -> Result<Vec<ChangeEvent>, StoreError> {
-        Session::changes(self, after, collections, limit)
+    fn changes(&mut self, after: u64, wanted: &[Collection], limit: usize) -> Result<Vec<ChangeEvent>, StoreError> {
+        Session::changes(self, after, wanted, limit)
     }
 
     fn history(&mut self, collection: Collection, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError> {
