@@ -5,9 +5,9 @@
 //! component instance costs; it is never the default, and it gives up the
 //! isolation, deadlines and memory caps of components.
 
-use esr_contract::Collection;
 use std::cell::RefCell;
 
+use esr_contract::Collection;
 use esr_plugin_sdk::{DocumentPlugin, GroupCount, IndexPosition, IndexWalk, Matching, RecordWalk, ResourcePlugin};
 use esr_plugin_sdk::{PluginError as SdkError, Request as SdkRequest, Store as SdkStore};
 

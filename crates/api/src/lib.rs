@@ -18,7 +18,6 @@ pub mod problem;
 pub mod slots;
 pub mod store_calls;
 
-use esr_contract::Collection;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -29,6 +28,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
+use esr_contract::Collection;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;

@@ -1,9 +1,9 @@
 //! The demo data set: two organizations with generated records and one
 //! API key each, written on first start with `--demo`.
 
-use esr_contract::Collection;
 use std::path::Path;
 
+use esr_contract::Collection;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 

@@ -235,7 +235,7 @@ impl CallState {
     ) -> wasmtime::Result<Vec<T>> {
         let collection = self.collection_read(collection, function)?;
         let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
-        let after = position_from_wit(&format!("{function} after"), walk.after)?;
+        let after = position_from_wit(function, "after", walk.after)?;
         let walk = IndexWalk {
             index: walk.index,
             value: walk.value,
@@ -270,15 +270,17 @@ struct WitWalk<'a> {
 pub type StoreEntry = (String, Vec<u8>);
 
 /// A position a component gave (its id as text) as the contract's, or a
-/// malformed call naming `function`.
+/// malformed call naming `function` and the position's `role` (the
+/// message is made only then: this runs on every index read).
 fn position_from_wit(
     function: &str,
+    role: &str,
     position: Option<&wit_store::IndexPosition>,
 ) -> Result<Option<IndexPosition>, StoreError> {
     let Some(wit_store::IndexPosition { created_at, id }) = position else { return Ok(None) };
     match Uuid::parse_str(id) {
         Ok(id) => Ok(Some(IndexPosition::new(*created_at, id))),
-        Err(_) => Err(StoreError::MalformedCall(format!("{function} {id:?}, which is not a UUID"))),
+        Err(_) => Err(StoreError::MalformedCall(format!("{function} {role} {id:?}, which is not a UUID"))),
     }
 }
 
@@ -289,8 +291,8 @@ fn position_to_wit(position: IndexPosition) -> wit_store::IndexPosition {
 fn range_from_wit(function: &str, range: &wit_store::IndexRange) -> Result<IndexRange, StoreError> {
     Ok(IndexRange {
         index: range.index.clone(),
-        after: position_from_wit(function, range.after.as_ref())?,
-        before: position_from_wit(function, range.before.as_ref())?,
+        after: position_from_wit(function, "bound at", range.after.as_ref())?,
+        before: position_from_wit(function, "bound at", range.before.as_ref())?,
     })
 }
 
@@ -449,7 +451,7 @@ impl wit_store::Host for CallState {
     ) -> wasmtime::Result<u64> {
         let collection = self.collection_read(&collection, "count-in-range")?;
         let Some(tenant) = &mut self.tenant else { return Ok(0) };
-        let range = Some(range_from_wit("count-in-range bound at", &range)?);
+        let range = Some(range_from_wit("count-in-range", &range)?);
         let matching = Matching { range, conditions: conditions_from_wit(conditions), updated_after };
         Ok(tenant.count_matching(collection, &matching)?)
     }
@@ -464,7 +466,7 @@ impl wit_store::Host for CallState {
     ) -> wasmtime::Result<Vec<wit_store::GroupCount>> {
         let collection = self.collection_read(&collection, "count-groups")?;
         let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
-        let range = range.as_ref().map(|range| range_from_wit("count-groups bound at", range)).transpose()?;
+        let range = range.as_ref().map(|range| range_from_wit("count-groups", range)).transpose()?;
         let matching = Matching { range, conditions: conditions_from_wit(conditions), updated_after };
         let groups = tenant.count_groups(collection, &group_by, &matching)?;
         Ok(groups.into_iter().map(|group| wit_store::GroupCount { values: group.values, count: group.count }).collect())

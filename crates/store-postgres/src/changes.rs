@@ -8,7 +8,6 @@
 //! commit order on every host. A batch's events, its sequence and its
 //! history entries take one statement each, whatever its size.
 
-use esr_store::Collection;
 use std::collections::{HashMap, HashSet};
 
 use postgres::GenericClient;
@@ -16,7 +15,7 @@ use postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{Session, Statement, prepared};
-use esr_store::{ChangeEvent, ChangeLog, ChangeOperation, MAX_SCAN, StoreError};
+use esr_store::{ChangeEvent, ChangeLog, ChangeOperation, Collection, MAX_SCAN, StoreError};
 
 /// How an operation is stored (`"char"`).
 fn code_of(operation: ChangeOperation) -> i8 {

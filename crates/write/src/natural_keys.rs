@@ -12,9 +12,9 @@
 //! A key two stored records share is ambiguous: the line is refused, and
 //! naming the id settles it.
 
-use esr_contract::Collection;
 use std::collections::HashMap;
 
+use esr_contract::Collection;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 

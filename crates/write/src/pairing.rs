@@ -4,9 +4,9 @@
 //! finding. The write path keeps both (`ingest`, `reports`); `esr check`
 //! verifies them with [`verify`].
 
-use esr_contract::Collection;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use esr_contract::Collection;
 use serde_json::Value;
 use uuid::Uuid;
 

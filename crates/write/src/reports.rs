@@ -29,10 +29,10 @@
 //! (`ingest::write_records_checked`): a report cannot write what an import
 //! line could not, and the write is one atomic batch.
 
-use esr_contract::Collection;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use esr_contract::Collection;
 use esr_contract::report::{ConvertedReport, EntryState, ReportEntry, SkippedEntry, SuppressionReason};
 use esr_contract::text::{Form as TextForm, nfkc};
 use esr_contract::time::Timestamp;

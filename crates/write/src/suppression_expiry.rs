@@ -8,10 +8,10 @@
 //! ([`SUPPRESSION_EXPIRY`]): a suppression that has not expired is never
 //! read, however many an organization holds.
 
-use esr_contract::Collection;
 use std::collections::HashMap;
 use std::time::Duration;
 
+use esr_contract::Collection;
 use esr_contract::indexes::{SORTED, SUPPRESSION_EXPIRY};
 use esr_contract::time::Timestamp;
 use serde_json::{Value, json};
