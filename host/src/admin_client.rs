@@ -64,6 +64,10 @@ impl AdminClient {
         self.send(self.http.post(format!("{}{path}", self.url)).json(body))
     }
 
+    pub fn patch_json(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.send(self.http.patch(format!("{}{path}", self.url)).json(body))
+    }
+
     pub fn delete(&self, path: &str) -> anyhow::Result<Value> {
         self.send(self.http.delete(format!("{}{path}", self.url)))
     }

@@ -12,6 +12,7 @@ use esr_runtime::{ComponentEngine, Limits};
 use serde_json::{Value, json};
 
 mod config_file;
+mod webhooks_cli;
 
 #[derive(Parser)]
 #[command(name = "esr", version, about = "Endpoint security remediation: the public read API")]
@@ -57,6 +58,10 @@ enum Command {
     /// Create, list or revoke API keys (through a running server).
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Subscribe destinations to an organization's changes (through a
+    /// running server).
+    #[command(subcommand)]
+    Webhooks(webhooks_cli::WebhooksCommand),
     /// Import an NDJSON file of records into an organization (through a
     /// running server), in batches that are each all or nothing; or, with
     /// `--report`, a scanner report (Trivy, Grype, OSV-Scanner, SARIF,
@@ -412,6 +417,8 @@ struct ServeArgs {
     /// nothing in one batch, so this bounds what its write holds in memory.
     #[arg(long, env = "ESR_IMPORT_MAX_FINDINGS", default_value_t = esr_write::reports::DEFAULT_MAX_FINDINGS, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     import_max_findings: u32,
+    #[command(flatten)]
+    webhooks: webhooks_cli::WebhookArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -750,12 +757,15 @@ fn main() -> ExitCode {
                 idle_timeout: std::time::Duration::from_secs(args.idle_timeout_secs),
                 native_handlers: args.native_handlers,
                 change_retention: std::time::Duration::from_secs(u64::from(args.change_retention_days) * 86_400),
+                webhooks: Default::default(),
             };
-            tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(anyhow::Error::from)
-                .and_then(|runtime| runtime.block_on(serve(options)))
+            args.webhooks.settings().map(|webhooks| ServeOptions { webhooks, ..options }).and_then(|options| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(anyhow::Error::from)
+                    .and_then(|runtime| runtime.block_on(serve(options)))
+            })
         }
         Command::Seed { data_dir, database, endpoints, findings_per_endpoint, scopes, .. } => {
             seed(&data_dir, &database, endpoints as usize, findings_per_endpoint as usize, scopes as usize)
@@ -765,6 +775,7 @@ fn main() -> ExitCode {
         Command::Plugins(PluginsCommand::Openapi { plugins_dir }) => print_openapi(&plugins_dir),
         Command::Organizations(command) => organizations(command),
         Command::Keys(command) => keys(command),
+        Command::Webhooks(command) => webhooks_cli::run(command),
         Command::Import {
             organization,
             collection,

@@ -105,6 +105,8 @@ pub struct ServeOptions {
     pub native_handlers: bool,
     /// How long the change feed keeps deletion events.
     pub change_retention: Duration,
+    /// How webhooks are delivered.
+    pub webhooks: esr_webhooks::WebhookSettings,
 }
 
 /// Connections the admin listener holds at once (operators and scripts).
@@ -200,6 +202,15 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let heartbeats = tokio::spawn(heartbeat(state.clone()));
     let pruning = tokio::spawn(prune_changes(db.clone(), store_calls.clone(), options.change_retention));
     let suppression_expiry = tokio::spawn(expire_suppressions(db.clone(), store_calls.clone()));
+    let webhooks = esr_webhooks::Dispatcher::new(
+        db.clone(),
+        state.plugins.clone(),
+        esr_webhooks::WebhookSettings { single_host: options.database_url.is_none(), ..options.webhooks.clone() },
+        host.clone(),
+        state.public_url.clone(),
+        state.metrics.clone(),
+    )?;
+    let deliveries = tokio::spawn(webhooks.clone().run());
     let admin_listener = tokio::net::TcpListener::bind(options.admin_listen)
         .await
         .with_context(|| format!("cannot listen on {} (admin)", options.admin_listen))?;
@@ -220,6 +231,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             )
         })?,
         failed_authentications: Arc::default(),
+        webhooks,
     };
     println!("{LISTENING}http://{bound}");
     println!("{ADMIN_LISTENING}http://{admin_bound}");
@@ -251,6 +263,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     heartbeats.abort();
     pruning.abort();
     suppression_expiry.abort();
+    deliveries.abort();
     tokio::task::block_in_place(|| {
         if let Err(error) = db.host_leaving(&host) {
             tracing::warn!(%error, "could not record that this host stopped serving");

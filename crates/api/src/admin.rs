@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::admin_auth::FailedAuthentications;
+use super::admin_webhooks;
 use super::problem::ApiError;
 use super::{path_parameters, request_id};
 use crate::connections::ConnectionStanding;
@@ -46,6 +47,8 @@ pub struct AdminState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The public listener's state: health's details.
     pub serving: super::AppState,
+    /// This host's webhook deliveries (woken by a subscription's change).
+    pub webhooks: Arc<esr_webhooks::Dispatcher>,
 }
 
 pub fn router(state: AdminState) -> Router {
@@ -56,6 +59,20 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/v1/organizations/{organization_id}/import/{collection}", post(import))
         .route("/admin/v1/organizations/{organization_id}/reports", post(import_report))
         .route("/admin/v1/organizations/{organization_id}/{collection}/{id}", delete(delete_record))
+        .route(
+            "/admin/v1/organizations/{organization_id}/webhooks",
+            post(admin_webhooks::create).get(admin_webhooks::list),
+        )
+        .route(
+            "/admin/v1/organizations/{organization_id}/webhooks/{id}",
+            get(admin_webhooks::show).patch(admin_webhooks::update).delete(admin_webhooks::remove),
+        )
+        .route("/admin/v1/organizations/{organization_id}/webhooks/{id}/replay", post(admin_webhooks::replay))
+        .route(
+            "/admin/v1/organizations/{organization_id}/webhooks/{id}/rotate-secret",
+            post(admin_webhooks::rotate_secret),
+        )
+        .route("/admin/v1/organizations/{organization_id}/webhooks/{id}/deliveries", get(admin_webhooks::deliveries))
         .route("/admin/v1/plugins/reload", post(reload))
         .route("/metrics", get(metrics))
         .route("/admin/v1/health", get(health))
@@ -167,7 +184,7 @@ const ADMIN_STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(30)
 
 impl AdminState {
     /// Runs blocking storage work off the async threads, with a store permit.
-    async fn blocking<T: Send + 'static>(
+    pub(super) async fn blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
     ) -> Result<T, ApiError> {
@@ -178,7 +195,7 @@ impl AdminState {
 /// A storage failure: logged, answered `503` while the database is
 /// unavailable (nothing was written unless the loss came during the
 /// commit: an import sent again changes nothing twice), else `500`.
-fn storage_failure(error: StoreError) -> ApiError {
+pub(super) fn storage_failure(error: StoreError) -> ApiError {
     ApiError::store_failure(&error, "admin request")
 }
 
@@ -187,7 +204,7 @@ fn invalid_body(detail: String) -> ApiError {
 }
 
 /// A JSON object body holding only the `allowed` members, or `400` saying why not.
-fn json_object(body: &[u8], allowed: &[&str]) -> Result<Map<String, Value>, ApiError> {
+pub(super) fn json_object(body: &[u8], allowed: &[&str]) -> Result<Map<String, Value>, ApiError> {
     let object = match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(object)) => object,
         Ok(_) => return Err(invalid_body("the body must be a JSON object".into())),
@@ -212,11 +229,11 @@ fn name_member(object: &Map<String, Value>, problems: &mut Vec<(String, String)>
     }
 }
 
-fn parse_uuid(text: &str, name: &str) -> Result<Uuid, ApiError> {
+pub(super) fn parse_uuid(text: &str, name: &str) -> Result<Uuid, ApiError> {
     Uuid::try_parse(text).map_err(|_| ApiError::invalid_parameters(vec![(name.to_owned(), "not a UUID".to_owned())]))
 }
 
-fn organization_exists(db: &dyn Store, id: Uuid) -> Result<(), ApiError> {
+pub(super) fn organization_exists(db: &dyn Store, id: Uuid) -> Result<(), ApiError> {
     match db.organization(id).map_err(storage_failure)? {
         Some(_) => Ok(()),
         None => Err(ApiError::not_found(format!("no organization {id}"))),
@@ -778,8 +795,16 @@ fn rank(confidence: esr_runtime::Confidence) -> u8 {
 /// `GET /metrics`: the OpenMetrics text format (Prometheus scrapes it).
 async fn metrics(State(state): State<AdminState>) -> Result<Response, ApiError> {
     let db = state.db.clone();
-    let store_bytes = state.blocking(move || db.size_on_disk().map_err(storage_failure)).await?;
-    let body = state.metrics.render(store_bytes);
+    let (store_bytes, subscriptions) = state
+        .blocking(move || {
+            let subscriptions = esr_webhooks::subscription::all(db.as_ref(), None).map_err(storage_failure)?;
+            let by_state = esr_webhooks::SubscriptionState::ALL.map(|wanted| {
+                (wanted.name(), subscriptions.iter().filter(|found| found.state == wanted).count() as i64)
+            });
+            Ok((db.size_on_disk().map_err(storage_failure)?, by_state))
+        })
+        .await?;
+    let body = state.metrics.render(store_bytes, &subscriptions);
     Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response())
 }
 

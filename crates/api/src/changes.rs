@@ -14,16 +14,15 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 use super::{
-    AppState, Caller, GROUPS, RequestId, allow_read_only, authenticated, call_component, component_request,
-    conditional, parse_id, path_parameters, query_pairs, read_group, tenant,
+    AppState, Caller, GROUPS, RequestId, allow_read_only, authenticated, call_component, conditional, parse_id,
+    path_parameters, query_pairs, read_group, tenant,
 };
 use crate::cursor::CursorBinding;
 use crate::problem::ApiError;
-use esr_runtime::{CallError, ComponentSet, Request, Tenant};
-use esr_store::{ChangeEvent, ChangeOperation, Collection, StoreReader, WriteTime};
+use esr_runtime::feed::{self, FeedPage};
+use esr_store::Collection;
 
 /// Events per page unless `limit` says otherwise, and at most.
 pub const DEFAULT_CHANGES_LIMIT: usize = 100;
@@ -43,24 +42,6 @@ pub const CURSOR_NOT_ISSUED: &str = "not a cursor issued for this feed and these
 
 /// The cursor binding's name for the feed (no collection is called so).
 pub(crate) const FEED: &str = "changes";
-
-/// A page of the feed as read, before it becomes JSON.
-enum FeedPage {
-    Events {
-        /// Each event with its record as the component shaped it (`None`
-        /// for a deletion).
-        events: Vec<(ChangeEvent, Option<Vec<u8>>)>,
-        /// The sequence of the last event read (shown or not): where the
-        /// next page starts.
-        last_read: Option<u64>,
-        /// Whether the page was full (more may follow at once).
-        full: bool,
-        /// The organization's latest sequence when the page was read.
-        latest: u64,
-    },
-    /// Deletions after `after` may have been pruned.
-    Gone { pruned_through: u64 },
-}
 
 /// `GET /v1/changes`.
 pub(super) async fn changes(
@@ -130,7 +111,7 @@ pub(super) async fn changes(
     let limit = parameters.limit;
     let base_url = state.public_url.clone();
     let page = call_component(&state, FEED, &caller, principal.organization_id, &reads, move |plugins| {
-        read_feed(plugins, &tenant, &base_url, after, &collections, limit, &request_id)
+        feed::read_page(plugins, &tenant, &base_url, after, &collections, limit, &request_id)
     })
     .await?;
     let (events, last_read, full, latest) = match page {
@@ -161,22 +142,7 @@ pub(super) async fn changes(
         if n > 0 {
             body.push(b',');
         }
-        let head = json!({
-            "sequence": event.sequence,
-            "collection": event.collection,
-            "id": event.id,
-            "operation": event.operation.as_str(),
-            "changed_at": WriteTime(event.changed_at).format(),
-        });
-        let head = head.to_string();
-        // The members in the contract's order, `record` last.
-        body.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
-        body.extend_from_slice(b",\"record\":");
-        match record {
-            Some(record) => body.extend_from_slice(record),
-            None => body.extend_from_slice(b"null"),
-        }
-        body.push(b'}');
+        feed::write_event(&mut body, event, record.as_deref());
     }
     let sequence = latest.max(last_read.unwrap_or(0));
     body.extend_from_slice(format!("],\"next_cursor\":{},\"sequence\":{sequence}}}", json!(next_cursor)).as_bytes());
@@ -248,80 +214,6 @@ impl FeedParameters {
         }
         if problems.is_empty() { Ok(parameters) } else { Err(ApiError::invalid_parameters(problems)) }
     }
-}
-
-/// Reads a page of the feed in one session: where the feed stands, the
-/// events, the records they name (through each group's component), and
-/// where it stands again (a deletion pruned meanwhile is noticed).
-fn read_feed(
-    plugins: &ComponentSet,
-    tenant: &Tenant,
-    base_url: &str,
-    after: u64,
-    collections: &[Collection],
-    limit: usize,
-    request_id: &str,
-) -> Result<FeedPage, CallError> {
-    let mut session = tenant.session().map_err(CallError::from_store)?;
-    let reader: &mut dyn StoreReader = session.reader();
-    let before = reader.change_log().map_err(CallError::from_store)?;
-    let mut events = Vec::new();
-    // A page of at most `limit` events, read in store pages.
-    while events.len() < limit {
-        let from = events.last().map_or(after, |event: &ChangeEvent| event.sequence);
-        let wanted = (limit - events.len()).min(esr_store::MAX_SCAN);
-        let read = reader.changes(from, collections, wanted).map_err(CallError::from_store)?;
-        let done = read.len() < wanted;
-        events.extend(read);
-        if done {
-            break;
-        }
-    }
-    let standing = reader.change_log().map_err(CallError::from_store)?;
-    if after < standing.pruned_through {
-        return Ok(FeedPage::Gone { pruned_through: standing.pruned_through });
-    }
-    let full = events.len() == limit;
-    let last_read = events.last().map(|event| event.sequence);
-    // Each collection's records, by one instance of its component.
-    let mut records: std::collections::HashMap<(Collection, Uuid), Vec<u8>> = std::collections::HashMap::new();
-    for collection in collections {
-        let ids: Vec<Uuid> = events
-            .iter()
-            .filter(|event| event.collection == *collection && event.operation != ChangeOperation::Deleted)
-            .map(|event| event.id)
-            .collect();
-        if ids.is_empty() {
-            continue;
-        }
-        let request: Request = component_request(&format!("/v1/{collection}/{{id}}"), base_url, &[]);
-        let (shaped, handed_back) =
-            plugins.get_records(collection.name(), tenant, session, &ids, &request, request_id)?;
-        session = handed_back;
-        for (id, record) in ids.into_iter().zip(shaped) {
-            match record {
-                Some(record) if super::is_json(&record, b'{') => {
-                    records.insert((*collection, id), record);
-                }
-                Some(_) => {
-                    tracing::error!(plugin = collection.name(), "record is not a JSON object");
-                    return Err(CallError::Failed(format!("{collection} shaped a record that is not a JSON object")));
-                }
-                None => {}
-            }
-        }
-    }
-    let events = events
-        .into_iter()
-        .filter_map(|event| match event.operation {
-            ChangeOperation::Deleted => Some((event, None)),
-            // A record gone since its event was read (a store without
-            // snapshots) or one its component does not show: its later
-            // change follows in the feed.
-            _ => records.remove(&(event.collection, event.id)).map(|record| (event, Some(record))),
-        })
-        .collect();
-    Ok(FeedPage::Events { events, last_read, full, latest: before.latest })
 }
 
 /// `GET /v1/<collection>/{id}/history`: a finding's or remediation

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod admin_auth;
+mod admin_webhooks;
 mod changes;
 pub mod connections;
 pub mod cursor;
@@ -38,7 +39,8 @@ use cursor::CursorBinding;
 use esr_auth::keys::{self, AuthFailure, Principal};
 use esr_contract::limits::MAX_CURSOR_CHARS;
 use esr_contract::limits::MAX_LIMIT;
-use esr_runtime::{CallError, CallReads, ComponentRegistry, ComponentSet, PluginError, QueryParam, Tenant};
+use esr_runtime::feed::{component_request, is_json};
+use esr_runtime::{CallError, CallReads, ComponentRegistry, ComponentSet, PluginError, Tenant};
 use esr_store::{Organization, ReplicaHealth, Store, StoreError};
 pub use problem::ApiError;
 
@@ -702,14 +704,6 @@ fn query_pairs(raw: Option<&str>) -> Vec<(String, String)> {
     form_urlencoded::parse(raw.unwrap_or_default().as_bytes()).map(|(n, v)| (n.into_owned(), v.into_owned())).collect()
 }
 
-fn component_request(path: &str, base_url: &str, query: &[(String, String)]) -> esr_runtime::Request {
-    esr_runtime::Request {
-        query: query.iter().map(|(name, value)| QueryParam { name: name.clone(), value: value.clone() }).collect(),
-        path: path.to_owned(),
-        base_url: base_url.to_owned(),
-    }
-}
-
 /// Marks a call's request abandoned when dropped.
 struct AbandonOnDrop(Arc<CallReads>);
 
@@ -1029,13 +1023,6 @@ fn is_page_envelope(page: &esr_runtime::Page) -> bool {
 /// A UUID as the contract spells it (hyphenated; any case on input).
 fn parse_id(text: &str) -> Option<Uuid> {
     (text.len() == 36).then(|| Uuid::try_parse(text).ok()).flatten()
-}
-
-/// Whether `body` is one JSON value starting with `open` (a component is
-/// untrusted; what it returns must not corrupt the response).
-fn is_json(body: &[u8], open: u8) -> bool {
-    body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&open)
-        && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
 }
 
 /// A `200` with a strong ETag, or `304` when `If-None-Match` matches it.

@@ -56,6 +56,20 @@ struct MalformedLabels {
     kind: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
+}
+
+/// Webhook delivery lag buckets, in seconds: from a busy loopback
+/// receiver's to a retried batch's.
+const LAG_BUCKETS: [f64; 12] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0];
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -78,6 +92,9 @@ pub struct Metrics {
     health_checks: Counter,
     malformed: Family<MalformedLabels, Counter>,
     store_bytes: Gauge<u64, AtomicU64>,
+    webhook_deliveries: Family<OutcomeLabels, Counter>,
+    webhook_lag: Histogram,
+    webhook_subscriptions: Family<StateLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -94,7 +111,13 @@ impl Default for Metrics {
             health_checks: Counter::default(),
             malformed: Family::default(),
             store_bytes: Gauge::default(),
+            webhook_deliveries: Family::default(),
+            webhook_lag: Histogram::new(LAG_BUCKETS),
+            webhook_subscriptions: Family::default(),
         };
+        for outcome in esr_webhooks::OUTCOMES {
+            let _ = metrics.webhook_deliveries.get_or_create(&OutcomeLabels { outcome });
+        }
         let mut registry = Registry::default();
         // Counters are registered without `_total`: the encoder appends it.
         registry.register(
@@ -135,6 +158,21 @@ impl Default for Metrics {
             metrics.health_checks.clone(),
         );
         registry.register("esr_store_size_bytes", "The store's size on disk", metrics.store_bytes.clone());
+        registry.register(
+            "esr_webhook_deliveries",
+            "Webhook delivery attempts by this host, by outcome",
+            metrics.webhook_deliveries.clone(),
+        );
+        registry.register(
+            "esr_webhook_delivery_lag_seconds",
+            "From the commit of a delivered batch's newest event to its receiver's 2xx",
+            metrics.webhook_lag.clone(),
+        );
+        registry.register(
+            "esr_webhook_subscriptions",
+            "Webhook subscriptions of every organization, by state",
+            metrics.webhook_subscriptions.clone(),
+        );
         Metrics { registry, ..metrics }
     }
 }
@@ -193,13 +231,26 @@ impl Metrics {
         self.health_checks.inc();
     }
 
-    /// The OpenMetrics text ([`CONTENT_TYPE`]); `store_bytes` is the store's size on disk.
-    pub fn render(&self, store_bytes: u64) -> String {
+    /// The OpenMetrics text ([`CONTENT_TYPE`]); `store_bytes` is the
+    /// store's size on disk, `subscriptions` the webhook subscriptions by state.
+    pub fn render(&self, store_bytes: u64, subscriptions: &[(&'static str, i64)]) -> String {
         self.store_bytes.set(store_bytes);
+        for (state, count) in subscriptions {
+            self.webhook_subscriptions.get_or_create(&StateLabels { state }).set(*count);
+        }
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+impl esr_webhooks::DeliveryObserver for Metrics {
+    fn attempted(&self, outcome: &'static str, lag: Option<Duration>) {
+        self.webhook_deliveries.get_or_create(&OutcomeLabels { outcome }).inc();
+        if let Some(lag) = lag {
+            self.webhook_lag.observe(lag.as_secs_f64());
+        }
     }
 }
 
@@ -214,7 +265,7 @@ mod tests {
         metrics.request("/v1/{collection}", 200, Duration::from_millis(30));
         metrics.component_call("en\"d", Duration::from_millis(1), Some("trap"));
         metrics.shed();
-        let text = metrics.render(42);
+        let text = metrics.render(42, &[("active", 2)]);
         for expected in [
             "# TYPE esr_http_requests counter",
             "esr_http_requests_total{route=\"/v1/{collection}\",status=\"200\"} 2",

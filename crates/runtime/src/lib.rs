@@ -12,7 +12,8 @@
 //! `engine` compiles and caches components and makes each call's store;
 //! `call` is one call's state and the host functions a component calls;
 //! `registry` loads and checks a set of components and calls them;
-//! `documents` keeps what each says of itself; `importers` runs scanner
+//! `documents` keeps what each says of itself; `feed` reads the change
+//! feed as clients see it; `importers` runs scanner
 //! report importers; `reads` is what a component's store may read.
 
 use std::collections::BTreeMap;
@@ -41,6 +42,7 @@ use esr_store::{
 mod call;
 mod documents;
 mod engine;
+pub mod feed;
 mod importers;
 mod reads;
 mod registry;

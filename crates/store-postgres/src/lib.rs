@@ -40,9 +40,9 @@ use replicas::ReplicaSet;
 use std::sync::Arc;
 
 use esr_store::{
-    ApiKeyRecord, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection, CollectionWrite, GroupCount,
-    IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching, Organization, ReadFrom, RecordWalk,
-    ReplicaHealth, Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation,
+    ApiKeyRecord, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection, CollectionWrite, Document,
+    GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching, Organization, ReadFrom,
+    RecordWalk, ReplicaHealth, Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation,
     restricting_conditions, sort_index,
 };
 
@@ -96,6 +96,10 @@ pub const DEFAULT_POOL_SIZE: u32 = 16;
 /// Connections the pool keeps beside its size for admitting requests (API
 /// keys' lookups) and health's probe ([`Store::admission_calls`]).
 pub const ADMISSION_CONNECTIONS: u32 = 2;
+
+/// Connections the pool keeps beside those for host jobs that must not
+/// take the requests' (webhook deliveries, [`Store::background_calls`]).
+pub const BACKGROUND_CONNECTIONS: u32 = 2;
 
 /// How long a store call waits for a pooled connection (or a new one) when
 /// none is given: a server gives its request deadline instead.
@@ -320,7 +324,7 @@ impl PgStore {
     }
 
     /// Connects to `url` (a pool of at most `pool_size` connections and
-    /// [`ADMISSION_CONNECTIONS`] more, opened as needed) and creates or migrates the schema; refuses a database
+    /// [`ADMISSION_CONNECTIONS`] and [`BACKGROUND_CONNECTIONS`] more, opened as needed) and creates or migrates the schema; refuses a database
     /// whose schema is newer than this binary knows.
     pub fn open(url: &str, pool_size: u32) -> Result<PgStore, StoreError> {
         PgStore::open_with_replicas(url, pool_size, DEFAULT_CONNECTION_WAIT, &Replicas::default())
@@ -337,7 +341,8 @@ impl PgStore {
     ) -> Result<PgStore, StoreError> {
         let config = config_of(url)?;
         let replicas = ReplicaSet::start(replicas, &config, pool_size)?;
-        let pool = Pool::new(config, pool_size.max(1) + ADMISSION_CONNECTIONS, connection_wait);
+        let pool =
+            Pool::new(config, pool_size.max(1) + ADMISSION_CONNECTIONS + BACKGROUND_CONNECTIONS, connection_wait);
         // The first connection is made directly, so that an unreachable
         // database is reported with PostgreSQL's own words.
         let mut client = config_of(url)?.connect(NoTls).map_err(store_error)?;
@@ -470,11 +475,59 @@ impl Store for PgStore {
         Ok(())
     }
 
+    fn document(&self, kind: &str, id: &str) -> Result<Option<Document>, StoreError> {
+        let row = self
+            .connection()?
+            .query_opt("SELECT version, body FROM documents WHERE kind = $1 AND id = $2", &[&kind, &id])?;
+        Ok(row.map(|row| Document { id: id.to_owned(), version: row.get::<_, i64>(0) as u64, body: row.get(1) }))
+    }
+
+    fn documents(&self, kind: &str) -> Result<Vec<Document>, StoreError> {
+        let rows = self
+            .connection()?
+            .query("SELECT id, version, body FROM documents WHERE kind = $1 ORDER BY id", &[&kind])?;
+        Ok(rows
+            .into_iter()
+            .map(|row| Document { id: row.get(0), version: row.get::<_, i64>(1) as u64, body: row.get(2) })
+            .collect())
+    }
+
+    /// One statement: an insert that yields to a row already there, or an
+    /// update of the version read.
+    fn swap_document(
+        &self,
+        kind: &str,
+        id: &str,
+        expected: Option<u64>,
+        body: &[u8],
+    ) -> Result<Option<u64>, StoreError> {
+        let mut connection = self.connection()?;
+        let row = match expected {
+            None => connection.query_opt(
+                "INSERT INTO documents (kind, id, version, body) VALUES ($1, $2, 1, $3) ON CONFLICT (kind, id) DO NOTHING \
+                 RETURNING version",
+                &[&kind, &id, &body],
+            )?,
+            Some(version) => connection.query_opt(
+                "UPDATE documents SET version = version + 1, body = $4 WHERE kind = $1 AND id = $2 AND version = $3 \
+                 RETURNING version",
+                &[&kind, &id, &(version as i64), &body],
+            )?,
+        };
+        Ok(row.map(|row| row.get::<_, i64>(0) as u64))
+    }
+
+    fn delete_document(&self, kind: &str, id: &str) -> Result<bool, StoreError> {
+        Ok(self.connection()?.execute("DELETE FROM documents WHERE kind = $1 AND id = $2", &[&kind, &id])? > 0)
+    }
+
     /// Removes every organization, key and record (secrets stay).
     fn clear_data(&self) -> Result<(), StoreError> {
         self.connection()?
             .client
-            .batch_execute("TRUNCATE organizations, api_keys, records, index_entries, counts, changes, history")
+            .batch_execute(
+                "TRUNCATE organizations, api_keys, records, index_entries, counts, changes, history, documents",
+            )
             .map_err(store_error)?;
         self.organizations.lock().unwrap_or_else(PoisonError::into_inner).clear();
         Ok(())
@@ -489,11 +542,17 @@ impl Store for PgStore {
     /// The pool's size, less the connections kept for admission: each
     /// blocking call holds one connection at most.
     fn concurrent_calls(&self) -> Option<usize> {
-        self.pool.as_ref().map(|pool| pool.max_size().saturating_sub(ADMISSION_CONNECTIONS).max(1) as usize)
+        self.pool
+            .as_ref()
+            .map(|pool| pool.max_size().saturating_sub(ADMISSION_CONNECTIONS + BACKGROUND_CONNECTIONS).max(1) as usize)
     }
 
     fn admission_calls(&self) -> Option<usize> {
         self.pool.as_ref().map(|_| ADMISSION_CONNECTIONS as usize)
+    }
+
+    fn background_calls(&self) -> Option<usize> {
+        self.pool.as_ref().map(|_| BACKGROUND_CONNECTIONS as usize)
     }
 
     /// The database's size on disk, in bytes.

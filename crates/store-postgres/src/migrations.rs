@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_index_columns.sql"),
     include_str!("migrations/0005_suppression_expiry.sql"),
     include_str!("migrations/0006_admin_token_digest.sql"),
+    include_str!("migrations/0007_documents.sql"),
 ];
 
 /// The index columns a migration adds that the host fills from the

@@ -10,6 +10,7 @@
 //! on a crash.
 
 mod changes;
+mod documents;
 mod index_blocks;
 mod staged;
 
@@ -23,9 +24,10 @@ use uuid::Uuid;
 
 use self::index_blocks::value_prefix;
 use esr_store::{
-    ApiKeyRecord, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection, CollectionWrite, GroupCount,
-    IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching, Organization, ReadFrom, RecordWalk,
-    Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation, restricting_conditions, sort_index,
+    ApiKeyRecord, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection, CollectionWrite, Document,
+    GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching, Organization, ReadFrom,
+    RecordWalk, Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation, restricting_conditions,
+    sort_index,
 };
 
 const ORGANIZATIONS: &str = "organizations";
@@ -62,6 +64,8 @@ pub struct Trees {
     meta: sled::Tree,
     /// `organization` → its [`ChangeLog`] (`changes.rs`).
     change_logs: sled::Tree,
+    /// The host's documents (`documents.rs`).
+    documents: sled::Tree,
     collections: BTreeMap<Collection, CollectionTrees>,
     /// Each organization's write lock, held by whoever validates and
     /// writes a batch of its records, so that what was validated is what
@@ -158,6 +162,7 @@ impl SledStore {
             api_keys: db.open_tree(API_KEYS).map_err(store_error)?,
             meta: db.open_tree(META).map_err(store_error)?,
             change_logs: db.open_tree(changes::CHANGE_LOGS).map_err(store_error)?,
+            documents: db.open_tree(documents::DOCUMENTS).map_err(store_error)?,
             collections,
             writers: Mutex::default(),
             gates: Mutex::default(),
@@ -326,6 +331,7 @@ impl Trees {
             trees.history.clear().map_err(store_error)?;
         }
         self.change_logs.clear().map_err(store_error)?;
+        self.documents.clear().map_err(store_error)?;
         self.flush()
     }
 
@@ -1508,6 +1514,28 @@ impl Store for SledStore {
 
     fn flush(&self) -> Result<(), StoreError> {
         self.0.flush()
+    }
+
+    fn document(&self, kind: &str, id: &str) -> Result<Option<Document>, StoreError> {
+        self.0.document(kind, id)
+    }
+
+    fn documents(&self, kind: &str) -> Result<Vec<Document>, StoreError> {
+        self.0.documents(kind)
+    }
+
+    fn swap_document(
+        &self,
+        kind: &str,
+        id: &str,
+        expected: Option<u64>,
+        body: &[u8],
+    ) -> Result<Option<u64>, StoreError> {
+        self.0.swap_document(kind, id, expected, body)
+    }
+
+    fn delete_document(&self, kind: &str, id: &str) -> Result<bool, StoreError> {
+        self.0.delete_document(kind, id)
     }
 
     /// sled frees the pages a write replaced through crossbeam-epoch's

@@ -112,6 +112,17 @@ pub struct ApiKeyRecord {
     pub revoked_at: Option<String>,
 }
 
+/// A document the host keeps beside the records (a webhook subscription,
+/// its batch in flight, its delivery log): JSON under a kind and an id,
+/// with a version every write moves, so that writers on several hosts
+/// never overwrite each other unknowingly ([`Store::swap_document`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    pub id: String,
+    pub version: u64,
+    pub body: Vec<u8>,
+}
+
 /// One stored record: its id and its bytes exactly as written (the JSON a
 /// component gets).
 pub type StoredRecord = (Uuid, Vec<u8>);
@@ -886,6 +897,27 @@ pub trait Store: Send + Sync {
     /// backend's own bookkeeping aside).
     fn markers(&self) -> Result<Vec<(String, String)>, StoreError>;
 
+    /// The host's document of `kind` named `id`, if there is one.
+    fn document(&self, kind: &str, id: &str) -> Result<Option<Document>, StoreError>;
+
+    /// Every document of `kind`, in id order.
+    fn documents(&self, kind: &str) -> Result<Vec<Document>, StoreError>;
+
+    /// Writes `body` as the document of `kind` named `id` when its version
+    /// is still `expected` (`None`: when there is none yet), durably, and
+    /// returns the new version; `None` when another writer got there first
+    /// (every host sharing the store sees the same versions).
+    fn swap_document(
+        &self,
+        kind: &str,
+        id: &str,
+        expected: Option<u64>,
+        body: &[u8],
+    ) -> Result<Option<u64>, StoreError>;
+
+    /// Removes the document of `kind` named `id`, durably; whether there was one.
+    fn delete_document(&self, kind: &str, id: &str) -> Result<bool, StoreError>;
+
     /// Removes every organization, key, record, index entry and count;
     /// secrets stay. Used to restart an interrupted demo load.
     fn clear_data(&self) -> Result<(), StoreError>;
@@ -910,6 +942,13 @@ pub trait Store: Send + Sync {
     /// neither a flood of those nor tenants' work holding every other
     /// connection starves the other. `None` when callers are not bounded.
     fn admission_calls(&self) -> Option<usize> {
+        None
+    }
+
+    /// How many calls the store serves at once, beside the others, for
+    /// host jobs that must never take the requests' connections (webhook
+    /// deliveries). `None` when callers are not bounded.
+    fn background_calls(&self) -> Option<usize> {
         None
     }
 

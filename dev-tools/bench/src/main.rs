@@ -25,6 +25,7 @@ mod server;
 mod stats;
 mod system;
 mod throughput;
+mod webhooks;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -47,6 +48,7 @@ use crate::report_import::bench_report_import;
 use crate::server::start_server;
 use crate::stats::{ms, percentile};
 use crate::throughput::bench_throughput;
+use crate::webhooks::bench_webhooks;
 
 #[derive(Parser)]
 #[command(about = "Benchmarks the esr read API on a generated data set")]
@@ -124,6 +126,10 @@ struct Args {
     /// on the same data needs.
     #[arg(long)]
     reads_only: bool,
+    /// Only the webhook cases: delivery lag under a steady import and one
+    /// subscription's throughput, beside a poller, on sled and PostgreSQL.
+    #[arg(long)]
+    webhooks_only: bool,
 }
 
 /// One measured case: its name, its target, and its samples.
@@ -147,6 +153,10 @@ fn main() -> anyhow::Result<()> {
     if args.import_only {
         let report = bench_import(&args)?;
         return print_and_keep(&args.out, "import-report.txt", &report);
+    }
+    if args.webhooks_only {
+        let report = bench_webhooks(&args)?;
+        return print_and_keep(&args.out, "webhooks-report.txt", &report);
     }
     if args.hosts_only {
         let report = bench_hosts(&args)?;
@@ -310,6 +320,7 @@ fn main() -> anyhow::Result<()> {
         report.push_str(&bench_report_import(&args)?);
         report.push_str(&bench_backends(&args, &data_dir, &key)?);
         report.push_str(&bench_hosts(&args)?);
+        report.push_str(&bench_webhooks(&args)?);
     }
     print!("{report}");
     std::fs::create_dir_all(&args.out)?;

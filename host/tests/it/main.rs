@@ -45,4 +45,5 @@ mod store_contract;
 mod summaries;
 mod unicode;
 mod walk_during_writes;
+mod webhooks;
 mod writers;

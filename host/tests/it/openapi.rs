@@ -17,23 +17,8 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Server, plugins_dir, plugins_dir_with, test_plugins_dir, workspace};
+use common::{Server, plugins_dir, plugins_dir_with, python_dir, test_plugins_dir, venv_program, workspace};
 use serde_json::Value;
-
-fn python_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("python")
-}
-
-/// A program of the test virtualenv (`$ESR_PYTHON_VENV`, set by `make
-/// test`, or `target/venv`).
-fn venv_program(name: &str) -> PathBuf {
-    let venv = std::env::var_os("ESR_PYTHON_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target").join("venv"));
-    let program = venv.join("bin").join(name);
-    assert!(program.exists(), "{} is missing: run `make test`, which creates the virtualenv", program.display());
-    program
-}
 
 fn lint_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("lint")

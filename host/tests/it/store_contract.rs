@@ -82,6 +82,7 @@ macro_rules! contract {
                 count_groups_agrees_with_brute_force,
                 organizations_and_api_keys,
                 secrets_and_markers_survive_a_reopen,
+                documents_are_swapped_by_version_and_survive_a_reopen,
                 a_batch_is_all_or_nothing,
                 a_batch_reads_and_writes_under_one_lock,
                 write_times_increase_in_commit_order,
@@ -806,6 +807,47 @@ fn secrets_and_markers_survive_a_reopen(backend: &dyn Backend) {
     let bytes = reader(&*store, organization).get(FINDINGS, id_of(&record)).unwrap().expect("kept");
     assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), record);
     assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
+}
+
+fn documents_are_swapped_by_version_and_survive_a_reopen(backend: &dyn Backend) {
+    {
+        let store = backend.open();
+        assert_eq!(store.document("webhook", "a").unwrap(), None);
+        assert_eq!(store.swap_document("webhook", "a", None, b"{\"n\":1}").unwrap(), Some(1));
+        assert_eq!(store.swap_document("webhook", "a", None, b"{\"n\":0}").unwrap(), None, "it exists already");
+        assert_eq!(store.swap_document("webhook", "a", Some(1), b"{\"n\":2}").unwrap(), Some(2));
+        assert_eq!(store.swap_document("webhook", "a", Some(1), b"{\"n\":3}").unwrap(), None, "a stale version loses");
+        assert_eq!(store.swap_document("webhook", "b", Some(1), b"{}").unwrap(), None, "no such document");
+        assert_eq!(store.swap_document("webhook", "b", None, b"{\"b\":true}").unwrap(), Some(1));
+        // Kinds are apart, even where one's name starts another's.
+        assert_eq!(store.swap_document("webhook-batch", "a", None, b"[]").unwrap(), Some(1));
+        assert_eq!(store.swap_document("webhook-attempts", "c", None, b"[1]").unwrap(), Some(1));
+        store.flush().unwrap();
+    }
+    let store = backend.open();
+    let found = store.document("webhook", "a").unwrap().expect("kept");
+    assert_eq!((found.version, found.body.as_slice()), (2, &b"{\"n\":2}"[..]));
+    let all: Vec<(String, u64)> =
+        store.documents("webhook").unwrap().into_iter().map(|document| (document.id, document.version)).collect();
+    assert_eq!(all, [("a".to_owned(), 2), ("b".to_owned(), 1)]);
+    assert_eq!(store.documents("webhook-batch").unwrap().len(), 1);
+    assert!(store.delete_document("webhook", "a").unwrap());
+    assert!(!store.delete_document("webhook", "a").unwrap());
+    assert_eq!(store.document("webhook", "a").unwrap(), None);
+    assert_eq!(store.swap_document("webhook", "a", None, b"{}").unwrap(), Some(1), "made again from version 1");
+    // Two writers racing from one version: exactly one wins.
+    let winners: usize = std::thread::scope(|scope| {
+        let racers: Vec<_> = (0..8)
+            .map(|n| {
+                let store = store.clone();
+                scope.spawn(move || {
+                    store.swap_document("webhook", "b", Some(1), format!("{{\"racer\":{n}}}").as_bytes())
+                })
+            })
+            .collect();
+        racers.into_iter().map(|racer| usize::from(racer.join().unwrap().unwrap().is_some())).sum()
+    });
+    assert_eq!(winners, 1);
 }
 
 fn a_batch_is_all_or_nothing(backend: &dyn Backend) {

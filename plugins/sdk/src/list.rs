@@ -32,6 +32,7 @@ pub const LIST_PARAMETERS: &[Param] = &[
     Param::new("sort", ParamKind::Text { max: 64 }, "Sort key, '-' prefix for descending; ties by id.")
         .with_default("created_at"),
     Param::new("updatedAfter", ParamKind::Timestamp, "Only records whose updated_at is strictly later."),
+    Param::new("id", ParamKind::Uuids, "Only these records (ids, comma-separated, at most 100), if they match."),
 ];
 
 pub const DEFAULT_LIMIT: u32 = 50;
@@ -83,6 +84,8 @@ pub struct ListOptions {
     pub after: Option<Position>,
     pub sort: SortOrder,
     pub updated_after: Option<Timestamp>,
+    /// Only these records (`id`), as stored ids.
+    pub ids: Option<Vec<String>>,
 }
 
 impl ListOptions {
@@ -125,7 +128,8 @@ impl ListOptions {
             query.reject("cursor", "cannot be combined with offset");
         }
         let updated_after = query.timestamp("updatedAfter");
-        ListOptions { limit, offset: offset.unwrap_or(0), after, sort, updated_after }
+        let ids = query.uuids("id");
+        ListOptions { limit, offset: offset.unwrap_or(0), after, sort, updated_after, ids }
     }
 }
 
@@ -360,6 +364,9 @@ pub fn list_filtered(
     options: &ListOptions,
     filters: Vec<Filter<'_>>,
 ) -> Result<Page, PluginError> {
+    if let Some(ids) = &options.ids {
+        return list_named(store, collection, options, ids, &filters);
+    }
     let best = most_selective(store, collection, &filters, true);
     let sort_field = match options.sort.field {
         SortField::Timestamp(pointer) => pointer,
@@ -1075,6 +1082,37 @@ fn sort_everything(
 
     let next = page.last().filter(|_| end < selected.len()).cloned();
     finish_page(options, records.iter().map(Vec::as_slice), selected.len() as u64, next)
+}
+
+/// A page of the records named by `id` that pass every filter: each is
+/// read by its id (at most [`crate::query::MAX_LIST_VALUES`]), tested and
+/// sorted, whatever the filters.
+fn list_named(
+    store: &dyn Store,
+    collection: &str,
+    options: &ListOptions,
+    ids: &[String],
+    filters: &[Filter<'_>],
+) -> Result<Page, PluginError> {
+    let residual = Residual::of(options, filters);
+    let mut selected: Vec<(Position, Vec<u8>)> = Vec::new();
+    for id in ids {
+        let Some(bytes) = store.get(collection, id) else { continue };
+        let record = StoredRecord::new(id.clone(), bytes);
+        if residual.passes(&record)? {
+            let value = options.sort.field.of(record.at(options.sort.field.pointer())?.as_ref());
+            selected.push((Position { value, id: id.clone() }, record.bytes));
+        }
+    }
+    selected.sort_by(|(a, _), (b, _)| options.sort.compare(a, b));
+    let start = match &options.after {
+        Some(cursor) => selected.partition_point(|(p, _)| options.sort.compare(p, cursor) != Ordering::Greater),
+        None => usize::try_from(options.offset).unwrap_or(usize::MAX).min(selected.len()),
+    };
+    let end = start.saturating_add(options.limit as usize).min(selected.len());
+    let next = selected[..end].last().filter(|_| end < selected.len()).map(|(position, _)| position.clone());
+    let page = &selected[start..end];
+    finish_page(options, page.iter().map(|(_, bytes)| bytes.as_slice()), selected.len() as u64, next)
 }
 
 /// What a record walked from an index must also meet: `updatedAfter`

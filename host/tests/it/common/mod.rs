@@ -4,6 +4,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod postgres;
+pub mod receiver;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -576,4 +577,20 @@ pub fn xz_finding(endpoint: &str, severity: &str, label: &str) -> Value {
         "source": {"scanner": "trivy", "scanner_finding_id": label},
         "first_seen_at": "2026-11-01T00:00:00Z", "last_seen_at": "2026-11-20T00:00:00Z",
     })
+}
+
+/// The tests' Python files (`host/tests/python`).
+pub fn python_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("python")
+}
+
+/// A program of the test virtualenv (`$ESR_PYTHON_VENV`, set by `make
+/// test`, or `target/venv`).
+pub fn venv_program(name: &str) -> PathBuf {
+    let venv = std::env::var_os("ESR_PYTHON_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target").join("venv"));
+    let program = venv.join("bin").join(name);
+    assert!(program.exists(), "{} is missing: run `make test`, which creates the virtualenv", program.display());
+    program
 }
