@@ -810,8 +810,9 @@ fn main() -> ExitCode {
         Command::Check { data_dir, database, .. } => check(&data_dir, &database),
         Command::Migrate { from, to } => esr::migrate::migrate(&from, &to).map(|copied| {
             println!(
-                "copied {} organizations, {} API keys, {} records and {} secrets; every index agrees with the records",
-                copied.organizations, copied.api_keys, copied.records, copied.secrets
+                "copied {} organizations, {} API keys, {} records, {} secrets and {} webhook documents; every index \
+                 agrees with the records",
+                copied.organizations, copied.api_keys, copied.records, copied.secrets, copied.documents
             );
         }),
     };

@@ -2,8 +2,9 @@
 //! through the store seam only: secrets (the cursor key, so cursors keep
 //! working), the admin token's SHA-256 (the hosts compare it; the token
 //! stays in the operator's hands), markers, organizations, every record in id
-//! order with its index entries and counts, and the API keys under their
-//! hashes (so the keys keep working). The copy is streamed per organization
+//! order with its index entries and counts, the API keys under their
+//! hashes (so the keys keep working), and the webhook subscriptions with
+//! their positions, batches in flight and delivery logs. The copy is streamed per organization
 //! and collection in bounded batches and checked at the end.
 
 use std::path::Path;
@@ -29,6 +30,7 @@ pub struct Copied {
     pub api_keys: usize,
     pub records: u64,
     pub secrets: usize,
+    pub documents: usize,
 }
 
 /// Copies the sled deployment in `from` into the empty PostgreSQL database
@@ -98,6 +100,15 @@ pub fn migrate(from: &Path, to: &str) -> anyhow::Result<Copied> {
     for (hash, key) in source.api_keys_with_hashes()? {
         target.insert_api_key(&hash, &key)?;
         copied.api_keys += 1;
+    }
+
+    for kind in esr_webhooks::subscription::DOCUMENT_KINDS {
+        for document in source.documents(kind)? {
+            if target.swap_document(kind, &document.id, None, &document.body)?.is_none() {
+                bail!("the database already holds the {kind} document {}", document.id);
+            }
+            copied.documents += 1;
+        }
     }
 
     // Last: a marker such as the demo's `complete` must not vouch for a copy that stopped half-way.
@@ -204,6 +215,14 @@ fn check_copy(source: &Arc<dyn Store>, target: &Arc<dyn Store>) -> anyhow::Resul
     }
     if source.api_keys_with_hashes()? != target.api_keys_with_hashes()? {
         bail!("the API keys copied differ from the deployment's");
+    }
+    for kind in esr_webhooks::subscription::DOCUMENT_KINDS {
+        let bodies = |store: &Arc<dyn Store>| -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+            Ok(store.documents(kind)?.into_iter().map(|document| (document.id, document.body)).collect())
+        };
+        if bodies(source)? != bodies(target)? {
+            bail!("the {kind} documents copied differ from the deployment's");
+        }
     }
     let copied_secrets = target.secrets()?;
     if let Some((name, _)) = source.secrets()?.iter().find(|secret| !copied_secrets.contains(secret)) {

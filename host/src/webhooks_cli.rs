@@ -132,13 +132,37 @@ impl SubscriptionArgs {
     }
 }
 
+/// The organization whose subscriptions a command works on.
+#[derive(clap::Args)]
+pub struct OrganizationArg {
+    /// The organization's id.
+    #[arg(long)]
+    organization: String,
+}
+
+/// One subscription of an organization.
+#[derive(clap::Args)]
+pub struct SubscriptionId {
+    /// The organization's id.
+    #[arg(long)]
+    organization: String,
+    /// The subscription's id (`esr webhooks list`).
+    id: String,
+}
+
+impl SubscriptionId {
+    fn path(&self, rest: &str) -> String {
+        format!("/admin/v1/organizations/{}/webhooks/{}{rest}", self.organization, self.id)
+    }
+}
+
 #[derive(Subcommand)]
 pub enum WebhooksCommand {
     /// Subscribe a destination to an organization's changes; the signing
     /// secret is printed this once.
     Create {
-        #[arg(long)]
-        organization: String,
+        #[command(flatten)]
+        organization: OrganizationArg,
         #[command(flatten)]
         subscription: SubscriptionArgs,
         #[command(flatten)]
@@ -146,27 +170,26 @@ pub enum WebhooksCommand {
     },
     /// List an organization's subscriptions with their state.
     List {
-        #[arg(long)]
-        organization: String,
+        #[command(flatten)]
+        organization: OrganizationArg,
         #[command(flatten)]
         admin: AdminArgs,
     },
     /// One subscription, as JSON.
     Show {
-        #[arg(long)]
-        organization: String,
-        id: String,
+        #[command(flatten)]
+        target: SubscriptionId,
         #[command(flatten)]
         admin: AdminArgs,
     },
     /// Change a subscription; `--state active` resumes a paused, failing
     /// or disabled one where it stopped.
     Update {
-        #[arg(long)]
-        organization: String,
-        id: String,
+        #[command(flatten)]
+        target: SubscriptionId,
         #[command(flatten)]
         subscription: SubscriptionArgs,
+        /// `active` (deliver; resumes where it stopped) or `paused`.
         #[arg(long, value_parser = ["active", "paused"])]
         state: Option<String>,
         #[command(flatten)]
@@ -174,17 +197,17 @@ pub enum WebhooksCommand {
     },
     /// Delete a subscription.
     Delete {
-        #[arg(long)]
-        organization: String,
-        id: String,
+        #[command(flatten)]
+        target: SubscriptionId,
         #[command(flatten)]
         admin: AdminArgs,
     },
     /// Deliver again every event after a sequence of the change feed.
     Replay {
-        #[arg(long)]
-        organization: String,
-        id: String,
+        #[command(flatten)]
+        target: SubscriptionId,
+        /// The sequence after which events are delivered again (a list's
+        /// `sequence` after a re-sync, or an event's).
         #[arg(long = "from")]
         from_sequence: u64,
         #[command(flatten)]
@@ -193,17 +216,15 @@ pub enum WebhooksCommand {
     /// A new signing secret (printed this once); the old one keeps signing
     /// for --webhook-secret-overlap-hours.
     RotateSecret {
-        #[arg(long)]
-        organization: String,
-        id: String,
+        #[command(flatten)]
+        target: SubscriptionId,
         #[command(flatten)]
         admin: AdminArgs,
     },
     /// The last delivery attempts, the newest first.
     Deliveries {
-        #[arg(long)]
-        organization: String,
-        id: String,
+        #[command(flatten)]
+        target: SubscriptionId,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -224,7 +245,8 @@ fn line(subscription: &Value) -> String {
 }
 
 pub fn run(command: WebhooksCommand) -> anyhow::Result<()> {
-    let base = |organization: &str| format!("/admin/v1/organizations/{organization}/webhooks");
+    let base =
+        |organization: &OrganizationArg| format!("/admin/v1/organizations/{}/webhooks", organization.organization);
     match command {
         WebhooksCommand::Create { organization, subscription, admin } => {
             let created =
@@ -243,39 +265,38 @@ pub fn run(command: WebhooksCommand) -> anyhow::Result<()> {
                 println!("{}", line(subscription));
             }
         }
-        WebhooksCommand::Show { organization, id, admin } => {
-            let found = admin_client(&admin)?.get(&format!("{}/{id}", base(&organization)))?;
+        WebhooksCommand::Show { target, admin } => {
+            let found = admin_client(&admin)?.get(&target.path(""))?;
             println!("{}", serde_json::to_string_pretty(&found)?);
         }
-        WebhooksCommand::Update { organization, id, subscription, state, admin } => {
+        WebhooksCommand::Update { target, subscription, state, admin } => {
             let mut body = subscription.body()?;
             if let Some(state) = state {
                 body.insert("state".into(), json!(state));
             }
-            let updated =
-                admin_client(&admin)?.patch_json(&format!("{}/{id}", base(&organization)), &Value::Object(body))?;
+            let updated = admin_client(&admin)?.patch_json(&target.path(""), &Value::Object(body))?;
             println!("{}", line(&updated));
         }
-        WebhooksCommand::Delete { organization, id, admin } => {
-            admin_client(&admin)?.delete(&format!("{}/{id}", base(&organization)))?;
-            println!("deleted {id}");
+        WebhooksCommand::Delete { target, admin } => {
+            admin_client(&admin)?.delete(&target.path(""))?;
+            println!("deleted {}", target.id);
         }
-        WebhooksCommand::Replay { organization, id, from_sequence, admin } => {
+        WebhooksCommand::Replay { target, from_sequence, admin } => {
             let body = json!({"from_sequence": from_sequence});
-            let replayed = admin_client(&admin)?.post_json(&format!("{}/{id}/replay", base(&organization)), &body)?;
+            let replayed = admin_client(&admin)?.post_json(&target.path("/replay"), &body)?;
             println!("{}", line(&replayed));
         }
-        WebhooksCommand::RotateSecret { organization, id, admin } => {
-            let rotated =
-                admin_client(&admin)?.post_json(&format!("{}/{id}/rotate-secret", base(&organization)), &json!({}))?;
+        WebhooksCommand::RotateSecret { target, admin } => {
+            let rotated = admin_client(&admin)?.post_json(&target.path("/rotate-secret"), &json!({}))?;
             println!("{}", text(&rotated["secret"]));
             eprintln!(
-                "new signing secret for {id} (shown this once); the previous one signs too until {}",
+                "new signing secret for {} (shown this once); the previous one signs too until {}",
+                target.id,
                 text(&rotated["previous_secret_expires_at"])
             );
         }
-        WebhooksCommand::Deliveries { organization, id, admin } => {
-            let found = admin_client(&admin)?.get(&format!("{}/{id}/deliveries", base(&organization)))?;
+        WebhooksCommand::Deliveries { target, admin } => {
+            let found = admin_client(&admin)?.get(&target.path("/deliveries"))?;
             for attempt in found["data"].as_array().into_iter().flatten() {
                 println!(
                     "{}  {}  {}..{}  {:>3} events  {}  {} ms  {}",

@@ -430,6 +430,8 @@ async fn import(
                 %organization_id, %collection, created = summary.created, updated = summary.updated,
                 unchanged = summary.unchanged, dry_run, elapsed_ms = started.elapsed().as_millis(), "batch imported"
             );
+            // This host's subscriptions need not wait for the next poll.
+            state.webhooks.wake();
             Ok(Json(summary).into_response())
         }
         Err(ImportError::Invalid { lines, problems, invalid_lines }) => {
@@ -487,6 +489,7 @@ async fn delete_record(State(state): State<AdminState>, uri: Uri) -> Result<Resp
                 %organization_id, %collection, %id, deleted = summary.deleted, updated = summary.updated,
                 "record deleted"
             );
+            state.webhooks.wake();
             Ok(StatusCode::NO_CONTENT.into_response())
         }
         Err(error @ DeleteError::NotFound { .. }) => Err(ApiError::not_found(error.to_string())),
@@ -551,6 +554,7 @@ async fn import_report(
         skipped = outcome.skipped.len(), dry_run = outcome.dry_run, elapsed_ms = started.elapsed().as_millis(),
         "report imported"
     );
+    state.webhooks.wake();
     Ok(Json(outcome).into_response())
 }
 

@@ -21,16 +21,16 @@ use esr_webhooks::subscription::{
 };
 use esr_webhooks::{filters, signing};
 
-/// The organization and subscription a route's path names.
-fn path_ids(uri: &Uri, with_subscription: bool) -> Result<(Uuid, Option<Uuid>), ApiError> {
-    // `/admin/v1/organizations/{organizationId}/webhooks/{id}/…`
-    let segments: Vec<&str> = uri.path().split('/').collect();
-    let organization = parse_uuid(segments.get(4).copied().unwrap_or_default(), "organizationId")?;
-    let subscription = match with_subscription {
-        true => Some(parse_uuid(segments.get(6).copied().unwrap_or_default(), "id")?),
-        false => None,
-    };
-    Ok((organization, subscription))
+/// The organization a route's path names:
+/// `/admin/v1/organizations/{organizationId}/webhooks…`.
+fn organization_path(uri: &Uri) -> Result<Uuid, ApiError> {
+    parse_uuid(uri.path().split('/').nth(4).unwrap_or_default(), "organizationId")
+}
+
+/// The organization and the subscription a route's path names:
+/// `/admin/v1/organizations/{organizationId}/webhooks/{id}…`.
+fn subscription_path(uri: &Uri) -> Result<(Uuid, Uuid), ApiError> {
+    Ok((organization_path(uri)?, parse_uuid(uri.path().split('/').nth(6).unwrap_or_default(), "id")?))
 }
 
 fn now() -> i64 {
@@ -72,7 +72,7 @@ fn check_filters(
 
 /// `POST …/webhooks` → `201` with the subscription and its secret (once).
 pub(super) async fn create(State(state): State<AdminState>, uri: Uri, body: Bytes) -> Result<Response, ApiError> {
-    let (organization, _) = path_ids(&uri, false)?;
+    let organization = organization_path(&uri)?;
     let object = json_object(&body, &CREATE_MEMBERS)?;
     let rules = state.webhooks.settings().destinations;
     let mut problems = Vec::new();
@@ -148,7 +148,7 @@ pub(super) async fn create(State(state): State<AdminState>, uri: Uri, body: Byte
 
 /// `GET …/webhooks`.
 pub(super) async fn list(State(state): State<AdminState>, uri: Uri) -> Result<Response, ApiError> {
-    let (organization, _) = path_ids(&uri, false)?;
+    let organization = organization_path(&uri)?;
     let db = state.db.clone();
     let found = state
         .blocking(move || {
@@ -161,9 +161,9 @@ pub(super) async fn list(State(state): State<AdminState>, uri: Uri) -> Result<Re
 
 /// `GET …/webhooks/{id}`.
 pub(super) async fn show(State(state): State<AdminState>, uri: Uri) -> Result<Response, ApiError> {
-    let (organization, id) = path_ids(&uri, true)?;
+    let (organization, id) = subscription_path(&uri)?;
     let db = state.db.clone();
-    let found = state.blocking(move || owned(db.as_ref(), organization, id.unwrap_or_default())).await?;
+    let found = state.blocking(move || owned(db.as_ref(), organization, id)).await?;
     Ok(Json(found.subscription.view()).into_response())
 }
 
@@ -178,8 +178,7 @@ fn restart(subscription: &mut Subscription) {
 
 /// `PATCH …/webhooks/{id}`.
 pub(super) async fn update(State(state): State<AdminState>, uri: Uri, body: Bytes) -> Result<Response, ApiError> {
-    let (organization, id) = path_ids(&uri, true)?;
-    let id = id.unwrap_or_default();
+    let (organization, id) = subscription_path(&uri)?;
     let object = json_object(&body, &UPDATE_MEMBERS)?;
     let rules = state.webhooks.settings().destinations;
     let mut problems = Vec::new();
@@ -240,8 +239,7 @@ pub(super) async fn update(State(state): State<AdminState>, uri: Uri, body: Byte
 
 /// `DELETE …/webhooks/{id}` → `204`.
 pub(super) async fn remove(State(state): State<AdminState>, uri: Uri) -> Result<Response, ApiError> {
-    let (organization, id) = path_ids(&uri, true)?;
-    let id = id.unwrap_or_default();
+    let (organization, id) = subscription_path(&uri)?;
     let db = state.db.clone();
     state
         .blocking(move || {
@@ -256,8 +254,7 @@ pub(super) async fn remove(State(state): State<AdminState>, uri: Uri) -> Result<
 /// `POST …/webhooks/{id}/replay` `{"from_sequence": N}`: delivers again
 /// every event after `N` (and resumes a failing or disabled subscription).
 pub(super) async fn replay(State(state): State<AdminState>, uri: Uri, body: Bytes) -> Result<Response, ApiError> {
-    let (organization, id) = path_ids(&uri, true)?;
-    let id = id.unwrap_or_default();
+    let (organization, id) = subscription_path(&uri)?;
     let object = json_object(&body, &["from_sequence"])?;
     let from =
         object.get("from_sequence").and_then(Value::as_u64).filter(|from| i64::try_from(*from).is_ok()).ok_or_else(
@@ -316,8 +313,7 @@ pub(super) async fn replay(State(state): State<AdminState>, uri: Uri, body: Byte
 /// `POST …/webhooks/{id}/rotate-secret`: a new secret (answered once);
 /// the ones before it keep signing for the overlap.
 pub(super) async fn rotate_secret(State(state): State<AdminState>, uri: Uri) -> Result<Response, ApiError> {
-    let (organization, id) = path_ids(&uri, true)?;
-    let id = id.unwrap_or_default();
+    let (organization, id) = subscription_path(&uri)?;
     let db = state.db.clone();
     let overlap = i64::try_from(state.webhooks.settings().secret_overlap.as_nanos()).unwrap_or(i64::MAX);
     let secret = signing::new_secret();
@@ -350,8 +346,7 @@ pub(super) async fn rotate_secret(State(state): State<AdminState>, uri: Uri) -> 
 
 /// `GET …/webhooks/{id}/deliveries`: the last attempts, the newest first.
 pub(super) async fn deliveries(State(state): State<AdminState>, uri: Uri) -> Result<Response, ApiError> {
-    let (organization, id) = path_ids(&uri, true)?;
-    let id = id.unwrap_or_default();
+    let (organization, id) = subscription_path(&uri)?;
     let db = state.db.clone();
     let attempts = state
         .blocking(move || {

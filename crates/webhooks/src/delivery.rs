@@ -159,7 +159,13 @@ pub struct Dispatcher {
     wake: Notify,
     /// The store's connections for host jobs (PostgreSQL), if bounded.
     store_permits: Option<Arc<Semaphore>>,
+    /// When a failure to deliver was last logged: while the database is
+    /// down every round fails, and one line per [`WARN_EVERY`] says so.
+    last_warning: Mutex<Option<std::time::Instant>>,
 }
+
+/// The least time between two warnings of failed rounds or deliveries.
+const WARN_EVERY: Duration = Duration::from_secs(30);
 
 fn now() -> i64 {
     esr_system::clock::unix_now_nanos()
@@ -189,6 +195,7 @@ impl Dispatcher {
         let client = destination::client(settings.destinations, settings.connect_timeout, settings.timeout)?;
         let store_permits = store.background_calls().map(|calls| Arc::new(Semaphore::new(calls.max(1))));
         Ok(Arc::new(Dispatcher {
+            last_warning: Mutex::default(),
             store_permits,
             store,
             plugins,
@@ -216,7 +223,9 @@ impl Dispatcher {
     /// Delivers until the task is dropped.
     pub async fn run(self: Arc<Self>) {
         loop {
-            if let Err(error) = self.round().await {
+            if let Err(error) = self.round().await
+                && self.may_warn()
+            {
                 tracing::warn!(error = %error, "webhook deliveries could not read the subscriptions; trying again");
             }
             tokio::select! {
@@ -282,7 +291,9 @@ impl Dispatcher {
                 Ok(true) => continue,
                 Ok(false) => break,
                 Err(error) => {
-                    tracing::warn!(subscription = %id, error = %error, "a webhook delivery stopped; it is tried again");
+                    if self.may_warn() {
+                        tracing::warn!(subscription = %id, error = %error, "a webhook delivery stopped; it is tried again");
+                    }
                     break;
                 }
             }
@@ -472,6 +483,17 @@ impl Dispatcher {
             Ok(found.filter(|_| claimed).map(|(subscription, _)| subscription))
         })
         .await
+    }
+
+    /// Whether a warning may be logged now (at most one per [`WARN_EVERY`]).
+    fn may_warn(&self) -> bool {
+        let mut last = self.last_warning.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = std::time::Instant::now();
+        let due = last.is_none_or(|at| now.duration_since(at) >= WARN_EVERY);
+        if due {
+            *last = Some(now);
+        }
+        due
     }
 
     /// Whether this host may deliver a subscription another lease holds.

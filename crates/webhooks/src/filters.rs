@@ -1,6 +1,6 @@
 //! A subscription's filters are list filters, checked and applied by the
 //! collection's component as its list endpoint does: a filter is checked
-//! by listing with it (`limit=1`), and applied to a batch by listing with
+//! by listing with it (`id` and `limit=1`), and applied to a batch by listing with
 //! it and the batch's record ids (`id=…`), so what a subscription
 //! receives is what the list with the same filter answers.
 
@@ -42,7 +42,13 @@ pub fn check(
     if !problems.is_empty() {
         return Ok(problems);
     }
-    let request = component_request(&format!("/v1/{collection}"), "", &pairs(query, &[("limit", "1".into())]));
+    // With `id` too, as deliveries ask: a component whose list does not
+    // take it (an older SDK's) is refused here, not at the first delivery.
+    let request = component_request(
+        &format!("/v1/{collection}"),
+        "",
+        &pairs(query, &[("id", Uuid::nil().to_string()), ("limit", "1".into())]),
+    );
     match plugins.list(collection.name(), tenant, &request, request_id) {
         Ok(_) => {}
         Err(CallError::Plugin(PluginError::InvalidParameters(invalid))) => {

@@ -21,6 +21,8 @@ pub const SUBSCRIPTIONS: &str = "webhook";
 pub const BATCHES: &str = "webhook-batch";
 /// The document kind of each subscription's last delivery attempts.
 pub const ATTEMPTS: &str = "webhook-attempts";
+/// Every kind of document webhooks keep (what a copy of a deployment copies).
+pub const DOCUMENT_KINDS: [&str; 3] = [SUBSCRIPTIONS, BATCHES, ATTEMPTS];
 
 /// The longest description kept.
 const MAX_DESCRIPTION_CHARS: usize = 500;

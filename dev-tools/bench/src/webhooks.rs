@@ -19,8 +19,8 @@ use crate::server::start_server_in_mode;
 use crate::stats::{ms, percentile};
 
 /// Findings each import batch commits, and batches a second.
-const BATCH: usize = 100;
-const BATCHES_PER_SECOND: u64 = 10;
+const BATCH: usize = 500;
+const BATCHES_PER_SECOND: u64 = 2;
 /// How long imports run while the lag is measured.
 const LAG_SECONDS: u64 = 20;
 /// Events the throughput case delivers.
@@ -126,11 +126,12 @@ impl Admin {
         Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
-    fn import(&self, organization: &str, lines: &[Value]) -> anyhow::Result<()> {
+    /// Imports `lines` into the organization's collection; the summary.
+    fn import(&self, organization: &str, collection: &str, lines: &[Value]) -> anyhow::Result<Value> {
         let body: String = lines.iter().map(|line| format!("{line}\n")).collect();
         let response = self
             .client
-            .post(format!("{}/admin/v1/organizations/{organization}/import/vulnerability-findings", self.base))
+            .post(format!("{}/admin/v1/organizations/{organization}/import/{collection}", self.base))
             .bearer_auth(&self.token)
             .header("content-type", "application/x-ndjson")
             .body(body)
@@ -138,7 +139,7 @@ impl Admin {
         if !response.status().is_success() {
             bail!("import refused: {}", response.text()?);
         }
-        Ok(())
+        Ok(response.json()?)
     }
 }
 
@@ -174,7 +175,10 @@ fn poll(
             after = last;
         }
         if events.len() < 1000 {
-            if until().is_some_and(|target| after >= target) {
+            // Caught up: the feed stood at `target` or later when this
+            // page was read (its last events may be of other collections).
+            let standing = page["sequence"].as_u64().unwrap_or_default();
+            if until().is_some_and(|target| standing >= target) {
                 return Ok(seen);
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -198,7 +202,7 @@ fn bench_backend(args: &Args, name: &str, data_dir: &Path, flags: &[&str]) -> an
     if data_dir.exists() {
         std::fs::remove_dir_all(data_dir)?;
     }
-    std::fs::create_dir_all(data_dir)?;
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700).create(data_dir)?;
     let mut all_flags = vec!["--webhooks-allow-http", "--webhooks-allow-private"];
     all_flags.extend_from_slice(flags);
     let (server, admin_base) = start_server_in_mode(data_dir, &args.plugins_dir, &all_flags)?;
@@ -212,22 +216,29 @@ fn bench_backend(args: &Args, name: &str, data_dir: &Path, flags: &[&str]) -> an
         Some(&json!({"organization_id": organization, "name": "poller", "scopes": ["findings:read"]})),
     )?;
     let key = key["api_key"].as_str().ok_or_else(|| anyhow!("no key"))?.to_owned();
-    let endpoint = {
-        let body = "{\"hostname\":\"bench-1\",\"operating_system\":{\"name\":\"Debian 12\",\"family\":\"linux\"}}\n";
-        let response = admin
-            .client
-            .post(format!("{}/admin/v1/organizations/{organization}/import/endpoints", admin.base))
-            .bearer_auth(&admin.token)
-            .header("content-type", "application/x-ndjson")
-            .body(body)
-            .send()?;
-        let imported: Value = response.json()?;
-        imported["ids"][0].as_str().ok_or_else(|| anyhow!("no endpoint"))?.to_owned()
-    };
+    let endpoint = json!({"hostname": "bench-1", "operating_system": {"name": "Debian 12", "family": "linux"}});
+    let imported = admin.import(&organization, "endpoints", &[endpoint])?;
+    let endpoint = imported["ids"][0].as_str().ok_or_else(|| anyhow!("no endpoint"))?.to_owned();
     let latest = |admin: &Admin| -> anyhow::Result<u64> {
         let page: Value =
             admin.client.get(format!("{}/v1/changes?limit=1", server.base)).bearer_auth(&key).send()?.json()?;
         page["sequence"].as_u64().ok_or_else(|| anyhow!("no sequence"))
+    };
+
+    // Waits until the subscription's position reaches `sequence`.
+    let delivered_through = |admin: &Admin, id: &str, sequence: u64, bound: Duration| -> anyhow::Result<()> {
+        let until = Instant::now() + bound;
+        loop {
+            let path = format!("/admin/v1/organizations/{organization}/webhooks/{id}");
+            let shown = admin.send(reqwest::Method::GET, &path, None)?;
+            if shown["position"].as_u64().unwrap_or_default() >= sequence {
+                return Ok(());
+            }
+            if Instant::now() > until {
+                bail!("the subscription never reached sequence {sequence}: {shown}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     };
 
     // 1. Lag: a subscription and a poller follow imports of ~1,000/s.
@@ -254,7 +265,7 @@ fn bench_backend(args: &Args, name: &str, data_dir: &Path, flags: &[&str]) -> an
             std::thread::sleep(wait);
         }
         let lines: Vec<Value> = (0..BATCH).map(|n| finding(&endpoint, &format!("lag-{batch_number}-{n}"))).collect();
-        admin.import(&organization, &lines)?;
+        admin.import(&organization, "vulnerability-findings", &lines)?;
         batch_number += 1;
     }
     let committed = batch_number as usize * BATCH;
@@ -262,19 +273,7 @@ fn bench_backend(args: &Args, name: &str, data_dir: &Path, flags: &[&str]) -> an
     let last = latest(&admin)?;
     *target.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(last);
     let mut polled = poller.join().map_err(|_| anyhow!("the poller panicked"))??;
-    let bound = Instant::now() + Duration::from_secs(120);
-    while arrivals
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .events
-        .iter()
-        .all(|(sequence, _)| *sequence < last)
-    {
-        if Instant::now() > bound {
-            bail!("the subscription never reached sequence {last}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    delivered_through(&admin, &id, last, Duration::from_secs(120))?;
     let mut delivered = std::mem::take(&mut arrivals.lock().unwrap_or_else(std::sync::PoisonError::into_inner).events);
     let mut report =
         format!("{name}: imports committing {rate:.0} findings/s for {LAG_SECONDS} s ({committed} findings)\n");
@@ -291,7 +290,7 @@ fn bench_backend(args: &Args, name: &str, data_dir: &Path, flags: &[&str]) -> an
     let from = latest(&admin)?;
     for batch in 0..THROUGHPUT_EVENTS / 10_000 {
         let lines: Vec<Value> = (0..10_000).map(|n| finding(&endpoint, &format!("bulk-{batch}-{n}"))).collect();
-        admin.import(&organization, &lines)?;
+        admin.import(&organization, "vulnerability-findings", &lines)?;
     }
     let through = latest(&admin)?;
     let read_started = Instant::now();
@@ -309,18 +308,7 @@ fn bench_backend(args: &Args, name: &str, data_dir: &Path, flags: &[&str]) -> an
         &format!("/admin/v1/organizations/{organization}/webhooks/{id}"),
         Some(&json!({"state": "active"})),
     )?;
-    let bound = Instant::now() + Duration::from_secs(600);
-    loop {
-        let arrived = arrivals.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if arrived.events.iter().any(|(sequence, _)| *sequence >= through) {
-            break;
-        }
-        drop(arrived);
-        if Instant::now() > bound {
-            bail!("the replay never reached sequence {through}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    delivered_through(&admin, &id, through, Duration::from_secs(600))?;
     let delivered_count = arrivals.lock().unwrap_or_else(std::sync::PoisonError::into_inner).events.len();
     let delivered_rate = delivered_count as f64 / delivery_started.elapsed().as_secs_f64();
     report.push_str(&format!(

@@ -1,10 +1,12 @@
 //! Nobody sees what isn't theirs: a hostile component that calls every
 //! store function with every argument it can think of, and tries every
-//! ambient authority, finds only its caller's records and nothing else.
+//! ambient authority, finds only its caller's records and nothing else;
+//! and a webhook subscription receives only its own organization's changes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
+use crate::webhooks;
 
 use std::collections::BTreeSet;
 
@@ -386,4 +388,26 @@ fn a_cursor_shows_nothing_of_the_database_it_was_read_at() {
     for cursor in [&before, &after] {
         assert_eq!(server.get_as(1, &format!("/v1/endpoints?limit=1&cursor={cursor}")).status(), 200);
     }
+}
+
+#[test]
+fn one_organization_s_changes_never_reach_another_s_subscription() {
+    let server = Server::start_with(&plugins_dir(), &webhooks::LOOPBACK);
+    let (mine, my_key) = server.organization_with_key("Mine", &["endpoints:read"]);
+    let (theirs, _) = server.organization_with_key("Theirs", &["endpoints:read"]);
+    let receiver = common::receiver::Receiver::start();
+    webhooks::subscribe(&server, &mine, serde_json::json!({"url": receiver.url, "collections": ["endpoints"]}));
+    webhooks::import(
+        &server,
+        &theirs,
+        "endpoints",
+        &(0..20).map(|n| webhooks::endpoint(&format!("theirs-{n}"))).collect::<Vec<_>>(),
+    );
+    webhooks::import(&server, &mine, "endpoints", &[webhooks::endpoint("mine")]);
+    receiver.wait_for_sequence(webhooks::latest_sequence(&server, &my_key), std::time::Duration::from_secs(30));
+    let events = receiver.acknowledged_events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["record"]["hostname"], "mine");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(receiver.acknowledged_events().len(), 1);
 }

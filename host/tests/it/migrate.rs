@@ -60,6 +60,20 @@ fn a_migrated_deployment_answers_as_sled_does_with_its_keys_cursors_and_admin_to
         let status = sled.admin(Method::DELETE, &format!("/admin/v1/keys/{}", revoked.0)).send().unwrap().status();
         assert_eq!(status, 204);
         *made.lock().unwrap() = Some((kept.1, revoked.1));
+        // A webhook subscription, paused (nothing listens).
+        let subscribed = sled
+            .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/webhooks"))
+            .json(&json!({"url": "https://hooks.example.com/esr", "collections": ["endpoints"]}))
+            .send()
+            .unwrap();
+        assert_eq!(subscribed.status(), 201);
+        let id = subscribed.json::<serde_json::Value>().unwrap()["id"].as_str().unwrap().to_owned();
+        let paused = sled
+            .admin(Method::PATCH, &format!("/admin/v1/organizations/{organization}/webhooks/{id}"))
+            .json(&json!({"state": "paused"}))
+            .send()
+            .unwrap();
+        assert_eq!(paused.status(), 200);
     });
     let (kept, revoked) = made.into_inner().unwrap().unwrap();
     let migration = twins.migration.as_ref().unwrap();
@@ -107,6 +121,23 @@ fn a_migrated_deployment_answers_as_sled_does_with_its_keys_cursors_and_admin_to
     assert_eq!(postgres_history, sled_history);
     let sequence = |server: &Server| server.json("/v1/endpoints?limit=1")["sequence"].as_u64().unwrap();
     assert_eq!(sequence(&twins.postgres), sequence(&twins.sled));
+
+    // The webhook subscription is copied with its state and position.
+    let organization = &twins.sled.organization_ids[0];
+    let subscriptions = |server: &Server| {
+        let listed: serde_json::Value = server
+            .client
+            .get(format!("{}/admin/v1/organizations/{organization}/webhooks", server.admin_base))
+            .bearer_auth(twins.sled.admin_token().trim())
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        listed["data"].clone()
+    };
+    let copied = subscriptions(&twins.postgres);
+    assert_eq!(copied, subscriptions(&twins.sled));
+    assert_eq!(copied[0]["state"], "paused");
 
     // The sled deployment's admin token is the PostgreSQL server's; the
     // database keeps only its SHA-256, so the PostgreSQL host, on a data

@@ -539,8 +539,10 @@ const TENANT_TABLES: [&str; 7] =
     ["records", "index_entries", "counts", "organizations", "write_clocks", "changes", "history"];
 /// Tables a public request may read without naming an organization: a
 /// reference table (`api_keys`, found by the key's hash) and the hosts'
-/// own (`hosts`, `settings`).
-const SHARED_TABLES: [&str; 3] = ["api_keys", "hosts", "settings"];
+/// own (`hosts`, `settings`); and `documents`, a reference table the
+/// hosts' webhook dispatchers read meanwhile (the log does not tell their
+/// statements from the requests').
+const SHARED_TABLES: [&str; 4] = ["api_keys", "hosts", "settings", "documents"];
 
 #[test]
 fn every_statement_of_a_public_request_names_the_callers_organization() {

@@ -3,7 +3,7 @@
 -- moves on each write, so a write names the version it read and loses to
 -- any other host that wrote first. Small and shared: a Citus reference
 -- table, like `settings`.
-CREATE TABLE documents (
+CREATE TABLE IF NOT EXISTS documents (
     kind text NOT NULL,
     id text NOT NULL,
     version bigint NOT NULL,
