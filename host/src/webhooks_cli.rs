@@ -35,7 +35,8 @@ pub struct WebhookArgs {
     webhooks_allow_private: bool,
     /// Seconds a host holds a subscription's delivery unless it renews the
     /// hold (PostgreSQL, several hosts): when a host dies, another takes
-    /// its subscriptions over within this time.
+    /// its subscriptions over within this time. At least
+    /// --webhook-timeout-secs + 5.
     #[arg(long, env = "ESR_WEBHOOK_LEASE_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(2..=3600))]
     webhook_lease_secs: u64,
     /// Deliveries in progress at once on this host.
@@ -55,10 +56,10 @@ fn hours(hours: f64, flag: &str) -> anyhow::Result<Duration> {
 
 impl WebhookArgs {
     pub fn settings(&self) -> anyhow::Result<WebhookSettings> {
-        if self.webhook_lease_secs <= self.webhook_timeout_secs {
+        if self.webhook_lease_secs < self.webhook_timeout_secs + 5 {
             anyhow::bail!(
-                "--webhook-lease-secs ({}) must be longer than --webhook-timeout-secs ({}): a host must still hold a \
-                 subscription when its delivery ends",
+                "--webhook-lease-secs ({}) must be at least 5 more than --webhook-timeout-secs ({}): a host must still \
+                 hold a subscription when its delivery ends",
                 self.webhook_lease_secs,
                 self.webhook_timeout_secs
             );

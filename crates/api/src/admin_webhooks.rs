@@ -33,6 +33,13 @@ fn subscription_path(uri: &Uri) -> Result<(Uuid, Uuid), ApiError> {
     Ok((organization_path(uri)?, parse_uuid(uri.path().split('/').nth(6).unwrap_or_default(), "id")?))
 }
 
+/// The scheme and host of a destination, for the log.
+fn reqwest_host(url: &str) -> String {
+    url.split_once("://")
+        .map(|(scheme, rest)| format!("{scheme}://{}", rest.split(['/', '?', '#']).next().unwrap_or_default()))
+        .unwrap_or_default()
+}
+
 fn now() -> i64 {
     esr_system::clock::unix_now_nanos()
 }
@@ -133,13 +140,16 @@ pub(super) async fn create(State(state): State<AdminState>, uri: Uri, body: Byte
                 failing_since: None,
                 failed_attempts: 0,
                 next_attempt_at: None,
+                generation: 0,
             };
             subscription::insert(db, &created).map_err(storage_failure)?;
             Ok((created, secret))
         })
         .await?;
     let (created, secret) = created;
-    tracing::info!(organization_id = %organization, subscription = %created.id, url = %created.url, "webhook subscription created");
+    // The destination's host only: some receivers' URLs hold a credential in their path.
+    let destination = reqwest_host(&created.url);
+    tracing::info!(organization_id = %organization, subscription = %created.id, %destination, "webhook subscription created");
     state.webhooks.wake();
     let mut answer = created.view();
     answer["secret"] = json!(secret);
@@ -222,6 +232,8 @@ pub(super) async fn update(State(state): State<AdminState>, uri: Uri, body: Byte
                     None => {}
                 }
                 subscription.updated_at = now();
+                // What was built or in flight under the old settings is stale.
+                subscription.generation += 1;
                 true
             })
             .map_err(storage_failure)?;
@@ -292,6 +304,7 @@ pub(super) async fn replay(State(state): State<AdminState>, uri: Uri, body: Byte
             }
             let (replayed, _) = subscription::modify(db, id, |subscription| {
                 subscription.position = from;
+                subscription.generation += 1;
                 restart(subscription);
                 if subscription.state != SubscriptionState::Paused {
                     subscription.state = SubscriptionState::Active;
@@ -324,10 +337,12 @@ pub(super) async fn rotate_secret(State(state): State<AdminState>, uri: Uri) -> 
             owned(db, organization, id)?;
             let (rotated, _) = subscription::modify(db, id, |subscription| {
                 let at = now();
-                subscription.secrets.retain(|secret| secret.expires_at.is_none_or(|expires| expires > at));
+                // The new secret and the one it replaces, which signs too
+                // for the overlap; any older one stops now (a header of one
+                // signature per rotation would grow without bound).
+                subscription.secrets.truncate(1);
                 for secret in &mut subscription.secrets {
-                    let ends = at.saturating_add(overlap);
-                    secret.expires_at = Some(secret.expires_at.map_or(ends, |expires| expires.min(ends)));
+                    secret.expires_at = Some(at.saturating_add(overlap));
                 }
                 subscription.secrets.insert(0, Secret { value: kept.clone(), created_at: at, expires_at: None });
                 subscription.updated_at = at;

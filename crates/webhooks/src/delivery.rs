@@ -39,6 +39,8 @@ pub const MAX_ANSWER_BYTES: usize = 64 << 10;
 pub const ATTEMPTS_KEPT: usize = 100;
 /// The longest wait between two attempts of one batch.
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+/// Batches one delivery task sends before it gives its places back.
+const BATCHES_PER_TURN: usize = 10;
 /// The first retry waits between half of this and this.
 const FIRST_BACKOFF: Duration = Duration::from_secs(2);
 
@@ -89,13 +91,17 @@ pub trait DeliveryObserver: Send + Sync {
 }
 
 /// How an attempt can end, as the metrics label it.
-pub const OUTCOMES: [&str; 6] =
-    ["delivered", "http_error", "gone", "timeout", "connection_error", "refused_destination"];
+pub const OUTCOMES: [&str; 7] =
+    ["delivered", "http_error", "gone", "timeout", "connection_error", "refused_destination", "preparation_error"];
 
 /// A batch as stored while in flight: sent again as it is until a `2xx`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Batch {
     webhook_id: String,
+    /// The subscription's generation it was built under: a change of
+    /// settings, a replay or a resumption makes it stale.
+    #[serde(default)]
+    generation: u64,
     /// The position it follows: it is the subscription's next only while
     /// the subscription's position is still this.
     after: u64,
@@ -146,8 +152,14 @@ pub struct Dispatcher {
     store: Arc<dyn Store>,
     plugins: Arc<ComponentRegistry>,
     settings: WebhookSettings,
-    /// This host's name (leases carry it).
+    /// This host's name (the attempt log shows it).
     host: String,
+    /// What this process's leases carry: the host's name and a random
+    /// part, so that two processes never take each other's for their own.
+    holder: String,
+    /// Where the next round starts in the subscriptions, so that those
+    /// late in the order get their turn when deliveries are at their cap.
+    next_start: std::sync::atomic::AtomicUsize,
     /// The public API's base URL (the records' links).
     base_url: String,
     client: reqwest::Client,
@@ -201,7 +213,9 @@ impl Dispatcher {
             plugins,
             overall: Arc::new(Semaphore::new(settings.concurrency.max(1))),
             settings,
+            holder: format!("{host}/{}", Uuid::new_v4().simple()),
             host,
+            next_start: std::sync::atomic::AtomicUsize::new(0),
             base_url,
             client,
             per_organization: Mutex::default(),
@@ -239,7 +253,11 @@ impl Dispatcher {
     /// deliver and room to do it in.
     async fn round(self: &Arc<Self>) -> Result<(), StoreError> {
         let store = self.store.clone();
-        let subscriptions = self.blocking(move || subscription::all(store.as_ref(), None)).await?;
+        let mut subscriptions = self.blocking(move || subscription::all(store.as_ref(), None)).await?;
+        if !subscriptions.is_empty() {
+            let start = self.next_start.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % subscriptions.len();
+            subscriptions.rotate_left(start);
+        }
         let at = now();
         let mut latest: HashMap<Uuid, u64> = HashMap::new();
         for subscription in subscriptions {
@@ -283,11 +301,13 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// Delivers one subscription's batches while there are any and its
-    /// receiver takes them.
+    /// Delivers up to [`BATCHES_PER_TURN`] of one subscription's batches
+    /// while there are any and its receiver takes them, then gives its
+    /// places back (a round soon starts it again if more are waiting).
     async fn deliver(self: &Arc<Self>, id: Uuid) {
-        loop {
+        for turn in 1..=BATCHES_PER_TURN {
             match self.step(id).await {
+                Ok(true) if turn == BATCHES_PER_TURN => self.wake(),
                 Ok(true) => continue,
                 Ok(false) => break,
                 Err(error) => {
@@ -298,16 +318,21 @@ impl Dispatcher {
                 }
             }
         }
-        let (store, host) = (self.store.clone(), self.host.clone());
+        let (store, holder) = (self.store.clone(), self.holder.clone());
         let released = self
             .blocking(move || {
-                subscription::modify(store.as_ref(), id, |subscription| {
-                    let ours = subscription.lease.as_ref().is_some_and(|lease| lease.host == host);
+                let found = subscription::modify(store.as_ref(), id, |subscription| {
+                    let ours = subscription.lease.as_ref().is_some_and(|lease| lease.host == holder);
                     if ours {
                         subscription.lease = None;
                     }
                     ours
-                })
+                })?;
+                // Deleted meanwhile: what this delivery wrote goes too.
+                if found.is_none() {
+                    subscription::remove(store.as_ref(), id)?;
+                }
+                Ok(())
             })
             .await;
         if let Err(error) = released {
@@ -321,29 +346,43 @@ impl Dispatcher {
         let Some(subscription) = self.claim(id).await? else { return Ok(false) };
         let this = self.clone();
         let prepared = subscription.clone();
-        let next = self.blocking(move || this.next_batch(&prepared)).await?;
+        let next = match self.blocking(move || this.next_batch(&prepared)).await {
+            Ok(next) => next,
+            Err(error) => {
+                // A batch that cannot be made (a component's failure) is a
+                // failed attempt like any other: backed off, and shown.
+                self.failed(&subscription, subscription.position, "preparation_error", format!("{error}")).await?;
+                return Ok(false);
+            }
+        };
+        let (after, generation) = (subscription.position, subscription.generation);
         let batch = match next {
             Next::Nothing => return Ok(false),
             Next::PassOver(through) => {
-                let from = subscription.position;
-                self.update(id, move |subscription| {
-                    let moves = subscription.position == from;
-                    if moves {
-                        subscription.position = through;
-                    }
-                    moves
-                })
-                .await?;
-                return Ok(true);
+                let holder = self.holder.clone();
+                let single = self.settings.single_host;
+                let moved = self
+                    .update(id, move |subscription| {
+                        let moves = holds(subscription, &holder, single, after, generation);
+                        if moves {
+                            subscription.position = through;
+                        }
+                        moves
+                    })
+                    .await?;
+                return Ok(moved);
             }
             Next::Gone { pruned_through } => {
-                let position = subscription.position;
                 let reason = format!(
-                    "the change feed no longer holds position {position} (deletions are kept only after sequence \
+                    "the change feed no longer holds position {after} (deletions are kept only after sequence \
                      {pruned_through}, --change-retention-days): re-sync by listing the collections, then replay \
                      from the list's sequence"
                 );
+                let (holder, single) = (self.holder.clone(), self.settings.single_host);
                 self.update(id, move |subscription| {
+                    if !holds(subscription, &holder, single, after, generation) {
+                        return false;
+                    }
                     subscription.state = SubscriptionState::Failing;
                     subscription.reason = Some(reason.clone());
                     subscription.lease = None;
@@ -354,6 +393,10 @@ impl Dispatcher {
             }
             Next::Send(batch) => batch,
         };
+        // The hold must outlast the request: renewed now, or given up.
+        if !self.renew(id, after, generation).await? {
+            return Ok(false);
+        }
         let started = std::time::Instant::now();
         let answer = self.send(&subscription, &batch).await;
         let latency = started.elapsed();
@@ -378,37 +421,40 @@ impl Dispatcher {
             host: self.host.clone(),
         };
         let store = self.store.clone();
-        let logged = attempt.clone();
-        self.blocking(move || record_attempt(store.as_ref(), id, logged)).await?;
+        self.blocking(move || record_attempt(store.as_ref(), id, attempt)).await?;
         let at = now();
-        let after = batch.after;
+        let (holder, single) = (self.holder.clone(), self.settings.single_host);
         match answer {
             Answer::Status(status) if (200..300).contains(&status) => {
                 let lag = Duration::from_nanos(u64::try_from(at.saturating_sub(batch.newest_change)).unwrap_or(0));
                 self.observer.attempted("delivered", Some(lag));
                 let delivered =
                     LastDelivery { at, webhook_id: batch.webhook_id, status, last_sequence: batch.last_sequence };
-                let (host, lease) = (self.host.clone(), nanos(self.settings.lease));
-                self.update(id, move |subscription| {
-                    if subscription.position != after {
-                        return false;
-                    }
-                    subscription.position = delivered.last_sequence;
-                    subscription.last_delivery = Some(delivered.clone());
-                    subscription.failing_since = None;
-                    subscription.failed_attempts = 0;
-                    subscription.next_attempt_at = None;
-                    if subscription.lease.as_ref().is_some_and(|held| held.host == host) {
-                        subscription.lease = Some(Lease { host: host.clone(), until: at + lease });
-                    }
-                    true
-                })
-                .await?;
-                Ok(true)
+                // Acknowledged: the position moves past the batch unless a
+                // replay or a change of settings came meanwhile (then the
+                // batch was stale anyway, and the next is built afresh).
+                let moved = self
+                    .update(id, move |subscription| {
+                        if subscription.position != after || subscription.generation != generation {
+                            return false;
+                        }
+                        subscription.position = delivered.last_sequence;
+                        subscription.last_delivery = Some(delivered.clone());
+                        subscription.failing_since = None;
+                        subscription.failed_attempts = 0;
+                        subscription.next_attempt_at = None;
+                        true
+                    })
+                    .await?;
+                // Only a host still holding the lease goes straight on.
+                Ok(moved && self.claim(id).await?.is_some())
             }
             Answer::Status(410) => {
                 self.observer.attempted("gone", None);
                 self.update(id, move |subscription| {
+                    if !holds(subscription, &holder, single, after, generation) {
+                        return false;
+                    }
                     subscription.state = SubscriptionState::Disabled;
                     subscription.reason = Some("the receiver answered 410 Gone".into());
                     subscription.last_error = Some(LastError { at, error: "the receiver answered 410 Gone".into() });
@@ -423,40 +469,69 @@ impl Dispatcher {
                     Answer::Status(status) => ("http_error", format!("the receiver answered {status}")),
                     Answer::Failed { outcome, error } => (outcome, error),
                 };
-                self.observer.attempted(outcome, None);
-                let retry_for = nanos(self.settings.retry_for);
-                self.update(id, move |subscription| {
-                    if subscription.position != after {
-                        return false;
-                    }
-                    let since = *subscription.failing_since.get_or_insert(at);
-                    subscription.failed_attempts = subscription.failed_attempts.saturating_add(1);
-                    subscription.last_error = Some(LastError { at, error: error.clone() });
-                    subscription.lease = None;
-                    if at.saturating_sub(since) >= retry_for {
-                        subscription.state = SubscriptionState::Failing;
-                        subscription.reason = Some(format!(
-                            "no delivery succeeded for {}; the last attempt: {error}; resume it with state active once \
-                             the receiver is back",
-                            describe(Duration::from_nanos(retry_for as u64))
-                        ));
-                        subscription.next_attempt_at = None;
-                    } else {
-                        subscription.next_attempt_at = Some(at + nanos(backoff(subscription.failed_attempts)));
-                    }
-                    true
-                })
-                .await?;
+                self.failed(&subscription, after, outcome, error).await?;
                 Ok(false)
             }
         }
+    }
+
+    /// Counts a failed attempt of the batch after `after`: backed off, or
+    /// `failing` once the retry window has passed; the lease is given up.
+    async fn failed(
+        self: &Arc<Self>,
+        subscription: &Subscription,
+        after: u64,
+        outcome: &'static str,
+        error: String,
+    ) -> Result<(), StoreError> {
+        self.observer.attempted(outcome, None);
+        let retry_for = nanos(self.settings.retry_for);
+        let (holder, single, generation) = (self.holder.clone(), self.settings.single_host, subscription.generation);
+        let at = now();
+        self.update(subscription.id, move |subscription| {
+            if !holds(subscription, &holder, single, after, generation) {
+                return false;
+            }
+            let since = *subscription.failing_since.get_or_insert(at);
+            subscription.failed_attempts = subscription.failed_attempts.saturating_add(1);
+            subscription.last_error = Some(LastError { at, error: error.clone() });
+            subscription.lease = None;
+            if at.saturating_sub(since) >= retry_for {
+                subscription.state = SubscriptionState::Failing;
+                subscription.reason = Some(format!(
+                    "no delivery succeeded for {}; the last attempt: {error}; resume it with state active once the \
+                     receiver is back",
+                    describe(Duration::from_nanos(retry_for as u64))
+                ));
+                subscription.next_attempt_at = None;
+            } else {
+                subscription.next_attempt_at = Some(at + nanos(backoff(subscription.failed_attempts)));
+            }
+            true
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Renews this host's lease for a whole request, if it still holds it
+    /// at this position and generation; whether it does.
+    async fn renew(self: &Arc<Self>, id: Uuid, after: u64, generation: u64) -> Result<bool, StoreError> {
+        let (holder, single, lease) = (self.holder.clone(), self.settings.single_host, nanos(self.settings.lease));
+        self.update(id, move |subscription| {
+            if !holds(subscription, &holder, single, after, generation) {
+                return false;
+            }
+            subscription.lease = Some(Lease { host: holder.clone(), until: now() + lease });
+            true
+        })
+        .await
     }
 
     /// Takes (or renews) this host's lease on the subscription if it is
     /// active, due and not held by another host; the subscription as
     /// claimed, or `None`.
     async fn claim(self: &Arc<Self>, id: Uuid) -> Result<Option<Subscription>, StoreError> {
-        let (store, host, lease) = (self.store.clone(), self.host.clone(), nanos(self.settings.lease));
+        let (store, host, lease) = (self.store.clone(), self.holder.clone(), nanos(self.settings.lease));
         // A hold is renewed unless it outlasts a whole delivery with room
         // to spare, so that it never ends while a request is in flight.
         let needed = (lease / 2).max(nanos(self.settings.timeout + Duration::from_secs(2)));
@@ -498,17 +573,20 @@ impl Dispatcher {
 
     /// Whether this host may deliver a subscription another lease holds.
     fn may_take(&self, lease: &Lease, at: i64) -> bool {
-        lease.host == self.host || lease.until <= at || self.settings.single_host
+        lease.host == self.holder || lease.until <= at || self.settings.single_host
     }
 
-    /// Applies `change` to the stored subscription.
+    /// Applies `change` to the stored subscription; whether it wrote.
     async fn update(
         self: &Arc<Self>,
         id: Uuid,
         change: impl FnMut(&mut Subscription) -> bool + Send + 'static,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let store = self.store.clone();
-        self.blocking(move || subscription::modify(store.as_ref(), id, change).map(|_| ())).await
+        self.blocking(move || {
+            subscription::modify(store.as_ref(), id, change).map(|found| found.is_some_and(|(_, written)| written))
+        })
+        .await
     }
 
     /// The batch in flight if it still follows the position, else the next
@@ -519,6 +597,7 @@ impl Dispatcher {
         if let Some(document) = &in_flight
             && let Ok(batch) = serde_json::from_slice::<Batch>(&document.body)
             && batch.after == subscription.position
+            && batch.generation == subscription.generation
         {
             return Ok(Next::Send(batch));
         }
@@ -593,6 +672,7 @@ impl Dispatcher {
         let body = String::from_utf8(body).map_err(|_| StoreError::Corrupt("a delivery is not UTF-8".into()))?;
         Ok(Next::Send(Batch {
             webhook_id: format!("msg_{}", Uuid::now_v7().simple()),
+            generation: subscription.generation,
             after: subscription.position,
             first_sequence: first.unwrap_or(last),
             last_sequence: last,
@@ -641,6 +721,16 @@ impl Dispatcher {
         }
         Answer::Status(status)
     }
+}
+
+/// Whether `holder` (or the only host) holds the subscription's lease at
+/// this position and generation: what every change of a delivery's
+/// outcome requires, so that a host whose lease lapsed, or a batch a
+/// replay or a change of settings made stale, changes nothing.
+fn holds(subscription: &Subscription, holder: &str, single_host: bool, after: u64, generation: u64) -> bool {
+    subscription.position == after
+        && subscription.generation == generation
+        && subscription.lease.as_ref().is_some_and(|lease| single_host || lease.host == holder)
 }
 
 /// A request that got no answer, by kind, with its causes.

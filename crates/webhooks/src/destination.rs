@@ -115,6 +115,22 @@ fn refused_v6(ip: Ipv6Addr) -> Option<&'static str> {
     if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         return refused_v4(Ipv4Addr::from(ip.to_bits() as u32));
     }
+    // 6to4 (2002:V4ADDR::/48) reaches the IPv4 address in its bits 16-47.
+    if segments[0] == 0x2002 {
+        return refused_v4(Ipv4Addr::from(((u32::from(segments[1])) << 16) | u32::from(segments[2])));
+    }
+    if segments[0] == 0x64 && segments[1] == 0xff9b && segments[2] == 1 {
+        return Some("local-use NAT64");
+    }
+    if segments[0] == 0x2001 && segments[1] == 0 {
+        return Some("Teredo");
+    }
+    if segments[0] & 0xffc0 == 0xfec0 {
+        return Some("site-local");
+    }
+    if segments[..4] == [0x100, 0, 0, 0] {
+        return Some("discard-only");
+    }
     if ip.is_unspecified() {
         Some("unspecified")
     } else if ip.is_loopback() {
@@ -226,11 +242,18 @@ mod tests {
             ("::ffff:10.0.0.1", "private"),
             ("::ffff:169.254.169.254", "link-local"),
             ("64:ff9b::a00:1", "private"),
+            ("2002:a9fe:a9fe::", "link-local"),
+            ("2002:7f00:1::", "loopback"),
+            ("64:ff9b:1::1", "local-use NAT64"),
+            ("2001::1", "Teredo"),
+            ("fec0::1", "site-local"),
+            ("100::1", "discard-only"),
         ] {
             let ip: IpAddr = address.parse().expect(address);
             assert_eq!(refused_class(ip), Some(class), "{address}");
         }
-        for public in ["93.184.216.34", "1.1.1.1", "2606:4700:4700::1111", "::ffff:93.184.216.34"] {
+        for public in ["93.184.216.34", "1.1.1.1", "2606:4700:4700::1111", "::ffff:93.184.216.34", "2002:5db8:d822::1"]
+        {
             let ip: IpAddr = public.parse().expect(public);
             assert_eq!(refused_class(ip), None, "{public}");
         }

@@ -131,6 +131,10 @@ pub struct Subscription {
     /// No attempt before this time (a retry's backoff).
     #[serde(default)]
     pub next_attempt_at: Option<i64>,
+    /// Moves with every change of settings, replay and resumption: a
+    /// batch built under an earlier one is never sent or acknowledged.
+    #[serde(default)]
+    pub generation: u64,
 }
 
 /// A stored subscription with the version it was read at.

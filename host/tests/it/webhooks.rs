@@ -355,11 +355,18 @@ fn failures_are_retried_with_the_same_id_gone_disables_and_failing_resumes_where
         .unwrap();
     assert_eq!(response.status(), 200);
     let before = receiver.deliveries().len();
+    let earlier_ids: std::collections::HashSet<String> =
+        receiver.deliveries().iter().map(|delivery| delivery.header("webhook-id").to_owned()).collect();
     wait_until(Duration::from_secs(30), "the replay", || {
         receiver.deliveries()[before..]
             .iter()
             .any(|delivery| delivery.events().iter().any(|event| event["record"]["hostname"] == "retried"))
     });
+    // A replay is new batches under new ids (a receiver deduplicating on
+    // `webhook-id` would drop a batch sent again under an old one).
+    assert!(
+        receiver.deliveries()[before..].iter().all(|delivery| !earlier_ids.contains(delivery.header("webhook-id")))
+    );
     let response = server
         .admin(Method::POST, &format!("{}/{id}/replay", hooks(&organization)))
         .json(&json!({"from_sequence": 1_000_000}))
@@ -599,7 +606,7 @@ fn on_postgresql_one_host_delivers_and_another_takes_over_when_it_dies() {
         "--webhook-timeout-secs",
         "2",
         "--webhook-lease-secs",
-        "5",
+        "7",
     ];
     let a = Server::start_with(&plugins_dir(), &flags);
     let b_dir = common::private_tempdir();
@@ -636,7 +643,7 @@ fn on_postgresql_one_host_delivers_and_another_takes_over_when_it_dies() {
     import(survivor, &organization, "endpoints", &lines);
     let started = std::time::Instant::now();
     receiver.wait_for_sequence(latest_sequence(survivor, &key), Duration::from_secs(60));
-    // The lease (5 s) and a few polls; generous for a loaded machine.
+    // The lease (7 s) and a few polls; generous for a loaded machine.
     assert!(started.elapsed() < Duration::from_secs(30), "taken over after {:?}", started.elapsed());
     let delivered: Vec<String> = receiver
         .acknowledged_events()
