@@ -513,16 +513,26 @@ impl Dispatcher {
         .map(|_| ())
     }
 
-    /// Renews this host's lease for a whole request, if it still holds it
-    /// at this position and generation; whether it does.
+    /// Makes sure this host's lease outlasts a whole request, if it still
+    /// holds it at this position and generation (renewed only when it
+    /// would not: a read, not a write, for most batches); whether it does.
     async fn renew(self: &Arc<Self>, id: Uuid, after: u64, generation: u64) -> Result<bool, StoreError> {
-        let (holder, single, lease) = (self.holder.clone(), self.settings.single_host, nanos(self.settings.lease));
-        self.update(id, move |subscription| {
-            if !holds(subscription, &holder, single, after, generation) {
-                return false;
-            }
-            subscription.lease = Some(Lease { host: holder.clone(), until: now() + lease });
-            true
+        let (store, holder, single) = (self.store.clone(), self.holder.clone(), self.settings.single_host);
+        let lease = nanos(self.settings.lease);
+        let needed = nanos(self.settings.timeout + Duration::from_secs(2));
+        self.blocking(move || {
+            let mut held = false;
+            subscription::modify(store.as_ref(), id, |subscription| {
+                held = holds(subscription, &holder, single, after, generation);
+                let at = now();
+                let lasts = subscription.lease.as_ref().is_some_and(|lease| lease.until - at > needed);
+                if !held || lasts {
+                    return false;
+                }
+                subscription.lease = Some(Lease { host: holder.clone(), until: at + lease });
+                true
+            })?;
+            Ok(held)
         })
         .await
     }
