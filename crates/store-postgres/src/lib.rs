@@ -494,15 +494,9 @@ impl Store for PgStore {
 
     /// One statement: an insert that yields to a row already there, or an
     /// update of the version read.
-    fn swap_document(
-        &self,
-        kind: &str,
-        id: &str,
-        expected: Option<u64>,
-        body: &[u8],
-    ) -> Result<Option<u64>, StoreError> {
+    fn swap_document(&self, kind: &str, id: &str, seen: Option<u64>, body: &[u8]) -> Result<Option<u64>, StoreError> {
         let mut connection = self.connection()?;
-        let row = match expected {
+        let row = match seen {
             None => connection.query_opt(
                 "INSERT INTO documents (kind, id, version, body) VALUES ($1, $2, 1, $3) ON CONFLICT (kind, id) DO NOTHING \
                  RETURNING version",

@@ -46,16 +46,16 @@ impl Trees {
         &self,
         kind: &str,
         id: &str,
-        expected: Option<u64>,
+        seen: Option<u64>,
         body: &[u8],
     ) -> Result<Option<u64>, StoreError> {
         let key = key(kind, id);
         let current = self.documents.get(&key).map_err(store_error)?;
         let found = current.as_deref().map(|value| decode(id.to_owned(), value)).transpose()?;
-        if found.as_ref().map(|document| document.version) != expected {
+        if found.as_ref().map(|document| document.version) != seen {
             return Ok(None);
         }
-        let version = expected.map_or(1, |version| version + 1);
+        let version = seen.map_or(1, |version| version + 1);
         let mut value = Vec::with_capacity(8 + body.len());
         value.extend_from_slice(&version.to_be_bytes());
         value.extend_from_slice(body);

@@ -1524,14 +1524,8 @@ impl Store for SledStore {
         self.0.documents(kind)
     }
 
-    fn swap_document(
-        &self,
-        kind: &str,
-        id: &str,
-        expected: Option<u64>,
-        body: &[u8],
-    ) -> Result<Option<u64>, StoreError> {
-        self.0.swap_document(kind, id, expected, body)
+    fn swap_document(&self, kind: &str, id: &str, seen: Option<u64>, body: &[u8]) -> Result<Option<u64>, StoreError> {
+        self.0.swap_document(kind, id, seen, body)
     }
 
     fn delete_document(&self, kind: &str, id: &str) -> Result<bool, StoreError> {

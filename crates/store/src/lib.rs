@@ -904,16 +904,10 @@ pub trait Store: Send + Sync {
     fn documents(&self, kind: &str) -> Result<Vec<Document>, StoreError>;
 
     /// Writes `body` as the document of `kind` named `id` when its version
-    /// is still `expected` (`None`: when there is none yet), durably, and
+    /// is still the one the writer `seen` (`None`: none yet), durably, and
     /// returns the new version; `None` when another writer got there first
     /// (every host sharing the store sees the same versions).
-    fn swap_document(
-        &self,
-        kind: &str,
-        id: &str,
-        expected: Option<u64>,
-        body: &[u8],
-    ) -> Result<Option<u64>, StoreError>;
+    fn swap_document(&self, kind: &str, id: &str, seen: Option<u64>, body: &[u8]) -> Result<Option<u64>, StoreError>;
 
     /// Removes the document of `kind` named `id`, durably; whether there was one.
     fn delete_document(&self, kind: &str, id: &str) -> Result<bool, StoreError>;

@@ -293,9 +293,14 @@ impl Dispatcher {
             let dispatcher = self.clone();
             tokio::spawn(async move {
                 let id = subscription.id;
-                dispatcher.deliver(id).await;
+                let more = dispatcher.deliver(id).await;
                 dispatcher.running.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
                 drop((overall, share));
+                // Its turn ended with batches waiting: the next round need
+                // not wait for the poll.
+                if more {
+                    dispatcher.wake();
+                }
             });
         }
         Ok(())
@@ -303,11 +308,12 @@ impl Dispatcher {
 
     /// Delivers up to [`BATCHES_PER_TURN`] of one subscription's batches
     /// while there are any and its receiver takes them, then gives its
-    /// places back (a round soon starts it again if more are waiting).
-    async fn deliver(self: &Arc<Self>, id: Uuid) {
+    /// places back; whether more may be waiting.
+    async fn deliver(self: &Arc<Self>, id: Uuid) -> bool {
+        let mut more = false;
         for turn in 1..=BATCHES_PER_TURN {
             match self.step(id).await {
-                Ok(true) if turn == BATCHES_PER_TURN => self.wake(),
+                Ok(true) if turn == BATCHES_PER_TURN => more = true,
                 Ok(true) => continue,
                 Ok(false) => break,
                 Err(error) => {
@@ -338,6 +344,7 @@ impl Dispatcher {
         if let Err(error) = released {
             tracing::warn!(subscription = %id, error = %error, "a webhook lease was not released; it expires");
         }
+        more
     }
 
     /// One batch: claimed, built or found, sent, and its outcome stored.
