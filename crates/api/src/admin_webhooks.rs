@@ -66,12 +66,12 @@ fn check_filters(
         return Ok(());
     }
     let plugins = state.plugins.current();
+    let tenant = filters::tenant_of(&state.db, organization)
+        .map_err(storage_failure)?
+        .ok_or_else(|| ApiError::not_found(format!("no organization {organization}")))?;
     for (collection, query) in filters {
-        let tenant = filters::tenant_of(&state.db, organization)
-            .map_err(storage_failure)?
-            .ok_or_else(|| ApiError::not_found(format!("no organization {organization}")))?;
-        let refused =
-            filters::check(&plugins, tenant, *collection, query, "webhook-filter-check").map_err(storage_failure)?;
+        let refused = filters::check(&plugins, tenant.clone(), *collection, query, "webhook-filter-check")
+            .map_err(storage_failure)?;
         problems.extend(refused);
     }
     Ok(())
