@@ -12,6 +12,7 @@ use esr_runtime::{ComponentEngine, Limits};
 use serde_json::{Value, json};
 
 mod config_file;
+mod oauth_cli;
 mod webhooks_cli;
 
 #[derive(Parser)]
@@ -24,7 +25,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the API.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Add a generated organization of a given size (for benchmarks);
     /// its key goes to <data-dir>/seed-keys.json. Needs the data directory
     /// to itself: stop the server first.
@@ -62,6 +63,12 @@ enum Command {
     /// running server).
     #[command(subcommand)]
     Webhooks(webhooks_cli::WebhooksCommand),
+    /// API clients for OAuth 2.0 client credentials (through the admin listener).
+    #[command(subcommand)]
+    Clients(oauth_cli::ClientsCommand),
+    /// The keys this server signs access tokens with (through the admin listener).
+    #[command(subcommand)]
+    SigningKeys(oauth_cli::SigningKeysCommand),
     /// Import an NDJSON file of records into an organization (through a
     /// running server), in batches that are each all or nothing; or, with
     /// `--report`, a scanner report (Trivy, Grype, OSV-Scanner, SARIF,
@@ -419,6 +426,8 @@ struct ServeArgs {
     import_max_findings: u32,
     #[command(flatten)]
     webhooks: webhooks_cli::WebhookArgs,
+    #[command(flatten)]
+    oauth: oauth_cli::OAuthArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -758,8 +767,10 @@ fn main() -> ExitCode {
                 native_handlers: args.native_handlers,
                 change_retention: std::time::Duration::from_secs(u64::from(args.change_retention_days) * 86_400),
                 webhooks: Default::default(),
+                oauth: Default::default(),
             };
-            args.webhooks.settings().map(|webhooks| ServeOptions { webhooks, ..options }).and_then(|options| {
+            let settings = args.webhooks.settings().and_then(|webhooks| Ok((webhooks, args.oauth.settings()?)));
+            settings.map(|(webhooks, oauth)| ServeOptions { webhooks, oauth, ..options }).and_then(|options| {
                 tokio::runtime::Builder::new_multi_thread()
                     .enable_all()
                     .build()
@@ -776,6 +787,8 @@ fn main() -> ExitCode {
         Command::Organizations(command) => organizations(command),
         Command::Keys(command) => keys(command),
         Command::Webhooks(command) => webhooks_cli::run(command),
+        Command::Clients(command) => oauth_cli::clients(command),
+        Command::SigningKeys(command) => oauth_cli::signing_keys(command),
         Command::Import {
             organization,
             collection,

@@ -107,6 +107,49 @@ pub struct ServeOptions {
     pub change_retention: Duration,
     /// How webhooks are delivered.
     pub webhooks: esr_webhooks::WebhookSettings,
+    /// How access tokens are issued and whose are trusted.
+    pub oauth: esr_oauth::OAuthSettings,
+}
+
+/// Issues and checks access tokens: this server's keys read (the first
+/// made) now; the identity providers' fetched by [`keep_token_keys_fresh`].
+fn authority(
+    db: &Arc<dyn esr_store::Store>,
+    settings: &esr_oauth::OAuthSettings,
+    public_url: &str,
+) -> anyhow::Result<esr_oauth::Authority> {
+    let providers = settings
+        .providers
+        .iter()
+        .map(|provider| esr_oauth::IdentityProvider::new(provider.clone(), settings.provider_rules))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let tokens = esr_oauth::TokenSettings {
+        issuer: public_url.to_owned(),
+        audience: settings.audience.clone().unwrap_or_else(|| format!("{public_url}/v1")),
+        ttl: settings.token_ttl,
+    };
+    Ok(tokio::task::block_in_place(|| esr_oauth::Authority::new(db.clone(), tokens, providers))?)
+}
+
+/// Rereads this server's signing keys every
+/// [`esr_oauth::signing_keys::REREAD_EVERY`] (a rotation on another host,
+/// a retired key's end) and fetches each identity provider's keys when
+/// they are missing or old.
+async fn keep_token_keys_fresh(authority: Arc<esr_oauth::Authority>) {
+    let mut every = tokio::time::interval(esr_oauth::signing_keys::REREAD_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        for provider in authority.providers.iter().filter(|provider| provider.keys_are_stale()) {
+            provider.refetch().await;
+        }
+        let reread = authority.clone();
+        match tokio::task::spawn_blocking(move || reread.reread_keys()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "the signing keys could not be reread"),
+            Err(error) => tracing::warn!(%error, "rereading the signing keys failed"),
+        }
+    }
 }
 
 /// Connections the admin listener holds at once (operators and scripts).
@@ -175,12 +218,15 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let host = host_name(bound.port());
     let rate_limits = RateLimits::new(options.rate_limit, options.agent_config_rate_limit, options.address_rate_limit);
     rate_limits.set_hosts(tokio::task::block_in_place(|| db.host_heartbeat(&host, HOSTS_SEEN_WITHIN))?);
+    let public_url = options.public_url.clone().unwrap_or_else(|| format!("http://{bound}"));
+    let authority = Arc::new(authority(&db, &options.oauth, &public_url)?);
     let state = AppState::new(SharedState {
         host: host.clone(),
         cursor_key: tokio::task::block_in_place(|| db.secret("cursor"))?,
         db: db.clone(),
         plugins,
-        public_url: options.public_url.clone().unwrap_or_else(|| format!("http://{bound}")),
+        public_url,
+        oauth: esr_api::oauth::OAuth::new(authority.clone()),
         plugin_slots: CallSlots::new(
             MAX_CONCURRENT_CALLS,
             options.plugin_slots_per_organization.unwrap_or_else(CallSlots::default_per_organization),
@@ -211,6 +257,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         state.metrics.clone(),
     )?;
     let deliveries = tokio::spawn(webhooks.clone().run());
+    let token_keys = tokio::spawn(keep_token_keys_fresh(authority));
     let admin_listener = tokio::net::TcpListener::bind(options.admin_listen)
         .await
         .with_context(|| format!("cannot listen on {} (admin)", options.admin_listen))?;
@@ -264,6 +311,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     pruning.abort();
     suppression_expiry.abort();
     deliveries.abort();
+    token_keys.abort();
     tokio::task::block_in_place(|| {
         if let Err(error) = db.host_leaving(&host) {
             tracing::warn!(%error, "could not record that this host stopped serving");

@@ -68,6 +68,7 @@ impl WebhookArgs {
             destinations: DestinationRules {
                 allow_http: self.webhooks_allow_http,
                 allow_private: self.webhooks_allow_private,
+                peers: esr_outbound::Peers::Webhooks,
             },
             connect_timeout: Duration::from_secs(self.webhook_connect_timeout_secs),
             timeout: Duration::from_secs(self.webhook_timeout_secs),

@@ -17,8 +17,8 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::admin_auth::FailedAuthentications;
-use super::admin_webhooks;
 use super::problem::ApiError;
+use super::{admin_oauth, admin_webhooks};
 use super::{path_parameters, request_id};
 use crate::connections::ConnectionStanding;
 use esr_auth::admin_token;
@@ -56,6 +56,11 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/v1/organizations", post(create_organization).get(list_organizations))
         .route("/admin/v1/keys", post(create_key).get(list_keys))
         .route("/admin/v1/keys/{key_id}", delete(revoke_key))
+        .route("/admin/v1/clients", post(admin_oauth::create_client).get(admin_oauth::list_clients))
+        .route("/admin/v1/clients/{client_id}", get(admin_oauth::show_client).delete(admin_oauth::revoke_client))
+        .route("/admin/v1/clients/{client_id}/rotate-secret", post(admin_oauth::rotate_client_secret))
+        .route("/admin/v1/signing-keys", get(admin_oauth::list_signing_keys))
+        .route("/admin/v1/signing-keys/rotate", post(admin_oauth::rotate_signing_keys))
         .route("/admin/v1/organizations/{organization_id}/import/{collection}", post(import))
         .route("/admin/v1/organizations/{organization_id}/reports", post(import_report))
         .route("/admin/v1/organizations/{organization_id}/{collection}/{id}", delete(delete_record))
@@ -97,6 +102,7 @@ fn parameters_of(method: &axum::http::Method, route: &str) -> &'static [&'static
     match (method.as_str(), route) {
         ("GET", "/admin/v1/keys") => &["organizationId"],
         ("POST", "/admin/v1/organizations/{organization_id}/import/{collection}") => &["dryRun"],
+        ("GET", "/admin/v1/clients") => &["organizationId"],
         ("POST", "/admin/v1/organizations/{organization_id}/reports") => {
             &["format", "endpoint", "createEndpoint", "scanner", "dryRun"]
         }
@@ -219,7 +225,7 @@ pub(super) fn json_object(body: &[u8], allowed: &[&str]) -> Result<Map<String, V
 }
 
 /// A required name of 1 to 200 characters.
-fn name_member(object: &Map<String, Value>, problems: &mut Vec<(String, String)>) -> String {
+pub(super) fn name_member(object: &Map<String, Value>, problems: &mut Vec<(String, String)>) -> String {
     match object.get("name").and_then(Value::as_str).map(str::trim) {
         Some(name) if (1..=200).contains(&name.chars().count()) => name.to_owned(),
         _ => {
@@ -287,16 +293,8 @@ fn key_json(record: &ApiKeyRecord) -> Value {
     })
 }
 
-/// `POST /admin/v1/keys` `{"organization_id", "name", "scopes", "expires_at"?}`
-/// → `201` with the key, shown this once.
-async fn create_key(State(state): State<AdminState>, body: Bytes) -> Result<Response, ApiError> {
-    let object = json_object(&body, &["organization_id", "name", "scopes", "expires_at"])?;
-    let mut problems = Vec::new();
-    let organization_id = object.get("organization_id").and_then(Value::as_str).and_then(|id| Uuid::try_parse(id).ok());
-    if organization_id.is_none() {
-        problems.push(("organization_id".into(), "an organization's UUID is required".into()));
-    }
-    let name = name_member(&object, &mut problems);
+/// The `scopes` member: a non-empty array of read scopes, each once.
+pub(super) fn scopes_member(object: &Map<String, Value>, problems: &mut Vec<(String, String)>) -> Vec<&'static str> {
     let mut scopes = Vec::new();
     let choices = ALL_READ_SCOPES.join(", ");
     match object.get("scopes").and_then(Value::as_array) {
@@ -311,7 +309,12 @@ async fn create_key(State(state): State<AdminState>, body: Bytes) -> Result<Resp
         }
         _ => problems.push(("scopes".into(), format!("a non-empty array of: {choices}"))),
     }
-    let expires_at = match object.get("expires_at") {
+    scopes
+}
+
+/// The `expires_at` member: absent, null, or an RFC 3339 time to come.
+pub(super) fn expires_at_member(object: &Map<String, Value>, problems: &mut Vec<(String, String)>) -> Option<String> {
+    match object.get("expires_at") {
         None | Some(Value::Null) => None,
         Some(value) => match value.as_str().and_then(Timestamp::parse) {
             Some(at) if at.0 > esr_system::clock::unix_now_nanos() => Some(at.format()),
@@ -324,7 +327,21 @@ async fn create_key(State(state): State<AdminState>, body: Bytes) -> Result<Resp
                 None
             }
         },
-    };
+    }
+}
+
+/// `POST /admin/v1/keys` `{"organization_id", "name", "scopes", "expires_at"?}`
+/// → `201` with the key, shown this once.
+async fn create_key(State(state): State<AdminState>, body: Bytes) -> Result<Response, ApiError> {
+    let object = json_object(&body, &["organization_id", "name", "scopes", "expires_at"])?;
+    let mut problems = Vec::new();
+    let organization_id = object.get("organization_id").and_then(Value::as_str).and_then(|id| Uuid::try_parse(id).ok());
+    if organization_id.is_none() {
+        problems.push(("organization_id".into(), "an organization's UUID is required".into()));
+    }
+    let name = name_member(&object, &mut problems);
+    let scopes = scopes_member(&object, &mut problems);
+    let expires_at = expires_at_member(&object, &mut problems);
     let Some(organization_id) = organization_id.filter(|_| problems.is_empty()) else {
         return Err(ApiError::invalid_parameters(problems));
     };

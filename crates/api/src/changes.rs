@@ -67,7 +67,7 @@ pub(super) async fn changes(
         if principal.has_scope(group.scope) {
             collections.push(group.collection);
         } else if parameters.collections.is_some() {
-            return Err(ApiError::forbidden(group.scope));
+            return Err(ApiError::forbidden(group.scope, principal.is_token()));
         }
     }
     if collections.is_empty() {

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod admin_auth;
+mod admin_oauth;
 mod admin_webhooks;
 mod changes;
 pub mod connections;
@@ -14,6 +15,7 @@ pub mod cursor;
 pub mod known_keys;
 pub mod limits;
 pub mod metrics;
+pub mod oauth;
 pub mod openapi;
 pub mod problem;
 pub mod slots;
@@ -36,7 +38,7 @@ use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use cursor::CursorBinding;
-use esr_auth::keys::{self, AuthFailure, Principal};
+use esr_auth::keys::{self, AuthFailure, Bearer, Principal};
 use esr_contract::limits::MAX_CURSOR_CHARS;
 use esr_contract::limits::MAX_LIMIT;
 use esr_runtime::feed::{component_request, is_json};
@@ -83,6 +85,8 @@ pub struct SharedState {
     pub admission_calls: store_calls::StoreCalls,
     /// Keys recently found valid or unknown.
     pub known_keys: known_keys::KnownKeys,
+    /// Access tokens: issued at `/oauth2/token`, checked on every request.
+    pub oauth: oauth::OAuth,
     /// How long a request may wait for what it needs (a database
     /// connection) before it is answered `503`: its component call's deadline.
     pub request_deadline: std::time::Duration,
@@ -115,7 +119,11 @@ mod routes {
     pub const SUMMARY: &str = "/v1/{collection}/summary";
     pub const CHANGES: &str = "/v1/changes";
     pub const HISTORY: &str = "/v1/{collection}/{id}/history";
-    pub const ALL: [&str; 8] = [HEALTH, OPENAPI, AGENT_CONFIG, LIST, ITEM, SUMMARY, CHANGES, HISTORY];
+    pub const TOKEN: &str = "/oauth2/token";
+    pub const AUTHORIZATION_SERVER: &str = "/.well-known/oauth-authorization-server";
+    pub const JWKS: &str = "/.well-known/jwks.json";
+    pub const ALL: [&str; 11] =
+        [HEALTH, OPENAPI, AGENT_CONFIG, LIST, ITEM, SUMMARY, CHANGES, HISTORY, TOKEN, AUTHORIZATION_SERVER, JWKS];
 }
 
 /// The longest `--public-url`, so every URL built from it has a bound the
@@ -287,6 +295,9 @@ pub fn router(state: AppState) -> Router {
         .route(routes::ITEM, any(item))
         .route(routes::CHANGES, any(changes::changes))
         .route(routes::HISTORY, any(changes::history))
+        .route(routes::TOKEN, any(oauth::token))
+        .route(routes::AUTHORIZATION_SERVER, any(oauth::metadata))
+        .route(routes::JWKS, any(oauth::jwks))
         .fallback(not_found)
         .layer(middleware::from_fn(acceptable))
         .layer(middleware::from_fn_with_state(state.clone(), rate_limit))
@@ -532,14 +543,36 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
         let agent_config = request.uri().path() == routes::AGENT_CONFIG;
         let key_bucket =
             |key_id: Uuid| if agent_config { limits.agent_config.check(key_id) } else { limits.per_key.check(key_id) };
-        let key = match request.headers().get(header::AUTHORIZATION).map(|value| value.to_str().ok()) {
+        let credential = match request.headers().get(header::AUTHORIZATION).map(|value| value.to_str().ok()) {
             None => Err(AuthFailure::Missing),
             Some(None) => Err(AuthFailure::Invalid),
-            Some(Some(value)) => keys::bearer_key(Some(value)).map(keys::hash_key),
+            Some(Some(value)) => keys::bearer(Some(value)).map(|bearer| match bearer {
+                Bearer::Key(key) => Presented::Key(keys::hash_key(key)),
+                Bearer::Token(token) => Presented::Token(token.to_owned()),
+            }),
         };
-        match key {
+        match credential {
+            // The token endpoint authenticates its clients itself.
+            _ if request.uri().path() == routes::TOKEN => (None, limits.per_address.check(address)),
             Err(failure) => (Some(Caller::refused(failure, deadline)), limits.per_address.check(address)),
-            Ok(hash) => {
+            Ok(Presented::Token(token)) => match oauth::verify(&state, &token).await {
+                // A token that does not verify costs its address.
+                Err(why) => {
+                    (Some(Caller::refused(AuthFailure::InvalidToken(why), deadline)), limits.per_address.check(address))
+                }
+                Ok(verified) => {
+                    let first = key_bucket(oauth::principal_id(&verified));
+                    if !first.allowed {
+                        (None, first)
+                    } else {
+                        match oauth::identify(&state, verified, deadline).await {
+                            Ok(caller) => (Some(caller), first),
+                            Err(problem) => return problem.into_response(),
+                        }
+                    }
+                }
+            },
+            Ok(Presented::Key(hash)) => {
                 let known = state.known_keys.valid(&hash);
                 let first = known.map_or_else(|| limits.per_address.check(address), key_bucket);
                 if !first.allowed {
@@ -551,7 +584,7 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
                         Ok(caller) => caller,
                         Err(problem) => return problem.into_response(),
                     };
-                    let key_id = caller.principal.as_ref().ok().map(|principal| principal.key_id);
+                    let key_id = caller.principal.as_ref().ok().map(|principal| principal.id);
                     state.known_keys.found(hash, key_id);
                     let decision = match (key_id, known) {
                         (Some(key_id), None) => key_bucket(key_id),
@@ -581,6 +614,14 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
         response.extensions_mut().insert(ServedOrganization(organization));
     }
     response
+}
+
+/// What an `Authorization` header presented.
+enum Presented {
+    /// An API key, by its hash.
+    Key([u8; 32]),
+    /// An access token.
+    Token(String),
 }
 
 /// Assigns the request id (the caller's, when it is sane), echoes it, and
@@ -667,15 +708,18 @@ fn read_group(method: &Method, collection: &str, caller: &Caller) -> Result<(&'s
 /// The caller, if its key is valid and carries `scope`.
 fn authorize(caller: &Caller, scope: &str) -> Result<Principal, ApiError> {
     let principal = authenticated(caller)?;
-    if principal.has_scope(scope) { Ok(principal) } else { Err(ApiError::forbidden(scope)) }
+    if principal.has_scope(scope) { Ok(principal) } else { Err(ApiError::forbidden(scope, principal.is_token())) }
 }
 
 /// The caller, if its key is valid.
 fn authenticated(caller: &Caller) -> Result<Principal, ApiError> {
     match caller.principal.clone() {
         Ok(principal) => Ok(principal),
-        Err(AuthFailure::Missing) => Err(ApiError::unauthorized("an API key is required: Authorization: Bearer <key>")),
+        Err(AuthFailure::Missing) => {
+            Err(ApiError::unauthorized("an API key or access token is required: Authorization: Bearer <key or token>"))
+        }
         Err(AuthFailure::Invalid) => Err(ApiError::unauthorized("the API key is not valid")),
+        Err(AuthFailure::InvalidToken(why)) => Err(ApiError::invalid_token(&why)),
     }
 }
 

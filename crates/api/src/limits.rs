@@ -295,7 +295,12 @@ pub fn address_key(address: IpAddr) -> IpAddr {
 }
 
 /// The policies' names, as responses and metrics give them.
-pub const POLICIES: [&str; 4] = ["per-key", "agent-config", "per-address", "health"];
+pub const POLICIES: [&str; 5] = ["per-key", "agent-config", "per-address", "health", "token-per-client"];
+
+/// Token requests one API client may make: a client needs one token per
+/// lifetime (15 minutes by default), so this leaves room for many workers
+/// sharing a client while bounding guesses at its secret.
+pub const TOKEN_PER_CLIENT: Quota = Quota { per_minute: 60, burst: 20 };
 
 /// The server's limiters.
 pub struct RateLimits {
@@ -308,6 +313,8 @@ pub struct RateLimits {
     /// buckets of its own (a monitor's probes and a client's requests
     /// from one address do not throttle each other).
     pub health: Limiter<IpAddr>,
+    /// `POST /oauth2/token`, by client id, after the address's bucket.
+    pub token_per_client: Limiter<Uuid>,
 }
 
 impl RateLimits {
@@ -317,6 +324,7 @@ impl RateLimits {
             agent_config: Limiter::new(POLICIES[1], agent_config),
             per_address: Limiter::new(POLICIES[2], per_address),
             health: Limiter::new(POLICIES[3], per_address),
+            token_per_client: Limiter::new(POLICIES[4], TOKEN_PER_CLIENT),
         }
     }
 
@@ -326,6 +334,7 @@ impl RateLimits {
         self.agent_config.set_hosts(hosts);
         self.per_address.set_hosts(hosts);
         self.health.set_hosts(hosts);
+        self.token_per_client.set_hosts(hosts);
     }
 
     /// How many hosts the quotas are divided among.

@@ -95,7 +95,7 @@ pub fn document<'a>(plugins: impl Iterator<Item = &'a ComponentInfo>) -> Value {
         },
         // The document is served by each deployment and names none.
         "servers": [{"url": "/", "description": "The server this document was fetched from.", "x-internal": false}],
-        "security": [{"bearerAuth": []}],
+        "security": security(&[]),
         "tags": tags,
         "paths": paths,
         "components": {
@@ -122,9 +122,39 @@ pub fn document<'a>(plugins: impl Iterator<Item = &'a ComponentInfo>) -> Value {
                     "description": "An API key (`esr_…`) of one organization, with read scopes: \
                                     endpoints:read, targets:read, scopes:read, findings:read, agent:config:read.",
                 },
+                "oauth2": {
+                    "type": "oauth2",
+                    "description": "An access token (a JWT, RFC 9068) from `POST /oauth2/token` with an API \
+                                    client's credentials, or from an identity provider this server trusts. \
+                                    Refused tokens are 401 with `WWW-Authenticate: Bearer error=\"invalid_token\"`.",
+                    "flows": {
+                        "clientCredentials": {
+                            "tokenUrl": "/oauth2/token",
+                            "scopes": esr_auth::keys::ALL_READ_SCOPES
+                                .iter()
+                                .map(|scope| (scope.to_string(), json!(scope_description(scope))))
+                                .collect::<Map<String, Value>>(),
+                        },
+                    },
+                },
             },
         },
     })
+}
+
+/// Either credential: an API key, or an access token with `scopes`.
+fn security(scopes: &[&str]) -> Value {
+    json!([{"bearerAuth": []}, {"oauth2": scopes}])
+}
+
+fn scope_description(scope: &str) -> &'static str {
+    match scope {
+        "endpoints:read" => "Read endpoints.",
+        "targets:read" => "Read remediation targets.",
+        "scopes:read" => "Read remediation scopes.",
+        "findings:read" => "Read vulnerability findings.",
+        _ => "Read the agent configuration.",
+    }
 }
 
 const DESCRIPTION: &str = "The public read API of the endpoint security remediation service: the devices it \
@@ -222,6 +252,7 @@ fn list_operation(group: &super::Group, info: &ComponentInfo) -> Value {
             group.scope
         ),
         "tags": [group.tag],
+        "security": security(&[group.scope]),
         "parameters": parameters,
         "responses": responses(answers, &AUTHENTICATED_ERRORS),
     })
@@ -251,6 +282,7 @@ fn summary_operation(group: &super::Group, summary: &SummaryDoc) -> Value {
             summary.group_by.join(", ")
         ),
         "tags": [group.tag],
+        "security": security(&[group.scope]),
         "parameters": parameters,
         "responses": responses(answers, &errors),
     })
@@ -313,6 +345,7 @@ fn item_operation(group: &super::Group) -> Value {
             group.scope, group.resource
         ),
         "tags": [group.tag],
+        "security": security(&[group.scope]),
         "parameters": record_parameters(group),
         "responses": responses(answers, &errors),
     })
@@ -344,6 +377,7 @@ fn agent_operation(info: &ComponentInfo) -> Value {
                         organization's enrollment-only secret, never the caller's key. It has its own, lower \
                         rate limit.",
         "tags": ["Agent"],
+        "security": security(&["agent:config:read"]),
         "parameters": parameters,
         "responses": responses(answers, &AUTHENTICATED_ERRORS),
     })
@@ -454,6 +488,7 @@ fn changes_operation(groups: &[&super::Group]) -> Value {
             scopes.join(", ")
         ),
         "tags": ["Changes"],
+        "security": security(&[]),
         "parameters": [
             {
                 "name": "limit", "in": "query", "required": false,
@@ -577,6 +612,7 @@ fn history_operation(group: &super::Group) -> Value {
             group.scope, group.resource
         ),
         "tags": [group.tag],
+        "security": security(&[group.scope]),
         "parameters": record_parameters(group),
         "responses": responses(answers, &errors),
     })
@@ -678,8 +714,9 @@ fn shared_responses() -> Value {
     };
     json!({
         "Status400": problem("A parameter or the id is malformed, unknown, repeated, too long or out of range; invalid_params names each.", &[], true),
-        "Status401": problem("No API key, or one that is not valid (unknown, revoked, expired).", &["WWW-Authenticate"], true),
-        "Status403": problem("The API key lacks the scope this operation needs.", &[], true),
+        "Status401": problem("No API key or access token, or one that is not valid (unknown, revoked, expired; a token \
+                              that does not verify).", &["WWW-Authenticate"], true),
+        "Status403": problem("The API key or access token lacks the scope this operation needs.", &[], true),
         "Status404": problem("No such record in the caller's organization.", &[], true),
         "Status410": problem("The cursor or `after` is older than the change feed keeps: list again, then follow from the list's sequence.", &[], true),
         "Status406": problem("The Accept header admits no media type this operation answers.", &[], true),

@@ -91,13 +91,34 @@ impl ApiError {
             .with_header(header::WWW_AUTHENTICATE, "Bearer")
     }
 
-    pub fn forbidden(scope: &str) -> ApiError {
+    /// A refused access token (RFC 6750 §3.1 `invalid_token`).
+    pub fn invalid_token(why: &str) -> ApiError {
         ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Unauthorized",
+            format!("the access token is refused: {why}"),
+        )
+        .with_header(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\"")
+    }
+
+    /// `credential` ("API key", "access token") lacks `scope`; a token's
+    /// `403` says so in RFC 6750's words.
+    pub fn forbidden(scope: &str, token: bool) -> ApiError {
+        let problem = ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
             "Forbidden",
-            format!("this API key lacks the {scope} scope this operation needs"),
-        )
+            format!(
+                "this {} lacks the {scope} scope this operation needs",
+                if token { "access token" } else { "API key" }
+            ),
+        );
+        if token {
+            problem.with_header(header::WWW_AUTHENTICATE, "Bearer error=\"insufficient_scope\"")
+        } else {
+            problem
+        }
     }
 
     pub fn method_not_allowed() -> ApiError {

@@ -28,25 +28,57 @@ pub const SCOPE_AGENT_CONFIG: &str = "agent:config:read";
 pub const ALL_READ_SCOPES: [&str; 5] =
     [SCOPE_ENDPOINTS, SCOPE_TARGETS, SCOPE_SCOPES, SCOPE_FINDINGS, SCOPE_AGENT_CONFIG];
 
-/// Who is calling: the organization a valid key belongs to.
+/// What a caller presented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    ApiKey,
+    /// An access token this server issued to an API client.
+    Client,
+    /// An access token of a trusted identity provider.
+    Token {
+        issuer: String,
+        subject: String,
+    },
+}
+
+/// Who is calling: the organization a valid credential speaks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
-    pub key_id: Uuid,
+    /// The API key's or the client's id; for a provider's token, one
+    /// derived from its issuer and subject. Its rate limit is charged here.
+    pub id: Uuid,
+    pub credential: Credential,
     pub organization_id: Uuid,
     pub scopes: Vec<String>,
 }
 
 impl Principal {
+    /// Whether it presented an access token (not an API key).
+    pub fn is_token(&self) -> bool {
+        self.credential != Credential::ApiKey
+    }
+
     pub fn has_scope(&self, scope: &str) -> bool {
         self.scopes.iter().any(|s| s == scope)
     }
 }
 
 /// Why a request is not authenticated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthFailure {
     Missing,
     Invalid,
+    /// An access token refused, and why (RFC 6750 `invalid_token`).
+    InvalidToken(String),
+}
+
+/// What an `Authorization: Bearer` header carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bearer<'a> {
+    /// A well-formed API key.
+    Key(&'a str),
+    /// Anything shaped as a JWT (three dot-separated parts).
+    Token(&'a str),
 }
 
 /// A newly created key: shown once, then only its hash exists.
@@ -100,13 +132,27 @@ pub fn authenticate(db: &dyn Store, authorization: Option<&str>) -> Result<Resul
 /// The well-formed API key an `Authorization` header value carries, found
 /// without the store.
 pub fn bearer_key(authorization: Option<&str>) -> Result<&str, AuthFailure> {
+    match bearer(authorization)? {
+        Bearer::Key(key) => Ok(key),
+        Bearer::Token(_) => Err(AuthFailure::Invalid),
+    }
+}
+
+/// The API key or access token an `Authorization` header value carries.
+pub fn bearer(authorization: Option<&str>) -> Result<Bearer<'_>, AuthFailure> {
     let header = authorization.ok_or(AuthFailure::Missing)?;
-    let (scheme, key) = header.trim().split_once(' ').ok_or(AuthFailure::Invalid)?;
-    let key = key.trim();
-    if !scheme.eq_ignore_ascii_case("bearer") || !is_well_formed(key) {
+    let (scheme, credential) = header.trim().split_once(' ').ok_or(AuthFailure::Invalid)?;
+    let credential = credential.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") {
         return Err(AuthFailure::Invalid);
     }
-    Ok(key)
+    if is_well_formed(credential) {
+        Ok(Bearer::Key(credential))
+    } else if credential.split('.').count() == 3 {
+        Ok(Bearer::Token(credential))
+    } else {
+        Err(AuthFailure::Invalid)
+    }
 }
 
 /// The principal of a well-formed key: its stored record, when the key is
@@ -118,9 +164,12 @@ pub fn principal_of_key(db: &dyn Store, key: &str) -> Result<Result<Principal, A
 /// [`principal_of_key`] by the key's hash.
 pub fn principal_of_hash(db: &dyn Store, hash: &[u8; 32]) -> Result<Result<Principal, AuthFailure>, StoreError> {
     Ok(match db.api_key(hash)? {
-        Some(record) if is_usable(&record) => {
-            Ok(Principal { key_id: record.id, organization_id: record.organization_id, scopes: record.scopes })
-        }
+        Some(record) if is_usable(&record) => Ok(Principal {
+            id: record.id,
+            credential: Credential::ApiKey,
+            organization_id: record.organization_id,
+            scopes: record.scopes,
+        }),
         // Unknown, revoked and expired keys look the same to the caller.
         _ => Err(AuthFailure::Invalid),
     })
@@ -208,11 +257,11 @@ mod tests {
         let expired = create_key(db, organization, "old", &[SCOPE_SCOPES], Some("2020-01-01T00:00:00Z".into()))?;
         assert_eq!(authenticate(db, Some(&bearer(&expired)))?, Err(AuthFailure::Invalid));
         let future = create_key(db, organization, "new", &[SCOPE_SCOPES], Some("2100-01-01T00:00:00Z".into()))?;
-        assert_eq!(authenticate(db, Some(&bearer(&future)))?.map(|p| p.key_id), Ok(future.record.id));
+        assert_eq!(authenticate(db, Some(&bearer(&future)))?.map(|p| p.id), Ok(future.record.id));
         db.revoke_api_key(future.record.id, "2026-11-22T00:00:00Z")?;
         assert_eq!(authenticate(db, Some(&bearer(&future)))?, Err(AuthFailure::Invalid));
         assert_eq!(
-            authenticate(db, Some(&bearer(&created)))?.map(|p| p.key_id),
+            authenticate(db, Some(&bearer(&created)))?.map(|p| p.id),
             Ok(created.record.id),
             "others unaffected"
         );

@@ -14,6 +14,7 @@
 //! Every call is blocking: callers run it on a blocking thread. Each pooled
 //! connection prepares a statement once and keeps it.
 
+mod audit;
 mod changes;
 mod columns;
 mod migrations;
@@ -40,10 +41,10 @@ use replicas::ReplicaSet;
 use std::sync::Arc;
 
 use esr_store::{
-    ApiKeyRecord, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection, CollectionWrite, Document,
-    GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching, Organization, ReadFrom,
-    RecordWalk, ReplicaHealth, Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation,
-    restricting_conditions, sort_index,
+    ApiKeyRecord, AuditEntry, AuditPage, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection,
+    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching,
+    Organization, ReadFrom, RecordWalk, ReplicaHealth, Store, StoreError, StoreReader, StoredRecord, WriteTime,
+    ordered_by_creation, restricting_conditions, sort_index,
 };
 
 /// PostgreSQL's error as the store reports it.
@@ -515,12 +516,33 @@ impl Store for PgStore {
         Ok(self.connection()?.execute("DELETE FROM documents WHERE kind = $1 AND id = $2", &[&kind, &id])? > 0)
     }
 
+    /// One statement for the batch (`audit.rs`).
+    fn append_audit(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
+        self.append_audit_entries(entries)
+    }
+
+    /// Read from the primary, like the admin's other reads.
+    fn audit_page(
+        &self,
+        organization: Uuid,
+        after: Option<u64>,
+        principal: Option<&str>,
+        limit: usize,
+    ) -> Result<AuditPage, StoreError> {
+        self.read_audit_page(organization, after, principal, limit)
+    }
+
+    fn expire_audit(&self, before: i64) -> Result<u64, StoreError> {
+        self.expire_audit_entries(before)
+    }
+
     /// Removes every organization, key and record (secrets stay).
     fn clear_data(&self) -> Result<(), StoreError> {
         self.connection()?
             .client
             .batch_execute(
-                "TRUNCATE organizations, api_keys, records, index_entries, counts, changes, history, documents",
+                "TRUNCATE organizations, api_keys, records, index_entries, counts, changes, history, documents, \
+                 audit_entries",
             )
             .map_err(store_error)?;
         self.organizations.lock().unwrap_or_else(PoisonError::into_inner).clear();

@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0005_suppression_expiry.sql"),
     include_str!("migrations/0006_admin_token_digest.sql"),
     include_str!("migrations/0007_documents.sql"),
+    include_str!("migrations/0008_audit.sql"),
 ];
 
 /// The index columns a migration adds that the host fills from the

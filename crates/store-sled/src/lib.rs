@@ -5,10 +5,12 @@
 //! id (16 bytes), so one organization's records are one contiguous range in
 //! id order, which is creation order because ids are UUIDv7. Organizations
 //! and API keys (by hash) have their own trees; the change feed and
-//! records' histories theirs (`changes.rs`). Every write is flushed before
+//! records' histories theirs (`changes.rs`), the audit trail its own
+//! (`audit.rs`). Every write is flushed before
 //! it is acknowledged: sled's background flusher loses acknowledged writes
 //! on a crash.
 
+mod audit;
 mod changes;
 mod documents;
 mod index_blocks;
@@ -24,10 +26,10 @@ use uuid::Uuid;
 
 use self::index_blocks::value_prefix;
 use esr_store::{
-    ApiKeyRecord, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection, CollectionWrite, Document,
-    GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching, Organization, ReadFrom,
-    RecordWalk, Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation, restricting_conditions,
-    sort_index,
+    ApiKeyRecord, AuditEntry, AuditPage, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection,
+    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching,
+    Organization, ReadFrom, RecordWalk, Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation,
+    restricting_conditions, sort_index,
 };
 
 const ORGANIZATIONS: &str = "organizations";
@@ -66,6 +68,11 @@ pub struct Trees {
     change_logs: sled::Tree,
     /// The host's documents (`documents.rs`).
     documents: sled::Tree,
+    /// The audit trail and its time index (`audit.rs`).
+    audit: sled::Tree,
+    audit_by_time: sled::Tree,
+    /// Held by whoever appends to the audit trail (`audit.rs`).
+    audit_appender: Mutex<()>,
     collections: BTreeMap<Collection, CollectionTrees>,
     /// Each organization's write lock, held by whoever validates and
     /// writes a batch of its records, so that what was validated is what
@@ -163,6 +170,9 @@ impl SledStore {
             meta: db.open_tree(META).map_err(store_error)?,
             change_logs: db.open_tree(changes::CHANGE_LOGS).map_err(store_error)?,
             documents: db.open_tree(documents::DOCUMENTS).map_err(store_error)?,
+            audit: db.open_tree(audit::AUDIT).map_err(store_error)?,
+            audit_by_time: db.open_tree(audit::AUDIT_BY_TIME).map_err(store_error)?,
+            audit_appender: Mutex::default(),
             collections,
             writers: Mutex::default(),
             gates: Mutex::default(),
@@ -316,8 +326,8 @@ impl Trees {
         self.flush()
     }
 
-    /// Removes every organization, key, record, change event and history
-    /// entry (the cursor key stays):
+    /// Removes every organization, key, record, change event, history
+    /// entry, document and audit entry (the cursor key stays):
     /// used to restart a demo load that was interrupted.
     fn clear_data(&self) -> Result<(), StoreError> {
         self.organizations.clear().map_err(store_error)?;
@@ -332,6 +342,8 @@ impl Trees {
         }
         self.change_logs.clear().map_err(store_error)?;
         self.documents.clear().map_err(store_error)?;
+        self.audit.clear().map_err(store_error)?;
+        self.audit_by_time.clear().map_err(store_error)?;
         self.flush()
     }
 
@@ -1530,6 +1542,24 @@ impl Store for SledStore {
 
     fn delete_document(&self, kind: &str, id: &str) -> Result<bool, StoreError> {
         self.0.delete_document(kind, id)
+    }
+
+    fn append_audit(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
+        self.0.append_audit(entries)
+    }
+
+    fn audit_page(
+        &self,
+        organization: Uuid,
+        after: Option<u64>,
+        principal: Option<&str>,
+        limit: usize,
+    ) -> Result<AuditPage, StoreError> {
+        self.0.audit_page(organization, after, principal, limit)
+    }
+
+    fn expire_audit(&self, before: i64) -> Result<u64, StoreError> {
+        self.0.expire_audit(before)
     }
 
     /// sled frees the pages a write replaced through crossbeam-epoch's

@@ -123,6 +123,91 @@ pub struct Document {
     pub body: Vec<u8>,
 }
 
+/// Who made an audited call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditPrincipal {
+    /// `api_key`, `client`, `token` or `admin`.
+    pub kind: String,
+    /// The key's, client's or token subject's id; `None` when a refused
+    /// authentication named none.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Who issued the token, for a token.
+    #[serde(default)]
+    pub issuer: Option<String>,
+}
+
+/// One entry of the audit trail: an authenticated request, a refused
+/// authentication or an admin action, as the admin API shows it. Stored as
+/// given and read back equal; the store gives each a position
+/// ([`Store::append_audit`]) that is not part of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// When it happened: RFC 3339 (the store refuses anything else, since
+    /// expiry goes by it).
+    pub at: String,
+    pub request_id: String,
+    pub principal: AuditPrincipal,
+    /// `None` for a refused authentication that named no organization:
+    /// such entries are kept (under the nil UUID) but belong to no
+    /// organization's trail.
+    #[serde(default)]
+    pub organization_id: Option<Uuid>,
+    pub method: String,
+    /// The route's template (`/v1/endpoints/{id}`), not the path.
+    pub route: String,
+    #[serde(default)]
+    pub query: Option<String>,
+    pub status: u16,
+    /// How many records the answer held or the write changed, when it says.
+    #[serde(default)]
+    pub records: Option<u64>,
+}
+
+impl AuditEntry {
+    /// [`AuditEntry::at`] in Unix nanoseconds, when it is RFC 3339.
+    pub fn at_nanos(&self) -> Option<i64> {
+        WriteTime::parse(&self.at).map(|at| at.0)
+    }
+
+    /// The organization whose trail holds the entry: the nil UUID for one
+    /// of no organization (a backend's key is never empty, and a
+    /// distributed table's distribution column never NULL).
+    pub fn trail(&self) -> Uuid {
+        self.organization_id.unwrap_or(Uuid::nil())
+    }
+
+    /// [`AuditEntry::at_nanos`], or [`StoreError::InvalidRecord`]: what a
+    /// backend checks of each entry before it writes any of a batch.
+    pub fn checked_at(&self) -> Result<i64, StoreError> {
+        self.at_nanos().ok_or_else(|| {
+            StoreError::InvalidRecord(format!(
+                "audit entry {:?} has the time {:?}, which is not RFC 3339",
+                self.request_id, self.at
+            ))
+        })
+    }
+}
+
+/// The most audit entries one [`Store::audit_page`] examines for a
+/// principal filter: a filter that matches rarely answers a short page (or
+/// an empty one) and the position to go on from, rather than reading the
+/// whole trail in one call.
+pub const AUDIT_EXAMINED: usize = 10 * MAX_SCAN;
+
+/// A page of an organization's audit trail.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AuditPage {
+    /// The entries, each with its position, in position (recording) order.
+    pub entries: Vec<(u64, AuditEntry)>,
+    /// Where the next page starts (its `after`) when there may be more:
+    /// the last entry's position when the page is full, or the last
+    /// position examined when [`AUDIT_EXAMINED`] entries were examined
+    /// before the filter filled the page. `None`: nothing past this page
+    /// yet (entries recorded later get higher positions).
+    pub next: Option<u64>,
+}
+
 /// One stored record: its id and its bytes exactly as written (the JSON a
 /// component gets).
 pub type StoredRecord = (Uuid, Vec<u8>);
@@ -912,8 +997,41 @@ pub trait Store: Send + Sync {
     /// Removes the document of `kind` named `id`, durably; whether there was one.
     fn delete_document(&self, kind: &str, id: &str) -> Result<bool, StoreError>;
 
-    /// Removes every organization, key, record, index entry and count;
-    /// secrets stay. Used to restart an interrupted demo load.
+    /// Appends a batch of audit entries in one durable write: each gets
+    /// the next position (a store-wide number, increasing in the order
+    /// given, never reused), and the batch is on disk when this returns.
+    /// An entry whose `at` is not RFC 3339 is [`StoreError::InvalidRecord`]
+    /// and nothing is written. Any text is kept as given.
+    fn append_audit(&self, entries: &[AuditEntry]) -> Result<(), StoreError>;
+
+    /// The organization's audit entries past position `after` (`None`:
+    /// from the first), in position order, at most `limit` (1 to
+    /// [`MAX_SCAN`]; outside is brought within); with `principal`, only
+    /// those whose `principal.id` is exactly it. At most
+    /// [`AUDIT_EXAMINED`] entries are examined per call: the page's
+    /// [`AuditPage::next`] says where to go on. Entries of no organization
+    /// are read with the nil UUID.
+    ///
+    /// Positions follow the order entries were appended on one host; where
+    /// several hosts append at once, an entry may commit a moment after
+    /// one with a higher position, so a reader at the very end of the
+    /// trail may pass it: read up to entries a few seconds old to be sure.
+    fn audit_page(
+        &self,
+        organization: Uuid,
+        after: Option<u64>,
+        principal: Option<&str>,
+        limit: usize,
+    ) -> Result<AuditPage, StoreError>;
+
+    /// Removes every audit entry whose `at` is before `before` (Unix
+    /// nanoseconds), in bounded batches (each its own write, so a long
+    /// expiry holds nothing for long); returns how many were removed.
+    fn expire_audit(&self, before: i64) -> Result<u64, StoreError>;
+
+    /// Removes every organization, key, record, index entry, count,
+    /// document and audit entry; secrets stay. Used to restart an
+    /// interrupted demo load.
     fn clear_data(&self) -> Result<(), StoreError>;
 
     /// Health probe: a cheap read that reaches the storage engine (or the

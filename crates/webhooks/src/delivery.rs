@@ -22,9 +22,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, Semaphore};
 use uuid::Uuid;
 
-use crate::destination::{self, DestinationRules};
 use crate::signing;
 use crate::subscription::{self, ATTEMPTS, BATCHES, LastDelivery, LastError, Lease, Subscription, SubscriptionState};
+use esr_outbound::DestinationRules;
 use esr_runtime::feed::{self, FeedPage};
 use esr_runtime::{CallError, ComponentRegistry, ComponentSet, Tenant};
 use esr_store::{ChangeOperation, Collection, Store, StoreError};
@@ -204,7 +204,12 @@ impl Dispatcher {
         base_url: String,
         observer: Arc<dyn DeliveryObserver>,
     ) -> reqwest::Result<Arc<Dispatcher>> {
-        let client = destination::client(settings.destinations, settings.connect_timeout, settings.timeout)?;
+        let client = esr_outbound::client(
+            concat!("esr-webhooks/", env!("CARGO_PKG_VERSION")),
+            settings.destinations,
+            settings.connect_timeout,
+            settings.timeout,
+        )?;
         let store_permits = store.background_calls().map(|calls| Arc::new(Semaphore::new(calls.max(1))));
         Ok(Arc::new(Dispatcher {
             last_warning: Mutex::default(),

@@ -5,15 +5,14 @@
 //!
 //! `subscription` is what is stored and what operators may ask for;
 //! `filters` applies list filters through the components; `delivery` is
-//! the dispatcher every host runs; `destination` guards where requests
-//! go; `signing` signs them.
+//! the dispatcher every host runs (its requests guarded by
+//! `esr-outbound`); `signing` signs them.
 
 pub mod delivery;
-pub mod destination;
 pub mod filters;
 pub mod signing;
 pub mod subscription;
 
 pub use delivery::{Attempt, DeliveryObserver, Dispatcher, OUTCOMES, WebhookSettings};
-pub use destination::DestinationRules;
+pub use esr_outbound::DestinationRules;
 pub use subscription::{Settings, Subscription, SubscriptionState};

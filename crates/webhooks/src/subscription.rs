@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use crate::destination::DestinationRules;
 use esr_contract::time::Timestamp;
+use esr_outbound::DestinationRules;
 use esr_store::{ChangeOperation, Collection, Document, Store, StoreError};
 
 /// The document kind of subscriptions.

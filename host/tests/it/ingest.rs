@@ -203,14 +203,8 @@ fn keys_are_created_listed_without_the_secret_and_revoked_at_once() {
 
     // Nor any file of the data directory, however deep: the store holds
     // their hashes (the search finds those, so it reads what was written).
-    let files: Vec<Vec<u8>> = walkdir::WalkDir::new(server.data_dir())
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|entry| entry.file_type().is_file())
-        // A file sled replaced meanwhile is read in its new form, or not at all.
-        .filter_map(|entry| std::fs::read(entry.path()).ok())
-        .collect();
-    let on_disk = |needle: &[u8]| files.iter().any(|bytes| bytes.windows(needle.len()).any(|w| w == needle));
+    let files = crate::common::data_dir_files(server.data_dir());
+    let on_disk = |needle: &[u8]| crate::common::any_holds(&files, needle);
     for secret in [key.as_str(), short_key] {
         assert!(on_disk(&esr_auth::keys::hash_key(secret)), "a created key's hash is in the store");
         assert!(!on_disk(secret.as_bytes()), "a key reached the disk");

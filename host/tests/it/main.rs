@@ -29,6 +29,7 @@ mod lifecycle;
 mod lists;
 mod migrate;
 mod native_baseline;
+mod oauth;
 mod observability;
 mod openapi;
 mod plugin_authoring;

@@ -5,7 +5,8 @@
 //! markers across a reopen, the write batch (all or nothing, validation
 //! under the write lock, writers serialized), the probe and sizes, clearing,
 //! bulk loads and the index check; the change feed (sequences in commit
-//! order, one event per record, deletions, pruning), history.
+//! order, one event per record, deletions, pruning), history; the audit
+//! trail (paged per organization, filtered by principal, expired).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,8 +17,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use esr::store::{
-    self, ApiKeyRecord, ChangeEvent, ChangeLog, ChangeOperation, CollectionWrite, IndexCondition, IndexPosition,
-    IndexRange, IndexWalk, Matching, Organization, RecordWalk, Store, StoreError, StoreReader,
+    self, AUDIT_EXAMINED, ApiKeyRecord, AuditEntry, AuditPage, AuditPrincipal, ChangeEvent, ChangeLog, ChangeOperation,
+    CollectionWrite, IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching, Organization,
+    RecordWalk, Store, StoreError, StoreReader,
 };
 use esr_contract::indexes::{self, SORTED, UNSORTED};
 use esr_contract::time::Timestamp;
@@ -95,6 +97,7 @@ macro_rules! contract {
                 pruning_removes_old_deletions_only,
                 a_copy_continues_the_sequence,
                 sequences_follow_commit_order_across_writers,
+                audit_entries_are_paged_per_organization_filtered_and_expired,
             );
         }
     };
@@ -1307,4 +1310,161 @@ fn sequences_follow_commit_order_across_writers(backend: &dyn Backend) {
         events.windows(2).all(|pair| pair[0].sequence < pair[1].sequence && pair[0].changed_at <= pair[1].changed_at)
     );
     assert_eq!(store.change_log(organization).unwrap().latest, events.last().unwrap().sequence);
+}
+
+fn audit_entry(organization: Option<Uuid>, n: usize, principal: &str, at: i64) -> AuditEntry {
+    AuditEntry {
+        at: Timestamp(at).format(),
+        request_id: format!("request-{n}"),
+        principal: AuditPrincipal {
+            kind: if principal.is_empty() { "api_key" } else { "client" }.to_owned(),
+            id: (!principal.is_empty()).then(|| principal.to_owned()),
+            issuer: n.is_multiple_of(2).then(|| "https://issuer.example".to_owned()),
+        },
+        organization_id: organization,
+        method: "GET".to_owned(),
+        route: "/v1/vulnerability-findings".to_owned(),
+        query: n.is_multiple_of(3).then(|| format!("limit={n}&q=caf\u{e9}")),
+        status: if principal.is_empty() { 401 } else { 200 },
+        records: (!n.is_multiple_of(4)).then_some(n as u64),
+    }
+}
+
+/// Every page of a walk through an organization's trail (with a
+/// principal filter), checking each page's `next`.
+fn audit_pages(store: &dyn Store, organization: Uuid, principal: Option<&str>, limit: usize) -> Vec<AuditPage> {
+    let (mut pages, mut after) = (Vec::new(), None);
+    loop {
+        let page = store.audit_page(organization, after, principal, limit).unwrap();
+        assert!(page.entries.len() <= limit);
+        if let Some(next) = page.next {
+            assert!(after.is_none_or(|after| next > after), "a page goes forward");
+        }
+        let next = page.next;
+        pages.push(page);
+        match next {
+            Some(next) => after = Some(next),
+            None => return pages,
+        }
+    }
+}
+
+fn audit_trail(store: &dyn Store, organization: Uuid, principal: Option<&str>, limit: usize) -> Vec<(u64, AuditEntry)> {
+    let entries: Vec<(u64, AuditEntry)> =
+        audit_pages(store, organization, principal, limit).into_iter().flat_map(|page| page.entries).collect();
+    assert!(entries.windows(2).all(|pair| pair[0].0 < pair[1].0), "positions increase");
+    entries
+}
+
+fn audit_entries_are_paged_per_organization_filtered_and_expired(backend: &dyn Backend) {
+    const DAY: i64 = 86_400 * 1_000_000_000;
+    let now = Timestamp::parse("2026-03-01T12:00:00.123456Z").unwrap().0;
+    let (acme, globex, quiet) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+    // Principals, one with a NUL and one with the text of another field.
+    let principals = ["key-1", "client-\0-2", "GET", ""];
+    let mut written = Vec::new();
+    {
+        let store = backend.open();
+        assert_eq!(store.audit_page(acme, None, None, 10).unwrap(), AuditPage::default());
+        // Two batches, old entries (100 days) and recent ones, interleaved
+        // across organizations and none.
+        for (batch, age) in [(0..40, 100 * DAY), (40..95, 0)] {
+            let entries: Vec<AuditEntry> = batch
+                .map(|n| {
+                    let organization = [Some(acme), Some(globex), None][n % 3];
+                    audit_entry(organization, n, principals[n % 4], now - age + n as i64 * 1_000)
+                })
+                .collect();
+            store.append_audit(&entries).unwrap();
+            written.extend(entries);
+        }
+        store.append_audit(&[]).unwrap();
+        // A time that is not RFC 3339 refuses the whole batch.
+        let mut bad = vec![audit_entry(Some(acme), 100, "key-1", now), audit_entry(Some(acme), 101, "key-1", now)];
+        bad[1].at = "yesterday".to_owned();
+        assert!(matches!(store.append_audit(&bad), Err(StoreError::InvalidRecord(_))));
+        store.flush().unwrap();
+    }
+    let store = backend.open();
+    let of = |organization: Option<Uuid>, principal: Option<&str>| -> Vec<AuditEntry> {
+        written
+            .iter()
+            .filter(|entry| entry.organization_id == organization)
+            .filter(|entry| principal.is_none() || entry.principal.id.as_deref() == principal)
+            .cloned()
+            .collect()
+    };
+    let entries = |trail: Vec<(u64, AuditEntry)>| trail.into_iter().map(|(_, entry)| entry).collect::<Vec<_>>();
+
+    // Each organization's trail, in the order recorded, kept as given,
+    // whatever the page size; nothing of another's.
+    for limit in [1, 7, 32, 1000] {
+        assert_eq!(entries(audit_trail(&*store, acme, None, limit)), of(Some(acme), None), "pages of {limit}");
+    }
+    assert_eq!(entries(audit_trail(&*store, globex, None, 5)), of(Some(globex), None));
+    assert_eq!(entries(audit_trail(&*store, Uuid::nil(), None, 5)), of(None, None), "none's under the nil UUID");
+    assert_eq!(audit_trail(&*store, quiet, None, 5), []);
+    // A full page says where the next starts; the last says there is none.
+    let pages = audit_pages(&*store, acme, None, 8);
+    let acme_count = of(Some(acme), None).len();
+    assert_eq!(pages.len(), acme_count / 8 + 1);
+    assert_eq!(pages[0].next, Some(pages[0].entries[7].0));
+    assert_eq!(pages.last().unwrap().next, None);
+    // From a position, only what follows it.
+    let trail = audit_trail(&*store, acme, None, 100);
+    let from_middle = store.audit_page(acme, Some(trail[10].0), None, 100).unwrap();
+    assert_eq!(from_middle.entries, trail[11..]);
+    assert_eq!(store.audit_page(acme, Some(u64::MAX), None, 10).unwrap(), AuditPage::default());
+    // A limit is brought within 1 to MAX_SCAN.
+    assert_eq!(store.audit_page(acme, None, None, 0).unwrap().entries.len(), 1);
+
+    // The principal filter matches the id exactly.
+    for principal in &principals[..3] {
+        for limit in [1, 3, 100] {
+            let found = entries(audit_trail(&*store, acme, Some(principal), limit));
+            assert_eq!(found, of(Some(acme), Some(principal)), "{principal:?} in pages of {limit}");
+        }
+    }
+    assert_eq!(audit_trail(&*store, acme, Some("key"), 10), []);
+    assert_eq!(audit_trail(&*store, acme, Some(""), 10), [], "no id is not the empty id");
+
+    // A filter that matches rarely examines at most AUDIT_EXAMINED entries
+    // per call and says where to go on.
+    let many: Vec<AuditEntry> = (0..AUDIT_EXAMINED + 5)
+        .map(|n| audit_entry(Some(quiet), n, if n == AUDIT_EXAMINED + 2 { "rare" } else { "common" }, now))
+        .collect();
+    for chunk in many.chunks(2_000) {
+        store.append_audit(chunk).unwrap();
+    }
+    let first = store.audit_page(quiet, None, Some("rare"), 10).unwrap();
+    assert_eq!(first.entries, []);
+    let examined_through = first.next.expect("more to examine");
+    let second = store.audit_page(quiet, Some(examined_through), Some("rare"), 10).unwrap();
+    assert_eq!(entries(second.entries), [many[AUDIT_EXAMINED + 2].clone()]);
+    assert_eq!(second.next, None);
+    assert_eq!(store.audit_page(quiet, None, None, 5 * MAX_SCAN).unwrap().entries.len(), MAX_SCAN);
+    assert_eq!(entries(audit_trail(&*store, quiet, None, MAX_SCAN)), many);
+
+    // Expiry removes what is older than the cutoff, of every organization and none.
+    let cutoff = now - 90 * DAY;
+    let old = written.iter().filter(|entry| entry.at_nanos().unwrap() < cutoff).count();
+    assert_eq!(old, 40);
+    assert_eq!(store.expire_audit(cutoff).unwrap(), old as u64);
+    let recent = |organization| -> Vec<AuditEntry> {
+        of(organization, None).into_iter().filter(|entry| entry.at_nanos().unwrap() >= cutoff).collect()
+    };
+    assert_eq!(entries(audit_trail(&*store, acme, None, 9)), recent(Some(acme)));
+    assert_eq!(entries(audit_trail(&*store, globex, None, 9)), recent(Some(globex)));
+    assert_eq!(entries(audit_trail(&*store, Uuid::nil(), None, 9)), recent(None));
+    assert_eq!(store.expire_audit(cutoff).unwrap(), 0, "nothing more is that old");
+    // More than one batch of expiry.
+    assert_eq!(store.expire_audit(now + DAY).unwrap(), (95 - 40 + AUDIT_EXAMINED + 5) as u64);
+    assert_eq!(audit_trail(&*store, quiet, None, MAX_SCAN), []);
+
+    // Positions are never given again, and clearing removes the trail.
+    let last = trail.last().unwrap().0;
+    store.append_audit(&[audit_entry(Some(acme), 200, "key-1", now)]).unwrap();
+    assert!(audit_trail(&*store, acme, None, 10)[0].0 > last);
+    store.clear_data().unwrap();
+    assert_eq!(audit_trail(&*store, acme, None, 10), []);
 }

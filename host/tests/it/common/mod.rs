@@ -579,6 +579,22 @@ pub fn xz_finding(endpoint: &str, severity: &str, label: &str) -> Value {
     })
 }
 
+/// Every file under a data directory, read whole, however deep (a file
+/// sled replaced meanwhile is read in its new form, or not at all).
+pub fn data_dir_files(dir: &Path) -> Vec<Vec<u8>> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_type().is_file())
+        .filter_map(|entry| std::fs::read(entry.path()).ok())
+        .collect()
+}
+
+/// Whether any of `files` holds `needle`.
+pub fn any_holds(files: &[Vec<u8>], needle: &[u8]) -> bool {
+    files.iter().any(|bytes| bytes.windows(needle.len()).any(|window| window == needle))
+}
+
 /// The tests' Python files (`host/tests/python`).
 pub fn python_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("python")

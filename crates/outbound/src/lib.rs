@@ -1,5 +1,7 @@
-//! Where a webhook may be sent, so that the service never becomes a way
-//! into the network it runs in (server-side request forgery).
+//! Where the service may send a request a client or an operator named (a
+//! webhook's destination, an identity provider's keys), so that it never
+//! becomes a way into the network it runs in (server-side request
+//! forgery).
 //!
 //! A destination is `https` (or `http` when allowed) with a host and no
 //! credentials. Every address is checked on the connection actually
@@ -18,14 +20,41 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 /// The longest destination URL accepted.
 pub const MAX_URL_CHARS: usize = 2048;
 
+/// Who the requests go to, for messages that name the flags allowing more.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Peers {
+    #[default]
+    Webhooks,
+    IdentityProviders,
+}
+
+impl Peers {
+    fn noun(self) -> &'static str {
+        match self {
+            Peers::Webhooks => "webhooks",
+            Peers::IdentityProviders => "identity providers",
+        }
+    }
+
+    /// The prefix of the flags that allow `http` and private addresses.
+    fn flags(self) -> &'static str {
+        match self {
+            Peers::Webhooks => "--webhooks",
+            Peers::IdentityProviders => "--oidc",
+        }
+    }
+}
+
 /// What a destination may be.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DestinationRules {
-    /// `http` as well as `https` (`--webhooks-allow-http`).
+    /// `http` as well as `https` (`--webhooks-allow-http`, `--oidc-allow-http`).
     pub allow_http: bool,
     /// Loopback, private, link-local and the other refused addresses
-    /// (`--webhooks-allow-private`: tests and closed networks).
+    /// (`--webhooks-allow-private`, `--oidc-allow-private`: tests and
+    /// closed networks).
     pub allow_private: bool,
+    pub peers: Peers,
 }
 
 impl DestinationRules {
@@ -38,7 +67,13 @@ impl DestinationRules {
         match parsed.scheme() {
             "https" => {}
             "http" if self.allow_http => {}
-            "http" => return Err("must be https (this server does not allow http destinations)".into()),
+            "http" => {
+                return Err(format!(
+                    "must be https (this server does not allow http {}; {}-allow-http does)",
+                    self.peers.noun(),
+                    self.peers.flags()
+                ));
+            }
             other => return Err(format!("must be https, not {other}")),
         }
         if !parsed.username().is_empty() || parsed.password().is_some() {
@@ -60,8 +95,10 @@ impl DestinationRules {
     pub fn check_address(&self, address: IpAddr) -> Result<(), String> {
         match refused_class(address) {
             Some(class) if !self.allow_private => Err(format!(
-                "{address} is a {class} address; webhooks go only to public addresses (a closed network can allow \
-                 others with --webhooks-allow-private)"
+                "{address} is a {class} address; {} go only to public addresses (a closed network can allow \
+                 others with {}-allow-private)",
+                self.peers.noun(),
+                self.peers.flags()
             )),
             _ => Ok(()),
         }
@@ -182,15 +219,17 @@ impl Resolve for GuardedResolver {
                     format!("{host} resolves to no address")
                 } else {
                     format!(
-                        "{host} resolves only to addresses webhooks may not reach: {} (a closed network can allow \
-                         them with --webhooks-allow-private)",
-                        refused.join(", ")
+                        "{host} resolves only to addresses {} may not reach: {} (a closed network can allow \
+                         them with {}-allow-private)",
+                        rules.peers.noun(),
+                        refused.join(", "),
+                        rules.peers.flags()
                     )
                 };
                 return Err(why.into());
             }
             if !refused.is_empty() {
-                tracing::warn!(%host, refused = %refused.join(", "), "a webhook destination resolves to refused addresses too; they are skipped");
+                tracing::warn!(%host, refused = %refused.join(", "), peers = rules.peers.noun(), "a destination resolves to refused addresses too; they are skipped");
             }
             let addresses: Addrs = Box::new(allowed.into_iter());
             Ok(addresses)
@@ -198,15 +237,16 @@ impl Resolve for GuardedResolver {
     }
 }
 
-/// The client deliveries go through: the guarded resolver, no proxy
-/// (one would connect for us, unchecked), no redirects, these timeouts.
+/// The client requests go through: the guarded resolver, no proxy (one
+/// would connect for us, unchecked), no redirects, these timeouts.
 pub fn client(
+    user_agent: &str,
     rules: DestinationRules,
     connect_timeout: std::time::Duration,
     timeout: std::time::Duration,
 ) -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder()
-        .user_agent(concat!("esr-webhooks/", env!("CARGO_PKG_VERSION")))
+        .user_agent(user_agent)
         .dns_resolver(Arc::new(GuardedResolver { rules }))
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
@@ -275,7 +315,7 @@ mod tests {
             let refused = strict.check_url(url).expect_err(url);
             assert!(refused.contains(why), "{url}: {refused}");
         }
-        let open = DestinationRules { allow_http: true, allow_private: true };
+        let open = DestinationRules { allow_http: true, allow_private: true, ..DestinationRules::default() };
         assert!(open.check_url("http://127.0.0.1:9/").is_ok());
     }
 }
