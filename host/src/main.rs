@@ -11,6 +11,7 @@ use esr_api::limits::Quota;
 use esr_runtime::{ComponentEngine, Limits};
 use serde_json::{Value, json};
 
+mod audit_cli;
 mod config_file;
 mod oauth_cli;
 mod webhooks_cli;
@@ -56,7 +57,7 @@ enum Command {
     /// Create or list organizations (through a running server).
     #[command(subcommand)]
     Organizations(OrganizationsCommand),
-    /// Create, list or revoke API keys (through a running server).
+    /// Create, list, rotate or revoke API keys (through a running server).
     #[command(subcommand)]
     Keys(KeysCommand),
     /// Subscribe destinations to an organization's changes (through a
@@ -69,6 +70,9 @@ enum Command {
     /// The keys this server signs access tokens with (through the admin listener).
     #[command(subcommand)]
     SigningKeys(oauth_cli::SigningKeysCommand),
+    /// An organization's audit trail: who read what, and when (through the
+    /// admin listener).
+    Audit(audit_cli::AuditArgs),
     /// Import an NDJSON file of records into an organization (through a
     /// running server), in batches that are each all or nothing; or, with
     /// `--report`, a scanner report (Trivy, Grype, OSV-Scanner, SARIF,
@@ -195,12 +199,15 @@ enum KeysCommand {
         #[arg(long = "scope", value_parser = clap::builder::PossibleValuesParser::new(esr_auth::keys::ALL_READ_SCOPES))]
         scopes: Vec<String>,
         /// When the key stops working (RFC 3339).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "expires_in")]
         expires_at: Option<String>,
+        /// How long until the key stops working: 90d, 12h, 30m.
+        #[arg(long)]
+        expires_in: Option<String>,
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// List keys (never the keys themselves).
+    /// List keys (never the keys themselves), with when each was last used.
     List {
         /// Only this organization's keys.
         #[arg(long)]
@@ -210,6 +217,15 @@ enum KeysCommand {
     },
     /// Revoke a key at once.
     Revoke {
+        /// The key's id (`esr keys list`), not the key.
+        key_id: String,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Replace a key without downtime: a new key of the same organization,
+    /// name, scopes and expiry is printed this once; the old one keeps
+    /// working for the server's --key-rotation-overlap-hours.
+    Rotate {
         /// The key's id (`esr keys list`), not the key.
         key_id: String,
         #[command(flatten)]
@@ -424,10 +440,29 @@ struct ServeArgs {
     /// nothing in one batch, so this bounds what its write holds in memory.
     #[arg(long, env = "ESR_IMPORT_MAX_FINDINGS", default_value_t = esr_write::reports::DEFAULT_MAX_FINDINGS, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     import_max_findings: u32,
+    /// Hours a rotated API key (`esr keys rotate`) keeps working beside
+    /// its successor (fractions allowed), unless it expires sooner.
+    #[arg(long, env = "ESR_KEY_ROTATION_OVERLAP_HOURS", default_value_t = 24.0, value_parser = overlap_hours)]
+    key_rotation_overlap_hours: f64,
     #[command(flatten)]
     webhooks: webhooks_cli::WebhookArgs,
     #[command(flatten)]
     oauth: oauth_cli::OAuthArgs,
+    /// Days the audit trail keeps its entries.
+    #[arg(long, env = "ESR_AUDIT_RETENTION_DAYS", default_value_t = esr_audit::DEFAULT_RETENTION_DAYS, value_parser = clap::value_parser!(u32).range(1..=3650))]
+    audit_retention_days: u32,
+    /// Keep no audit trail (to measure what it costs, or where a proxy in
+    /// front keeps one).
+    #[arg(long, env = "ESR_NO_AUDIT_TRAIL")]
+    no_audit_trail: bool,
+}
+
+/// More than 0 hours and at most a year of them.
+fn overlap_hours(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(hours) if hours.is_finite() && hours > 0.0 && hours <= 24.0 * 365.0 => Ok(hours),
+        _ => Err(format!("not a number of hours more than 0 and at most a year: {text}")),
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -560,11 +595,15 @@ fn organizations(command: OrganizationsCommand) -> anyhow::Result<()> {
 
 fn keys(command: KeysCommand) -> anyhow::Result<()> {
     match command {
-        KeysCommand::Create { organization, name, scopes, expires_at, admin } => {
+        KeysCommand::Create { organization, name, scopes, expires_at, expires_in, admin } => {
             let scopes: Vec<String> = if scopes.is_empty() {
                 esr_auth::keys::ALL_READ_SCOPES.iter().map(|scope| (*scope).to_owned()).collect()
             } else {
                 scopes
+            };
+            let expires_at = match expires_in {
+                Some(lifetime) => Some(oauth_cli::expires_in(&lifetime)?),
+                None => expires_at,
             };
             let body =
                 json!({"organization_id": organization, "name": name, "scopes": scopes, "expires_at": expires_at});
@@ -590,13 +629,15 @@ fn keys(command: KeysCommand) -> anyhow::Result<()> {
                 };
                 let scopes: Vec<&str> =
                     key["scopes"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+                let used = key["last_used_at"].as_str().map_or("never used".to_owned(), |at| format!("used {at}"));
                 println!(
-                    "{}  {}  {}…  {:<20}  {}  {}",
+                    "{}  {}  {}…  {:<20}  {}  {}  {}",
                     text(&key["id"]),
                     text(&key["organization_id"]),
                     text(&key["prefix"]),
                     text(&key["name"]),
                     state,
+                    used,
                     scopes.join(",")
                 );
             }
@@ -604,6 +645,15 @@ fn keys(command: KeysCommand) -> anyhow::Result<()> {
         KeysCommand::Revoke { key_id, admin } => {
             admin_client(&admin)?.delete(&format!("/admin/v1/keys/{key_id}"))?;
             println!("revoked {key_id}");
+        }
+        KeysCommand::Rotate { key_id, admin } => {
+            let created = admin_client(&admin)?.post_json(&format!("/admin/v1/keys/{key_id}/rotate"), &json!({}))?;
+            println!("{}", text(&created["api_key"]));
+            eprintln!(
+                "key {} replaces {key_id}, which keeps working until {}; shown this once, store it now",
+                text(&created["id"]),
+                text(&created["rotated_key_expires_at"]),
+            );
         }
     }
     Ok(())
@@ -766,8 +816,13 @@ fn main() -> ExitCode {
                 idle_timeout: std::time::Duration::from_secs(args.idle_timeout_secs),
                 native_handlers: args.native_handlers,
                 change_retention: std::time::Duration::from_secs(u64::from(args.change_retention_days) * 86_400),
+                key_rotation_overlap: std::time::Duration::from_secs_f64(args.key_rotation_overlap_hours * 3600.0),
                 webhooks: Default::default(),
                 oauth: Default::default(),
+                audit: (!args.no_audit_trail).then(|| esr_audit::AuditSettings {
+                    retention_days: args.audit_retention_days,
+                    ..Default::default()
+                }),
             };
             let settings = args.webhooks.settings().and_then(|webhooks| Ok((webhooks, args.oauth.settings()?)));
             settings.map(|(webhooks, oauth)| ServeOptions { webhooks, oauth, ..options }).and_then(|options| {
@@ -789,6 +844,7 @@ fn main() -> ExitCode {
         Command::Webhooks(command) => webhooks_cli::run(command),
         Command::Clients(command) => oauth_cli::clients(command),
         Command::SigningKeys(command) => oauth_cli::signing_keys(command),
+        Command::Audit(args) => audit_cli::run(args),
         Command::Import {
             organization,
             collection,
@@ -823,9 +879,14 @@ fn main() -> ExitCode {
         Command::Check { data_dir, database, .. } => check(&data_dir, &database),
         Command::Migrate { from, to } => esr::migrate::migrate(&from, &to).map(|copied| {
             println!(
-                "copied {} organizations, {} API keys, {} records, {} secrets and {} webhook documents; every index \
-                 agrees with the records",
-                copied.organizations, copied.api_keys, copied.records, copied.secrets, copied.documents
+                "copied {} organizations, {} API keys, {} records, {} secrets, {} documents (webhooks, API clients, \
+                 signing keys) and {} audit entries; every index agrees with the records",
+                copied.organizations,
+                copied.api_keys,
+                copied.records,
+                copied.secrets,
+                copied.documents,
+                copied.audit_entries
             );
         }),
     };

@@ -31,6 +31,7 @@ pub struct Copied {
     pub records: u64,
     pub secrets: usize,
     pub documents: usize,
+    pub audit_entries: usize,
 }
 
 /// Copies the sled deployment in `from` into the empty PostgreSQL database
@@ -102,12 +103,29 @@ pub fn migrate(from: &Path, to: &str) -> anyhow::Result<Copied> {
         copied.api_keys += 1;
     }
 
-    for kind in esr_webhooks::subscription::DOCUMENT_KINDS {
+    for kind in document_kinds() {
         for document in source.documents(kind)? {
             if target.swap_document(kind, &document.id, None, &document.body)?.is_none() {
                 bail!("the database already holds the {kind} document {}", document.id);
             }
             copied.documents += 1;
+        }
+    }
+
+    // The audit trails (each organization's, and the refusals that named
+    // none), oldest first; entries get the target's positions.
+    let trails = source.organizations()?.into_iter().map(|organization| organization.organization_id);
+    for trail in trails.chain([uuid::Uuid::nil()]) {
+        let mut after = None;
+        loop {
+            let page = source.audit_page(trail, after, None, esr_store::MAX_SCAN)?;
+            let entries: Vec<esr_store::AuditEntry> = page.entries.into_iter().map(|(_, entry)| entry).collect();
+            target.append_audit(&entries)?;
+            copied.audit_entries += entries.len();
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
         }
     }
 
@@ -216,7 +234,7 @@ fn check_copy(source: &Arc<dyn Store>, target: &Arc<dyn Store>) -> anyhow::Resul
     if source.api_keys_with_hashes()? != target.api_keys_with_hashes()? {
         bail!("the API keys copied differ from the deployment's");
     }
-    for kind in esr_webhooks::subscription::DOCUMENT_KINDS {
+    for kind in document_kinds() {
         let bodies = |store: &Arc<dyn Store>| -> anyhow::Result<Vec<(String, Vec<u8>)>> {
             Ok(store.documents(kind)?.into_iter().map(|document| (document.id, document.body)).collect())
         };
@@ -229,4 +247,12 @@ fn check_copy(source: &Arc<dyn Store>, target: &Arc<dyn Store>) -> anyhow::Resul
         bail!("the secret {name} was not copied");
     }
     Ok(())
+}
+
+/// Every kind of document the host keeps: webhook subscriptions and their
+/// deliveries, API clients, signing keys.
+fn document_kinds() -> impl Iterator<Item = &'static str> {
+    esr_webhooks::subscription::DOCUMENT_KINDS
+        .into_iter()
+        .chain([esr_oauth::clients::KIND, esr_oauth::signing_keys::KIND])
 }

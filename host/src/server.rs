@@ -109,6 +109,10 @@ pub struct ServeOptions {
     pub webhooks: esr_webhooks::WebhookSettings,
     /// How access tokens are issued and whose are trusted.
     pub oauth: esr_oauth::OAuthSettings,
+    /// How the audit trail is kept (`None`: `--no-audit-trail`).
+    pub audit: Option<esr_audit::AuditSettings>,
+    /// How long a rotated API key keeps working beside its successor.
+    pub key_rotation_overlap: Duration,
 }
 
 /// Issues and checks access tokens: this server's keys read (the first
@@ -220,6 +224,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     rate_limits.set_hosts(tokio::task::block_in_place(|| db.host_heartbeat(&host, HOSTS_SEEN_WITHIN))?);
     let public_url = options.public_url.clone().unwrap_or_else(|| format!("http://{bound}"));
     let authority = Arc::new(authority(&db, &options.oauth, &public_url)?);
+    let audit = options.audit.clone().map(|settings| esr_audit::Recorder::new(db.clone(), settings));
+    let recording = audit.clone().map(|recorder| tokio::spawn(recorder.run()));
     let state = AppState::new(SharedState {
         host: host.clone(),
         cursor_key: tokio::task::block_in_place(|| db.secret("cursor"))?,
@@ -227,6 +233,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         plugins,
         public_url,
         oauth: esr_api::oauth::OAuth::new(authority.clone()),
+        audit: audit.clone(),
         plugin_slots: CallSlots::new(
             MAX_CONCURRENT_CALLS,
             options.plugin_slots_per_organization.unwrap_or_else(CallSlots::default_per_organization),
@@ -279,6 +286,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         })?,
         failed_authentications: Arc::default(),
         webhooks,
+        key_rotation_overlap: options.key_rotation_overlap,
     };
     println!("{LISTENING}http://{bound}");
     println!("{ADMIN_LISTENING}http://{admin_bound}");
@@ -312,6 +320,16 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     suppression_expiry.abort();
     deliveries.abort();
     token_keys.abort();
+    // What the audit trail holds of the last requests is written before
+    // the store is closed, unless the store does not answer.
+    if let Some(recorder) = &audit
+        && tokio::time::timeout(Duration::from_secs(5), recorder.flush()).await.is_err()
+    {
+        tracing::warn!(queued = recorder.queued(), "the audit trail's last entries could not be written at shutdown");
+    }
+    if let Some(recording) = recording {
+        recording.abort();
+    }
     tokio::task::block_in_place(|| {
         if let Err(error) = db.host_leaving(&host) {
             tracing::warn!(%error, "could not record that this host stopped serving");

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::admin_auth::FailedAuthentications;
 use super::problem::ApiError;
-use super::{admin_oauth, admin_webhooks};
+use super::{admin_audit, admin_oauth, admin_webhooks, audit_trail};
 use super::{path_parameters, request_id};
 use crate::connections::ConnectionStanding;
 use esr_auth::admin_token;
@@ -49,6 +49,8 @@ pub struct AdminState {
     pub serving: super::AppState,
     /// This host's webhook deliveries (woken by a subscription's change).
     pub webhooks: Arc<esr_webhooks::Dispatcher>,
+    /// How long a rotated API key keeps working beside its successor.
+    pub key_rotation_overlap: std::time::Duration,
 }
 
 pub fn router(state: AdminState) -> Router {
@@ -56,6 +58,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/v1/organizations", post(create_organization).get(list_organizations))
         .route("/admin/v1/keys", post(create_key).get(list_keys))
         .route("/admin/v1/keys/{key_id}", delete(revoke_key))
+        .route("/admin/v1/keys/{key_id}/rotate", post(rotate_key))
         .route("/admin/v1/clients", post(admin_oauth::create_client).get(admin_oauth::list_clients))
         .route("/admin/v1/clients/{client_id}", get(admin_oauth::show_client).delete(admin_oauth::revoke_client))
         .route("/admin/v1/clients/{client_id}/rotate-secret", post(admin_oauth::rotate_client_secret))
@@ -64,6 +67,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/v1/organizations/{organization_id}/import/{collection}", post(import))
         .route("/admin/v1/organizations/{organization_id}/reports", post(import_report))
         .route("/admin/v1/organizations/{organization_id}/{collection}/{id}", delete(delete_record))
+        .route("/admin/v1/organizations/{organization_id}/audit", get(admin_audit::audit))
         .route(
             "/admin/v1/organizations/{organization_id}/webhooks",
             post(admin_webhooks::create).get(admin_webhooks::list),
@@ -92,6 +96,7 @@ pub fn router(state: AdminState) -> Router {
         .route_layer(middleware::from_fn(known_parameters))
         .fallback(|| async { ApiError::not_found("no such admin path") })
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
+        .layer(middleware::from_fn_with_state(state.serving.audit.clone(), audit_trail::record_admin))
         .layer(middleware::from_fn(request_id))
         .with_state(state)
 }
@@ -103,6 +108,7 @@ fn parameters_of(method: &axum::http::Method, route: &str) -> &'static [&'static
         ("GET", "/admin/v1/keys") => &["organizationId"],
         ("POST", "/admin/v1/organizations/{organization_id}/import/{collection}") => &["dryRun"],
         ("GET", "/admin/v1/clients") => &["organizationId"],
+        ("GET", "/admin/v1/organizations/{organization_id}/audit") => &["after", "principal", "since", "limit"],
         ("POST", "/admin/v1/organizations/{organization_id}/reports") => {
             &["format", "endpoint", "createEndpoint", "scanner", "dryRun"]
         }
@@ -290,6 +296,7 @@ fn key_json(record: &ApiKeyRecord) -> Value {
         "created_at": record.created_at,
         "expires_at": record.expires_at,
         "revoked_at": record.revoked_at,
+        "last_used_at": record.last_used_at,
     })
 }
 
@@ -330,10 +337,17 @@ pub(super) fn expires_at_member(object: &Map<String, Value>, problems: &mut Vec<
     }
 }
 
-/// `POST /admin/v1/keys` `{"organization_id", "name", "scopes", "expires_at"?}`
-/// → `201` with the key, shown this once.
-async fn create_key(State(state): State<AdminState>, body: Bytes) -> Result<Response, ApiError> {
-    let object = json_object(&body, &["organization_id", "name", "scopes", "expires_at"])?;
+/// What making a key or an API client asks for: `{"organization_id",
+/// "name", "scopes", "expires_at"?}`, each member checked.
+pub(super) struct CredentialRequest {
+    pub organization_id: Uuid,
+    pub name: String,
+    pub scopes: Vec<&'static str>,
+    pub expires_at: Option<String>,
+}
+
+pub(super) fn credential_request(body: &[u8]) -> Result<CredentialRequest, ApiError> {
+    let object = json_object(body, &["organization_id", "name", "scopes", "expires_at"])?;
     let mut problems = Vec::new();
     let organization_id = object.get("organization_id").and_then(Value::as_str).and_then(|id| Uuid::try_parse(id).ok());
     if organization_id.is_none() {
@@ -342,9 +356,16 @@ async fn create_key(State(state): State<AdminState>, body: Bytes) -> Result<Resp
     let name = name_member(&object, &mut problems);
     let scopes = scopes_member(&object, &mut problems);
     let expires_at = expires_at_member(&object, &mut problems);
-    let Some(organization_id) = organization_id.filter(|_| problems.is_empty()) else {
-        return Err(ApiError::invalid_parameters(problems));
-    };
+    match organization_id.filter(|_| problems.is_empty()) {
+        Some(organization_id) => Ok(CredentialRequest { organization_id, name, scopes, expires_at }),
+        None => Err(ApiError::invalid_parameters(problems)),
+    }
+}
+
+/// `POST /admin/v1/keys` `{"organization_id", "name", "scopes", "expires_at"?}`
+/// → `201` with the key, shown this once.
+async fn create_key(State(state): State<AdminState>, body: Bytes) -> Result<Response, ApiError> {
+    let CredentialRequest { organization_id, name, scopes, expires_at } = credential_request(&body)?;
     let db = state.db.clone();
     let created = state
         .blocking(move || {
@@ -355,7 +376,9 @@ async fn create_key(State(state): State<AdminState>, body: Bytes) -> Result<Resp
     tracing::info!(key_id = %created.record.id, %organization_id, "API key created");
     let mut body = key_json(&created.record);
     body["api_key"] = json!(created.api_key);
-    Ok((StatusCode::CREATED, Json(body)).into_response())
+    let mut response = (StatusCode::CREATED, Json(body)).into_response();
+    response.extensions_mut().insert(audit_trail::AuditedOrganization(organization_id));
+    Ok(response)
 }
 
 /// `GET /admin/v1/keys?organizationId=…`: metadata, never the key.
@@ -391,6 +414,47 @@ async fn revoke_key(State(state): State<AdminState>, uri: Uri) -> Result<Respons
         }
         None => Err(ApiError::not_found(format!("no API key {key_id}"))),
     }
+}
+
+/// `POST /admin/v1/keys/{keyId}/rotate` → `201` with a new key of the
+/// same organization, name, scopes and expiry, shown this once; the old
+/// key keeps working until `rotated_key_expires_at`: the rotation's
+/// overlap from now, or its own expiry when sooner. A revoked or expired
+/// key is `409`.
+async fn rotate_key(State(state): State<AdminState>, uri: Uri) -> Result<Response, ApiError> {
+    let [key_id, _] = path_parameters(&uri);
+    let key_id = parse_uuid(&key_id, "keyId")?;
+    let (db, overlap) = (state.db.clone(), state.key_rotation_overlap);
+    let rotation = state
+        .blocking(move || keys::rotate_key(db.as_ref(), key_id, overlap).map_err(storage_failure))
+        .await?
+        .map_err(|refused| match refused {
+            keys::NotRotated::Unknown => ApiError::not_found(format!("no API key {key_id}")),
+            keys::NotRotated::Revoked(at) => ApiError::new(
+                StatusCode::CONFLICT,
+                "key-revoked",
+                "Key revoked",
+                format!("API key {key_id} was revoked at {at}: only an active key is rotated; create a new one"),
+            ),
+            keys::NotRotated::Expired(at) => ApiError::new(
+                StatusCode::CONFLICT,
+                "key-expired",
+                "Key expired",
+                format!("API key {key_id} expired at {at}: only an active key is rotated; create a new one"),
+            ),
+        })?;
+    let (created, replaced) = (&rotation.created, &rotation.replaced);
+    tracing::info!(
+        key_id = %created.record.id, rotated_key_id = %key_id, organization_id = %created.record.organization_id,
+        rotated_key_expires_at = replaced.expires_at.as_deref().unwrap_or_default(), "API key rotated"
+    );
+    let mut body = key_json(&created.record);
+    body["api_key"] = json!(created.api_key);
+    body["rotated_key_id"] = json!(key_id);
+    body["rotated_key_expires_at"] = json!(replaced.expires_at);
+    let mut response = (StatusCode::CREATED, Json(body)).into_response();
+    response.extensions_mut().insert(audit_trail::AuditedOrganization(created.record.organization_id));
+    Ok(response)
 }
 
 /// The media types an import body may be sent as.
@@ -825,7 +889,7 @@ async fn metrics(State(state): State<AdminState>) -> Result<Response, ApiError> 
             Ok((db.size_on_disk().map_err(storage_failure)?, by_state))
         })
         .await?;
-    let body = state.metrics.render(store_bytes, &subscriptions);
+    let body = state.metrics.render(store_bytes, &subscriptions, state.serving.audit.as_ref());
     Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response())
 }
 

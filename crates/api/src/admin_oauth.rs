@@ -13,8 +13,7 @@ use esr_oauth::signing_keys;
 use serde_json::{Value, json};
 
 use super::admin::{
-    AdminState, expires_at_member, json_object, name_member, organization_exists, parse_uuid, scopes_member,
-    storage_failure,
+    AdminState, CredentialRequest, credential_request, organization_exists, parse_uuid, storage_failure,
 };
 use super::path_parameters;
 use super::problem::ApiError;
@@ -42,19 +41,7 @@ fn with_secret(made: &clients::WithSecret) -> Value {
 /// `POST /admin/v1/clients` `{"organization_id", "name", "scopes", "expires_at"?}`
 /// → `201` with the secret, shown this once.
 pub(super) async fn create_client(State(state): State<AdminState>, body: Bytes) -> Result<Response, ApiError> {
-    let object = json_object(&body, &["organization_id", "name", "scopes", "expires_at"])?;
-    let mut problems = Vec::new();
-    let organization_id =
-        object.get("organization_id").and_then(Value::as_str).and_then(|id| uuid::Uuid::try_parse(id).ok());
-    if organization_id.is_none() {
-        problems.push(("organization_id".into(), "an organization's UUID is required".into()));
-    }
-    let name = name_member(&object, &mut problems);
-    let scopes = scopes_member(&object, &mut problems);
-    let expires_at = expires_at_member(&object, &mut problems);
-    let Some(organization_id) = organization_id.filter(|_| problems.is_empty()) else {
-        return Err(ApiError::invalid_parameters(problems));
-    };
+    let CredentialRequest { organization_id, name, scopes, expires_at } = credential_request(&body)?;
     let db = state.db.clone();
     let made = state
         .blocking(move || {
@@ -63,7 +50,9 @@ pub(super) async fn create_client(State(state): State<AdminState>, body: Bytes) 
         })
         .await?;
     tracing::info!(client_id = %made.client.id, %organization_id, "API client created");
-    Ok((StatusCode::CREATED, Json(with_secret(&made))).into_response())
+    let mut response = (StatusCode::CREATED, Json(with_secret(&made))).into_response();
+    response.extensions_mut().insert(super::audit_trail::AuditedOrganization(organization_id));
+    Ok(response)
 }
 
 /// `GET /admin/v1/clients?organizationId=…`: never a secret.
@@ -115,7 +104,9 @@ pub(super) async fn revoke_client(State(state): State<AdminState>, uri: Uri) -> 
     let client = state.blocking(move || clients::revoke(db.as_ref(), id).map_err(storage_failure)).await?;
     let client = client.ok_or_else(|| no_client(id))?;
     tracing::info!(client_id = %id, "API client revoked");
-    Ok(Json(client_json(&client)).into_response())
+    let mut response = Json(client_json(&client)).into_response();
+    response.extensions_mut().insert(super::audit_trail::AuditedOrganization(client.organization_id));
+    Ok(response)
 }
 
 /// `POST /admin/v1/clients/{clientId}/rotate-secret`: a new secret, shown

@@ -6,9 +6,11 @@
 //! organization bound into its store.
 
 pub mod admin;
+mod admin_audit;
 pub mod admin_auth;
 mod admin_oauth;
 mod admin_webhooks;
+mod audit_trail;
 mod changes;
 pub mod connections;
 pub mod cursor;
@@ -87,6 +89,8 @@ pub struct SharedState {
     pub known_keys: known_keys::KnownKeys,
     /// Access tokens: issued at `/oauth2/token`, checked on every request.
     pub oauth: oauth::OAuth,
+    /// The audit trail (`None`: `--no-audit-trail`).
+    pub audit: Option<esr_audit::Recorder>,
     /// How long a request may wait for what it needs (a database
     /// connection) before it is answered `503`: its component call's deadline.
     pub request_deadline: std::time::Duration,
@@ -356,10 +360,40 @@ async fn observe(State(state): State<AppState>, mut request: Request, next: Next
     let note = Arc::new(RequestNote::default());
     request.extensions_mut().insert(note.clone());
     let request_id = request.extensions().get::<RequestId>().map(|id| id.0.clone()).unwrap_or_default();
+    let method = request.method().clone();
+    let query = request.uri().query().map(str::to_owned);
     let mut watch = AbandonWatch { state: &state, route, started, note, request_id, answered: false };
     let response = next.run(request).await;
     watch.answered = true;
-    state.metrics.request(route, response.status().as_u16(), started.elapsed());
+    let status = response.status().as_u16();
+    state.metrics.request(route, status, started.elapsed());
+    if let Some(recorder) = &state.audit {
+        let audited = response.extensions().get::<audit_trail::AuditedPrincipal>();
+        // Every authenticated request, and every refused authentication.
+        if let Some(audited) = audited.filter(|audited| !audited.refused || status == 401) {
+            let principal = audited.principal.clone();
+            let records = match (route, status) {
+                (routes::ITEM | routes::AGENT_CONFIG, 200) => Some(1),
+                _ => response.extensions().get::<audit_trail::RecordsAnswered>().map(|records| records.0),
+            };
+            let organization = watch
+                .note
+                .organization
+                .get()
+                .copied()
+                .or_else(|| response.extensions().get::<ServedOrganization>().map(|served| served.0));
+            recorder.record(audit_trail::entry(
+                &watch.request_id,
+                principal,
+                organization,
+                method.as_str(),
+                route,
+                query.as_deref(),
+                status,
+                records,
+            ));
+        }
+    }
     response
 }
 
@@ -586,6 +620,9 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
                     };
                     let key_id = caller.principal.as_ref().ok().map(|principal| principal.id);
                     state.known_keys.found(hash, key_id);
+                    if let Some(key_id) = key_id {
+                        known_keys::note_use(&state, key_id);
+                    }
                     let decision = match (key_id, known) {
                         (Some(key_id), None) => key_bucket(key_id),
                         // A key known valid until now: the address pays for its failure.
@@ -601,6 +638,7 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
     if let (Some(organization), Some(note)) = (organization, request.extensions().get::<Arc<RequestNote>>()) {
         let _ = note.organization.set(organization);
     }
+    let audited = caller.as_ref().map(|caller| audit_trail::principal_of_caller(caller, &state));
     let mut response = if decision.allowed {
         if let Some(caller) = caller {
             request.extensions_mut().insert(caller);
@@ -612,6 +650,9 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
     decision.write_headers(response.headers_mut());
     if let Some(organization) = organization {
         response.extensions_mut().insert(ServedOrganization(organization));
+    }
+    if let Some(audited) = audited {
+        response.extensions_mut().insert(audited);
     }
     response
 }
@@ -868,13 +909,13 @@ async fn list(
             plugins.list(group.collection.name(), tenant, &request, &request_id)
         })
         .await?;
-    if !is_page_envelope(&page) {
+    let Some(records) = records_of_page(&page) else {
         tracing::error!(
             plugin = group.collection.name(),
             "list page is not a JSON array of at most 100 records and its bounds"
         );
         return Err(ApiError::internal());
-    }
+    };
     let next_cursor = match page.next_cursor.as_deref() {
         Some(inner) => {
             let position = reads.position.load(Ordering::Relaxed);
@@ -899,6 +940,7 @@ async fn list(
     }
     body.push(b'}');
     let mut response = conditional(&headers, body, "application/json");
+    response.extensions_mut().insert(audit_trail::RecordsAnswered(records as u64));
     if let Some(token) = next_cursor {
         let mut link_query = form_urlencoded::Serializer::new(String::new());
         for (name, value) in binding_query.iter().filter(|(name, _)| name != "cursor" && name != "offset") {
@@ -1051,17 +1093,19 @@ fn within_declared_lengths(
     if too_long.is_empty() { Ok(()) } else { Err(ApiError::invalid_parameters(too_long)) }
 }
 
-/// Whether a component's page keeps the envelope's stated bounds: `data`
-/// a JSON array of at most [`MAX_LIMIT`] records, `limit` from 1 to
-/// [`MAX_LIMIT`], `total` and `offset` within a signed 64-bit integer.
-fn is_page_envelope(page: &esr_runtime::Page) -> bool {
+/// How many records a component's page holds, if it keeps the envelope's
+/// stated bounds: `data` a JSON array of at most [`MAX_LIMIT`] records,
+/// `limit` from 1 to [`MAX_LIMIT`], `total` and `offset` within a signed
+/// 64-bit integer.
+fn records_of_page(page: &esr_runtime::Page) -> Option<usize> {
     let within_i64 = |n: u64| i64::try_from(n).is_ok();
-    page.data.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
-        && serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(&page.data)
-            .is_ok_and(|records| records.len() <= MAX_LIMIT as usize)
+    let records = serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(&page.data).ok()?.len();
+    let kept = page.data.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
+        && records <= MAX_LIMIT as usize
         && (1..=MAX_LIMIT).contains(&page.limit)
         && within_i64(page.total)
-        && page.offset.is_none_or(within_i64)
+        && page.offset.is_none_or(within_i64);
+    kept.then_some(records)
 }
 
 /// A UUID as the contract spells it (hyphenated; any case on input).

@@ -95,6 +95,8 @@ pub struct Metrics {
     webhook_deliveries: Family<OutcomeLabels, Counter>,
     webhook_lag: Histogram,
     webhook_subscriptions: Family<StateLabels, Gauge>,
+    audit_recorded: Counter,
+    audit_dropped: Counter,
 }
 
 impl Default for Metrics {
@@ -114,6 +116,8 @@ impl Default for Metrics {
             webhook_deliveries: Family::default(),
             webhook_lag: Histogram::new(LAG_BUCKETS),
             webhook_subscriptions: Family::default(),
+            audit_recorded: Counter::default(),
+            audit_dropped: Counter::default(),
         };
         for outcome in esr_webhooks::OUTCOMES {
             let _ = metrics.webhook_deliveries.get_or_create(&OutcomeLabels { outcome });
@@ -158,6 +162,16 @@ impl Default for Metrics {
             metrics.health_checks.clone(),
         );
         registry.register("esr_store_size_bytes", "The store's size on disk", metrics.store_bytes.clone());
+        registry.register(
+            "esr_audit_entries_recorded",
+            "Audit trail entries written to the store",
+            metrics.audit_recorded.clone(),
+        );
+        registry.register(
+            "esr_audit_entries_dropped",
+            "Audit trail entries dropped (the queue was full or the store refused them); 0 in normal operation",
+            metrics.audit_dropped.clone(),
+        );
         registry.register(
             "esr_webhook_deliveries",
             "Webhook delivery attempts by this host, by outcome",
@@ -233,8 +247,21 @@ impl Metrics {
 
     /// The OpenMetrics text ([`CONTENT_TYPE`]); `store_bytes` is the
     /// store's size on disk, `subscriptions` the webhook subscriptions by state.
-    pub fn render(&self, store_bytes: u64, subscriptions: &[(&'static str, i64)]) -> String {
+    pub fn render(
+        &self,
+        store_bytes: u64,
+        subscriptions: &[(&'static str, i64)],
+        audit: Option<&esr_audit::Recorder>,
+    ) -> String {
         self.store_bytes.set(store_bytes);
+        if let Some(audit) = audit {
+            // The recorder keeps the totals; the counters catch up to them.
+            let catch_up = |counter: &Counter, total: u64| {
+                counter.inc_by(total.saturating_sub(counter.get()));
+            };
+            catch_up(&self.audit_recorded, audit.recorded_total());
+            catch_up(&self.audit_dropped, audit.dropped_total());
+        }
         for (state, count) in subscriptions {
             self.webhook_subscriptions.get_or_create(&StateLabels { state }).set(*count);
         }
@@ -265,7 +292,7 @@ mod tests {
         metrics.request("/v1/{collection}", 200, Duration::from_millis(30));
         metrics.component_call("en\"d", Duration::from_millis(1), Some("trap"));
         metrics.shed();
-        let text = metrics.render(42, &[("active", 2)]);
+        let text = metrics.render(42, &[("active", 2)], None);
         for expected in [
             "# TYPE esr_http_requests counter",
             "esr_http_requests_total{route=\"/v1/{collection}\",status=\"200\"} 2",

@@ -128,9 +128,20 @@ pub(crate) async fn token(State(state): State<AppState>, method: Method, headers
         (None, None) => return invalid_client(),
     };
     let Ok(client_id) = Uuid::try_parse(&client_id) else { return invalid_client() };
+    let audited = crate::audit_trail::AuditedPrincipal {
+        principal: crate::audit_trail::of_client(client_id, &state.oauth.authority.settings.issuer),
+        refused: false,
+    };
+    let mut response = issue_for(&state, client_id, secret, &form).await;
+    response.extensions_mut().insert(audited);
+    response
+}
+
+/// The token endpoint's answer for a client that gave these credentials.
+async fn issue_for(state: &AppState, client_id: Uuid, secret: String, form: &HashMap<String, String>) -> Response {
     let decision = state.rate_limits.token_per_client.check(client_id);
     if !decision.allowed {
-        let mut response = crate::too_many_requests(&state, &decision);
+        let mut response = crate::too_many_requests(state, &decision);
         decision.write_headers(response.headers_mut());
         return response;
     }
@@ -141,19 +152,27 @@ pub(crate) async fn token(State(state): State<AppState>, method: Method, headers
     let db = state.db.clone();
     let checked = state
         .admission_calls
-        .run_short(deadline, move || -> Result<Option<clients::Client>, esr_store::StoreError> {
+        .run_short(deadline, move || -> Result<Option<(clients::Client, bool)>, esr_store::StoreError> {
             let client = clients::get(db.as_ref(), client_id)?;
             let matches = clients::secret_matches(client.as_ref(), &secret);
-            Ok(client.filter(|_| matches))
+            Ok(client.map(|client| (client, matches)))
         })
         .await;
-    let client = match checked {
-        Ok(Ok(Some(client))) => client,
+    let (client, matches) = match checked {
+        Ok(Ok(Some(checked))) => checked,
         Ok(Ok(None)) => return invalid_client(),
         Ok(Err(error)) => return ApiError::store_failure(&error, "checking the client").into_response(),
         Err(problem) => return problem.into_response(),
     };
-    if !client.is_usable(esr_system::clock::unix_now_nanos()) {
+    // Attempts on a client, right or wrong, are its organization's to audit.
+    let mut response = issue_to(state, &client, matches, form);
+    response.extensions_mut().insert(crate::ServedOrganization(client.organization_id));
+    response
+}
+
+/// The token endpoint's answer once the client is read.
+fn issue_to(state: &AppState, client: &clients::Client, matches: bool, form: &HashMap<String, String>) -> Response {
+    if !matches || !client.is_usable(esr_system::clock::unix_now_nanos()) {
         return invalid_client();
     }
     let scopes: Vec<String> = match form.get("scope") {
@@ -179,7 +198,7 @@ pub(crate) async fn token(State(state): State<AppState>, method: Method, headers
             scopes
         }
     };
-    match state.oauth.authority.issue(&client, &scopes) {
+    match state.oauth.authority.issue(client, &scopes) {
         Ok((access_token, expires_in)) => {
             tracing::info!(client_id = %client.id, organization_id = %client.organization_id, scope = %scopes.join(" "), "access token issued");
             let mut response = Json(json!({

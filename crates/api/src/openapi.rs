@@ -124,9 +124,12 @@ pub fn document<'a>(plugins: impl Iterator<Item = &'a ComponentInfo>) -> Value {
                 },
                 "oauth2": {
                     "type": "oauth2",
-                    "description": "An access token (a JWT, RFC 9068) from `POST /oauth2/token` with an API \
-                                    client's credentials, or from an identity provider this server trusts. \
-                                    Refused tokens are 401 with `WWW-Authenticate: Bearer error=\"invalid_token\"`.",
+                    "description": "An access token (a JWT, RFC 9068, issued and checked as RFC8725 advises: \
+                                    EdDSA only, typed at+jwt, issuer and audience checked) from `POST /oauth2/token` \
+                                    with an API client's credentials, valid for `expires_in` seconds (15 minutes by \
+                                    default; the client asks again, there is no refresh token), or from an identity \
+                                    provider this server trusts. Refused tokens are 401 with `WWW-Authenticate: Bearer \
+                                    error=\"invalid_token\"`.",
                     "flows": {
                         "clientCredentials": {
                             "tokenUrl": "/oauth2/token",

@@ -116,9 +116,67 @@ pub fn create_key(
         created_at: esr_system::clock::now_rfc3339(),
         expires_at,
         revoked_at: None,
+        last_used_at: None,
     };
     db.insert_api_key(&hash_key(&api_key), &record)?;
     Ok(CreatedKey { api_key, record })
+}
+
+/// Why a key was not rotated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotRotated {
+    /// No key has this id.
+    Unknown,
+    /// The key was revoked, at this time.
+    Revoked(String),
+    /// The key expired, at this time.
+    Expired(String),
+}
+
+/// A rotation's outcome: the new key (shown once) and the replaced key's
+/// record as it now stands (its expiry the overlap's end, or its own when
+/// sooner).
+pub struct Rotation {
+    pub created: CreatedKey,
+    pub replaced: ApiKeyRecord,
+}
+
+/// Rotates the key with this id without downtime: issues a new key of the
+/// same organization, name, scopes and expiry, then has the old key expire
+/// `overlap` from now unless it expires sooner, so both work meanwhile. A
+/// revoked or expired key is not rotated.
+pub fn rotate_key(
+    db: &dyn Store,
+    id: Uuid,
+    overlap: std::time::Duration,
+) -> Result<Result<Rotation, NotRotated>, StoreError> {
+    let Some(old) = db.api_keys(None)?.into_iter().find(|key| key.id == id) else {
+        return Ok(Err(NotRotated::Unknown));
+    };
+    if let Some(at) = &old.revoked_at {
+        return Ok(Err(NotRotated::Revoked(at.clone())));
+    }
+    if !is_usable(&old) {
+        return Ok(Err(NotRotated::Expired(old.expires_at.unwrap_or_default())));
+    }
+    let scopes: Vec<&str> = old.scopes.iter().map(String::as_str).collect();
+    let created = create_key(db, old.organization_id, &old.name, &scopes, old.expires_at.clone())?;
+    // In whole seconds, rounded up: the overlap is never cut short.
+    let overlap_seconds = i64::try_from(overlap.as_secs() + u64::from(overlap.subsec_nanos() > 0)).unwrap_or(i64::MAX);
+    let overlap_ends = esr_system::clock::unix_now().saturating_add(overlap_seconds);
+    let sooner = old
+        .expires_at
+        .as_deref()
+        .and_then(Timestamp::parse)
+        .is_some_and(|at| at.0 <= overlap_ends.saturating_mul(1_000_000_000));
+    let replaced = if sooner {
+        old
+    } else {
+        let expires_at = esr_system::clock::format_timestamp(overlap_ends);
+        // A key is never deleted, only revoked: it is still there.
+        db.set_api_key_expiry(id, &expires_at)?.unwrap_or(ApiKeyRecord { expires_at: Some(expires_at), ..old })
+    };
+    Ok(Ok(Rotation { created, replaced }))
 }
 
 /// The principal for an `Authorization` header value.
@@ -265,6 +323,52 @@ mod tests {
             Ok(created.record.id),
             "others unaffected"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_rotated_key_keeps_working_for_the_overlap_beside_its_successor() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir()?;
+        let db = esr_store_sled::SledStore::open(dir.path())?;
+        let db = &db;
+        let bearer = |key: &str| format!("Bearer {key}");
+        let organization = Uuid::now_v7();
+        let old = create_key(db, organization, "siem", &[SCOPE_SCOPES, SCOPE_FINDINGS], None)?;
+        let hour = std::time::Duration::from_secs(3600);
+        let Ok(rotation) = rotate_key(db, old.record.id, hour)? else { panic!("an active key rotates") };
+        let new = &rotation.created.record;
+        assert_ne!(new.id, old.record.id);
+        assert_eq!(
+            (new.organization_id, new.name.as_str(), &new.scopes, &new.expires_at),
+            (organization, "siem", &old.record.scopes, &None)
+        );
+        let ends = rotation.replaced.expires_at.as_deref().and_then(Timestamp::parse).expect("an expiry").0;
+        let in_an_hour = esr_system::clock::unix_now_nanos() + 3_600_000_000_000;
+        assert!((in_an_hour - 2_000_000_000..=in_an_hour + 2_000_000_000).contains(&ends), "{ends}");
+        for key in [&old.api_key, &rotation.created.api_key] {
+            assert!(authenticate(db, Some(&bearer(key)))?.is_ok(), "both work during the overlap");
+        }
+
+        // A key that expires sooner than the overlap keeps its expiry, and
+        // its successor has the same.
+        let soon = esr_system::clock::format_timestamp(esr_system::clock::unix_now() + 60);
+        let short = create_key(db, organization, "short", &[SCOPE_SCOPES], Some(soon.clone()))?;
+        let Ok(rotation) = rotate_key(db, short.record.id, hour)? else { panic!("an active key rotates") };
+        assert_eq!(rotation.replaced.expires_at.as_deref(), Some(soon.as_str()));
+        assert_eq!(rotation.created.record.expires_at.as_deref(), Some(soon.as_str()));
+
+        // Revoked, expired and unknown keys are not rotated.
+        db.revoke_api_key(short.record.id, "2026-11-22T00:00:00Z")?;
+        assert_eq!(
+            rotate_key(db, short.record.id, hour)?.err(),
+            Some(NotRotated::Revoked("2026-11-22T00:00:00Z".into()))
+        );
+        let expired = create_key(db, organization, "old", &[SCOPE_SCOPES], Some("2020-01-01T00:00:00Z".into()))?;
+        assert_eq!(
+            rotate_key(db, expired.record.id, hour)?.err(),
+            Some(NotRotated::Expired("2020-01-01T00:00:00Z".into()))
+        );
+        assert_eq!(rotate_key(db, Uuid::now_v7(), hour)?.err(), Some(NotRotated::Unknown));
         Ok(())
     }
 }

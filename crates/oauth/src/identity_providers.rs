@@ -174,7 +174,8 @@ impl IdentityProvider {
         // Providers that predate RFC 9068 type access tokens `JWT`.
         let typ = header.typ.as_deref().unwrap_or("JWT");
         if !is_access_token_type(typ) && !typ.eq_ignore_ascii_case("JWT") {
-            return Err(Refusal::invalid(format!("its type (typ) {typ} is not an access token's")));
+            let shown: String = typ.chars().take(40).collect();
+            return Err(Refusal::invalid(format!("its type (typ) {shown} is not an access token's")));
         }
         let kid = header.kid.as_deref().ok_or_else(|| Refusal::invalid("it names no key (kid)"))?;
         let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
@@ -209,7 +210,16 @@ impl IdentityProvider {
             Some(Value::Array(scopes)) => known_scopes(scopes.iter().filter_map(Value::as_str)),
             _ => Vec::new(),
         };
-        Ok(Verified { issuer: self.settings.issuer.clone(), subject, client_id: None, organization_id, scopes })
+        // `exp` is required and was checked as a number.
+        let expires_at = claims.get("exp").and_then(Value::as_f64).map_or(0, |exp| exp as i64);
+        Ok(Verified {
+            issuer: self.settings.issuer.clone(),
+            subject,
+            client_id: None,
+            organization_id,
+            scopes,
+            expires_at,
+        })
     }
 }
 

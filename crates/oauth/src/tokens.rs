@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use esr_store::{Store, StoreError};
 use jsonwebtoken::{Header, Validation};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::clients::{self, Client};
@@ -62,7 +63,12 @@ pub struct Verified {
     pub client_id: Option<Uuid>,
     pub organization_id: Uuid,
     pub scopes: Vec<String>,
+    /// `exp`, in Unix seconds.
+    pub expires_at: i64,
 }
+
+/// The most verified tokens a host remembers (see [`Authority::verify`]).
+const MAX_REMEMBERED: usize = 10_000;
 
 /// Why a token is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +96,8 @@ pub struct Authority {
     pub providers: Vec<IdentityProvider>,
     /// Clients as last read, and when.
     clients: Mutex<HashMap<Uuid, (Option<Client>, Instant)>>,
+    /// Tokens that verified, by their SHA-256, until they expire.
+    remembered: Mutex<HashMap<[u8; 32], Verified>>,
 }
 
 impl Authority {
@@ -106,6 +114,7 @@ impl Authority {
             ring_read_at: Mutex::new(None),
             providers,
             clients: Mutex::new(HashMap::new()),
+            remembered: Mutex::new(HashMap::new()),
         };
         authority.reread_keys()?;
         Ok(authority)
@@ -161,8 +170,32 @@ impl Authority {
 
     /// Checks a token's form, signature, type, issuer, audience and times,
     /// against this server's keys or the identity provider its `iss`
-    /// names. Needs no database.
+    /// names. Needs no database. A client sends one token for many
+    /// requests: one that verified is remembered (by its digest, until it
+    /// expires, [`MAX_REMEMBERED`] at most) and not checked again. Only
+    /// tokens with a valid signature are remembered, so a caller cannot
+    /// fill the memory with made-up ones; whether its client is still
+    /// usable is checked on every request all the same.
     pub fn verify(&self, token: &str) -> Result<Verified, Refusal> {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let now = esr_system::clock::unix_now();
+        let remembered = self.remembered.lock().unwrap_or_else(PoisonError::into_inner).get(&digest).cloned();
+        if let Some(verified) = remembered.filter(|verified| verified.expires_at > now) {
+            return Ok(verified);
+        }
+        let verified = self.verify_signed(token)?;
+        let mut remembered = self.remembered.lock().unwrap_or_else(PoisonError::into_inner);
+        if remembered.len() >= MAX_REMEMBERED {
+            remembered.retain(|_, verified| verified.expires_at > now);
+            if remembered.len() >= MAX_REMEMBERED {
+                remembered.clear();
+            }
+        }
+        remembered.insert(digest, verified.clone());
+        Ok(verified)
+    }
+
+    fn verify_signed(&self, token: &str) -> Result<Verified, Refusal> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(Refusal::invalid(format!("longer than {MAX_TOKEN_BYTES} bytes")));
         }
@@ -208,6 +241,7 @@ impl Authority {
             client_id: Some(client_id),
             organization_id: claims.org,
             scopes: known_scopes(claims.scope.split(' ')),
+            expires_at: claims.exp,
         })
     }
 

@@ -89,6 +89,13 @@ fn is_unavailable(error: &postgres::Error) -> bool {
         || error.to_string() == "timeout waiting for server"
 }
 
+/// The columns [`api_key_of`] reads, in its order (a macro, for `concat!`).
+macro_rules! api_key_columns {
+    () => {
+        "id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at, last_used_at"
+    };
+}
+
 /// The pool size when none is given: the blocking calls one host makes at
 /// once are bounded by its component call slots (64), but a few hosts must
 /// stay under PostgreSQL's default `max_connections` (100).
@@ -641,10 +648,11 @@ impl Store for PgStore {
     /// Stores an API key's record under the hash of the key.
     fn insert_api_key(&self, key_hash: &[u8; 32], record: &ApiKeyRecord) -> Result<(), StoreError> {
         self.connection()?.execute(
-            "INSERT INTO api_keys (key_hash, id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key_hash) DO UPDATE SET id = excluded.id, \
-             org_id = excluded.org_id, name = excluded.name, scopes = excluded.scopes, prefix = excluded.prefix, \
-             created_at = excluded.created_at, expires_at = excluded.expires_at, revoked_at = excluded.revoked_at",
+            "INSERT INTO api_keys (key_hash, id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at, \
+             last_used_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key_hash) DO UPDATE SET \
+             id = excluded.id, org_id = excluded.org_id, name = excluded.name, scopes = excluded.scopes, \
+             prefix = excluded.prefix, created_at = excluded.created_at, expires_at = excluded.expires_at, \
+             revoked_at = excluded.revoked_at, last_used_at = excluded.last_used_at",
             &[
                 &&key_hash[..],
                 &record.id,
@@ -655,6 +663,7 @@ impl Store for PgStore {
                 &record.created_at,
                 &record.expires_at,
                 &record.revoked_at,
+                &record.last_used_at,
             ],
         )?;
         Ok(())
@@ -662,8 +671,7 @@ impl Store for PgStore {
 
     fn api_key(&self, key_hash: &[u8; 32]) -> Result<Option<ApiKeyRecord>, StoreError> {
         let row = self.connection()?.query_opt(
-            "SELECT id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at FROM api_keys \
-             WHERE key_hash = $1",
+            concat!("SELECT ", api_key_columns!(), " FROM api_keys WHERE key_hash = $1"),
             &[&&key_hash[..]],
         )?;
         Ok(row.map(|row| api_key_of(&row)))
@@ -672,22 +680,19 @@ impl Store for PgStore {
     /// The stored records of every key (of one organization when given), oldest first.
     fn api_keys(&self, organization: Option<Uuid>) -> Result<Vec<ApiKeyRecord>, StoreError> {
         let rows = self.connection()?.query(
-            "SELECT id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at FROM api_keys \
-             WHERE $1::uuid IS NULL OR org_id = $1 ORDER BY id",
+            concat!("SELECT ", api_key_columns!(), " FROM api_keys WHERE $1::uuid IS NULL OR org_id = $1 ORDER BY id"),
             &[&organization],
         )?;
         Ok(rows.iter().map(api_key_of).collect())
     }
 
     fn api_keys_with_hashes(&self) -> Result<Vec<([u8; 32], ApiKeyRecord)>, StoreError> {
-        let rows = self.connection()?.query(
-            "SELECT id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at, key_hash FROM api_keys \
-             ORDER BY id",
-            &[],
-        )?;
+        let rows = self
+            .connection()?
+            .query(concat!("SELECT ", api_key_columns!(), ", key_hash FROM api_keys ORDER BY id"), &[])?;
         rows.iter()
             .map(|row| {
-                let hash = <[u8; 32]>::try_from(row.get::<_, &[u8]>(8)).map_err(|_| {
+                let hash = <[u8; 32]>::try_from(row.get::<_, &[u8]>(9)).map_err(|_| {
                     StoreError::Corrupt("an API key is stored under a hash that is not 32 bytes".into())
                 })?;
                 Ok((hash, api_key_of(row)))
@@ -699,9 +704,32 @@ impl Store for PgStore {
     /// key. Revoking a revoked key keeps its first revocation time.
     fn revoke_api_key(&self, id: Uuid, revoked_at: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
         let row = self.connection()?.query_opt(
-            "UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1 \
-             RETURNING id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at",
+            concat!(
+                "UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1 RETURNING ",
+                api_key_columns!()
+            ),
             &[&id, &revoked_at],
+        )?;
+        Ok(row.map(|row| api_key_of(&row)))
+    }
+
+    /// Notes the key's use at `at`, unless a later one is noted already:
+    /// one statement, which changes no other column (a revocation at the
+    /// same time stays).
+    fn touch_api_key(&self, id: Uuid, at: &str) -> Result<(), StoreError> {
+        self.connection()?.execute(
+            "UPDATE api_keys SET last_used_at = $2 WHERE id = $1 \
+             AND (last_used_at IS NULL OR last_used_at::timestamptz < $2::text::timestamptz)",
+            &[&id, &at],
+        )?;
+        Ok(())
+    }
+
+    /// Sets when the key stops authenticating.
+    fn set_api_key_expiry(&self, id: Uuid, expires_at: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        let row = self.connection()?.query_opt(
+            concat!("UPDATE api_keys SET expires_at = $2 WHERE id = $1 RETURNING ", api_key_columns!()),
+            &[&id, &expires_at],
         )?;
         Ok(row.map(|row| api_key_of(&row)))
     }
@@ -1403,6 +1431,7 @@ fn api_key_of(row: &postgres::Row) -> ApiKeyRecord {
         created_at: row.get(5),
         expires_at: row.get(6),
         revoked_at: row.get(7),
+        last_used_at: row.get(8),
     }
 }
 

@@ -70,16 +70,19 @@ impl Trees {
         // One appender at a time, so that positions are applied in the
         // order they are given and a reader never sees a later one first.
         let _appending = self.audit_appender.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut by_time = sled::Batch::default();
-        let mut trail = sled::Batch::default();
+        // Entry by entry, not as one `sled::Batch`: a batch holds sled's
+        // store-wide write lock while it applies, and every read of every
+        // request waits behind a thousand audit entries. Entries need no
+        // atomicity between them; each is in its time index before its
+        // trail, so a crash leaves at most a time key without an entry.
         for (entry, at) in entries.iter().zip(times) {
             let position = self.db.generate_id().map_err(store_error)?.saturating_add(1);
             let body = serde_json::to_vec(entry).map_err(|error| StoreError::InvalidRecord(error.to_string()))?;
-            by_time.insert(&time_key(at, position)[..], &entry.trail().as_bytes()[..]);
-            trail.insert(&entry_key(entry.trail(), position)[..], body);
+            self.audit_by_time
+                .insert(&time_key(at, position)[..], &entry.trail().as_bytes()[..])
+                .map_err(store_error)?;
+            self.audit.insert(&entry_key(entry.trail(), position)[..], body).map_err(store_error)?;
         }
-        self.audit_by_time.apply_batch(by_time).map_err(store_error)?;
-        self.audit.apply_batch(trail).map_err(store_error)?;
         self.flush()
     }
 

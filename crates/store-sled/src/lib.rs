@@ -21,6 +21,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
 use esr_contract::indexes::{self, CREATED_AT, UPDATED_AT};
+use esr_contract::time::Timestamp;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -73,6 +74,10 @@ pub struct Trees {
     audit_by_time: sled::Tree,
     /// Held by whoever appends to the audit trail (`audit.rs`).
     audit_appender: Mutex<()>,
+    /// The hash each API key is stored under, by key id, as last found:
+    /// noting a key's use ([`Store::touch_api_key`], once a minute per key)
+    /// then reads one record, not every key's. Checked on each use.
+    key_hashes: Mutex<HashMap<Uuid, [u8; 32]>>,
     collections: BTreeMap<Collection, CollectionTrees>,
     /// Each organization's write lock, held by whoever validates and
     /// writes a batch of its records, so that what was validated is what
@@ -173,6 +178,7 @@ impl SledStore {
             audit: db.open_tree(audit::AUDIT).map_err(store_error)?,
             audit_by_time: db.open_tree(audit::AUDIT_BY_TIME).map_err(store_error)?,
             audit_appender: Mutex::default(),
+            key_hashes: Mutex::default(),
             collections,
             writers: Mutex::default(),
             gates: Mutex::default(),
@@ -478,22 +484,94 @@ impl Trees {
     /// Marks the key with this id revoked (durably); `None` when there is
     /// no such key. Revoking a revoked key keeps its first revocation time.
     fn revoke_api_key(&self, id: Uuid, revoked_at: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
-        for entry in self.api_keys.iter() {
-            let (hash, bytes) = entry.map_err(store_error)?;
-            let mut record: ApiKeyRecord =
-                serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            if record.id != id {
-                continue;
+        self.change_api_key(id, |record| {
+            if record.revoked_at.is_some() {
+                return false;
             }
-            if record.revoked_at.is_none() {
-                record.revoked_at = Some(revoked_at.to_owned());
-                let bytes = serde_json::to_vec(&record).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                self.api_keys.insert(hash, bytes).map_err(store_error)?;
+            record.revoked_at = Some(revoked_at.to_owned());
+            true
+        })
+    }
+
+    /// Notes the key's use at `at`, unless a later one is noted already.
+    fn touch_api_key(&self, id: Uuid, at: &str) -> Result<(), StoreError> {
+        let later = |noted: &str| match (Timestamp::parse(noted), Timestamp::parse(at)) {
+            (Some(noted), Some(at)) => at.0 > noted.0,
+            _ => true,
+        };
+        self.change_api_key(id, |record| {
+            if !record.last_used_at.as_deref().is_none_or(later) {
+                return false;
+            }
+            record.last_used_at = Some(at.to_owned());
+            true
+        })?;
+        Ok(())
+    }
+
+    /// Sets when the key stops authenticating (durably).
+    fn set_api_key_expiry(&self, id: Uuid, expires_at: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        self.change_api_key(id, |record| {
+            if record.expires_at.as_deref() == Some(expires_at) {
+                return false;
+            }
+            record.expires_at = Some(expires_at.to_owned());
+            true
+        })
+    }
+
+    /// Changes the record of the key with this id (`change` says whether
+    /// it changed anything) and returns it as stored; `None` when there is
+    /// no such key. The record is replaced only if it is still the one
+    /// `change` saw (else it is read again and changed again), so that a
+    /// revocation and a use noted at the same time both stay; durable when
+    /// it changed.
+    fn change_api_key(
+        &self,
+        id: Uuid,
+        change: impl Fn(&mut ApiKeyRecord) -> bool,
+    ) -> Result<Option<ApiKeyRecord>, StoreError> {
+        let decode = |bytes: &[u8]| -> Result<ApiKeyRecord, StoreError> {
+            serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))
+        };
+        let cached = self.key_hashes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&id).copied();
+        let still_its = match cached {
+            Some(hash) => self.api_keys.get(hash).map_err(store_error)?.map(|bytes| decode(&bytes)).transpose()?,
+            None => None,
+        };
+        let hash = match cached.filter(|_| still_its.is_some_and(|record| record.id == id)) {
+            Some(hash) => hash,
+            None => {
+                // Every key's hash, found again (a key created since, or
+                // the keys cleared).
+                let mut hashes = HashMap::new();
+                for entry in self.api_keys.iter() {
+                    let (hash, bytes) = entry.map_err(store_error)?;
+                    let hash = <[u8; 32]>::try_from(hash.as_ref()).map_err(|_| {
+                        StoreError::Corrupt("an API key is stored under a hash that is not 32 bytes".into())
+                    })?;
+                    hashes.insert(decode(&bytes)?.id, hash);
+                }
+                let found = hashes.get(&id).copied();
+                *self.key_hashes.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = hashes;
+                match found {
+                    Some(hash) => hash,
+                    None => return Ok(None),
+                }
+            }
+        };
+        loop {
+            let Some(bytes) = self.api_keys.get(hash).map_err(store_error)? else { return Ok(None) };
+            let mut record = decode(&bytes)?;
+            if !change(&mut record) {
+                return Ok(Some(record));
+            }
+            let changed = serde_json::to_vec(&record).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            if self.api_keys.compare_and_swap(hash, Some(&bytes), Some(changed)).map_err(store_error)?.is_ok() {
                 self.flush()?;
+                return Ok(Some(record));
             }
-            return Ok(Some(record));
         }
-        Ok(None)
     }
 
     fn api_key(&self, key_hash: &[u8; 32]) -> Result<Option<ApiKeyRecord>, StoreError> {
@@ -1473,6 +1551,14 @@ impl Store for SledStore {
 
     fn revoke_api_key(&self, id: Uuid, revoked_at: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
         self.0.revoke_api_key(id, revoked_at)
+    }
+
+    fn touch_api_key(&self, id: Uuid, at: &str) -> Result<(), StoreError> {
+        self.0.touch_api_key(id, at)
+    }
+
+    fn set_api_key_expiry(&self, id: Uuid, expires_at: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        self.0.set_api_key_expiry(id, expires_at)
     }
 
     fn secret(&self, name: &str) -> Result<[u8; 32], StoreError> {

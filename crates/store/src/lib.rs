@@ -110,6 +110,11 @@ pub struct ApiKeyRecord {
     /// Set when the key was revoked; it no longer authenticates.
     #[serde(default)]
     pub revoked_at: Option<String>,
+    /// When the key last authenticated a request (RFC 3339), as each host
+    /// notes it at most once a minute ([`Store::touch_api_key`]); `None`
+    /// until its first use (and in records stored before it was kept).
+    #[serde(default)]
+    pub last_used_at: Option<String>,
 }
 
 /// A document the host keeps beside the records (a webhook subscription,
@@ -954,6 +959,18 @@ pub trait Store: Send + Sync {
     /// time.
     fn revoke_api_key(&self, id: Uuid, revoked_at: &str) -> Result<Option<ApiKeyRecord>, StoreError>;
 
+    /// Notes that the key with this id authenticated a request at `at`
+    /// (RFC 3339): its `last_used_at` becomes the later of the two. A key
+    /// that does not exist is no error. Hosts call it off the request path,
+    /// at most once a minute per key each, so it must never change any
+    /// other member of the record, whatever other writes run beside it.
+    fn touch_api_key(&self, id: Uuid, at: &str) -> Result<(), StoreError>;
+
+    /// Sets when the key with this id stops authenticating (RFC 3339),
+    /// durably (a rotation's overlap); `None` when there is no such key.
+    /// Every other member of the record is kept as it is.
+    fn set_api_key_expiry(&self, id: Uuid, expires_at: &str) -> Result<Option<ApiKeyRecord>, StoreError>;
+
     /// A 32-byte secret of this installation (e.g. the cursor-sealing key),
     /// created at random on first use and the same ever after, for every
     /// caller and every host sharing the store.
@@ -1141,4 +1158,20 @@ pub fn check_data_dir_private(dir: &Path) -> Result<(), StoreError> {
         return Err(StoreError::NotPrivate(dir.display().to_string(), mode));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_record_stored_before_last_used_at_was_kept_still_reads() -> Result<(), serde_json::Error> {
+        let stored = r#"{"id":"019a0000-0000-7000-8000-000000000001","organization_id":"019a0000-0000-7000-8000-000000000002",
+            "name":"siem","scopes":["findings:read"],"prefix":"esr_abcdef","created_at":"2026-01-01T00:00:00Z",
+            "expires_at":null,"revoked_at":null}"#;
+        let record: ApiKeyRecord = serde_json::from_str(stored)?;
+        assert_eq!(record.last_used_at, None);
+        assert_eq!(record.name, "siem");
+        Ok(())
+    }
 }

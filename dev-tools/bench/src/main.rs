@@ -10,6 +10,7 @@
 //! `target/bench/report.txt`.
 
 mod backends;
+mod credentials;
 mod data;
 mod hosts;
 mod http;
@@ -37,6 +38,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
 use crate::backends::bench_backends;
+use crate::credentials::bench_credentials;
 use crate::data::{ensure_data, warm_page_cache};
 use crate::hosts::bench_hosts;
 use crate::http::ApiClient;
@@ -130,6 +132,10 @@ struct Args {
     /// subscription's throughput, beside a poller, on sled and PostgreSQL.
     #[arg(long)]
     webhooks_only: bool,
+    /// Only what authentication and the audit trail cost: get-by-id with
+    /// the audit trail on and off, with an API key and an access token.
+    #[arg(long)]
+    credentials_only: bool,
 }
 
 /// One measured case: its name, its target, and its samples.
@@ -176,6 +182,10 @@ fn main() -> anyhow::Result<()> {
     if args.wide_lists_only {
         let report = bench_wide_lists(&args, &data_dir, &key)?;
         return print_and_keep(&args.out, "wide-lists-report.txt", &report);
+    }
+    if args.credentials_only {
+        let report = bench_credentials(&args, &data_dir, &key)?;
+        return print_and_keep(&args.out, "credentials-report.txt", &report);
     }
     let server = start_server(&data_dir, &args.plugins_dir)?;
     let mut client = ApiClient::connect(&server.base, &key)?;
@@ -312,6 +322,7 @@ fn main() -> anyhow::Result<()> {
             ("findings page 1,000 by cursor", page_1000.clone()),
         ];
         report.push_str(&bench_throughput(&args, &data_dir, &key, &operations)?);
+        report.push_str(&bench_credentials(&args, &data_dir, &key)?);
     }
     if !args.reads_only {
         if args.import_findings > 0 {

@@ -161,9 +161,18 @@ fn resource(collection: &str) -> &'static str {
 
 #[test]
 fn the_public_api_never_reveals_another_organizations_records() {
-    let server = Server::start(&plugins_dir());
+    never_reveals_another_organizations_records(&Server::start(&plugins_dir()));
+}
+
+#[test]
+fn the_public_api_never_reveals_another_organizations_records_to_access_tokens() {
+    never_reveals_another_organizations_records(&Server::start(&plugins_dir()).with_tokens());
+}
+
+/// What the two tests above check, with the server's credentials (keys or tokens).
+fn never_reveals_another_organizations_records(server: &Server) {
     let globex_org = server.organization_ids[1].clone();
-    let globex = all_ids(&server, 1);
+    let globex = all_ids(server, 1);
     let never_existed = "01900000-0000-7000-8000-000000000000";
     let mut bodies = Vec::new();
 
@@ -216,7 +225,7 @@ fn the_public_api_never_reveals_another_organizations_records() {
     }
 
     // Totals count only our records, with and without filters.
-    let acme = all_ids(&server, 0);
+    let acme = all_ids(server, 0);
     for (collection, ids) in &acme {
         let page: Value = server.json(&format!("/v1/{collection}?limit=1"));
         assert_eq!(page["total"], ids.len(), "{collection}");
@@ -297,7 +306,16 @@ fn summaries_count_only_the_callers_records() {
 
 #[test]
 fn change_events_and_histories_are_only_the_callers() {
-    let server = Server::start(&plugins_dir());
+    changes_and_histories_are_only_the_callers(&Server::start(&plugins_dir()));
+}
+
+#[test]
+fn change_events_and_histories_are_only_the_callers_of_access_tokens() {
+    changes_and_histories_are_only_the_callers(&Server::start(&plugins_dir()).with_tokens());
+}
+
+/// What the two tests above check, with the server's credentials (keys or tokens).
+fn changes_and_histories_are_only_the_callers(server: &Server) {
     let (acme, globex) = (server.organization_ids[0].clone(), server.organization_ids[1].clone());
     // Both organizations change something: each one's feed has events.
     let finding = |n: usize| {
@@ -326,7 +344,7 @@ fn change_events_and_histories_are_only_the_callers() {
             theirs = ids[0].clone();
         }
     }
-    let globex_ids: BTreeSet<String> = all_ids(&server, 1).into_iter().flat_map(|(_, ids)| ids).collect();
+    let globex_ids: BTreeSet<String> = all_ids(server, 1).into_iter().flat_map(|(_, ids)| ids).collect();
     // Our feed: only our records, never theirs.
     let feed = server.json("/v1/changes?limit=1000");
     assert!(!feed["data"].as_array().unwrap().is_empty());

@@ -7,6 +7,7 @@ mod common;
 mod admin_token;
 mod admission;
 mod api;
+mod audit;
 mod build_settings;
 mod changes;
 // The checks call the host's store functions as the native baseline does.
@@ -25,6 +26,7 @@ mod fairness;
 mod hostile_input;
 mod ingest;
 mod isolation;
+mod keys;
 mod lifecycle;
 mod lists;
 mod migrate;

@@ -38,6 +38,7 @@ fn a_migrated_deployment_answers_as_sled_does_with_its_keys_cursors_and_admin_to
     // Keys made on the sled deployment: one kept, one revoked.
     let made = Mutex::new(None);
     let resolved = Mutex::new(None);
+    let client = Mutex::new(None);
     let twins = Twins::migrated(&plugins_dir(), |sled| {
         let organization = sled.organization_ids[0].clone();
         // A finding with a status history: resolved by an import.
@@ -74,6 +75,26 @@ fn a_migrated_deployment_answers_as_sled_does_with_its_keys_cursors_and_admin_to
             .send()
             .unwrap();
         assert_eq!(paused.status(), 200);
+        // An API client, made by a request the audit trail records.
+        let made_client: Value = sled
+            .admin(Method::POST, "/admin/v1/clients")
+            .header("x-request-id", "made-before-the-migration")
+            .json(&json!({"organization_id": organization, "name": "SIEM", "scopes": ["endpoints:read"]}))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        *client.lock().unwrap() = Some(made_client);
+        // The trail is written within a second; the harness stops sled with SIGKILL.
+        common::wait_until(std::time::Duration::from_secs(30), "the client's creation in sled's trail", || {
+            let trail: Value = sled
+                .admin(Method::GET, &format!("/admin/v1/organizations/{organization}/audit?limit=1000"))
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            trail["data"].as_array().unwrap().iter().any(|entry| entry["request_id"] == "made-before-the-migration")
+        });
     });
     let (kept, revoked) = made.into_inner().unwrap().unwrap();
     let migration = twins.migration.as_ref().unwrap();
@@ -138,6 +159,35 @@ fn a_migrated_deployment_answers_as_sled_does_with_its_keys_cursors_and_admin_to
     let copied = subscriptions(&twins.postgres);
     assert_eq!(copied, subscriptions(&twins.sled));
     assert_eq!(copied[0]["state"], "paused");
+
+    // The API client, the signing keys and the audit trail are copied: the
+    // client gets a token from PostgreSQL's host that sled's key set verifies.
+    let client = client.into_inner().unwrap().unwrap();
+    let jwks = |server: &Server| -> Value {
+        server.client.get(server.url("/.well-known/jwks.json")).send().unwrap().json().unwrap()
+    };
+    assert_eq!(jwks(&twins.postgres), jwks(&twins.sled));
+    let token = twins
+        .postgres
+        .client
+        .post(twins.postgres.url("/oauth2/token"))
+        .basic_auth(client["client_id"].as_str().unwrap(), client["client_secret"].as_str())
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .unwrap();
+    assert_eq!(token.status(), 200);
+    let trail: Value = twins
+        .postgres
+        .client
+        .get(format!("{}/admin/v1/organizations/{organization}/audit?limit=1000", twins.postgres.admin_base))
+        .bearer_auth(twins.sled.admin_token().trim())
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let migrated =
+        trail["data"].as_array().unwrap().iter().find(|entry| entry["request_id"] == "made-before-the-migration");
+    assert!(migrated.is_some_and(|entry| entry["route"] == "/admin/v1/clients"), "{trail:#}");
 
     // The sled deployment's admin token is the PostgreSQL server's; the
     // database keeps only its SHA-256, so the PostgreSQL host, on a data

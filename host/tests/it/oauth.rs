@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::{Server, any_holds, data_dir_files, plugins_dir, python_dir, venv_program};
+use crate::common::{
+    Server, access_token, any_holds, data_dir_files, plugins_dir, python_dir, token_request, venv_program,
+};
 
 /// Creates an API client through the admin listener; its JSON (with the secret).
 fn create_client(server: &Server, organization: &str, scopes: &[&str]) -> Value {
@@ -23,26 +25,6 @@ fn create_client(server: &Server, organization: &str, scopes: &[&str]) -> Value 
         .unwrap();
     assert_eq!(response.status(), 201);
     response.json().unwrap()
-}
-
-/// `POST /oauth2/token` with HTTP Basic client authentication.
-fn token_request(server: &Server, client: &Value, form: &[(&str, &str)]) -> reqwest::blocking::Response {
-    server
-        .client
-        .post(server.url("/oauth2/token"))
-        .basic_auth(client["client_id"].as_str().unwrap(), client["client_secret"].as_str())
-        .form(form)
-        .send()
-        .unwrap()
-}
-
-fn access_token(server: &Server, client: &Value, scope: Option<&str>) -> String {
-    let mut form = vec![("grant_type", "client_credentials")];
-    form.extend(scope.map(|scope| ("scope", scope)));
-    let response = token_request(server, client, &form);
-    assert_eq!(response.status(), 200);
-    let body: Value = response.json().unwrap();
-    body["access_token"].as_str().unwrap().to_owned()
 }
 
 fn get_with(server: &Server, token: &str, path: &str) -> reqwest::blocking::Response {

@@ -534,15 +534,78 @@ fn a_keys_rate_limit_holds_across_two_hosts() {
     }
 }
 
+#[test]
+fn every_host_issues_and_accepts_the_same_tokens_and_follows_a_rotation_and_a_revocation() {
+    let hosts = TwoHosts::start(&[]);
+    let organization = hosts.a.organization_ids[0].clone();
+    let client: Value = hosts
+        .a
+        .admin(reqwest::Method::POST, "/admin/v1/clients")
+        .json(&serde_json::json!({"organization_id": organization, "name": "SIEM", "scopes": ["findings:read"]}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let token_from = |server: &Server| common::access_token(server, &client, None);
+    let read = |server: &Server, token: &str| {
+        server.client.get(server.url("/v1/vulnerability-findings?limit=1")).bearer_auth(token).send().unwrap().status()
+    };
+    // One public URL, one key set: each host's tokens read on the other.
+    let (from_a, from_b) = (token_from(&hosts.a), token_from(&hosts.b));
+    for server in hosts.both() {
+        assert_eq!(read(server, &from_a), 200);
+        assert_eq!(read(server, &from_b), 200);
+    }
+    let jwks = |server: &Server| -> Value {
+        server.client.get(server.url("/.well-known/jwks.json")).send().unwrap().json().unwrap()
+    };
+    assert_eq!(jwks(&hosts.a), jwks(&hosts.b));
+
+    // A rotation on `b`: `a` accepts `b`'s new tokens (an unknown key id
+    // rereads the keys, at most once a second) and signs with the new key
+    // within 10 s.
+    let rotated: Value =
+        hosts.b.admin(reqwest::Method::POST, "/admin/v1/signing-keys/rotate").send().unwrap().json().unwrap();
+    let new_kid = rotated["kid"].as_str().unwrap().to_owned();
+    let after_rotation = token_from(&hosts.b);
+    wait_until(Duration::from_secs(10), "host a accepting the new key's token", || {
+        read(&hosts.a, &after_rotation) == 200
+    });
+    assert_eq!(read(&hosts.a, &from_a), 200, "the old key's tokens run on");
+    wait_until(Duration::from_secs(30), "host a signing with the new key", || {
+        let token = token_from(&hosts.a);
+        let header = token.split('.').next().unwrap().to_owned();
+        use base64::Engine;
+        let header: Value =
+            serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(header).unwrap()).unwrap();
+        header["kid"] == new_kid.as_str()
+    });
+
+    // A revocation on `a` reaches `b` within the documented 10 s.
+    let revoked_at = Instant::now();
+    let client_id = client["client_id"].as_str().unwrap();
+    assert_eq!(
+        hosts.a.admin(reqwest::Method::DELETE, &format!("/admin/v1/clients/{client_id}")).send().unwrap().status(),
+        200
+    );
+    while read(&hosts.b, &after_rotation) == 200 {
+        assert!(revoked_at.elapsed() < Duration::from_secs(10), "host b still accepts a revoked client's token");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(read(&hosts.b, &after_rotation), 401);
+}
+
 /// The tenant tables: distributed by organization id under Citus.
 const TENANT_TABLES: [&str; 7] =
     ["records", "index_entries", "counts", "organizations", "write_clocks", "changes", "history"];
 /// Tables a public request may read without naming an organization: a
 /// reference table (`api_keys`, found by the key's hash) and the hosts'
-/// own (`hosts`, `settings`); and `documents`, a reference table the
-/// hosts' webhook dispatchers read meanwhile (the log does not tell their
-/// statements from the requests').
-const SHARED_TABLES: [&str; 4] = ["api_keys", "hosts", "settings", "documents"];
+/// own (`hosts`, `settings`); `documents`, a reference table the hosts'
+/// webhook dispatchers and token checks read meanwhile, and
+/// `audit_entries`, which the audit recorder writes in batches of every
+/// organization's entries (the log does not tell their statements from
+/// the requests').
+const SHARED_TABLES: [&str; 5] = ["api_keys", "hosts", "settings", "documents", "audit_entries"];
 
 #[test]
 fn every_statement_of_a_public_request_names_the_callers_organization() {

@@ -1,7 +1,8 @@
 //! The store's contract, written once against `esr::store::Store` and run
 //! against every backend: records by id and in order, index scans,
 //! positions and counts, count-matching, count-in-range and count-groups
-//! (against brute force), organizations, API keys and their revocation, secrets and
+//! (against brute force), organizations, API keys, their revocation, uses
+//! and expiries, secrets and
 //! markers across a reopen, the write batch (all or nothing, validation
 //! under the write lock, writers serialized), the probe and sizes, clearing,
 //! bulk loads and the index check; the change feed (sequences in commit
@@ -83,6 +84,7 @@ macro_rules! contract {
                 count_in_range_agrees_with_brute_force,
                 count_groups_agrees_with_brute_force,
                 organizations_and_api_keys,
+                api_key_uses_and_expiries_survive_a_reopen,
                 secrets_and_markers_survive_a_reopen,
                 documents_are_swapped_by_version_and_survive_a_reopen,
                 a_batch_is_all_or_nothing,
@@ -723,6 +725,7 @@ fn key_record(organization: Uuid, name: &str) -> ApiKeyRecord {
         created_at: "2026-01-01T00:00:00Z".to_owned(),
         expires_at: None,
         revoked_at: None,
+        last_used_at: None,
     }
 }
 
@@ -764,6 +767,72 @@ fn organizations_and_api_keys(backend: &dyn Backend) {
     // Every key with its hash, oldest first (what a copy of the store needs).
     let with_hashes = vec![(hashes[0], keys[0].clone()), (hashes[1], keys[1].clone()), (hashes[2], revoked)];
     assert_eq!(store.api_keys_with_hashes().unwrap(), with_hashes);
+}
+
+fn api_key_uses_and_expiries_survive_a_reopen(backend: &dyn Backend) {
+    let organization = Uuid::now_v7();
+    let hashes: Vec<[u8; 32]> = (0..3u8).map(|n| [n + 11; 32]).collect();
+    let keys =
+        [key_record(organization, "used"), key_record(organization, "revoked"), key_record(organization, "busy")];
+    let expected = {
+        let store = backend.open();
+        for (hash, key) in hashes.iter().zip(&keys) {
+            store.insert_api_key(hash, key).unwrap();
+        }
+        // A use is noted; an earlier one noted later (another host's, late)
+        // does not move it back.
+        store.touch_api_key(keys[0].id, "2026-02-01T10:00:00Z").unwrap();
+        assert_eq!(store.api_key(&hashes[0]).unwrap().unwrap().last_used_at.as_deref(), Some("2026-02-01T10:00:00Z"));
+        store.touch_api_key(keys[0].id, "2026-02-01T09:59:00Z").unwrap();
+        assert_eq!(store.api_key(&hashes[0]).unwrap().unwrap().last_used_at.as_deref(), Some("2026-02-01T10:00:00Z"));
+        store.touch_api_key(keys[0].id, "2026-02-01T10:01:00Z").unwrap();
+        store.touch_api_key(Uuid::now_v7(), "2026-02-01T10:01:00Z").unwrap();
+
+        // A new expiry changes nothing else.
+        let changed = store.set_api_key_expiry(keys[0].id, "2026-03-01T00:00:00Z").unwrap().expect("a key");
+        let used = ApiKeyRecord {
+            expires_at: Some("2026-03-01T00:00:00Z".into()),
+            last_used_at: Some("2026-02-01T10:01:00Z".into()),
+            ..keys[0].clone()
+        };
+        assert_eq!(changed, used);
+        assert_eq!(store.api_key(&hashes[0]).unwrap(), Some(used.clone()));
+        assert_eq!(store.set_api_key_expiry(Uuid::now_v7(), "2026-03-01T00:00:00Z").unwrap(), None);
+
+        // A use noted after a revocation keeps it, and so does a new expiry.
+        store.revoke_api_key(keys[1].id, "2026-02-02T00:00:00Z").unwrap();
+        store.touch_api_key(keys[1].id, "2026-02-02T00:00:01Z").unwrap();
+        let revoked = store.set_api_key_expiry(keys[1].id, "2026-04-01T00:00:00Z").unwrap().expect("a key");
+        assert_eq!(revoked.revoked_at.as_deref(), Some("2026-02-02T00:00:00Z"));
+        assert_eq!(revoked.last_used_at.as_deref(), Some("2026-02-02T00:00:01Z"));
+
+        // Uses noted while the key is revoked and its expiry set: none lost.
+        std::thread::scope(|scope| {
+            let store = &store;
+            let id = keys[2].id;
+            scope.spawn(move || {
+                for second in 0..40 {
+                    store.touch_api_key(id, &format!("2026-02-03T00:00:{second:02}Z")).unwrap();
+                }
+            });
+            scope.spawn(move || {
+                store.revoke_api_key(id, "2026-02-03T12:00:00Z").unwrap();
+            });
+            scope.spawn(move || {
+                store.set_api_key_expiry(id, "2026-05-01T00:00:00Z").unwrap();
+            });
+        });
+        let busy = store.api_key(&hashes[2]).unwrap().expect("a key");
+        assert_eq!(
+            (busy.revoked_at.as_deref(), busy.expires_at.as_deref(), busy.last_used_at.as_deref()),
+            (Some("2026-02-03T12:00:00Z"), Some("2026-05-01T00:00:00Z"), Some("2026-02-03T00:00:39Z"))
+        );
+        store.flush().unwrap();
+        vec![(hashes[0], used), (hashes[1], revoked), (hashes[2], busy)]
+    };
+    let store = backend.open();
+    assert_eq!(store.api_keys_with_hashes().unwrap(), expected, "as they were, after a reopen");
+    assert_eq!(store.api_key(&hashes[0]).unwrap(), Some(expected[0].1.clone()));
 }
 
 fn secrets_and_markers_survive_a_reopen(backend: &dyn Backend) {

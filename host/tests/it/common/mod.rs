@@ -306,6 +306,25 @@ impl Server {
         (organization, key["api_key"].as_str().unwrap().to_owned())
     }
 
+    /// The same server, its demo organizations reading with access tokens
+    /// (of an API client each, every read scope) instead of API keys.
+    pub fn with_tokens(mut self) -> Server {
+        for (index, organization) in self.organization_ids.clone().iter().enumerate() {
+            let client: Value = self
+                .admin(reqwest::Method::POST, "/admin/v1/clients")
+                .json(&serde_json::json!({
+                    "organization_id": organization, "name": "isolation",
+                    "scopes": ["endpoints:read", "targets:read", "scopes:read", "findings:read", "agent:config:read"],
+                }))
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            self.keys[index] = access_token(&self, &client, None);
+        }
+        self
+    }
+
     /// Imports `lines` as one NDJSON batch into the organization's
     /// collection through the admin listener.
     pub fn import_lines(&self, organization: &str, collection: &str, lines: &[Value]) -> Response {
@@ -593,6 +612,28 @@ pub fn data_dir_files(dir: &Path) -> Vec<Vec<u8>> {
 /// Whether any of `files` holds `needle`.
 pub fn any_holds(files: &[Vec<u8>], needle: &[u8]) -> bool {
     files.iter().any(|bytes| bytes.windows(needle.len()).any(|window| window == needle))
+}
+
+/// `POST /oauth2/token` for an API client (its JSON as made, with its
+/// secret), authenticated with HTTP Basic.
+pub fn token_request(server: &Server, client: &Value, form: &[(&str, &str)]) -> Response {
+    server
+        .client
+        .post(server.url("/oauth2/token"))
+        .basic_auth(client["client_id"].as_str().unwrap(), client["client_secret"].as_str())
+        .form(form)
+        .send()
+        .unwrap()
+}
+
+/// An access token for the client, with `scope` when given.
+pub fn access_token(server: &Server, client: &Value, scope: Option<&str>) -> String {
+    let mut form = vec![("grant_type", "client_credentials")];
+    form.extend(scope.map(|scope| ("scope", scope)));
+    let response = token_request(server, client, &form);
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().unwrap();
+    body["access_token"].as_str().unwrap().to_owned()
 }
 
 /// The tests' Python files (`host/tests/python`).
