@@ -19,6 +19,7 @@ use super::{
     AppState, Caller, GROUPS, RequestId, allow_read_only, authenticated, call_component, conditional, parse_id,
     path_parameters, query_pairs, read_group, tenant,
 };
+use crate::audit_trail::RecordsAnswered;
 use crate::cursor::CursorBinding;
 use crate::problem::ApiError;
 use esr_runtime::feed::{self, FeedPage};
@@ -146,7 +147,9 @@ pub(super) async fn changes(
     }
     let sequence = latest.max(last_read.unwrap_or(0));
     body.extend_from_slice(format!("],\"next_cursor\":{},\"sequence\":{sequence}}}", json!(next_cursor)).as_bytes());
-    Ok(conditional(&headers, body, "application/json"))
+    let mut response = conditional(&headers, body, "application/json");
+    response.extensions_mut().insert(RecordsAnswered(events.len() as u64));
+    Ok(response)
 }
 
 /// The feed's parameters, checked.
@@ -261,5 +264,7 @@ pub(super) async fn history(
         body.extend_from_slice(entry);
     }
     body.extend_from_slice(b"]}");
-    Ok(conditional(&headers, body, "application/json"))
+    let mut response = conditional(&headers, body, "application/json");
+    response.extensions_mut().insert(RecordsAnswered(entries.len() as u64));
+    Ok(response)
 }

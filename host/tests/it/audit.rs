@@ -77,6 +77,8 @@ fn every_authenticated_request_refusal_and_admin_action_is_in_its_organization_s
         .unwrap();
     assert_eq!(wrong.status(), 401);
     assert_eq!(server.get_as(1, "/v1/scopes?limit=1").status(), 200);
+    let feed = server.json("/v1/changes?limit=4");
+    let events = feed["data"].as_array().unwrap().len();
     // Not authentication attempts: health and the document need no key.
     assert_eq!(server.client.get(server.url("/v1/health")).send().unwrap().status(), 200);
 
@@ -84,7 +86,7 @@ fn every_authenticated_request_refusal_and_admin_action_is_in_its_organization_s
     let mut entries = Vec::new();
     wait_until(Duration::from_secs(30), "the trail holds every request", || {
         entries = trail(&server, &acme, "");
-        entries.len() >= 7
+        entries.len() >= 8
     });
     let route_of = |entry: &Value| entry["route"].as_str().unwrap().to_owned();
     let find = |method: &str, route: &str, status: u64| -> Value {
@@ -117,6 +119,7 @@ fn every_authenticated_request_refusal_and_admin_action_is_in_its_organization_s
     let refused = find("POST", "/oauth2/token", 401);
     assert_eq!(refused["principal"]["id"], client_id.as_str(), "a refused secret is its client's to see");
     find("POST", "/oauth2/token", 200);
+    assert_eq!(find("GET", "/v1/changes", 200)["records"], events);
     assert!(entries.iter().all(|entry| route_of(entry) != "/v1/health"));
     // Positions only grow.
     let positions: Vec<u64> =
