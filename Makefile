@@ -12,7 +12,7 @@ PLUGINS      := endpoints remediation-targets scopes vulnerability-findings agen
 # esr-plugin-import-<format>, installed as import-<format>.wasm.
 IMPORTERS    := trivy grype cyclonedx sarif osv wazuh
 # Alternative and deliberately broken components the tests load.
-TEST_PLUGINS := endpoints-redacted endpoints-wit-0-3-1 endless-loop memory-hog panics prober sleeper log-flood
+TEST_PLUGINS := endpoints-redacted endpoints-wit-0-3-1 findings-wit-0-3-2 endless-loop memory-hog panics prober sleeper log-flood
 ESR         := target/debug/esr
 # Real scanner reports the report tests import, read where they are (never
 # copied into the project); a missing folder fails those tests.
@@ -25,7 +25,7 @@ PYTHON_REQUIREMENTS := host/tests/python/requirements.txt
 NPM_DIR     := target/npm
 LINT_PACKAGES := host/tests/lint/package.json host/tests/lint/package-lock.json
 
-.PHONY: run run-postgres test plugins test-plugins host toolchain wasm-target lint cargo-deny fmt bench wrk postgresql plugin-new venv openapi npm-tools nodejs nginx
+.PHONY: run run-postgres test plugins test-plugins host toolchain wasm-target lint cargo-deny fmt bench wrk postgresql plugin-new venv openapi npm-tools nodejs nginx chromium
 
 run: host plugins
 	$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR)
@@ -41,7 +41,7 @@ run-postgres: host plugins postgresql
 # with the dev-dependencies).
 # The native baseline is built in, so its test runs too; serving still
 # defaults to the components.
-test: plugins test-plugins venv npm-tools postgresql nginx
+test: plugins test-plugins venv npm-tools postgresql nginx chromium
 	ESR_PLUGINS_DIR=$(abspath $(PLUGINS_DIR)) ESR_TEST_PLUGINS_DIR=$(abspath $(TEST_PLUGINS_DIR)) \
 		ESR_PYTHON_VENV=$(abspath $(VENV)) ESR_NPM_DIR=$(abspath $(NPM_DIR)) ESR_SCANNER_REPORTS_DIR=$(ESR_SCANNER_REPORTS_DIR) \
 		$(CARGO) test --workspace --features esr/native-baseline
@@ -77,6 +77,15 @@ nginx:
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			apt-get install -y -q nginx || { apt-get update -q && apt-get install -y -q nginx; }; \
 		else echo "make test needs nginx (1.22 or later): sudo apt-get install nginx" >&2; exit 1; fi; }
+
+# Chromium from Debian's packages when missing (as root), else a message
+# saying what to install: the reference page test renders /docs in it,
+# headless.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; \
+		else echo "make test needs Chromium (headless, for /docs): sudo apt-get install chromium" >&2; exit 1; fi; }
 
 # Rewrites docs/openapi.json from the components (a test fails when it drifts).
 openapi: host plugins

@@ -12,7 +12,8 @@ use esr_plugin_sdk::{DocumentPlugin, GroupCount, IndexPosition, IndexWalk, Match
 use esr_plugin_sdk::{PluginError as SdkError, Request as SdkRequest, Store as SdkStore};
 
 use esr_runtime::{
-    CallError, InvalidParam, NativeCalls, Page, PluginError, Rendered, Request, Summary, Tenant, TenantSession,
+    CallError, ExportChunk, InvalidParam, NativeCalls, Page, PluginError, Rendered, Request, Summary, Tenant,
+    TenantSession,
 };
 
 /// The native baseline as the component runtime calls it.
@@ -33,6 +34,21 @@ impl NativeCalls for NativeBaseline {
 
     fn summary(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Summary, CallError> {
         summary(group, tenant, request)
+    }
+
+    fn export_chunk(
+        &self,
+        group: &str,
+        tenant: &Tenant,
+        request: &Request,
+        after: Option<&str>,
+        (max_records, max_bytes): (u32, u32),
+    ) -> Result<ExportChunk, CallError> {
+        let request = sdk_request(request);
+        let chunk = with_store(tenant, |store| {
+            native_logic(group).and_then(|logic| (logic.export_chunk)(store, &request, after, max_records, max_bytes))
+        })?;
+        Ok(ExportChunk { lines: chunk.lines, count: chunk.count, last_read: chunk.last_read })
     }
 }
 
@@ -167,12 +183,18 @@ struct NativeLogic {
     list: fn(&dyn SdkStore, &SdkRequest) -> SdkResult<esr_plugin_sdk::Page>,
     get: fn(&dyn SdkStore, &str, &SdkRequest) -> SdkResult<Vec<u8>>,
     summary: fn(&dyn SdkStore, &SdkRequest) -> SdkResult<esr_plugin_sdk::summary::Summary>,
+    export_chunk: ExportChunkFn,
 }
 
 type SdkResult<T> = Result<T, SdkError>;
 
+/// `ResourcePlugin::export_chunk`: the request, where it resumes, and its
+/// bounds in records and bytes.
+type ExportChunkFn =
+    fn(&dyn SdkStore, &SdkRequest, Option<&str>, u32, u32) -> SdkResult<esr_plugin_sdk::export::ExportChunk>;
+
 fn logic_of<Logic: ResourcePlugin>() -> NativeLogic {
-    NativeLogic { list: Logic::list, get: Logic::get, summary: Logic::summary }
+    NativeLogic { list: Logic::list, get: Logic::get, summary: Logic::summary, export_chunk: Logic::export_chunk }
 }
 
 /// The logic of the collection `group` names, or the error of a group

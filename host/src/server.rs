@@ -250,6 +250,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             metrics
         }),
         health: tokio::sync::Mutex::default(),
+        exports: Default::default(),
         rate_limits,
     });
     let heartbeats = tokio::spawn(heartbeat(state.clone()));

@@ -89,6 +89,11 @@ pub(super) async fn create(State(state): State<AdminState>, uri: Uri, body: Byte
             problems.push((required.to_owned(), "required".to_owned()));
         }
     }
+    if let Some(format) = &settings.format
+        && let Err(reason) = esr_runtime::feed::check_format(&state.plugins.current(), format)
+    {
+        problems.push(("format".to_owned(), reason));
+    }
     if !problems.is_empty() {
         return Err(ApiError::invalid_parameters(problems));
     }

@@ -36,7 +36,7 @@ pub const MAX_COLLECTION_PARAMETER_CHARS: usize = 128;
 pub const MAX_HISTORY_ENTRIES: usize = 10_000;
 
 /// The parameters `GET /v1/changes` takes.
-const CHANGES_PARAMETERS: [&str; 4] = ["limit", "after", "cursor", "collection"];
+const CHANGES_PARAMETERS: [&str; 5] = ["limit", "after", "cursor", "collection", "format"];
 
 /// Why a cursor is refused (clients and tests match it).
 pub const CURSOR_NOT_ISSUED: &str = "not a cursor issued for this feed and these collections";
@@ -109,10 +109,12 @@ pub(super) async fn changes(
         reads.at_least.fetch_max(position, Ordering::Relaxed);
     }
     let after = after.map_or(0, |(after, _)| after);
-    let limit = parameters.limit;
+    let (limit, format) = (parameters.limit, parameters.format);
+    feed::check_format(&state.plugins.current(), &format)
+        .map_err(|reason| ApiError::invalid_parameters(vec![("format".into(), reason)]))?;
     let base_url = state.public_url.clone();
     let page = call_component(&state, FEED, &caller, principal.organization_id, &reads, move |plugins| {
-        feed::read_page(plugins, &tenant, &base_url, after, &collections, limit, &request_id)
+        feed::read_page(plugins, &tenant, &base_url, after, &collections, (limit, &format), &request_id)
     })
     .await?;
     let (events, last_read, full, latest) = match page {
@@ -158,13 +160,21 @@ struct FeedParameters {
     after: Option<u64>,
     cursor: Option<String>,
     collections: Option<Vec<Collection>>,
+    /// How records are rendered (`esr` or `ocsf`), checked against the
+    /// components loaded when the page is read.
+    format: String,
 }
 
 impl FeedParameters {
     fn parse(query: &[(String, String)]) -> Result<FeedParameters, ApiError> {
         let mut problems: Vec<(String, String)> = Vec::new();
-        let mut parameters =
-            FeedParameters { limit: DEFAULT_CHANGES_LIMIT, after: None, cursor: None, collections: None };
+        let mut parameters = FeedParameters {
+            limit: DEFAULT_CHANGES_LIMIT,
+            after: None,
+            cursor: None,
+            collections: None,
+            format: feed::DEFAULT_FORMAT.to_owned(),
+        };
         let mut seen: Vec<&str> = Vec::new();
         for (name, value) in query {
             if !CHANGES_PARAMETERS.contains(&name.as_str()) {
@@ -199,6 +209,7 @@ impl FeedParameters {
                     _ => problems.push((name.clone(), "must be a sequence: an integer from 0".into())),
                 },
                 "cursor" => parameters.cursor = Some(value.clone()),
+                "format" => parameters.format = value.clone(),
                 _ => {
                     let named: Result<Vec<Collection>, &str> =
                         value.split(',').map(|name| Collection::named(name).ok_or(name)).collect();

@@ -14,6 +14,8 @@ mod audit_trail;
 mod changes;
 pub mod connections;
 pub mod cursor;
+mod docs;
+pub mod export;
 pub mod known_keys;
 pub mod limits;
 pub mod metrics;
@@ -99,6 +101,8 @@ pub struct SharedState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Health's last checks, shared by every health request for [`HEALTH_TTL`].
     pub health: tokio::sync::Mutex<Option<HealthChecks>>,
+    /// The exports running on this host, one per key.
+    pub exports: export::Exports,
 }
 
 /// What health found: storage, components and replicas, when, and for
@@ -123,11 +127,28 @@ mod routes {
     pub const SUMMARY: &str = "/v1/{collection}/summary";
     pub const CHANGES: &str = "/v1/changes";
     pub const HISTORY: &str = "/v1/{collection}/{id}/history";
+    pub const EXPORT: &str = "/v1/{collection}/export";
     pub const TOKEN: &str = "/oauth2/token";
     pub const AUTHORIZATION_SERVER: &str = "/.well-known/oauth-authorization-server";
     pub const JWKS: &str = "/.well-known/jwks.json";
-    pub const ALL: [&str; 11] =
-        [HEALTH, OPENAPI, AGENT_CONFIG, LIST, ITEM, SUMMARY, CHANGES, HISTORY, TOKEN, AUTHORIZATION_SERVER, JWKS];
+    pub const DOCS: &str = "/docs";
+    pub const DOCS_ASSET: &str = "/docs/{file}";
+    pub const ALL: [&str; 14] = [
+        HEALTH,
+        OPENAPI,
+        AGENT_CONFIG,
+        LIST,
+        ITEM,
+        SUMMARY,
+        EXPORT,
+        CHANGES,
+        HISTORY,
+        TOKEN,
+        AUTHORIZATION_SERVER,
+        JWKS,
+        DOCS,
+        DOCS_ASSET,
+    ];
 }
 
 /// The longest `--public-url`, so every URL built from it has a bound the
@@ -296,12 +317,14 @@ pub fn router(state: AppState) -> Router {
         .route(routes::AGENT_CONFIG, any(agent_config))
         .route(routes::LIST, any(list))
         .route(routes::SUMMARY, any(summary))
+        .route(routes::EXPORT, any(export::export))
         .route(routes::ITEM, any(item))
         .route(routes::CHANGES, any(changes::changes))
         .route(routes::HISTORY, any(changes::history))
         .route(routes::TOKEN, any(oauth::token))
         .route(routes::AUTHORIZATION_SERVER, any(oauth::metadata))
         .route(routes::JWKS, any(oauth::jwks))
+        .merge(docs::routes())
         .fallback(not_found)
         .layer(middleware::from_fn(acceptable))
         .layer(middleware::from_fn_with_state(state.clone(), rate_limit))

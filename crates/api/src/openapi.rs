@@ -8,6 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
+use esr_contract::Collection;
 use esr_contract::limits::MAX_CURSOR_CHARS;
 use esr_contract::limits::MAX_LIMIT;
 
@@ -49,6 +50,15 @@ pub fn document<'a>(plugins: impl Iterator<Item = &'a ComponentInfo>) -> Value {
                 json!({"get": history_operation(group)}),
             );
         }
+        if let Some(formats) = &info.export_formats {
+            paths.insert(
+                format!("/v1/{}/export", group.collection),
+                json!({"get": export_operation(group, info, formats)}),
+            );
+            if formats.iter().any(|format| format == "ocsf") && group.collection == Collection::VulnerabilityFindings {
+                schemas.insert("OcsfVulnerabilityFinding".to_owned(), ocsf_finding_schema());
+            }
+        }
         if let Some(summary) = info.summary.as_ref().filter(|_| group.summary) {
             schemas.insert(format!("{}Summary", group.schema), summary_schema(&summary.group_by));
             paths
@@ -58,9 +68,10 @@ pub fn document<'a>(plugins: impl Iterator<Item = &'a ComponentInfo>) -> Value {
     let followed: Vec<&super::Group> =
         GROUPS.iter().filter(|group| by_group(group.collection.name()).is_some()).collect();
     if !followed.is_empty() {
-        schemas.insert("ChangeEvent".to_owned(), change_event_schema(&followed));
+        let ocsf = schemas.contains_key("OcsfVulnerabilityFinding");
+        schemas.insert("ChangeEvent".to_owned(), change_event_schema(&followed, ocsf));
         schemas.insert("ChangeFeed".to_owned(), change_feed_schema());
-        paths.insert("/v1/changes".to_owned(), json!({"get": changes_operation(&followed)}));
+        paths.insert("/v1/changes".to_owned(), json!({"get": changes_operation(&followed, ocsf)}));
     }
     if GROUPS.iter().any(|group| group.history && by_group(group.collection.name()).is_some()) {
         schemas.insert("HistoryEntry".to_owned(), history_entry_schema());
@@ -258,6 +269,89 @@ fn list_operation(group: &super::Group, info: &ComponentInfo) -> Value {
         "security": security(&[group.scope]),
         "parameters": parameters,
         "responses": responses(answers, &AUTHENTICATED_ERRORS),
+    })
+}
+
+/// The list's parameters an export does not take.
+const PAGING_PARAMETERS: [&str; 5] = ["limit", "offset", "cursor", "sort", "id"];
+
+fn export_operation(group: &super::Group, info: &ComponentInfo, formats: &[String]) -> Value {
+    let mut parameters: Vec<Value> = info
+        .parameters
+        .iter()
+        .filter(|parameter| !PAGING_PARAMETERS.contains(&parameter.name.as_str()))
+        .map(query_parameter)
+        .collect();
+    parameters.push(json!({
+        "name": "after", "in": "query", "required": false,
+        "description": format!(
+            "Resume after this {} id: the last record received from an export that did not end whole.",
+            group.resource
+        ),
+        "schema": {"type": "string", "format": "uuid", "maxLength": super::export::MAX_ID_CHARS},
+    }));
+    if !formats.is_empty() {
+        let mut names = vec![esr_runtime::feed::DEFAULT_FORMAT.to_owned()];
+        names.extend(formats.iter().cloned());
+        parameters.push(json!({
+            "name": "format", "in": "query", "required": false,
+            "description": "How each record is rendered: esr (as the item operation shows it) or ocsf (an OCSF Vulnerability Finding, docs/ocsf.md).",
+            "schema": {"type": "string", "enum": names, "default": esr_runtime::feed::DEFAULT_FORMAT},
+        }));
+    }
+    parameters.push(reference("parameters", "RequestId"));
+    let mut headers = common_headers();
+    headers.insert("ESR-Sequence".to_owned(), json!({
+        "description": "The organization's change-feed sequence when the export began: follow /v1/changes?after= it.",
+        "schema": {"type": "integer", "format": "int64", "minimum": 0, "maximum": i64::MAX},
+    }));
+    let mut answers = Map::new();
+    answers.insert("200".to_owned(), json!({
+        "description": format!(
+            "Every matching {} as NDJSON, one record per line in id order, then the line              {{\"sequence\": S, \"count\": N}}: a stream without it did not end whole.",
+            group.resource
+        ),
+        "headers": headers,
+        // A stream: as long as the collection, no longer.
+        "content": {"application/x-ndjson": {"schema": {"type": "string", "maxLength": i64::MAX}}},
+    }));
+    let mut errors = AUTHENTICATED_ERRORS.to_vec();
+    errors.push("404");
+    json!({
+        "operationId": format!("export{}s", group.schema),
+        "summary": format!("Export every {}", group.resource),
+        "description": format!(
+            "Needs the `{}` scope. Streams every {} the key may read that the list's filters match, as NDJSON \
+             (gzip with Accept-Encoding: gzip), in id order, without a job: the header ESR-Sequence gives the \
+             organization's sequence when it began and the last line is {{\"sequence\": S, \"count\": N}}. A \
+             stream cut short resumes with `after` = the last id received; then follow /v1/changes?after=S. One \
+             export runs at a time per key (429 with Retry-After). 404 when the loaded component serves no export.",
+            group.scope, group.resource
+        ),
+        "tags": [group.tag],
+        "security": security(&[group.scope]),
+        "parameters": parameters,
+        "responses": responses(answers, &errors),
+    })
+}
+
+/// What the OpenAPI document says of an OCSF finding: its class and the
+/// schema version; the OCSF schema itself is the reference.
+fn ocsf_finding_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "An OCSF Vulnerability Finding (class_uid 2002), as docs/ocsf.md maps it; the OCSF schema named by metadata.version is the reference.",
+        "required": ["class_uid", "category_uid", "activity_id", "type_uid", "severity_id", "time", "metadata", "finding_info"],
+        "properties": {
+            "class_uid": {"const": 2002},
+            "category_uid": {"const": 2},
+            "activity_id": {"type": "integer", "format": "int32", "minimum": 0, "maximum": 99},
+            "type_uid": {"type": "integer", "format": "int32", "minimum": 200200, "maximum": 200299},
+            "severity_id": {"type": "integer", "format": "int32", "minimum": 0, "maximum": 99},
+            "time": {"type": "integer", "format": "int64", "minimum": 0, "maximum": i64::MAX},
+            "metadata": {"type": "object"},
+            "finding_info": {"type": "object"},
+        },
     })
 }
 
@@ -462,7 +556,7 @@ fn sequence_schema(description: &str) -> Value {
     json!({"type": "integer", "format": "int64", "minimum": 0, "maximum": i64::MAX, "description": description})
 }
 
-fn changes_operation(groups: &[&super::Group]) -> Value {
+fn changes_operation(groups: &[&super::Group], ocsf: bool) -> Value {
     let collections: Vec<&str> = groups.iter().map(|group| group.collection.name()).collect();
     let mut answers = Map::new();
     answers.insert(
@@ -513,6 +607,11 @@ fn changes_operation(groups: &[&super::Group]) -> Value {
                 "description": format!("Only these collections, comma-separated: {}.", collections.join(", ")),
                 "schema": {"type": "string", "maxLength": MAX_COLLECTION_PARAMETER_CHARS, "pattern": format!("^({0})(,({0}))*$", collections.join("|"))},
             },
+            {
+                "name": "format", "in": "query", "required": false,
+                "description": "How records are rendered: esr (as the item operations show them), or ocsf: findings as OCSF Vulnerability Findings (docs/ocsf.md), other records as esr.",
+                "schema": {"type": "string", "enum": if ocsf { vec!["esr", "ocsf"] } else { vec!["esr"] }, "default": "esr"},
+            },
             reference("parameters", "IfNoneMatch"),
             reference("parameters", "RequestId"),
         ],
@@ -520,8 +619,11 @@ fn changes_operation(groups: &[&super::Group]) -> Value {
     })
 }
 
-fn change_event_schema(groups: &[&super::Group]) -> Value {
+fn change_event_schema(groups: &[&super::Group], ocsf: bool) -> Value {
     let mut records: Vec<Value> = groups.iter().map(|group| reference("schemas", group.schema)).collect();
+    if ocsf {
+        records.push(reference("schemas", "OcsfVulnerabilityFinding"));
+    }
     records.push(json!({"type": "null"}));
     json!({
         "type": "object",

@@ -22,6 +22,9 @@ pub struct ComponentInfo {
     /// What its summary accepts; `None` when it serves none (built before
     /// WIT 0.3.2, or grouping by nothing).
     pub summary: Option<SummaryDoc>,
+    /// The formats its export renders besides `esr`; `None` when it serves
+    /// no export (built before WIT 0.3.3).
+    pub export_formats: Option<Vec<String>>,
     pub loaded_at: String,
 }
 

@@ -197,6 +197,9 @@ pub(super) fn call_failure(store: &Store<CallState>, error: wasmtime::Error) -> 
 }
 
 /// A component file of either kind, loaded and checked.
+// Made once per file at load time, and taken apart at once: its size
+// costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub enum LoadedComponent {
     Group(LoadedGroup),
     Importer(LoadedImporter),

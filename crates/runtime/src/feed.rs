@@ -46,17 +46,52 @@ pub fn is_json(body: &[u8], open: u8) -> bool {
         && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
 }
 
+/// The format every record is shown in unless another is asked for: as
+/// the item route shows it.
+pub const DEFAULT_FORMAT: &str = "esr";
+/// The formats the feed (and webhooks) render records in.
+pub const FORMATS: [&str; 2] = [DEFAULT_FORMAT, "ocsf"];
+
+/// The collections whose records a format renders (the others are shown as
+/// the item route shows them): OCSF has a class for findings alone.
+pub fn rendered_by(format: &str) -> &'static [Collection] {
+    match format {
+        "ocsf" => &[Collection::VulnerabilityFindings],
+        _ => &[],
+    }
+}
+
+/// Whether the feed can render `format` with the components loaded; why
+/// not, in words a client can act on.
+pub fn check_format(plugins: &ComponentSet, format: &str) -> Result<(), String> {
+    if !FORMATS.contains(&format) {
+        return Err(format!("not one of {}", FORMATS.join(", ")));
+    }
+    for collection in rendered_by(format) {
+        let info = plugins.get(collection.name());
+        let renders = info
+            .and_then(|info| info.export_formats.as_ref())
+            .is_some_and(|formats| formats.iter().any(|rendered| rendered == format));
+        if !renders {
+            let built =
+                info.map_or_else(String::new, |info| format!(" (built against esr:plugin@{})", info.wit_version));
+            return Err(format!("the component serving {collection} renders no {format}{built}"));
+        }
+    }
+    Ok(())
+}
+
 /// Reads a page of at most `limit` events after `after` in one session:
 /// where the feed stands, the events, the records they name (through each
-/// group's component), and where it stands again (a deletion pruned
-/// meanwhile is noticed).
+/// group's component, in `format` where it renders the collection), and
+/// where it stands again (a deletion pruned meanwhile is noticed).
 pub fn read_page(
     plugins: &ComponentSet,
     tenant: &Tenant,
     base_url: &str,
     after: u64,
     collections: &[Collection],
-    limit: usize,
+    (limit, format): (usize, &str),
     request_id: &str,
 ) -> Result<FeedPage, CallError> {
     let mut session = tenant.session().map_err(CallError::from_store)?;
@@ -91,7 +126,11 @@ pub fn read_page(
         if ids.is_empty() {
             continue;
         }
-        let request = component_request(&format!("/v1/{collection}/{{id}}"), base_url, &[]);
+        let query = match rendered_by(format).contains(collection) {
+            true => vec![("format".to_owned(), format.to_owned())],
+            false => Vec::new(),
+        };
+        let request = component_request(&format!("/v1/{collection}/{{id}}"), base_url, &query);
         let (shaped, handed_back) =
             plugins.get_records(collection.name(), tenant, session, &ids, &request, request_id)?;
         session = handed_back;

@@ -36,7 +36,8 @@ use wasmtime_wasi_io::bindings::wasi::io::poll as async_wasi_poll;
 use wasmtime_wasi_io::poll::DynPollable;
 
 use esr_store::{
-    GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, Matching, RecordWalk, StoreError, StoreReader,
+    Collection, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, Matching, RecordWalk, StoreError,
+    StoreReader,
 };
 
 mod call;
@@ -90,10 +91,11 @@ use bindings::document::{DocumentPlugin, DocumentPluginPre};
 use bindings::importer::{ReportImporter, ReportImporterPre};
 use bindings::resource::ResourcePlugin;
 use bindings::resource::esr::plugin::{log, store as wit_store, types};
-use bindings::resource::exports::esr::plugin::{handler, summaries};
+use bindings::resource::exports::esr::plugin::{bulk_export, handler, summaries};
 
 pub use bindings::document::exports::esr::plugin::document::Rendered;
 pub use bindings::importer::exports::esr::plugin::importer::{Confidence, ReportError as ImporterError};
+pub use bindings::resource::exports::esr::plugin::bulk_export::Chunk as ExportChunk;
 pub use bindings::resource::exports::esr::plugin::handler::Page;
 pub use bindings::resource::exports::esr::plugin::summaries::SummaryAnswer as Summary;
 pub use types::{Descriptor, Error as PluginError, InvalidParam, QueryParam, Request};
@@ -104,7 +106,7 @@ pub const WIT_PACKAGE: &str = "esr:plugin";
 /// version is a breaking one under semver).
 pub const ACCEPTED_VERSIONS: &str = "0.3.x";
 /// The package version this host is built against.
-const WIT_VERSION: &str = "0.3.2";
+const WIT_VERSION: &str = "0.3.3";
 const ACCEPTED_MAJOR_MINOR: (u64, u64) = (0, 3);
 
 /// The resource groups served by the `handler` world, as the API names them.

@@ -8,27 +8,37 @@ pub(super) enum Pre {
     Document(DocumentPluginPre<CallState>),
 }
 
-/// A pre-instantiated resource component: its `handler`, and its
-/// `summaries` when it was built against WIT 0.3.2 or later (earlier 0.3
-/// components export only `handler`, and still load).
+/// A pre-instantiated resource component: its `handler`, its `summaries`
+/// when it was built against WIT 0.3.2 or later, and its `bulk-export`
+/// from 0.3.3 (earlier 0.3 components export less, and still load).
 pub(super) struct ResourcePre {
     pub(super) pre: InstancePre<CallState>,
     pub(super) handler: handler::GuestIndices,
     pub(super) summaries: Option<summaries::GuestIndices>,
+    pub(super) bulk_export: Option<bulk_export::GuestIndices>,
 }
 
 impl ResourcePre {
     pub(super) fn new(pre: InstancePre<CallState>) -> wasmtime::Result<ResourcePre> {
         let handler = handler::GuestIndices::new(&pre)?;
-        let exports_summaries =
-            pre.component().get_export_index(None, format!("{WIT_PACKAGE}/summaries@{WIT_VERSION}")).is_some();
-        let summaries = if exports_summaries { Some(summaries::GuestIndices::new(&pre)?) } else { None };
-        Ok(ResourcePre { pre, handler, summaries })
+        let exports = |interface: &str| {
+            pre.component().get_export_index(None, format!("{WIT_PACKAGE}/{interface}@{WIT_VERSION}")).is_some()
+        };
+        let summaries = if exports("summaries") { Some(summaries::GuestIndices::new(&pre)?) } else { None };
+        let bulk_export = if exports("bulk-export") { Some(bulk_export::GuestIndices::new(&pre)?) } else { None };
+        Ok(ResourcePre { pre, handler, summaries, bulk_export })
     }
 
     pub(super) fn handler(&self, store: &mut Store<CallState>) -> wasmtime::Result<handler::Guest> {
         let instance = self.pre.instantiate(&mut *store)?;
         self.handler.load(&mut *store, &instance)
+    }
+
+    /// The component's `bulk-export`, or `None` when it exports none.
+    pub(super) fn bulk_export(&self, store: &mut Store<CallState>) -> wasmtime::Result<Option<bulk_export::Guest>> {
+        let Some(indices) = &self.bulk_export else { return Ok(None) };
+        let instance = self.pre.instantiate(&mut *store)?;
+        indices.load(&mut *store, &instance).map(Some)
     }
 
     /// The component's `summaries`, or `None` when it exports none.
@@ -92,6 +102,14 @@ pub trait NativeCalls: Send + Sync {
     fn get_record(&self, group: &str, tenant: &Tenant, id: &str, request: &Request) -> Result<Vec<u8>, CallError>;
     fn render(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Rendered, CallError>;
     fn summary(&self, group: &str, tenant: &Tenant, request: &Request) -> Result<Summary, CallError>;
+    fn export_chunk(
+        &self,
+        group: &str,
+        tenant: &Tenant,
+        request: &Request,
+        after: Option<&str>,
+        bounds: (u32, u32),
+    ) -> Result<ExportChunk, CallError>;
 }
 
 /// The components being served, replaceable while requests run.
@@ -369,6 +387,46 @@ impl ComponentSet {
         finish(&store, result)
     }
 
+    /// Where an export starts: the organization's change-feed sequence
+    /// (read before any record, so following the feed from it misses
+    /// nothing) and, when it resumes after `after`, whether that id names
+    /// a record of the group in the caller's organization.
+    pub fn export_start(&self, group: &str, tenant: &Tenant, after: Option<Uuid>) -> Result<(u64, bool), CallError> {
+        let collection =
+            Collection::named(group).ok_or_else(|| CallError::Failed(format!("{group} is not a collection")))?;
+        let mut session = tenant.session().map_err(CallError::from_store)?;
+        let reader = session.reader();
+        let sequence = reader.change_log().map_err(CallError::from_store)?.latest;
+        let known = match after {
+            Some(id) => reader.get(collection, id).map_err(CallError::from_store)?.is_some(),
+            None => true,
+        };
+        Ok((sequence, known))
+    }
+
+    /// One chunk of a group's export (`bulk-export.export-chunk`);
+    /// `not-found` when its component serves none.
+    pub fn export_chunk(
+        &self,
+        group: &str,
+        tenant: Tenant,
+        request: &Request,
+        after: Option<&str>,
+        (max_records, max_bytes): (u32, u32),
+        request_id: &str,
+    ) -> Result<ExportChunk, CallError> {
+        if let Some(native) = &self.native {
+            return native.export_chunk(group, &tenant, request, after, (max_records, max_bytes));
+        }
+        let (plugin, mut store) = self.start(group, Some(&tenant), request_id)?;
+        let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Plugin(PluginError::NotFound)) };
+        let result = pre.bulk_export(&mut store).and_then(|export| match export {
+            Some(export) => export.call_export_chunk(&mut store, request, after, max_records, max_bytes),
+            None => Ok(Err(PluginError::NotFound)),
+        });
+        finish(&store, result)
+    }
+
     /// One record of a group.
     pub fn get_record(
         &self,
@@ -502,6 +560,11 @@ impl LoadedGroup {
         })?;
         smoke_call(engine, &pre, reads)
             .map_err(|error| anyhow!("{}: fails its smoke call: {error}", file.display()))?;
+        let export_formats = match &pre {
+            Pre::Resource(resource) => describe_export(engine, resource)
+                .map_err(|error| anyhow!("{}: export-formats() failed: {error}", file.display()))?,
+            Pre::Document(_) => None,
+        };
         let summary = match &pre {
             Pre::Resource(resource) => describe_summary(engine, resource)
                 .map_err(|error| anyhow!("{}: describe-summary() failed: {error}", file.display()))?
@@ -523,6 +586,7 @@ impl LoadedGroup {
                 response_schema,
                 reads,
                 summary,
+                export_formats,
                 loaded_at: esr_system::clock::now_rfc3339(),
             },
             pre,
@@ -539,6 +603,28 @@ pub(super) fn describe(engine: &ComponentEngine, pre: &Pre) -> Result<Descriptor
         }
     };
     result.map_err(|error| format!("{error:#}"))
+}
+
+/// The formats a resource component's export renders besides `esr`, or
+/// `None` when it exports no `bulk-export`. Each is a short lowercase name.
+pub(super) fn describe_export(engine: &ComponentEngine, pre: &ResourcePre) -> Result<Option<Vec<String>>, String> {
+    let mut store = new_store(engine, "loading", None, "load");
+    let result = pre.bulk_export(&mut store).and_then(|export| match export {
+        Some(export) => export.call_export_formats(&mut store).map(Some),
+        None => Ok(None),
+    });
+    let formats = result.map_err(|error| format!("{error:#}"))?;
+    if let Some(formats) = &formats {
+        let usable = |format: &String| {
+            (1..=32).contains(&format.len())
+                && format.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && format != "esr"
+        };
+        if formats.len() > 16 || !formats.iter().all(usable) {
+            return Err("gives formats that are not up to 16 distinct short lowercase names besides esr".into());
+        }
+    }
+    Ok(formats)
 }
 
 /// What a resource component's summary accepts, or `None` when it exports
@@ -589,21 +675,18 @@ pub(super) fn exported_interface(engine: &ComponentEngine, component: &Component
     let exports: Vec<String> = component_type.exports(&engine.engine).map(|(name, _)| name.to_owned()).collect();
     let prefix = format!("{WIT_PACKAGE}/");
     let mut ours: Vec<&String> = exports.iter().filter(|name| name.starts_with(&prefix)).collect();
-    // A resource component exports `summaries` beside `handler` (since
-    // 0.3.2), in the same package version.
-    if let [first, second] = ours.as_slice() {
-        let versioned = |name: &str| name[prefix.len()..].split_once('@').map(|(i, v)| (i.to_owned(), v.to_owned()));
-        if let (Some((a, a_version)), Some((b, b_version))) = (versioned(first), versioned(second))
-            && a_version == b_version
-        {
-            match (a.as_str(), b.as_str()) {
-                ("handler", "summaries") => ours.truncate(1),
-                ("summaries", "handler") => {
-                    ours.remove(0);
-                }
-                _ => {}
-            }
-        }
+    // A resource component exports `summaries` (since 0.3.2) and
+    // `bulk-export` (since 0.3.3) beside `handler`, in the same package
+    // version: `handler` names what it is.
+    let versioned = |name: &str| name[prefix.len()..].split_once('@').map(|(i, v)| (i.to_owned(), v.to_owned()));
+    if let Some((_, version)) = ours.iter().filter_map(|name| versioned(name)).find(|(i, _)| i == "handler")
+        && ours.len() <= 3
+        && ours.iter().all(|name| {
+            versioned(name)
+                .is_some_and(|(i, v)| v == version && ["handler", "summaries", "bulk-export"].contains(&i.as_str()))
+        })
+    {
+        ours.retain(|name| versioned(name).is_some_and(|(i, _)| i == "handler"));
     }
     let [name] = ours.as_slice() else {
         return Err(if ours.is_empty() {

@@ -648,7 +648,7 @@ impl Dispatcher {
             &self.base_url,
             subscription.position,
             &subscription.collections,
-            MAX_BATCH_EVENTS,
+            (MAX_BATCH_EVENTS, &subscription.format),
             &request_id,
         )
         .map_err(call_failure)?;

@@ -294,8 +294,12 @@ impl Settings {
         }
         if let Some(format) = object.get("format") {
             match format.as_str() {
-                Some("esr") => settings.format = Some("esr".into()),
-                _ => problems.push(("format".into(), "esr (each event exactly as /v1/changes shows it)".into())),
+                Some(format) if esr_runtime::feed::FORMATS.contains(&format) => settings.format = Some(format.into()),
+                _ => problems.push((
+                    "format".into(),
+                    "esr (each event exactly as /v1/changes shows it) or ocsf (findings as OCSF Vulnerability Findings)"
+                        .into(),
+                )),
             }
         }
         if let Some(description) = object.get("description") {

@@ -242,6 +242,36 @@ fn never_reveals_another_organizations_records(server: &Server) {
     assert_eq!(replayed.status(), 400);
     bodies.push(replayed.text().unwrap());
 
+    // Exports hold exactly our records, in every format and with filters
+    // naming theirs; resuming after one of their ids is refused as an id
+    // that never existed is.
+    for (collection, ids) in &acme {
+        let text = server.get(&format!("/v1/{collection}/export")).text().unwrap();
+        let exported: BTreeSet<String> = text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok()?["id"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(&exported, ids, "{collection}: the export is exactly ours");
+        bodies.push(text);
+        let theirs = sample(collection);
+        let refused = server.get(&format!("/v1/{collection}/export?after={theirs}"));
+        assert_eq!(refused.status(), 400, "{collection}: resuming after their id");
+        let refused: Value = refused.json().unwrap();
+        let nobody: Value = server.get(&format!("/v1/{collection}/export?after={never_existed}")).json().unwrap();
+        for member in ["type", "title", "detail", "invalid_params"] {
+            assert_eq!(refused[member], nobody[member], "their id is refused as one that never existed");
+        }
+        bodies.push(refused.to_string());
+    }
+    let ocsf = server.get("/v1/vulnerability-findings/export?format=ocsf").text().unwrap();
+    assert_eq!(ocsf.lines().count(), acme.iter().find(|(c, _)| *c == "vulnerability-findings").unwrap().1.len() + 1);
+    bodies.push(ocsf);
+    for (collection, filter, id) in &filters {
+        let text = server.get(&format!("/v1/{collection}/export?{filter}={id}")).text().unwrap();
+        assert_eq!(text.lines().count(), 1, "{collection}?{filter}=<theirs>: the last line alone: {text}");
+        bodies.push(text);
+    }
+
     // The agent configuration is ours alone.
     let config: Value = server.json("/v1/agent/config?platform=linux");
     let their_config: Value = server.get_as(1, "/v1/agent/config?platform=linux").json().unwrap();

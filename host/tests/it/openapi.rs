@@ -107,6 +107,10 @@ fn the_document_covers_every_operation_and_takes_parameters_from_the_components(
         ("/v1/vulnerability-findings/summary", "summarizeVulnerabilityFindings"),
         ("/v1/vulnerability-findings/{findingId}/history", "getVulnerabilityFindingHistory"),
         ("/v1/remediation-targets/{targetId}/history", "getRemediationTargetHistory"),
+        ("/v1/endpoints/export", "exportEndpoints"),
+        ("/v1/remediation-targets/export", "exportRemediationTargets"),
+        ("/v1/scopes/export", "exportScopes"),
+        ("/v1/vulnerability-findings/export", "exportVulnerabilityFindings"),
         ("/v1/changes", "listChanges"),
         ("/v1/agent/config", "getAgentConfig"),
         ("/v1/health", "getHealth"),
@@ -192,7 +196,7 @@ fn schemathesis_finds_no_failure_against_the_live_server() {
 }
 
 #[test]
-fn a_generated_python_client_pages_through_every_collection() {
+fn a_generated_python_client_pages_through_and_exports_every_collection() {
     let server = Server::start(&plugins_dir());
     let work = tempfile::tempdir().unwrap();
     let document = work.path().join("openapi.json");
@@ -238,6 +242,7 @@ fn a_generated_python_client_pages_through_every_collection() {
         assert!(total > 0, "{collection}");
         assert_eq!(seen[collection]["ids"], total, "{collection}: {seen}");
         assert_eq!(seen[collection]["total"], total, "{collection}: {seen}");
+        assert_eq!(seen[collection]["exported"], total, "{collection}: {seen}");
         let first = server.json(&format!("/v1/{collection}?limit=1"))["data"][0]["id"].clone();
         assert_eq!(seen[collection]["first"], first, "{collection}");
         if collection != "scopes" {

@@ -403,9 +403,75 @@ fn follow_feed(servers: &[&Server], after: u64, turn: &mut usize) -> (Vec<Value>
     }
 }
 
+/// Where a client's copy of the records stands: each by collection and id.
+type Mirror = BTreeMap<(String, String), Value>;
+
+const MIRRORED: [&str; 2] = ["endpoints", "vulnerability-findings"];
+
 #[test]
 fn listing_then_following_the_feed_ends_with_exactly_the_records_while_two_hosts_import() {
-    const COLLECTIONS: [&str; 2] = ["endpoints", "vulnerability-findings"];
+    // Lists everything, each page from the other host, keeping the first
+    // page's sequence.
+    mirror_while_two_hosts_import(|hosts, mirror, turn| {
+        let mut from = u64::MAX;
+        for collection in MIRRORED {
+            let mut path = format!("/v1/{collection}?limit=100");
+            loop {
+                *turn += 1;
+                let page = hosts[*turn % 2].json(&path);
+                if !path.contains("cursor=") {
+                    from = from.min(page["sequence"].as_u64().unwrap());
+                }
+                for record in page["data"].as_array().unwrap() {
+                    mirror.insert((collection.to_owned(), record["id"].as_str().unwrap().to_owned()), record.clone());
+                }
+                match page["next_cursor"].as_str() {
+                    Some(cursor) => path = format!("/v1/{collection}?limit=100&cursor={cursor}"),
+                    None => break,
+                }
+            }
+        }
+        from
+    });
+}
+
+#[test]
+fn exporting_then_following_the_feed_ends_with_exactly_the_records_while_two_hosts_import() {
+    // Exports each collection, cut after a few kilobytes and resumed on the
+    // other host with `after` until it ends whole, keeping the first
+    // piece's sequence.
+    mirror_while_two_hosts_import(|hosts, mirror, turn| {
+        let mut from = u64::MAX;
+        for collection in MIRRORED {
+            let mut after: Option<String> = None;
+            loop {
+                *turn += 1;
+                let server = hosts[*turn % 2];
+                let path = match &after {
+                    Some(id) => format!("/v1/{collection}/export?after={id}"),
+                    None => format!("/v1/{collection}/export"),
+                };
+                let response = server.client.get(server.url(&path)).bearer_auth(&server.keys[0]).send().unwrap();
+                let piece = crate::export::read_piece(response, Some(4000 << (*turn).min(14)));
+                from = from.min(piece.sequence);
+                for record in &piece.records {
+                    let id = record["id"].as_str().unwrap().to_owned();
+                    after = Some(id.clone());
+                    mirror.insert((collection.to_owned(), id), record.clone());
+                }
+                if piece.trailer.is_some() {
+                    break;
+                }
+            }
+        }
+        from
+    });
+}
+
+/// Two hosts' writers import while a client reads every record with
+/// `read_everything` (which answers the sequence to follow the feed from)
+/// and then follows the feed: the client ends with exactly the records.
+fn mirror_while_two_hosts_import(read_everything: impl FnOnce(&[&Server; 2], &mut Mirror, &mut usize) -> u64) {
     let hosts = TwoHosts::start(&[]);
     let organization = hosts.a.organization_ids[0].clone();
     let endpoints = imported(hosts.a.import_lines(
@@ -414,7 +480,7 @@ fn listing_then_following_the_feed_ends_with_exactly_the_records_while_two_hosts
         &(0..4).map(|n| endpoint(&format!("mirrored-{n}"), "mirror")).collect::<Vec<_>>(),
     ));
     let writing = std::sync::atomic::AtomicBool::new(true);
-    let mut mirror: BTreeMap<(String, String), Value> = BTreeMap::new();
+    let mut mirror = Mirror::new();
     std::thread::scope(|scope| {
         // Each host's writer creates findings and rewrites endpoints and
         // findings it made: creates and updates commit on both hosts.
@@ -451,28 +517,10 @@ fn listing_then_following_the_feed_ends_with_exactly_the_records_while_two_hosts
                 })
             })
             .collect();
-        // The client: lists everything while the writers write, each page
-        // from the other host, keeping the first page's sequence; then
-        // follows the feed from it until the writers are done, and once more.
+        // The client reads everything while the writers write, then follows
+        // the feed from where it began until the writers are done, and once more.
         let mut turn = 0;
-        let mut from = u64::MAX;
-        for collection in COLLECTIONS {
-            let mut path = format!("/v1/{collection}?limit=100");
-            loop {
-                turn += 1;
-                let page = hosts.both()[turn % 2].json(&path);
-                if !path.contains("cursor=") {
-                    from = from.min(page["sequence"].as_u64().unwrap());
-                }
-                for record in page["data"].as_array().unwrap() {
-                    mirror.insert((collection.to_owned(), record["id"].as_str().unwrap().to_owned()), record.clone());
-                }
-                match page["next_cursor"].as_str() {
-                    Some(cursor) => path = format!("/v1/{collection}?limit=100&cursor={cursor}"),
-                    None => break,
-                }
-            }
-        }
+        let mut from = read_everything(&hosts.both(), &mut mirror, &mut turn);
         assert!(from > 0, "the endpoints imported before the list have sequences");
         poll_while_writing(&writing, writers, || {
             let (events, next) = follow_feed(&hosts.both(), from, &mut turn);
@@ -491,8 +539,8 @@ fn listing_then_following_the_feed_ends_with_exactly_the_records_while_two_hosts
         });
     });
     // The mirror holds exactly the organization's records, as they are now.
-    let mut now: BTreeMap<(String, String), Value> = BTreeMap::new();
-    for collection in COLLECTIONS {
+    let mut now = Mirror::new();
+    for collection in MIRRORED {
         for record in hosts.b.all(0, collection) {
             now.insert((collection.to_owned(), record["id"].as_str().unwrap().to_owned()), record);
         }

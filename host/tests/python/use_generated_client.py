@@ -1,7 +1,8 @@
 """Uses the client openapi-python-client generated from the served document,
 unmodified: pages through every collection with cursors and reads one
-record of each, counts by summary, follows the change feed and reads a
-finding's history. Prints what it saw as JSON for host/tests/it/openapi.rs.
+record of each, counts by summary, exports every collection (streamed
+through the client's own HTTP client, and with the generated export
+operation), follows the change feed and reads a finding's history. Prints what it saw as JSON for host/tests/it/openapi.rs.
 
 Usage: use_generated_client.py BASE_URL API_KEY
 """
@@ -12,14 +13,16 @@ import uuid
 
 from esr_client import AuthenticatedClient
 from esr_client.api.changes import list_changes
-from esr_client.api.endpoints import get_endpoint, list_endpoints, summarize_endpoints
-from esr_client.api.remediation_scopes import get_scope, list_scopes
+from esr_client.api.endpoints import export_endpoints, get_endpoint, list_endpoints, summarize_endpoints
+from esr_client.api.remediation_scopes import export_scopes, get_scope, list_scopes
 from esr_client.api.remediation_targets import (
+    export_remediation_targets,
     get_remediation_target,
     list_remediation_targets,
     summarize_remediation_targets,
 )
 from esr_client.api.vulnerability_findings import (
+    export_vulnerability_findings,
     get_vulnerability_finding,
     get_vulnerability_finding_history,
     list_vulnerability_findings,
@@ -41,6 +44,36 @@ SUMMARIES = {
     "remediation-targets": (summarize_remediation_targets, "status,targetType"),
     "vulnerability-findings": (summarize_vulnerability_findings, "severity,status"),
 }
+
+
+EXPORTS = {
+    "endpoints": export_endpoints,
+    "remediation-targets": export_remediation_targets,
+    "scopes": export_scopes,
+    "vulnerability-findings": export_vulnerability_findings,
+}
+
+
+def streamed_export(client, collection):
+    """An export read line by line as it arrives: the records' ids and the last line."""
+    ids, last = [], None
+    with client.get_httpx_client().stream("GET", f"/v1/{collection}/export") as response:
+        if response.status_code != 200:
+            raise SystemExit(f"{collection} export: {response.status_code}")
+        sequence = int(response.headers["esr-sequence"])
+        for line in response.iter_lines():
+            if not line:
+                continue
+            if last is not None:
+                raise SystemExit(f"{collection} export: a line after the last one")
+            record = json.loads(line)
+            if "id" in record:
+                ids.append(record["id"])
+            else:
+                last = record
+    if last is None or last["sequence"] != sequence or last["count"] != len(ids):
+        raise SystemExit(f"{collection} export did not end whole: {last!r}")
+    return ids
 
 
 def walk(client, list_operation):
@@ -70,6 +103,13 @@ def main():
         if first.status_code != 200 or str(first.parsed.id) != ids[0]:
             raise SystemExit(f"{collection}: reading {ids[0]} gave {first.status_code} {first.content!r}")
         seen[collection] = {"ids": len(ids), "total": total, "first": ids[0]}
+    for collection, export_operation in EXPORTS.items():
+        streamed = streamed_export(client, collection)
+        whole = export_operation.sync_detailed(client=client)
+        lines = [json.loads(line) for line in whole.content.splitlines() if line]
+        if whole.status_code != 200 or [record.get("id") for record in lines[:-1]] != streamed:
+            raise SystemExit(f"{collection}: the generated export operation answered another stream")
+        seen[collection]["exported"] = len(set(streamed))
     for collection, (summarize, group_by) in SUMMARIES.items():
         response = summarize.sync_detailed(client=client, group_by=group_by)
         if response.status_code != 200:

@@ -238,6 +238,27 @@ macro_rules! export_resource_plugin {
                 }
             }
 
+            impl exports::esr::plugin::bulk_export::Guest for Component {
+                fn export_formats() -> Vec<String> {
+                    <$plugin>::export_formats()
+                }
+
+                fn export_chunk(
+                    request: esr::plugin::types::Request,
+                    after: Option<String>,
+                    max_records: u32,
+                    max_bytes: u32,
+                ) -> Result<exports::esr::plugin::bulk_export::Chunk, esr::plugin::types::Error> {
+                    <$plugin>::export_chunk(&WasmStore, &to_request(request), after.as_deref(), max_records, max_bytes)
+                        .map(|chunk| exports::esr::plugin::bulk_export::Chunk {
+                            lines: chunk.lines,
+                            count: chunk.count,
+                            last_read: chunk.last_read,
+                        })
+                        .map_err(to_error)
+                }
+            }
+
             export!(Component);
         }
     };

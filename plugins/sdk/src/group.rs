@@ -3,6 +3,9 @@
 //! fields) implements [`ResourcePlugin`]; [`index_filters`] turns the
 //! filters a query gives into index filters.
 
+use serde_json::Value;
+
+use crate::export::{DEFAULT_FORMAT, ExportChunk, Related, export_chunk, requested_format};
 use crate::list::{Filter, SortField, list_descriptor, list_filtered, parse_list_request};
 use crate::query::{Param, Query};
 use crate::summary::{Summary, SummaryField, SummaryInfo, parse_summary_request, summarize, summary_info};
@@ -23,15 +26,29 @@ pub trait CollectionGroup {
     const SUMMARY_FIELDS: &'static [SummaryField] = &[];
     /// The filters a summary takes: by default every one.
     const SUMMARY_FILTERS: &'static [Param] = Self::FILTERS;
+    /// The formats an export, the change feed and `get` render records in
+    /// (`format`); the first, [`DEFAULT_FORMAT`], is the record as stored.
+    /// Any other is [`CollectionGroup::render`]'s.
+    const FORMATS: &'static [&'static str] = &[DEFAULT_FORMAT];
+    /// Collections besides its own that its renderings read (a finding's
+    /// endpoint), for the descriptor's `reads`.
+    const RENDERING_READS: &'static [&'static str] = &[];
 
     /// The filters the query gives, as lists and summaries apply them; a
     /// bad value is rejected on `query`.
     fn filters(query: &mut Query<'_>) -> Vec<Filter<'static>>;
+
+    /// The record in `format`, one of [`CollectionGroup::FORMATS`] but the
+    /// first, as a JSON object's bytes.
+    fn render(format: &str, _record: &Value, _related: &mut Related<'_>) -> Result<Vec<u8>, PluginError> {
+        Err(PluginError::Internal(format!("{} renders no {format}", Self::COLLECTION)))
+    }
 }
 
 impl<Group: CollectionGroup> ResourcePlugin for Group {
     fn describe() -> Descriptor {
         list_descriptor(Group::COLLECTION, Group::VERSION, Group::FILTERS, Group::SORT_KEYS)
+            .with_reads(Group::RENDERING_READS)
     }
 
     fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
@@ -42,7 +59,35 @@ impl<Group: CollectionGroup> ResourcePlugin for Group {
     }
 
     fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {
-        get_record(store, Group::COLLECTION, id, request)
+        if Group::FORMATS.len() < 2 {
+            return get_record(store, Group::COLLECTION, id, request);
+        }
+        let mut query = Query::new(&request.query, &["format"]);
+        let format = requested_format(&mut query, Group::FORMATS);
+        query.finish()?;
+        let record = store.get(Group::COLLECTION, id).ok_or(PluginError::NotFound)?;
+        match format {
+            None => Ok(record),
+            Some(format) => {
+                let value: Value = serde_json::from_slice(&record)
+                    .map_err(|error| PluginError::Internal(format!("stored record {id} is not JSON: {error}")))?;
+                Group::render(format, &value, &mut Related::new(store))
+            }
+        }
+    }
+
+    fn export_formats() -> Vec<String> {
+        Group::FORMATS.iter().skip(1).map(|format| (*format).to_owned()).collect()
+    }
+
+    fn export_chunk(
+        store: &dyn Store,
+        request: &Request,
+        after: Option<&str>,
+        max_records: u32,
+        max_bytes: u32,
+    ) -> Result<ExportChunk, PluginError> {
+        export_chunk::<Group>(store, request, after, max_records, max_bytes)
     }
 
     fn describe_summary() -> SummaryInfo {

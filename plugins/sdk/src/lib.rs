@@ -6,9 +6,11 @@
 //!
 //! - [`query`]: strict query-parameter parsing that collects every problem.
 //! - [`list`]: filtering, sorting, `limit`/`offset`/`cursor` paging, `total`.
-//! - [`group`]: a group over one collection, its list, item and summary
-//!   written once ([`group::CollectionGroup`]).
+//! - [`group`]: a group over one collection, its list, item, summary and
+//!   export written once ([`group::CollectionGroup`]).
+//! - [`export`]: a collection's records in id order, chunk by chunk.
 //! - [`importing`]: what report importers share beyond the converted report.
+//! - [`ocsf`]: a finding as an OCSF Vulnerability Finding (`format=ocsf`).
 //! - The contract the host shares (crate `esr-contract`, re-exported):
 //!   [`time`], [`schema`], [`contract`], [`text`], [`indexes`], [`limits`],
 //!   and [`report`], the neutral report importers return;
@@ -20,9 +22,11 @@
 #[cfg(target_arch = "wasm32")]
 mod arena;
 pub mod component;
+pub mod export;
 pub mod group;
 pub mod importing;
 pub mod list;
+pub mod ocsf;
 pub mod query;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod scanner_reports;
@@ -241,6 +245,21 @@ pub trait ResourcePlugin {
     /// Counts grouped by fields (see [`summary`]); by default `not-found`:
     /// the group serves no summary.
     fn summary(_store: &dyn Store, _request: &Request) -> Result<summary::Summary, PluginError> {
+        Err(PluginError::NotFound)
+    }
+    /// The formats its export renders besides `esr`.
+    fn export_formats() -> Vec<String> {
+        Vec::new()
+    }
+    /// One chunk of its export (see [`export`]); by default `not-found`:
+    /// the group serves no export.
+    fn export_chunk(
+        _store: &dyn Store,
+        _request: &Request,
+        _after: Option<&str>,
+        _max_records: u32,
+        _max_bytes: u32,
+    ) -> Result<export::ExportChunk, PluginError> {
         Err(PluginError::NotFound)
     }
 }

@@ -1118,7 +1118,7 @@ fn list_named(
 /// What a record walked from an index must also meet: `updatedAfter`
 /// and the filters the index did not answer. The record is parsed only
 /// when a filter has to test it.
-struct Residual<'f, 'a> {
+pub(crate) struct Residual<'f, 'a> {
     updated_after: Option<Timestamp>,
     filters: &'f [Filter<'a>],
     /// A filter the walk already answers (a range bounding it).
@@ -1130,7 +1130,12 @@ impl<'f, 'a> Residual<'f, 'a> {
         Residual { updated_after: options.updated_after, filters, skip: None }
     }
 
-    fn passes(&self, record: &StoredRecord) -> Result<bool, PluginError> {
+    /// What an export tests on each record it walks: every filter.
+    pub(crate) fn exporting(updated_after: Option<Timestamp>, filters: &'f [Filter<'a>]) -> Residual<'f, 'a> {
+        Residual { updated_after, filters, skip: None }
+    }
+
+    pub(crate) fn passes(&self, record: &StoredRecord) -> Result<bool, PluginError> {
         if let Some(after) = self.updated_after {
             let updated = record.at("/updated_at")?;
             if updated.as_ref().and_then(Value::as_str).and_then(Timestamp::parse).is_none_or(|at| at <= after) {
