@@ -12,6 +12,7 @@
 mod backends;
 mod credentials;
 mod data;
+mod export;
 mod hosts;
 mod http;
 mod import;
@@ -40,6 +41,7 @@ use serde_json::Value;
 use crate::backends::bench_backends;
 use crate::credentials::bench_credentials;
 use crate::data::{ensure_data, warm_page_cache};
+use crate::export::bench_exports;
 use crate::hosts::bench_hosts;
 use crate::http::ApiClient;
 use crate::import::bench_import;
@@ -136,6 +138,10 @@ struct Args {
     /// the audit trail on and off, with an API key and an access token.
     #[arg(long)]
     credentials_only: bool,
+    /// Only exports: every finding exported against the list walked, on
+    /// sled and PostgreSQL, with the host's memory.
+    #[arg(long)]
+    exports_only: bool,
 }
 
 /// One measured case: its name, its target, and its samples.
@@ -147,6 +153,10 @@ struct Case {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // Made before anything inside it: `esr seed` would make it private to
+    // this user, and a PostgreSQL cluster under it runs as its own user.
+    std::fs::create_dir_all(&args.out)?;
+    std::fs::set_permissions(&args.out, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
     if args.report_import_only {
         let report = bench_report_import(&args)?;
         return print_and_keep(&args.out, "report-import-report.txt", &report);
@@ -186,6 +196,10 @@ fn main() -> anyhow::Result<()> {
     if args.credentials_only {
         let report = bench_credentials(&args, &data_dir, &key)?;
         return print_and_keep(&args.out, "credentials-report.txt", &report);
+    }
+    if args.exports_only {
+        let report = bench_exports(&args, &data_dir, &key)?;
+        return print_and_keep(&args.out, "exports-report.txt", &report);
     }
     let server = start_server(&data_dir, &args.plugins_dir)?;
     let mut client = ApiClient::connect(&server.base, &key)?;
@@ -330,6 +344,7 @@ fn main() -> anyhow::Result<()> {
         }
         report.push_str(&bench_report_import(&args)?);
         report.push_str(&bench_backends(&args, &data_dir, &key)?);
+        report.push_str(&bench_exports(&args, &data_dir, &key)?);
         report.push_str(&bench_hosts(&args)?);
         report.push_str(&bench_webhooks(&args)?);
     }
