@@ -654,6 +654,23 @@ fn nginx_example_serves_the_public_api_over_tls_and_nothing_else() {
     assert_eq!(through.status(), 200);
     assert_eq!(header(&through, "link"), direct_link);
 
+    // An export streams through, whole.
+    let export = proxy.get("/v1/scopes/export", Some(&server.keys[0]));
+    assert_eq!(export.status(), 200);
+    assert_eq!(header(&export, "content-type"), "application/x-ndjson");
+    let piece = crate::export::read_piece(export, None);
+    assert!(piece.trailer.is_some(), "the export ended whole through the proxy");
+    assert_eq!(piece.records.len() as u64, server.json("/v1/scopes?limit=1")["total"].as_u64().unwrap());
+
+    // The reference, the token endpoint and its metadata pass too.
+    assert_eq!(proxy.get("/docs", None).status(), 200);
+    assert_eq!(proxy.get("/.well-known/jwks.json", None).status(), 200);
+    let metadata: serde_json::Value = proxy.get("/.well-known/oauth-authorization-server", None).json().unwrap();
+    assert_eq!(metadata["issuer"], public_url.as_str());
+    let token =
+        proxy.client.post(proxy.url("/oauth2/token")).form(&[("grant_type", "client_credentials")]).send().unwrap();
+    assert_eq!(token.status(), 401, "no client: esr's own refusal");
+
     // The admin paths end at nginx (its own 404 page), even with the token.
     for path in ["/admin/v1/health", "/admin/v1/organizations", "/metrics", "/"] {
         let answer = proxy.get(path, Some(&server.admin_token()));
