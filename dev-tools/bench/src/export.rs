@@ -105,11 +105,19 @@ pub(crate) fn bench_exports(args: &Args, sled_dir: &Path, sled_key: &str) -> any
     let mut exports: Vec<Vec<f64>> = vec![Vec::new(); 2];
     let mut lists: Vec<Vec<f64>> = vec![Vec::new(); 2];
     let mut growth: Vec<Vec<f64>> = vec![Vec::new(); 2];
+    let mut cold_growth: Vec<Vec<f64>> = vec![Vec::new(); 2];
     let mut counted = [0u64; 2];
     for _ in 0..ROUNDS {
         for (index, (_, data_dir, flags, key)) in backends.iter().enumerate() {
             let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
             let (server, _) = start_server_in_mode(data_dir, &args.plugins_dir, &flags)?;
+            std::thread::sleep(Duration::from_secs(1));
+            let at_start = resident_mib(server.child.id());
+            // The first export fills the store's own page cache (sled's is
+            // 256 MiB), which then stays at its size whatever is read: rest
+            // is measured after it, so the growth is the export's own.
+            let first = export_all(&server.base, key, server.child.id())?;
+            cold_growth[index].push(first.peak_mib - at_start);
             std::thread::sleep(Duration::from_secs(1));
             let at_rest = resident_mib(server.child.id());
             let export = export_all(&server.base, key, server.child.id())?;
@@ -126,21 +134,32 @@ pub(crate) fn bench_exports(args: &Args, sled_dir: &Path, sled_key: &str) -> any
     let mut report = format!(
         "\nexports: every finding by GET /v1/vulnerability-findings/export against walking the list \
          (limit={LIST_LIMIT}, cursors), backends alternating, medians of {ROUNDS} rounds\n\
-         {:<10} {:>10} {:>14} {:>14} {:>14} {:>22}\n",
-        "backend", "findings", "export rec/s", "list rec/s", "export÷list", "peak RSS − rest (MiB)"
+         {:<10} {:>10} {:>14} {:>14} {:>14} {:>22} {:>28}\n",
+        "backend",
+        "findings",
+        "export rec/s",
+        "list rec/s",
+        "export÷list",
+        "peak RSS − rest (MiB)",
+        "first export: peak − start"
     );
     for (index, (name, _, _, _)) in backends.iter().enumerate() {
         let (export, list) = (median(exports[index].clone()), median(lists[index].clone()));
         report.push_str(&format!(
-            "{:<10} {:>10} {:>14.0} {:>14.0} {:>14.2} {:>22.1}\n",
+            "{:<10} {:>10} {:>14.0} {:>14.0} {:>14.2} {:>22.1} {:>28.1}\n",
             name,
             counted[index],
             export,
             list,
             export / list.max(f64::EPSILON),
-            growth[index].iter().copied().fold(0.0, f64::max)
+            growth[index].iter().copied().fold(0.0, f64::max),
+            cold_growth[index].iter().copied().fold(0.0, f64::max)
         ));
     }
-    report.push_str("targets: export ≥ 50,000 records/s on each backend; peak RSS within 64 MiB of rest\n");
+    report.push_str(
+        "targets: export ≥ 50,000 records/s on each backend; peak RSS within 64 MiB of rest \
+         (rest: after a first export has filled the store's page cache, sled's 256 MiB; the last column \
+         is that first export's growth from a fresh start)\n",
+    );
     Ok(report)
 }

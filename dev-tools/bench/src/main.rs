@@ -13,6 +13,7 @@ mod backends;
 mod credentials;
 mod data;
 mod export;
+mod host_report_import;
 mod hosts;
 mod http;
 mod import;
@@ -42,6 +43,7 @@ use crate::backends::bench_backends;
 use crate::credentials::bench_credentials;
 use crate::data::{ensure_data, warm_page_cache};
 use crate::export::bench_exports;
+use crate::host_report_import::bench_host_report_import;
 use crate::hosts::bench_hosts;
 use crate::http::ApiClient;
 use crate::import::bench_import;
@@ -122,6 +124,13 @@ struct Args {
     /// Only the report import case.
     #[arg(long)]
     report_import_only: bool,
+    /// Hosts (of 50 findings each) in the large host scanner report (0
+    /// skips it).
+    #[arg(long, default_value_t = 1_000)]
+    host_report_hosts: usize,
+    /// Only the large host scanner report, on sled and PostgreSQL.
+    #[arg(long)]
+    host_report_only: bool,
     /// Only the summaries (counts grouped by fields) on the findings.
     #[arg(long)]
     summaries_only: bool,
@@ -157,6 +166,10 @@ fn main() -> anyhow::Result<()> {
     // this user, and a PostgreSQL cluster under it runs as its own user.
     std::fs::create_dir_all(&args.out)?;
     std::fs::set_permissions(&args.out, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    if args.host_report_only {
+        let report = bench_host_report_import(&args)?;
+        return print_and_keep(&args.out, "host-report-report.txt", &report);
+    }
     if args.report_import_only {
         let report = bench_report_import(&args)?;
         return print_and_keep(&args.out, "report-import-report.txt", &report);
@@ -343,6 +356,9 @@ fn main() -> anyhow::Result<()> {
             report.push_str(&bench_import(&args)?);
         }
         report.push_str(&bench_report_import(&args)?);
+        if args.host_report_hosts > 0 {
+            report.push_str(&bench_host_report_import(&args)?);
+        }
         report.push_str(&bench_backends(&args, &data_dir, &key)?);
         report.push_str(&bench_exports(&args, &data_dir, &key)?);
         report.push_str(&bench_hosts(&args)?);
