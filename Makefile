@@ -10,7 +10,7 @@ TEST_PLUGINS_DIR ?= target/test-plugins
 PLUGINS      := endpoints remediation-targets scopes vulnerability-findings agent
 # Scanner report importers: plugins/import-<format>, package
 # esr-plugin-import-<format>, installed as import-<format>.wasm.
-IMPORTERS    := trivy grype cyclonedx sarif osv wazuh
+IMPORTERS    := trivy grype cyclonedx sarif osv wazuh snyk nessus nexpose openvas qualys
 # Alternative and deliberately broken components the tests load.
 TEST_PLUGINS := endpoints-redacted endpoints-wit-0-3-1 findings-wit-0-3-2 endless-loop memory-hog panics prober sleeper log-flood
 ESR         := target/debug/esr

@@ -664,7 +664,10 @@ fn import_report_body(
             "no report importer is loaded (build them with `make plugins`)",
         ));
     }
-    if let Some((line, column)) = nested_too_deeply(body) {
+    // A JSON report (an object or an array) is checked here, whatever its
+    // format; XML and CSV reports are bounded by their importers' parsers.
+    let json = body.iter().find(|byte| !byte.is_ascii_whitespace()).is_some_and(|first| matches!(first, b'{' | b'['));
+    if json && let Some((line, column)) = nested_too_deeply(body) {
         return Err(unprocessable_report(format!(
             "the report nests deeper than {MAX_REPORT_DEPTH} arrays and objects (line {line}, column {column})"
         ))
@@ -673,7 +676,7 @@ fn import_report_body(
     }
     // Well-formed JSON first, whatever the format: a reader that keeps
     // nothing, so a hostile file costs no memory here.
-    if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+    if json && let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(body) {
         let reason = error.to_string();
         let reason = reason.rsplit_once(" at line ").map_or(reason.as_str(), |(reason, _)| reason).to_owned();
         return Err(unprocessable_report(format!(

@@ -107,6 +107,33 @@ pub struct ReportHost {
     /// Its operating system, as the report states it; a new endpoint gets
     /// it.
     pub operating_system: Option<OperatingSystem>,
+    /// Its fully qualified name, when the report gives one apart from
+    /// `hostname` (Nessus `host-fqdn`, Qualys `DNS`); it may be a short name.
+    pub fqdn: Option<String>,
+    /// Its NetBIOS name (Nessus `netbios-name`, Qualys `NETBIOS`).
+    pub netbios_name: Option<String>,
+    /// Its IP address as the report gives it (IPv4 or IPv6).
+    pub ip: Option<String>,
+    /// Its MAC address as the report gives it.
+    pub mac_address: Option<String>,
+    /// The id of the esr agent on it, when the report knows it (a UUID);
+    /// a scanner's own agent ids are not esr's and belong in `key`.
+    pub agent_id: Option<String>,
+}
+
+impl ReportHost {
+    /// The names the report gives the host, as given (trimmed, blank ones
+    /// left out, repeats once): `hostname`, `fqdn`, `netbios_name`.
+    pub fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for name in [Some(self.hostname.as_str()), self.fqdn.as_deref(), self.netbios_name.as_deref()] {
+            let Some(name) = name.map(str::trim).filter(|name| !name.is_empty()) else { continue };
+            if !names.iter().any(|known| known.eq_ignore_ascii_case(name)) {
+                names.push(name);
+            }
+        }
+        names
+    }
 }
 
 /// An operating system as a report states it.
@@ -134,7 +161,8 @@ pub enum PackageClass {
     /// Language ecosystems' packages (npm, PyPI, crates, Go modules, jars),
     /// each at a location.
     Language,
-    /// Anything else a scanner reports on a host (binaries, firmware).
+    /// Anything else a scanner reports on a host (binaries, firmware, a
+    /// network service a remote check found).
     Other,
 }
 
@@ -160,16 +188,23 @@ pub struct ReportEntry {
     pub vulnerability_id: String,
     /// Other ids of the same flaw (aliases, related records, references),
     /// without repeats. The finding's `cve_id`, and its identity, is the
-    /// first CVE of `vulnerability_id` then `aliases`.
+    /// first CVE of `vulnerability_id` then `aliases` (unless `check`).
     pub aliases: Vec<String>,
+    /// The scanner's own id of the check that found it, when one check
+    /// names many CVEs (a Nessus plugin, a Greenbone NVT, a Qualys QID, a
+    /// Nexpose vulnerability), e.g. `nessus-plugin 58987`: the identity
+    /// then uses the check, not the first CVE, so a check whose CVE list
+    /// grows keeps its finding.
+    pub check: Option<String>,
     /// The affected package.
     pub package: Package,
     /// Its class; decides which reports can resolve it.
     pub class: PackageClass,
     /// Where the package is, for language packages: its path (Trivy's
     /// `PkgPath`, Grype's location) or else the manifest or lockfile
-    /// naming it. Part of the identity: the same library vendored twice is
-    /// two findings. `None` for OS packages.
+    /// naming it; for what a network check found (class `other`), the port
+    /// as `80/tcp`. Part of the identity: the same library vendored twice,
+    /// or one check on two ports, is two findings. `None` for OS packages.
     pub location: Option<String>,
     /// The severity as the report words it (`Negligible`, `MODERATE`,
     /// `UNKNOWN`), for the record of the mapping.

@@ -1285,7 +1285,7 @@ fn check_value(
 }
 
 /// A host name as RFC 1123 allows (no trailing dot: a name, not a query).
-fn is_hostname(text: &str) -> bool {
+pub(crate) fn is_hostname(text: &str) -> bool {
     text.len() <= 253
         && text.split('.').all(|label| {
             (1..=63).contains(&label.len())
@@ -1311,7 +1311,7 @@ fn is_email(text: &str) -> bool {
 }
 
 /// A MAC address in lowercase, colon-separated.
-fn mac_address(text: &str) -> Option<String> {
+pub(crate) fn mac_address(text: &str) -> Option<String> {
     let separator = *text.as_bytes().get(2)?;
     if text.len() != 17 || !matches!(separator, b':' | b'-') {
         return None;

@@ -13,6 +13,7 @@
 
 pub mod change_retention;
 pub mod deletions;
+mod host_matching;
 pub mod ingest;
 pub mod natural_keys;
 pub mod pairing;

@@ -33,16 +33,17 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use esr_contract::Collection;
-use esr_contract::report::{ConvertedReport, EntryState, ReportEntry, SkippedEntry, SuppressionReason};
+use esr_contract::report::{ConvertedReport, EntryState, ReportEntry, ReportHost, SkippedEntry, SuppressionReason};
 use esr_contract::text::{Form as TextForm, nfkc};
 use esr_contract::time::Timestamp;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use crate::host_matching::{self, EndpointDirectory, HostMatch};
 use crate::ingest::client_fields;
 use crate::ingest::{KnownRecords, RecordError};
-use esr_store::{CollectionWrite, MAX_SCAN, RecordWalk, Store, StoreError, StoreReader, read_record, records_by_index};
+use esr_store::{CollectionWrite, Store, StoreError, StoreReader, read_record, records_by_index};
 
 /// What the caller asks of an import.
 #[derive(Debug, Clone, Default)]
@@ -512,49 +513,9 @@ fn resolve_endpoints(
     records: &mut Records,
     outcome: &mut ReportOutcome,
 ) -> Result<Endpoints, ReportError> {
-    let mut by_hostname: Option<HashMap<String, Vec<(Uuid, String)>>> = None;
-    // The view is a parameter, not captured: the caller's endpoint is
-    // looked up in it too. `create` says whether a host name no endpoint
-    // has makes one.
-    let mut find_or_create = |reader: &mut dyn StoreReader,
-                              hostname: &str,
-                              os: Option<&esr_contract::report::OperatingSystem>,
-                              create: bool,
-                              records: &mut Records,
-                              outcome: &mut ReportOutcome|
-     -> Result<Uuid, ReportError> {
-        if by_hostname.is_none() {
-            by_hostname = Some(endpoints_by_hostname(reader)?);
-        }
-        let known = by_hostname.get_or_insert_with(HashMap::new);
-        let key = hostname.to_ascii_lowercase();
-        match known.get(&key).map(Vec::as_slice) {
-            Some([(id, _)]) => return Ok(*id),
-            Some(several @ [_, _, ..]) => {
-                let candidates: Vec<String> =
-                    several.iter().take(10).map(|(id, name)| format!("{id} ({name})")).collect();
-                return Err(ReportError::NoEndpoint(format!(
-                    "{} endpoints have the host name {hostname:?} (host names match without regard to case): {}; \
-                     give the endpoint's id instead; nothing was written",
-                    several.len(),
-                    candidates.join(", ")
-                )));
-            }
-            _ if !create => {
-                return Err(ReportError::NoEndpoint(format!(
-                    "no endpoint has the host name {hostname:?}: check the name, give an endpoint id, or let the \
-                     import create it (`esr import --create-endpoint`, the admin route's `createEndpoint=true`); \
-                     nothing was written"
-                )));
-            }
-            _ => {}
-        }
-        let id = Uuid::now_v7();
-        records.endpoints.push(new_endpoint(id, hostname, os, now));
-        outcome.endpoints_created += 1;
-        known.insert(key, vec![(id, hostname.to_owned())]);
-        Ok(id)
-    };
+    // Read once, when a name is to be matched; the endpoints this import
+    // creates join it, so two hosts of one name are one endpoint.
+    let mut directory: Option<EndpointDirectory> = None;
     let default = match options.endpoint.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
         Some(named) => match Uuid::parse_str(named) {
             Ok(id) => {
@@ -563,14 +524,31 @@ fn resolve_endpoints(
                 }
                 Some(id)
             }
-            Err(_) => Some(find_or_create(
-                reader,
-                named,
-                report.operating_system.as_ref(),
-                options.create_endpoint,
-                records,
-                outcome,
-            )?),
+            Err(_) => {
+                let directory = loaded(&mut directory, reader)?;
+                match directory.named(named) {
+                    [(id, _)] => Some(*id),
+                    [] if !options.create_endpoint => {
+                        return Err(ReportError::NoEndpoint(format!(
+                            "no endpoint has the host name {named:?}: check the name, give an endpoint id, or let the \
+                             import create it (`esr import --create-endpoint`, the admin route's `createEndpoint=true`); \
+                             nothing was written"
+                        )));
+                    }
+                    [] => {
+                        let host = ReportHost { hostname: named.to_owned(), ..ReportHost::default() };
+                        Some(create_endpoint(
+                            directory,
+                            &host,
+                            report.operating_system.as_ref(),
+                            now,
+                            records,
+                            outcome,
+                        )?)
+                    }
+                    several => return Err(ambiguous(named, several)),
+                }
+            }
         },
         None => None,
     };
@@ -597,7 +575,12 @@ fn resolve_endpoints(
         }
         // The hosts a report names are the devices it scanned: new ones are
         // endpoints to create.
-        let id = find_or_create(reader, host.hostname.trim(), host.operating_system.as_ref(), true, records, outcome)?;
+        let directory = loaded(&mut directory, reader)?;
+        let id = match directory.find(host) {
+            HostMatch::Endpoint(id) => id,
+            HostMatch::Ambiguous(name, several) => return Err(ambiguous(&name, &several)),
+            HostMatch::None => create_endpoint(directory, host, host.operating_system.as_ref(), now, records, outcome)?,
+        };
         by_host_key.insert(host.key.clone(), id);
     }
     let default = default.or_else(|| match report.hosts.as_slice() {
@@ -613,23 +596,53 @@ fn resolve_endpoints(
     Ok(Endpoints { default, by_host_key })
 }
 
-/// Every endpoint by its host name in lower case, with the name as stored.
-fn endpoints_by_hostname(reader: &mut dyn StoreReader) -> Result<HashMap<String, Vec<(Uuid, String)>>, StoreError> {
-    let mut known = HashMap::new();
-    let mut after = None;
-    loop {
-        let page = reader.scan(ENDPOINTS, &RecordWalk::new(MAX_SCAN).after(after))?;
-        for (id, bytes) in &page {
-            let record: Value = serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            if let Some(hostname) = record.get("hostname").and_then(Value::as_str) {
-                known.entry(hostname.to_ascii_lowercase()).or_insert_with(Vec::new).push((*id, hostname.to_owned()));
-            }
-        }
-        match page.last() {
-            Some((id, _)) if page.len() == MAX_SCAN => after = Some(*id),
-            _ => return Ok(known),
-        }
+/// The organization's endpoints, read on first use.
+fn loaded<'d>(
+    directory: &'d mut Option<EndpointDirectory>,
+    reader: &mut dyn StoreReader,
+) -> Result<&'d mut EndpointDirectory, StoreError> {
+    if directory.is_none() {
+        *directory = Some(EndpointDirectory::read(reader)?);
     }
+    Ok(directory.get_or_insert_with(EndpointDirectory::default))
+}
+
+fn ambiguous(name: &str, several: &[(Uuid, String)]) -> ReportError {
+    let candidates: Vec<String> = several.iter().take(10).map(|(id, name)| format!("{id} ({name})")).collect();
+    ReportError::NoEndpoint(format!(
+        "{} endpoints have the host name {name:?} (host names match without regard to case): {}; \
+         give the endpoint's id instead; nothing was written",
+        several.len(),
+        candidates.join(", ")
+    ))
+}
+
+/// A new endpoint for `host`, written with the import and added to the
+/// directory.
+fn create_endpoint(
+    directory: &mut EndpointDirectory,
+    host: &ReportHost,
+    os: Option<&esr_contract::report::OperatingSystem>,
+    now: &str,
+    records: &mut Records,
+    outcome: &mut ReportOutcome,
+) -> Result<Uuid, ReportError> {
+    let Some(hostname) = host_matching::new_hostname(host) else {
+        return Err(ReportError::Unusable(format!(
+            "the report's host {:?} has no name and no IP address an endpoint could be known by; nothing was written",
+            host.key
+        )));
+    };
+    let id = Uuid::now_v7();
+    let mut record = new_endpoint(id, &hostname, os, now);
+    let (ip, mac_address, agent_id) = host_matching::host_fields(host);
+    record["ip"] = json!(ip);
+    record["mac_address"] = json!(mac_address);
+    record["agent_id"] = json!(agent_id);
+    directory.add(id, &record);
+    records.endpoints.push(record);
+    outcome.endpoints_created += 1;
+    Ok(id)
 }
 
 fn new_endpoint(id: Uuid, hostname: &str, os: Option<&esr_contract::report::OperatingSystem>, now: &str) -> Value {
@@ -666,7 +679,9 @@ fn identity(entry: &ReportEntry) -> Option<String> {
     if id.is_empty() || package.is_empty() {
         return None;
     }
-    let vulnerability = nfkc(cve_of(entry).unwrap_or(id));
+    // A check naming many CVEs is its own identity (`ReportEntry::check`).
+    let check = entry.check.as_deref().map(str::trim).filter(|check| !check.is_empty());
+    let vulnerability = nfkc(check.or(cve_of(entry)).unwrap_or(id));
     let mut identity = format!("{} {} {}", entry.class.as_str(), vulnerability, package.replace(' ', "_"));
     if let Some(location) = entry.location.as_deref().map(str::trim).filter(|l| !l.is_empty()) {
         identity.push(' ');
@@ -1200,6 +1215,7 @@ mod tests {
 
     fn entry(id: &str, aliases: &[&str], package: &str, location: Option<&str>) -> ReportEntry {
         ReportEntry {
+            check: None,
             vulnerability_id: id.into(),
             aliases: aliases.iter().map(|a| (*a).to_owned()).collect(),
             package: Package { name: package.into(), ..Package::default() },
@@ -1222,5 +1238,17 @@ mod tests {
         assert_eq!(identity(&entry("CVE-2024-1", &[], "", None)), None);
         let long = identity(&entry("CVE-2024-1234", &[], "x", Some(&"/deep".repeat(100)))).unwrap_or_default();
         assert_eq!(long.chars().count(), 256);
+    }
+
+    #[test]
+    fn a_check_naming_many_cves_is_the_identity_whatever_its_first_cve() {
+        let mut checked = entry("CVE-2012-0053", &["CVE-2011-3192", "nessus:58987"], "www", Some("80/tcp"));
+        checked.check = Some(" nessus:58987 ".into());
+        checked.class = PackageClass::Other;
+        assert_eq!(identity(&checked).as_deref(), Some("other nessus:58987 www 80/tcp"));
+        // The plugin names one more CVE, before the others: the same finding.
+        checked.vulnerability_id = "CVE-2010-0001".into();
+        assert_eq!(identity(&checked).as_deref(), Some("other nessus:58987 www 80/tcp"));
+        assert_eq!(cve_of(&checked), Some("CVE-2010-0001"));
     }
 }

@@ -33,8 +33,8 @@ fn repeated_nessus_report(reports_dir: &Path, hosts: usize) -> anyhow::Result<Ve
     let host_end = text.rfind("</ReportHost>").ok_or_else(|| anyhow!("{}: no </ReportHost>", path.display()))?
         + "</ReportHost>".len();
     let host = &text[host_start..host_end];
-    let properties_end = host.find("</HostProperties>").ok_or_else(|| anyhow!("no HostProperties"))?
-        + "</HostProperties>".len();
+    let properties_end =
+        host.find("</HostProperties>").ok_or_else(|| anyhow!("no HostProperties"))? + "</HostProperties>".len();
     let items: Vec<&str> = host[properties_end..]
         .split("<ReportItem ")
         .skip(1)
@@ -46,7 +46,8 @@ fn repeated_nessus_report(reports_dir: &Path, hosts: usize) -> anyhow::Result<Ve
         bail!("{}: {} findings, fewer than {FINDINGS_PER_HOST}", path.display(), items.len());
     }
     let properties = &host[..properties_end];
-    let mut body = String::with_capacity(hosts * (properties.len() + items.iter().map(|i| i.len() + 12).sum::<usize>()));
+    let mut body =
+        String::with_capacity(hosts * (properties.len() + items.iter().map(|i| i.len() + 12).sum::<usize>()));
     body.push_str(&text[..host_start]);
     for index in 0..hosts {
         let ip = format!("10.{}.{}.{}", index / 65_536 % 256, index / 256 % 256, index % 256);

@@ -43,6 +43,7 @@ mod rate_limits;
 mod reference_page;
 mod reload;
 mod replicas;
+mod report_formats;
 mod reports;
 mod request_limits;
 mod several_hosts;

@@ -422,6 +422,7 @@ fn entry(
         report::vex_state(analysis.state.as_deref()?, analysis.justification.as_deref(), analysis.detail.as_deref())
     });
     ReportEntry {
+        check: None,
         host: None,
         vulnerability_id: id,
         aliases,

@@ -338,6 +338,7 @@ fn entry(matched: Match, distro: Option<&str>, kev_known: bool) -> ReportEntry {
         .chain(related.iter().filter_map(|other| other.description.clone()))
         .find(|description| !description.trim().is_empty());
     ReportEntry {
+        check: None,
         host: None,
         vulnerability_id: id,
         aliases,

@@ -356,6 +356,7 @@ fn entry(
         None => purl,
     });
     ReportEntry {
+        check: None,
         host: None,
         vulnerability_id: id.to_owned(),
         aliases,

@@ -1,16 +1,20 @@
 //! The SARIF importer: SARIF 2.1.0 as vulnerability scanners write it —
 //! Trivy (`--format sarif`), Grype (`-o sarif`), OWASP dependency-check
-//! (`--format SARIF`). SARIF has no field for a package or a vulnerability:
-//! each tool puts them somewhere else, and this importer reads each place.
+//! (`--format SARIF`), Snyk (`snyk test --sarif`). SARIF has no field for a
+//! package or a vulnerability: each tool puts them somewhere else, and this
+//! importer reads each place, whoever the tool.
 //!
 //! What maps where is in `docs/scanner-report-mapping/sarif.md`. In short:
 //! one entry per `runs[].results[]`; the package from a purl
-//! (`logicalLocations[].fullyQualifiedName`, the rule's `purls`) or the
-//! `Package:` and `Version:` lines Trivy and Grype write into the message
-//! and the rule's help; the vulnerability from the `Vulnerability <id>`
-//! line, else the `ruleId` when it is an advisory id; a result with neither
-//! package nor vulnerability (a code scanner's, such as CodeQL's) is
-//! skipped with that reason.
+//! (`logicalLocations[].fullyQualifiedName`, the rule's `purls`, the text),
+//! the `Package:` and `Version:` lines Trivy and Grype write into the
+//! message and the rule's help, a `name@version` in the message, the
+//! logical location or the rule's descriptions (Snyk's `(CVE-…)
+//! group:artifact@1.2.3`), else the help's `Vulnerable module:` line; the
+//! vulnerability from the `Vulnerability <id>` line, else the `ruleId` when
+//! it is an advisory id, else a CVE the rule's properties or descriptions
+//! name; a result with neither package nor vulnerability (a code
+//! scanner's, such as CodeQL's) is skipped with that reason.
 
 use esr_plugin_sdk::importing::{fixed_versions, importer_info};
 use esr_plugin_sdk::report::{
@@ -81,6 +85,7 @@ struct Rule {
 #[serde(default)]
 struct Text {
     text: Option<String>,
+    markdown: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -124,7 +129,7 @@ impl ReportImporter for Sarif {
         importer_info(
             "sarif",
             env!("CARGO_PKG_VERSION"),
-            "SARIF 2.1.0 of vulnerability scanners (Trivy, Grype, OWASP dependency-check)",
+            "SARIF 2.1.0 of vulnerability scanners (Trivy, Grype, OWASP dependency-check, Snyk)",
         )
     }
 
@@ -194,12 +199,79 @@ fn convert(log: Log) -> Result<ConvertedReport, ReportError> {
 }
 
 /// The value of a `Key: value` line of a text (Trivy and Grype write the
-/// package, version, severity and fix this way).
+/// package, version, severity and fix this way; Snyk as markdown bullets,
+/// `* Vulnerable module: …`).
 fn line_value<'a>(texts: &[&'a str], key: &str) -> Option<&'a str> {
     texts.iter().flat_map(|text| text.lines()).find_map(|line| {
-        let value = line.trim().strip_prefix(key)?.strip_prefix(':')?.trim();
+        let line = line.trim();
+        let line = line.strip_prefix("* ").or_else(|| line.strip_prefix("- ")).unwrap_or(line);
+        let value = line.trim_start().strip_prefix(key)?.strip_prefix(':')?.trim();
         (!value.is_empty()).then_some(value)
     })
+}
+
+/// A word of a text without the punctuation around it (`(`, `,`, a
+/// backtick, a final full stop).
+fn bare_word(word: &str) -> &str {
+    word.trim_matches(|c: char| "()[]{}<>,;'\"`".contains(c)).trim_end_matches(['.', ':'])
+}
+
+/// The `name@version` words of a text (Snyk's `commons-fileupload:commons-fileupload@1.3.1`,
+/// `bzip2/libbz2@1.0.6-r6`, npm's `@scope/name@1.0.0`): a version starts
+/// with a digit, so mail addresses are not taken for packages.
+fn versioned_packages(text: &str) -> impl Iterator<Item = (&str, &str)> {
+    text.split_whitespace().filter_map(|word| {
+        let word = bare_word(word);
+        if word.starts_with("pkg:") || word.contains("://") {
+            return None;
+        }
+        let (name, version) = word.rsplit_once('@')?;
+        let name_ok = !name.is_empty() && !name.ends_with('/') && name.chars().skip(1).all(|c| c != '@');
+        let version_ok = version.starts_with(|c: char| c.is_ascii_digit()) && !version.contains('/');
+        (name_ok && version_ok).then_some((name, version))
+    })
+}
+
+/// The CVE ids a text names, in order, once each.
+fn cves_in(text: &str) -> Vec<&str> {
+    let mut cves: Vec<&str> = Vec::new();
+    for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
+        if report::is_cve(word) && !cves.contains(&word) {
+            cves.push(word);
+        }
+    }
+    cves
+}
+
+/// The CVE ids a rule's properties name: a `cve`/`cves`/`cveId` property
+/// (text or list, any case), or tags that are CVE ids.
+fn property_cves(rule: Option<&Rule>) -> Vec<String> {
+    let mut cves: Vec<String> = Vec::new();
+    let Some(properties) = rule.and_then(|rule| rule.properties.as_ref()) else { return cves };
+    for (key, value) in properties {
+        let key = key.to_ascii_lowercase().replace(['_', '-'], "");
+        if !matches!(key.as_str(), "cve" | "cves" | "cveid" | "cveids" | "tags") {
+            continue;
+        }
+        let values: Vec<&str> = match value {
+            Value::String(text) => vec![text.as_str()],
+            Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        for cve in values.into_iter().flat_map(cves_in) {
+            if !cves.iter().any(|known| known == cve) {
+                cves.push(cve.to_owned());
+            }
+        }
+    }
+    cves
+}
+
+/// An ecosystem among the rule's tags (Snyk tags each rule with the
+/// project's package manager: `maven`, `npm`, `apk`, `deb`).
+fn tag_ecosystem(rule: Option<&Rule>) -> Option<&str> {
+    let tags = property(rule, "tags").and_then(Value::as_array)?;
+    tags.iter().filter_map(Value::as_str).find(|tag| report::package_class(tag) != PackageClass::Other)
 }
 
 /// Whether a rule id is an advisory's id (`CVE-…`, `GHSA-…`, `RUSTSEC-…`,
@@ -215,6 +287,10 @@ fn is_advisory_id(id: &str) -> bool {
 
 fn text(text: &Option<Text>) -> Option<&str> {
     text.as_ref().and_then(|text| text.text.as_deref()).filter(|text| !text.trim().is_empty())
+}
+
+fn markdown(text: &Option<Text>) -> Option<&str> {
+    text.as_ref().and_then(|text| text.markdown.as_deref()).filter(|text| !text.trim().is_empty())
 }
 
 fn property<'a>(rule: Option<&'a Rule>, key: &str) -> Option<&'a Value> {
@@ -307,31 +383,104 @@ fn entry(
         .filter(|rule| result.rule_id.as_deref().is_none_or(|id| id == rule.id))
         .or_else(|| result.rule_id.as_deref().and_then(|id| rules_by_id.get(id).copied()));
     let rule_id = result.rule_id.as_deref().map(str::trim).filter(|id| !id.is_empty());
+    let message = result.message.text.as_deref().filter(|text| !text.trim().is_empty());
     let help = rule.and_then(|rule| text(&rule.help));
-    let texts: Vec<&str> = [result.message.text.as_deref(), help].into_iter().flatten().collect();
-
-    let purl = result
+    let help_markdown = rule.and_then(|rule| markdown(&rule.help));
+    let full_description = rule.and_then(|rule| text(&rule.full_description));
+    let short_description = rule.and_then(|rule| text(&rule.short_description));
+    // `Key: value` lines: the message and the help (Trivy, Grype), then
+    // the help's markdown (Snyk's bullets).
+    let texts: Vec<&str> = [message, help, help_markdown].into_iter().flatten().collect();
+    let logical_names: Vec<&str> = result
         .locations
         .iter()
         .flat_map(|location| &location.logical_locations)
         .filter_map(|logical| logical.fully_qualified_name.as_deref())
+        .collect();
+    // Where a package is named as `name@version`: the result's own words
+    // before its rule's, which may speak for several results.
+    let named_at: Vec<&str> = message
+        .into_iter()
+        .chain(logical_names.iter().copied().filter(|name| !name.starts_with("pkg:")))
+        .chain(full_description)
+        .chain(short_description)
+        .collect();
+
+    let purl = logical_names
+        .iter()
+        .copied()
         .find(|name| name.starts_with("pkg:"))
-        .or_else(|| string(property(rule, "purls").and_then(|purls| purls.get(0))));
-    let mut package = purl.and_then(report::package_from_purl).or_else(|| {
-        let name = line_value(&texts, "Package")?;
-        Some(Package { name: name.to_owned(), ..Package::default() })
-    });
+        .or_else(|| string(property(rule, "purls").and_then(|purls| purls.get(0))))
+        .or_else(|| string(property(rule, "purl")))
+        .or_else(|| {
+            named_at
+                .iter()
+                .flat_map(|text| text.split_whitespace())
+                .map(bare_word)
+                .find(|word| word.starts_with("pkg:"))
+        });
+    let unversioned = |name: &str| Package { name: name.to_owned(), ..Package::default() };
+    let mut package = purl
+        .and_then(report::package_from_purl)
+        .or_else(|| line_value(&texts, "Package").map(unversioned))
+        .or_else(|| {
+            let (mut name, version) = named_at.iter().find_map(|text| versioned_packages(text).next())?;
+            // Snyk's result names an image's source package (`bzip2@1.0.6-r6`),
+            // its rule the binary one too (`bzip2/libbz2@1.0.6-r6`): the
+            // more precise name of the same package wins.
+            let source = format!("{name}/");
+            if let Some((binary, _)) = [full_description, short_description]
+                .into_iter()
+                .flatten()
+                .flat_map(versioned_packages)
+                .find(|(named, named_version)| *named_version == version && named.starts_with(&source))
+            {
+                name = binary;
+            }
+            Some(Package { name: name.to_owned(), version: Some(version.to_owned()), ..Package::default() })
+        })
+        .or_else(|| line_value(&texts, "Vulnerable module").map(unversioned));
     if let Some(package) = package.as_mut().filter(|package| package.version.is_none()) {
-        package.version =
-            line_value(&texts, "Installed Version").or_else(|| line_value(&texts, "Version")).map(str::to_owned);
+        let name = package.name.as_str();
+        let version = line_value(&texts, "Installed Version").or_else(|| line_value(&texts, "Version")).or_else(|| {
+            // A name without version (Snyk's `Vulnerable module:`): the
+            // version a `name@version` of the same package gives.
+            named_at
+                .iter()
+                .chain(&texts)
+                .flat_map(|text| versioned_packages(text))
+                .find_map(|(named, version)| (named == name).then_some(version))
+        });
+        package.version = version.map(str::to_owned);
     }
     // Grype names the vulnerability `Vulnerability <id>` and its rule
-    // `<id>-<package>`; Trivy's and dependency-check's rule is the id.
-    let named = texts.iter().flat_map(|text| text.lines()).find_map(|line| {
+    // `<id>-<package>`; Trivy's, dependency-check's and Snyk's rule is the id.
+    let named = [message, help].into_iter().flatten().flat_map(str::lines).find_map(|line| {
         let id = line.trim().strip_prefix("Vulnerability ")?.trim();
         (!id.is_empty() && !id.contains(' ')).then_some(id)
     });
-    let vulnerability_id = named.or_else(|| rule_id.filter(|id| is_advisory_id(id))).map(str::to_owned);
+    let advisory_rule = rule_id.filter(|id| is_advisory_id(id));
+    // A vulnerability that is not a CVE is given the CVEs the rule's
+    // properties name, else its descriptions or the message (Snyk's
+    // `(CVE-2016-3092) commons-fileupload:…@1.3.1`). A CVE's own text may
+    // name others (an incomplete fix for …): they are not its aliases.
+    let mut cves = property_cves(rule);
+    if cves.is_empty() {
+        cves = [full_description, short_description, message]
+            .into_iter()
+            .flatten()
+            .map(cves_in)
+            .find(|found| !found.is_empty())
+            .unwrap_or_default()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+    }
+    if cves.is_empty() && named.is_none() && advisory_rule.is_none() {
+        // Nothing else names the vulnerability: a CVE the help names.
+        cves = [help, help_markdown].into_iter().flatten().flat_map(cves_in).take(1).map(str::to_owned).collect();
+    }
+    let vulnerability_id = named.or(advisory_rule).or(cves.first().map(String::as_str)).map(str::to_owned);
     let (vulnerability_id, mut package) = match (vulnerability_id, package) {
         (Some(id), Some(package)) => (id, package),
         // A tool's own rule about a package: its rule id is the scanner's id.
@@ -340,13 +489,23 @@ fn entry(
             None => return Err("a result names a package but no rule or vulnerability id"),
         },
         (Some(_), None) => {
-            return Err("a vulnerability result names no package (none in a purl, the message or the rule's help)");
+            return Err(
+                "a vulnerability result names no package (no purl, `Package:` line, `name@version` or `Vulnerable module:` in the result or its rule)",
+            );
         }
         (None, None) => return Err("a code-scanning result names no package and no vulnerability id"),
     };
 
-    // Trivy's rule names say the class; otherwise the package's type does.
-    let kind = line_value(&texts, "Type").map(str::to_owned).or_else(|| package.ecosystem.clone());
+    // Trivy's rule names say the class; otherwise the package's type does:
+    // Grype's `Type:` line, the purl's type, Snyk's `Package Manager:` line
+    // or tag (`maven`, `apk`).
+    let kind = line_value(&texts, "Type")
+        .map(str::to_owned)
+        .or_else(|| package.ecosystem.clone())
+        .or_else(|| line_value(&texts, "Package Manager").map(str::to_owned))
+        .or_else(|| tag_ecosystem(rule).map(str::to_owned));
+    // `alpine:3.9`: the distribution names the package manager.
+    let kind_name = kind.as_deref().map(|kind| kind.split(':').next().unwrap_or(kind));
     let class = match rule.and_then(|rule| rule.name.as_deref()) {
         Some("OsPackageVulnerability") => PackageClass::Os,
         Some("LanguageSpecificPackageVulnerability") => PackageClass::Language,
@@ -356,7 +515,16 @@ fn entry(
         package.ecosystem = kind.clone();
     }
     if package.package_manager.is_none() {
-        package.package_manager = kind.as_deref().and_then(report::package_manager).map(str::to_owned);
+        package.package_manager = kind_name.and_then(report::package_manager).map(str::to_owned);
+    }
+    // An OS package named `<source>/<binary>` (Snyk's `bzip2/libbz2`) is
+    // the binary package, as Trivy and Grype name it.
+    if class == PackageClass::Os
+        && package.purl.is_none()
+        && let Some((_, binary)) = package.name.split_once('/')
+        && !binary.trim().is_empty()
+    {
+        package.name = binary.trim().to_owned();
     }
     let location = match class {
         PackageClass::Os => None,
@@ -405,7 +573,13 @@ fn entry(
             report::push_alias(&mut aliases, &vulnerability_id, id);
         }
     }
+    if !report::is_cve(&vulnerability_id) {
+        for cve in &cves {
+            report::push_alias(&mut aliases, &vulnerability_id, cve);
+        }
+    }
     Ok(ReportEntry {
+        check: None,
         host: None,
         vulnerability_id,
         aliases,
@@ -438,6 +612,8 @@ mod tests {
 
     /// What the test reads itself from a result: its package (name's last
     /// part, version) and vulnerability id, or `None` for a code scanner's.
+    /// Snyk names the package only in its rule's full description,
+    /// `(CVE-…) group:artifact@version`.
     fn expected(run: &Value, result: &Value) -> Option<(String, String, Option<String>)> {
         let rule_id = result["ruleId"].as_str()?;
         let rule = run["tool"]["driver"]["rules"].as_array()?.iter().find(|rule| rule["id"] == rule_id)?;
@@ -456,11 +632,17 @@ mod tests {
                 let name = path.rsplit('/').next().expect("a name");
                 Some((id, name.to_owned(), Some(version.to_owned())))
             }
-            None => {
-                let name = after("Package: ")?.to_owned();
-                let version = after("Installed Version: ").or_else(|| after("Version: ")).map(str::to_owned);
-                Some((id, name, version))
-            }
+            None => match after("Package: ") {
+                Some(name) => {
+                    let version = after("Installed Version: ").or_else(|| after("Version: ")).map(str::to_owned);
+                    Some((id, name.to_owned(), version))
+                }
+                None => {
+                    let described = rule.pointer("/fullDescription/text").and_then(Value::as_str)?;
+                    let (name, version) = described.split_whitespace().last()?.rsplit_once('@')?;
+                    Some((id, name.to_owned(), Some(version.to_owned())))
+                }
+            },
         }
     }
 
@@ -471,7 +653,7 @@ mod tests {
             let converted = Sarif::convert(&bytes).unwrap_or_else(|error| panic!("{name}: {error}"));
             let tool = raw.pointer("/runs/0/tool/driver/name").and_then(Value::as_str).expect("a tool");
             assert_eq!(converted.scanner, "sarif", "{name}");
-            assert_eq!(converted.tool, Some(tool.to_ascii_lowercase()), "{name}");
+            assert_eq!(converted.tool, report::scanner_token(tool), "{name}");
             let mut entries = converted.entries.iter();
             let mut skipped = converted.skipped.iter();
             for run in raw["runs"].as_array().expect("runs") {
@@ -543,6 +725,77 @@ mod tests {
         let xerces = by_id("CVE-2017-10355");
         assert_eq!(xerces.severity, Severity::Medium);
         assert_eq!(xerces.cvss[0].vector.as_deref(), Some("CVSS:3.1/AV:N/AC:H/PR:N/UI:N/S:U/C:N/I:N/A:H"));
+        assert!(check.entries.iter().all(|entry| entry.aliases.is_empty()), "a CVE's description names no alias");
+
+        // Snyk: the package and CVE only in the rule's text.
+        let snyk = convert_file("snyk/snyk-fixtures_open-source_maven.sarif.json");
+        assert_eq!(snyk.tool.as_deref(), Some("snyk-open-source"));
+        assert_eq!((snyk.entries.len(), snyk.skipped.len()), (41, 0));
+        let with_cve = snyk.entries.iter().filter(|entry| entry.aliases.iter().any(|alias| report::is_cve(alias)));
+        assert_eq!(with_cve.count(), 40);
+        let upload = snyk
+            .entries
+            .iter()
+            .find(|entry| entry.vulnerability_id == "SNYK-JAVA-COMMONSFILEUPLOAD-30082")
+            .expect("commons-fileupload");
+        assert_eq!(upload.aliases, vec!["CVE-2016-3092"]);
+        assert_eq!(
+            (upload.package.name.as_str(), upload.package.version.as_deref()),
+            ("commons-fileupload:commons-fileupload", Some("1.3.1"))
+        );
+        assert_eq!((upload.class, upload.location.as_deref()), (PackageClass::Language, Some("pom.xml")));
+        assert_eq!(upload.package.package_manager.as_deref(), Some("maven"));
+        assert_eq!((upload.severity_given.as_deref(), upload.severity), (Some("High"), Severity::High));
+        let no_cve = snyk.entries.iter().find(|entry| entry.vulnerability_id == "SNYK-JAVA-COMMONSFILEUPLOAD-31540");
+        let no_cve = no_cve.expect("the rule without a CVE");
+        assert!(no_cve.aliases.is_empty(), "{:?}", no_cve.aliases);
+        assert_eq!(no_cve.severity, Severity::Medium);
+        // The level agrees with the short description's severity.
+        let high = snyk.entries.iter().filter(|entry| entry.severity == Severity::High).count();
+        assert_eq!((high, snyk.entries.len() - high), (31, 10));
+    }
+
+    /// Any tool's package and vulnerability, wherever its result or rule
+    /// states them.
+    #[test]
+    fn packages_and_cves_are_read_from_properties_descriptions_and_help() {
+        let log = br#"{"version":"2.1.0","runs":[{"tool":{"driver":{"name":"Acme Scan","rules":[
+            {"id":"ACME-1","properties":{"cve":["CVE-2024-0001","CVE-2024-0002"],"tags":["security","npm"]}},
+            {"id":"acme/deps/2","fullDescription":{"text":"Outdated dependency: see the help"},
+             "help":{"text":"","markdown":"* Package Manager: pip\n* Vulnerable module: urllib3\n* Introduced through: app@1.0 > urllib3@1.26.4\nFixes CVE-2021-33503."}},
+            {"id":"SNYK-ALPINE39-BZIP2-452847","shortDescription":{"text":"Critical severity - Out-of-bounds Write vulnerability in bzip2"},
+             "fullDescription":{"text":"(CVE-2019-12900) bzip2/libbz2@1.0.6-r6"},"properties":{"tags":["security","CWE-787","apk"]}},
+            {"id":"java/sql-injection","fullDescription":{"text":"Mail admin@example.com, see CVE-2020-9999"}}]}},
+          "results":[
+            {"ruleId":"ACME-1","level":"warning","message":{"text":"left-pad@1.0.0 is vulnerable"},
+             "locations":[{"physicalLocation":{"artifactLocation":{"uri":"web/package-lock.json"}}}]},
+            {"ruleId":"acme/deps/2","level":"error","message":{"text":"an outdated dependency"},
+             "locations":[{"physicalLocation":{"artifactLocation":{"uri":"requirements.txt"}}}]},
+            {"ruleId":"SNYK-ALPINE39-BZIP2-452847","level":"error","message":{"text":"This file introduces a vulnerable bzip2 package"},
+             "locations":[{"physicalLocation":{"artifactLocation":{"uri":"Dockerfile"}},
+                           "logicalLocations":[{"fullyQualifiedName":"bzip2@1.0.6-r6"}]}]},
+            {"ruleId":"java/sql-injection","level":"error","message":{"text":"Query built from user-controlled sources"}}]}]}"#;
+        let converted = Sarif::convert(log).expect("converts");
+        let [acme, urllib3, bzip2] = converted.entries.as_slice() else { panic!("{:?}", converted.entries) };
+        // The rule's properties name the CVEs; the message the package.
+        assert_eq!(acme.vulnerability_id, "ACME-1");
+        assert_eq!(acme.aliases, vec!["CVE-2024-0001", "CVE-2024-0002"]);
+        assert_eq!((acme.package.name.as_str(), acme.package.version.as_deref()), ("left-pad", Some("1.0.0")));
+        assert_eq!((acme.class, acme.package.package_manager.as_deref()), (PackageClass::Language, Some("npm")));
+        assert_eq!(acme.location.as_deref(), Some("web/package-lock.json"));
+        // Only the help names the module, its version and a CVE.
+        assert_eq!(urllib3.vulnerability_id, "CVE-2021-33503");
+        assert_eq!((urllib3.package.name.as_str(), urllib3.package.version.as_deref()), ("urllib3", Some("1.26.4")));
+        assert_eq!((urllib3.class, urllib3.package.package_manager.as_deref()), (PackageClass::Language, Some("pip")));
+        // An image's OS package: the binary package of the rule's text, no location.
+        assert_eq!((bzip2.package.name.as_str(), bzip2.package.version.as_deref()), ("libbz2", Some("1.0.6-r6")));
+        assert_eq!((bzip2.class, bzip2.location.as_deref()), (PackageClass::Os, None));
+        assert_eq!((bzip2.package.package_manager.as_deref(), bzip2.severity), (Some("apk"), Severity::Critical));
+        assert_eq!(bzip2.aliases, vec!["CVE-2019-12900"]);
+        // A code scanner's rule stays skipped: a CVE its description
+        // mentions names no package, and a mail address is not one.
+        assert_eq!(converted.skipped.len(), 1);
+        assert!(converted.skipped[0].reason.contains("names no package"), "{:?}", converted.skipped);
     }
 
     #[test]

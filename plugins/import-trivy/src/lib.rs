@@ -186,6 +186,7 @@ fn convert_current(report: Report) -> Result<ConvertedReport, ReportError> {
             key: artifact.to_owned(),
             hostname: artifact.to_owned(),
             operating_system: operating_system.clone(),
+            ..ReportHost::default()
         });
     } else {
         converted.operating_system = operating_system.clone();
@@ -342,6 +343,7 @@ fn entry(
         _ => None,
     };
     ReportEntry {
+        check: None,
         host: None,
         vulnerability_id: id,
         aliases,

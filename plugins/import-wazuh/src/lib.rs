@@ -198,6 +198,7 @@ impl ReportImporter for Wazuh {
                 key: state.agent.id.clone(),
                 hostname: state.agent.name.clone(),
                 operating_system: operating_system(&os),
+                ..ReportHost::default()
             });
             converted.add_entry(entry(state, &os), FAN_OUT)?;
         }
@@ -257,6 +258,7 @@ fn entry(state: State, os: &Os) -> ReportEntry {
     let severity_given = vulnerability.severity.clone().filter(|severity| !severity.trim().is_empty());
     let severity = report::entry_severity(severity_given.as_deref(), &cvss);
     ReportEntry {
+        check: None,
         host: Some(agent.id),
         vulnerability_id: vulnerability.id.trim().to_owned(),
         aliases: Vec::new(),

@@ -10,6 +10,7 @@
 //!   export written once ([`group::CollectionGroup`]).
 //! - [`export`]: a collection's records in id order, chunk by chunk.
 //! - [`importing`]: what report importers share beyond the converted report.
+//! - `xml` (feature `xml`): XML reports read safely, record by record.
 //! - [`ocsf`]: a finding as an OCSF Vulnerability Finding (`format=ocsf`).
 //! - The contract the host shares (crate `esr-contract`, re-exported):
 //!   [`time`], [`schema`], [`contract`], [`text`], [`indexes`], [`limits`],
@@ -32,6 +33,8 @@ pub mod query;
 pub mod scanner_reports;
 mod stored;
 pub mod summary;
+#[cfg(feature = "xml")]
+pub mod xml;
 
 // The WIT package and the macro generating its bindings (build.rs).
 include!(concat!(env!("OUT_DIR"), "/wit_bindings.rs"));
