@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::common::{Server, plugins_dir};
-use crate::reports::{all, import_ok, new_organization, post_report, report_files};
+use crate::reports::{all, import_ok, new_organization, report_files};
 
 /// What a report holds, by the mapping in `docs/scanner-report-mapping/nexpose.md`.
 #[derive(Default)]
@@ -207,13 +207,7 @@ fn every_nexpose_report_comes_out_as_a_reading_of_it_says_and_again_quietly() {
             "{name}: every skipped test says its status: {answer}"
         );
 
-        let again = import_ok(&server, &organization, "", bytes);
-        assert_eq!(
-            (again["created"].as_u64(), again["updated"].as_u64(), again["resolved"].as_u64()),
-            (Some(0), Some(0), Some(0)),
-            "{name}: {again}"
-        );
-        assert_eq!(all(&server, &key, "vulnerability-findings", ""), findings, "{name}: nothing moved");
+        super::assert_reimport_quiet(&server, &organization, &key, "", bytes, &findings, &name.to_string());
         assert_eq!(all(&server, &key, "endpoints", "").len(), endpoints.len(), "{name}");
     }
 }
@@ -240,18 +234,5 @@ fn the_duplicate_node_makes_one_endpoint() {
 #[cfg(feature = "native-baseline")]
 #[test]
 fn hostile_xml_is_refused_and_the_server_stays_up() {
-    let server = Server::start(&plugins_dir());
-    let (organization, key) = new_organization(&server, "nexpose-hostile");
-    let named = ["DTD", "DTD", "DTD", "&xxe;", "deeper than", "MiB of text", "not UTF-8"];
-    let hostile = esr_plugin_sdk::scanner_reports::hostile_xml_inputs("NexposeReport");
-    assert_eq!(hostile.len(), named.len());
-    for ((what, bytes), named) in hostile.into_iter().zip(named) {
-        let (status, problem) = post_report(&server, &organization, "", bytes);
-        assert_eq!(status, 422, "{what}: {problem}");
-        let detail = problem["detail"].as_str().unwrap_or_default();
-        assert!(detail.contains("nexpose") && detail.contains(named), "{what}: {problem}");
-        assert_eq!(server.get("/v1/health").status(), 200, "{what}");
-    }
-    assert!(all(&server, &key, "vulnerability-findings", "").is_empty());
-    assert!(all(&server, &key, "endpoints", "").is_empty());
+    super::assert_hostile_xml_refused(&Server::start(&plugins_dir()), "nexpose", &["NexposeReport"], "");
 }

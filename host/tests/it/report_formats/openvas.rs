@@ -307,37 +307,13 @@ fn every_openvas_report_comes_out_as_a_reading_of_it_says_and_again_quietly() {
             "{name}: every skipped entry says why"
         );
 
-        let again = import_ok(&server, &organization, "", bytes);
-        assert_eq!(
-            (again["created"].as_u64(), again["updated"].as_u64(), again["resolved"].as_u64()),
-            (Some(0), Some(0), Some(0)),
-            "{name}: {again}"
-        );
-        assert_eq!(all(&server, &key, "vulnerability-findings", ""), listed, "{name}: nothing moved");
+        super::assert_reimport_quiet(&server, &organization, &key, "", bytes, &listed, &name.to_string());
     }
 }
 
 #[test]
 fn hostile_xml_is_refused_saying_why_and_the_server_carries_on() {
-    let server = Server::start(&plugins_dir());
-    let (organization, key) = new_organization(&server, "openvas-hostile");
-    for (what, bytes) in esr_plugin_sdk::scanner_reports::hostile_xml_inputs("report") {
-        let (status, answer) = post_report(&server, &organization, "format=openvas", bytes);
-        assert_eq!(status, 422, "{what}: {answer}");
-        let detail = answer["detail"].as_str().unwrap_or_default();
-        let named = match what {
-            "an entity never declared" => "entity",
-            "elements nested 100,000 deep" => "nest deeper",
-            "a 50 MB text node" => "MiB of text",
-            "invalid UTF-8" => "UTF-8",
-            _ => "DTD",
-        };
-        assert!(detail.contains("openvas report cannot be read") && detail.contains(named), "{what}: {detail}");
-        let health = server.client.get(server.url("/v1/health")).send().unwrap();
-        assert_eq!(health.status().as_u16(), 200, "{what}: the server answers after it");
-    }
-    assert!(all(&server, &key, "vulnerability-findings", "").is_empty(), "nothing was written");
-    assert!(all(&server, &key, "endpoints", "").is_empty(), "nothing was written");
+    super::assert_hostile_xml_refused(&Server::start(&plugins_dir()), "openvas", &["report"], "format=openvas");
 }
 
 /// A scan of 1,000 hosts with 50 results each (the real XML reports'

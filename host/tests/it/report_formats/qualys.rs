@@ -245,13 +245,7 @@ fn every_qualys_report_comes_out_as_a_reading_of_it_says_and_again_quietly() {
             "{name}: every skipped entry says why: {answer}"
         );
 
-        let again = import_ok(&server, &organization, "", bytes);
-        assert_eq!(
-            (again["created"].as_u64(), again["updated"].as_u64(), again["resolved"].as_u64()),
-            (Some(0), Some(0), Some(0)),
-            "{name}: {again}"
-        );
-        assert_eq!(all(&server, &key, "vulnerability-findings", ""), findings, "{name}: nothing moved");
+        super::assert_reimport_quiet(&server, &organization, &key, "", bytes, &findings, &name.to_string());
         assert_eq!(all(&server, &key, "endpoints", "").len(), endpoints.len(), "{name}: no endpoint made twice");
     }
 }
@@ -262,30 +256,10 @@ fn every_qualys_report_comes_out_as_a_reading_of_it_says_and_again_quietly() {
 #[cfg(feature = "native-baseline")]
 #[test]
 fn hostile_qualys_xml_is_refused_saying_why_and_the_server_carries_on() {
-    let server = Server::start(&plugins_dir());
-    let (organization, key) = new_organization(&server, "qualys-hostile");
-    for root in ["ASSET_DATA_REPORT", "HOST_LIST_VM_DETECTION_OUTPUT"] {
-        for (what, bytes) in esr_plugin_sdk::scanner_reports::hostile_xml_inputs(root) {
-            let (status, problem) = crate::reports::post_report(&server, &organization, "", bytes);
-            assert_eq!(status, 422, "{root}, {what}: {problem}");
-            let detail = problem["detail"].as_str().unwrap_or_default();
-            let named = match what {
-                "a billion laughs" | "an external entity naming a local file" | "an external entity naming a URL" => {
-                    "declares a DTD"
-                }
-                "an entity never declared" => "&xxe;",
-                "elements nested 100,000 deep" => "nest deeper",
-                "a 50 MB text node" => "MiB of text",
-                "invalid UTF-8" => "not UTF-8",
-                other => panic!("a hostile input the test does not know: {other}"),
-            };
-            assert!(
-                detail.contains("qualys report cannot be read") && detail.contains(named) && detail.contains("line "),
-                "{root}, {what}: {problem}"
-            );
-        }
-    }
-    assert_eq!(server.get("/v1/health").status(), 200);
-    assert!(all(&server, &key, "endpoints", "").is_empty(), "nothing was written");
-    assert!(all(&server, &key, "vulnerability-findings", "").is_empty(), "nothing was written");
+    super::assert_hostile_xml_refused(
+        &Server::start(&plugins_dir()),
+        "qualys",
+        &["ASSET_DATA_REPORT", "HOST_LIST_VM_DETECTION_OUTPUT"],
+        "",
+    );
 }
