@@ -7,8 +7,6 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
@@ -18,7 +16,7 @@ use crate::Args;
 use crate::postgres::{bench_cluster, ensure_postgres_data, seeded_key};
 use crate::server::start_server_in_mode;
 use crate::stats::median;
-use crate::system::resident_mib;
+use crate::system::{PeakMemory, resident_mib};
 
 const ROUNDS: usize = 2;
 /// The list's largest page.
@@ -33,18 +31,7 @@ struct Reading {
 
 /// Reads the whole export, sampling the server's resident memory meanwhile.
 fn export_all(base: &str, key: &str, server_pid: u32) -> anyhow::Result<Reading> {
-    let sampling = Arc::new(AtomicBool::new(true));
-    let sampler = {
-        let sampling = sampling.clone();
-        std::thread::spawn(move || {
-            let mut peak: f64 = 0.0;
-            while sampling.load(Ordering::Relaxed) {
-                peak = peak.max(resident_mib(server_pid));
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            peak
-        })
-    };
+    let memory = PeakMemory::start(server_pid);
     let client = reqwest::blocking::Client::builder().timeout(None).build()?;
     let started = Instant::now();
     let mut response =
@@ -64,8 +51,7 @@ fn export_all(base: &str, key: &str, server_pid: u32) -> anyhow::Result<Reading>
         }
     }
     let seconds = started.elapsed().as_secs_f64();
-    sampling.store(false, Ordering::Relaxed);
-    let peak_mib = sampler.join().map_err(|_| anyhow!("the memory sampler failed"))?;
+    let peak_mib = memory.stop()?;
     let text = String::from_utf8_lossy(&tail);
     let last: Value = serde_json::from_str(text.trim_end().rsplit('\n').next().unwrap_or_default())
         .context("the export's last line")?;

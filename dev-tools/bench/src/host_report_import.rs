@@ -4,8 +4,6 @@
 //! CPU and its peak resident memory against its memory at rest.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
@@ -15,7 +13,7 @@ use serde_json::Value;
 use crate::Args;
 use crate::postgres::bench_cluster;
 use crate::server::start_server_in_mode;
-use crate::system::{cpu_seconds, resident_mib};
+use crate::system::{PeakMemory, cpu_seconds, resident_mib};
 
 /// The real report repeated: a credentialed scan, so its findings are OS
 /// packages as well as services.
@@ -80,18 +78,7 @@ struct Measured {
 fn import_measured(admin: &str, token: &str, organization: &str, body: &[u8], pid: u32) -> anyhow::Result<Measured> {
     let client = Client::builder().timeout(Duration::from_secs(1800)).build()?;
     let at_rest = resident_mib(pid);
-    let sampling = Arc::new(AtomicBool::new(true));
-    let sampler = {
-        let sampling = sampling.clone();
-        std::thread::spawn(move || {
-            let mut peak: f64 = 0.0;
-            while sampling.load(Ordering::Relaxed) {
-                peak = peak.max(resident_mib(pid));
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            peak
-        })
-    };
+    let memory = PeakMemory::start(pid);
     let cpu_before = cpu_seconds(|p| p == pid);
     let started = Instant::now();
     let response = client
@@ -103,8 +90,7 @@ fn import_measured(admin: &str, token: &str, organization: &str, body: &[u8], pi
     let outcome: Value = response.json()?;
     let seconds = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds(|p| p == pid) - cpu_before;
-    sampling.store(false, Ordering::Relaxed);
-    let peak = sampler.join().map_err(|_| anyhow!("the memory sampler failed"))?;
+    let peak = memory.stop()?;
     if !status.is_success() {
         bail!("the host report was refused: {status} {outcome}");
     }

@@ -12,6 +12,39 @@ pub(crate) fn resident_mib(pid: u32) -> f64 {
     kib / 1024.0
 }
 
+/// The peak resident memory of a process while something runs: sampled
+/// every 20 ms by a thread of its own from [`PeakMemory::start`] to
+/// [`PeakMemory::stop`].
+pub(crate) struct PeakMemory {
+    sampling: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sampler: std::thread::JoinHandle<f64>,
+}
+
+impl PeakMemory {
+    pub(crate) fn start(pid: u32) -> PeakMemory {
+        use std::sync::atomic::Ordering;
+        let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let sampler = {
+            let sampling = sampling.clone();
+            std::thread::spawn(move || {
+                let mut peak: f64 = 0.0;
+                while sampling.load(Ordering::Relaxed) {
+                    peak = peak.max(resident_mib(pid));
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                peak
+            })
+        };
+        PeakMemory { sampling, sampler }
+    }
+
+    /// The peak, in MiB.
+    pub(crate) fn stop(self) -> anyhow::Result<f64> {
+        self.sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.sampler.join().map_err(|_| anyhow::anyhow!("the memory sampler failed"))
+    }
+}
+
 /// The CPU time (user and system) of the processes `pick` chooses by pid,
 /// in seconds, from `/proc`.
 pub(crate) fn cpu_seconds(pick: impl Fn(u32) -> bool) -> f64 {

@@ -65,3 +65,13 @@ pub(crate) fn assert_reimport_quiet(
     );
     assert_eq!(all(server, key, "vulnerability-findings", ""), listed, "{name}: nothing moved");
 }
+
+/// The import's answer skipped `expected` entries, each with its reason.
+pub(crate) fn assert_skipped_saying_why(answer: &Value, expected: usize, name: &str) {
+    let skipped = answer["skipped"].as_array().unwrap_or_else(|| panic!("{name}: {answer}"));
+    assert_eq!(skipped.len(), expected, "{name}: the entries skipped: {answer}");
+    assert!(
+        skipped.iter().all(|entry| !entry["reason"].as_str().unwrap_or_default().is_empty()),
+        "{name}: every skipped entry says why: {answer}"
+    );
+}

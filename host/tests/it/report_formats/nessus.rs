@@ -201,12 +201,7 @@ fn every_nessus_report_comes_out_as_a_reading_of_it_says_and_again_quietly() {
                 }
             }
         }
-        let skipped = answer["skipped"].as_array().unwrap();
-        assert_eq!(skipped.len(), expected.informational, "{name}: informational items are skipped");
-        assert!(
-            skipped.iter().all(|entry| !entry["reason"].as_str().unwrap_or_default().is_empty()),
-            "{name}: every skipped entry says why"
-        );
+        super::assert_skipped_saying_why(&answer, expected.informational, &name.to_string());
 
         super::assert_reimport_quiet(&server, &organization, &key, "", bytes, &listed, &name.to_string());
     }

@@ -238,12 +238,7 @@ fn every_qualys_report_comes_out_as_a_reading_of_it_says_and_again_quietly() {
         for (triple, (severity, cve)) in &expected.findings {
             assert_eq!(found[triple], (*severity, cve.clone()), "{name}: {triple:?}: severity and first CVE");
         }
-        let skipped = answer["skipped"].as_array().unwrap();
-        assert_eq!(skipped.len(), expected.skipped, "{name}: information gathered");
-        assert!(
-            skipped.iter().all(|entry| !entry["reason"].as_str().unwrap_or_default().is_empty()),
-            "{name}: every skipped entry says why: {answer}"
-        );
+        super::assert_skipped_saying_why(&answer, expected.skipped, &name.to_string());
 
         super::assert_reimport_quiet(&server, &organization, &key, "", bytes, &findings, &name.to_string());
         assert_eq!(all(&server, &key, "endpoints", "").len(), endpoints.len(), "{name}: no endpoint made twice");
