@@ -2,6 +2,7 @@
 //! module per format; the shared helpers are in `reports.rs`.
 
 mod hosts;
+mod lifecycle;
 mod nessus;
 mod nexpose;
 mod openvas;
