@@ -1,5 +1,5 @@
-//! A host scanner's later scans through the real host, as for the other
-//! formats: a scan that no longer lists a check resolves its finding, one
+//! Host scanners' later scans through the real host, as for the other
+//! formats (a real report, edited as the next scan would write it): a scan that no longer lists a check resolves its finding, one
 //! that lists it again reopens it, and an older scan changes nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -9,36 +9,79 @@ use std::collections::BTreeMap;
 use crate::common::{Server, plugins_dir, reports_dir};
 use crate::reports::{all, import_ok, new_organization};
 
-const REPORT: &str = "nessus/defectdojo_nessus-10.1-cvssv3_vulnweb.nessus";
-
-/// The report with its hosts' times `days` later.
-fn days_later(report: &str, days: u64) -> String {
-    let mut shifted = report.to_owned();
-    for tag in ["HOST_START_TIMESTAMP", "HOST_END_TIMESTAMP"] {
-        let open = format!("<tag name=\"{tag}\">");
-        let at = shifted.find(&open).unwrap() + open.len();
-        let end = at + shifted[at..].find('<').unwrap();
-        let seconds: u64 = shifted[at..end].trim().parse().unwrap();
-        shifted.replace_range(at..end, &(seconds + days * 86_400).to_string());
-    }
-    shifted
+/// How a test edits one format's report: its records (a start and an end
+/// marker), which of them are findings, the check each names, and its
+/// scan time moved on.
+struct Layout {
+    file: &'static str,
+    record_start: &'static str,
+    record_end: &'static str,
+    is_finding: fn(&str) -> bool,
+    check_of: fn(&str) -> String,
+    days_later: fn(&str, u64) -> String,
 }
 
-/// The report without its first item that is a finding (severity above
-/// 0), and that item's plugin.
-fn without_first_finding(report: &str) -> (String, String) {
-    let mut at = 0;
-    loop {
-        let start = at + report[at..].find("<ReportItem ").unwrap();
-        let tag_end = start + report[start..].find('>').unwrap();
-        let end = start + report[start..].find("</ReportItem>").unwrap() + "</ReportItem>".len();
-        let tag = &report[start..tag_end];
-        if !tag.contains("severity=\"0\"") {
-            let plugin = tag.split("pluginID=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
-            return (format!("{}{}", &report[..start], &report[end..]), plugin);
+fn between<'a>(text: &'a str, before: &str, after: &str) -> &'a str {
+    text.split(before).nth(1).unwrap().split(after).next().unwrap()
+}
+
+const NESSUS: Layout = Layout {
+    file: "nessus/defectdojo_nessus-10.1-cvssv3_vulnweb.nessus",
+    record_start: "<ReportItem ",
+    record_end: "</ReportItem>",
+    is_finding: |item| !item[..item.find('>').unwrap()].contains("severity=\"0\""),
+    check_of: |item| format!("nessus:{}", between(item, "pluginID=\"", "\"")),
+    days_later: |report, days| {
+        let mut shifted = report.to_owned();
+        for tag in ["HOST_START_TIMESTAMP", "HOST_END_TIMESTAMP"] {
+            let open = format!("<tag name=\"{tag}\">");
+            let at = shifted.find(&open).unwrap() + open.len();
+            let end = at + shifted[at..].find('<').unwrap();
+            let seconds: u64 = shifted[at..end].trim().parse().unwrap();
+            shifted.replace_range(at..end, &(seconds + days * 86_400).to_string());
         }
-        at = end;
+        shifted
+    },
+};
+
+const GREENBONE: Layout = Layout {
+    file: "openvas/defectdojo_gmp9_metasploitable2.xml",
+    record_start: "<result id=",
+    record_end: "</result>",
+    is_finding: |result| result.contains("<threat>High</threat>"),
+    check_of: |result| format!("nvt:{}", between(result, "<nvt oid=\"", "\"")),
+    days_later: |report, days| {
+        report.replace("<scan_start>2023-09-26T", &format!("<scan_start>2023-09-{}T", 26 + days))
+    },
+};
+
+/// The report without any record of its first finding's check, and that
+/// check.
+fn without_first_check(report: &str, layout: &Layout) -> (String, String) {
+    let records = |text: &str| -> Vec<(usize, usize)> {
+        let mut found = Vec::new();
+        let mut at = 0;
+        while let Some(offset) = text[at..].find(layout.record_start) {
+            let start = at + offset;
+            let end = start + text[start..].find(layout.record_end).unwrap() + layout.record_end.len();
+            found.push((start, end));
+            at = end;
+        }
+        found
+    };
+    let all = records(report);
+    let (start, end) = *all.iter().find(|(start, end)| (layout.is_finding)(&report[*start..*end])).unwrap();
+    let check = (layout.check_of)(&report[start..end]);
+    let mut kept = String::new();
+    let mut at = 0;
+    for (start, end) in all {
+        if (layout.check_of)(&report[start..end]) == check {
+            kept.push_str(&report[at..start]);
+            at = end;
+        }
     }
+    kept.push_str(&report[at..]);
+    (kept, check)
 }
 
 fn statuses(server: &Server, key: &str) -> BTreeMap<String, String> {
@@ -53,20 +96,21 @@ fn statuses(server: &Server, key: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-#[test]
-fn a_later_nessus_scan_resolves_what_it_no_longer_lists_and_reopens_what_it_lists_again() {
+/// A later scan resolves what it no longer lists, an older one changes
+/// nothing, a later one listing it again reopens it.
+fn later_scans_resolve_and_reopen(layout: &Layout) {
     let server = Server::start(&plugins_dir());
-    let (organization, key) = new_organization(&server, "nessus-later");
-    let report = std::fs::read_to_string(reports_dir().join(REPORT)).unwrap();
+    let (organization, key) = new_organization(&server, layout.file);
+    let report = std::fs::read_to_string(reports_dir().join(layout.file)).unwrap();
     import_ok(&server, &organization, "", report.clone().into_bytes());
     let first = statuses(&server, &key);
     assert!(first.values().all(|status| status == "open"), "{first:?}");
 
-    let (without, plugin) = without_first_finding(&report);
-    let check = format!(" nessus:{plugin} ");
+    let (without, check) = without_first_check(&report, layout);
+    let check = format!(" {check} ");
     let gone: Vec<&String> = first.keys().filter(|identity| identity.contains(&check)).collect();
-    assert!(!gone.is_empty(), "plugin {plugin} made a finding: {first:?}");
-    let answer = import_ok(&server, &organization, "", days_later(&without, 1).into_bytes());
+    assert!(!gone.is_empty(), "{check} made a finding: {first:?}");
+    let answer = import_ok(&server, &organization, "", (layout.days_later)(&without, 1).into_bytes());
     assert_eq!(answer["resolved"], gone.len(), "{answer}");
     assert_eq!((answer["created"].as_u64(), answer["reopened"].as_u64()), (Some(0), Some(0)), "{answer}");
     let later = statuses(&server, &key);
@@ -81,7 +125,7 @@ fn a_later_nessus_scan_resolves_what_it_no_longer_lists_and_reopens_what_it_list
     assert_eq!(statuses(&server, &key), later, "an older scan changes nothing");
 
     // A later one listing the plugin again reopens its findings.
-    let answer = import_ok(&server, &organization, "", days_later(&report, 2).into_bytes());
+    let answer = import_ok(&server, &organization, "", (layout.days_later)(&report, 2).into_bytes());
     assert_eq!(
         (answer["reopened"].as_u64(), answer["resolved"].as_u64()),
         (Some(gone.len() as u64), Some(0)),
@@ -92,4 +136,14 @@ fn a_later_nessus_scan_resolves_what_it_no_longer_lists_and_reopens_what_it_list
         let expected = if identity.contains(&check) { "reopened" } else { "open" };
         assert_eq!(status, expected, "{identity}");
     }
+}
+
+#[test]
+fn a_later_nessus_scan_resolves_what_it_no_longer_lists_and_reopens_what_it_lists_again() {
+    later_scans_resolve_and_reopen(&NESSUS);
+}
+
+#[test]
+fn a_later_greenbone_scan_resolves_what_it_no_longer_lists_and_reopens_what_it_lists_again() {
+    later_scans_resolve_and_reopen(&GREENBONE);
 }
