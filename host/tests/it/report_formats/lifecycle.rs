@@ -55,6 +55,15 @@ const GREENBONE: Layout = Layout {
     },
 };
 
+const NEXPOSE: Layout = Layout {
+    file: "nexpose/defectdojo_nexpose-2.0_4-ubuntu-nodes.xml",
+    record_start: "<test ",
+    record_end: "</test>",
+    is_finding: |test| test.contains("status=\"vulnerable-"),
+    check_of: |test| format!("nexpose:{}", between(test, "id=\"", "\"")),
+    days_later: |report, days| report.replace("startTime=\"20210211T", &format!("startTime=\"202102{}T", 11 + days)),
+};
+
 /// The report without any record of its first finding's check, and that
 /// check.
 fn without_first_check(report: &str, layout: &Layout) -> (String, String) {
@@ -84,12 +93,18 @@ fn without_first_check(report: &str, layout: &Layout) -> (String, String) {
     (kept, check)
 }
 
+/// Each finding's status by its endpoint and identity.
 fn statuses(server: &Server, key: &str) -> BTreeMap<String, String> {
     all(server, key, "vulnerability-findings", "")
         .iter()
         .map(|finding| {
             (
-                finding["source"]["scanner_finding_id"].as_str().unwrap().to_owned(),
+                // The endpoint, then the identity: one check on several hosts is several findings.
+                format!(
+                    "{} {}",
+                    finding["endpoint_id"].as_str().unwrap(),
+                    finding["source"]["scanner_finding_id"].as_str().unwrap()
+                ),
                 finding["status"].as_str().unwrap().to_owned(),
             )
         })
@@ -146,4 +161,9 @@ fn a_later_nessus_scan_resolves_what_it_no_longer_lists_and_reopens_what_it_list
 #[test]
 fn a_later_greenbone_scan_resolves_what_it_no_longer_lists_and_reopens_what_it_lists_again() {
     later_scans_resolve_and_reopen(&GREENBONE);
+}
+
+#[test]
+fn a_later_nexpose_scan_resolves_what_it_no_longer_lists_and_reopens_what_it_lists_again() {
+    later_scans_resolve_and_reopen(&NEXPOSE);
 }
