@@ -64,6 +64,17 @@ const NEXPOSE: Layout = Layout {
     days_later: |report, days| report.replace("startTime=\"20210211T", &format!("startTime=\"202102{}T", 11 + days)),
 };
 
+const QUALYS: Layout = Layout {
+    file: "qualys/sample-scan-files_asset-data-report_7-hosts.xml",
+    record_start: "<VULN_INFO>",
+    record_end: "</VULN_INFO>",
+    is_finding: |info| info.contains("<TYPE>Vuln</TYPE>"),
+    check_of: |info| format!("qid:{}", between(info, "\">", "</QID>")),
+    days_later: |report, days| {
+        report.replace("<GENERATION_DATETIME>2019-08-01T", &format!("<GENERATION_DATETIME>2019-08-0{}T", 1 + days))
+    },
+};
+
 /// The report without any record of its first finding's check, and that
 /// check.
 fn without_first_check(report: &str, layout: &Layout) -> (String, String) {
@@ -166,4 +177,48 @@ fn a_later_greenbone_scan_resolves_what_it_no_longer_lists_and_reopens_what_it_l
 #[test]
 fn a_later_nexpose_scan_resolves_what_it_no_longer_lists_and_reopens_what_it_lists_again() {
     later_scans_resolve_and_reopen(&NEXPOSE);
+}
+
+#[test]
+fn a_later_qualys_scan_resolves_what_it_no_longer_lists_and_reopens_what_it_lists_again() {
+    later_scans_resolve_and_reopen(&QUALYS);
+}
+
+/// Snyk's reports carry no scan time (the import's is theirs): a report
+/// without one vulnerability resolves its findings, the next listing it
+/// again reopens them.
+#[test]
+fn a_later_snyk_test_resolves_what_it_no_longer_lists_and_reopens_what_it_lists_again() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = new_organization(&server, "snyk-later");
+    let query = "createEndpoint=true&endpoint=scanned-host";
+    let bytes = std::fs::read(reports_dir().join("snyk/heimdall2_nodejs-goof_npm.json")).unwrap();
+    let mut report: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    import_ok(&server, &organization, query, bytes.clone());
+    let first = statuses(&server, &key);
+    let vulnerabilities = report["vulnerabilities"].as_array_mut().unwrap();
+    let id = vulnerabilities[0]["id"].as_str().unwrap().to_owned();
+    vulnerabilities.retain(|vulnerability| vulnerability["id"] != id.as_str());
+    // The finding's identity names its first CVE, else the Snyk id.
+    let named: Vec<String> =
+        std::iter::once(id.clone()).chain(report_cves(&bytes, &id)).map(|name| format!(" {name} ")).collect();
+    let gone = first.keys().filter(|identity| named.iter().any(|name| identity.contains(name))).count();
+    assert!(gone > 0, "{id}: {first:?}");
+    let answer = import_ok(&server, &organization, query, serde_json::to_vec(&report).unwrap());
+    assert_eq!((answer["resolved"].as_u64(), answer["created"].as_u64()), (Some(gone as u64), Some(0)), "{answer}");
+    let answer = import_ok(&server, &organization, query, bytes);
+    assert_eq!((answer["reopened"].as_u64(), answer["resolved"].as_u64()), (Some(gone as u64), Some(0)), "{answer}");
+}
+
+/// The CVEs the report gives vulnerability `id`.
+fn report_cves(bytes: &[u8], id: &str) -> Vec<String> {
+    let report: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    report["vulnerabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|vulnerability| vulnerability["id"] == id)
+        .flat_map(|vulnerability| vulnerability["identifiers"]["CVE"].as_array().cloned().unwrap_or_default())
+        .filter_map(|cve| cve.as_str().map(str::to_owned))
+        .collect()
 }
