@@ -745,14 +745,15 @@ fn a_report_at_the_findings_limit_takes_bounded_memory_and_one_beyond_is_refused
         refused_peak >> 20,
         peak >> 20
     );
-    // Measured 499 MiB (a dry run: 300, the refusal: 152); in one sled
-    // transaction it was 724 to 864 MiB. Without the limit, 100,000
-    // entries took 6 GiB and more.
-    assert!(peak <= 640 << 20, "{} MiB above the baseline for {LIMIT} findings", peak >> 20);
+    // Measured 499 MiB with six importers (a dry run: 300, the refusal:
+    // 152), 678 to 684 MiB with eleven (each one's `detect` runs on the
+    // report in an instance of its own); in one sled transaction it was
+    // 724 to 864 MiB. Without the limit, 100,000 entries took 6 GiB and more.
+    assert!(peak <= 768 << 20, "{} MiB above the baseline for {LIMIT} findings", peak >> 20);
     assert!(refused_peak <= 256 << 20, "{} MiB above the baseline to refuse a report", refused_peak >> 20);
     // And gives it back: what stays is mostly the store's cache (256 MiB);
     // measured 466 MiB above the baseline 3 s after.
-    let settled = baseline + (640 << 20);
+    let settled = baseline + (768 << 20);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while memory_figure(pid, "VmRSS") > settled {
         assert!(
