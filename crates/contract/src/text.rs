@@ -59,6 +59,11 @@ pub fn refusal(text: &str, form: Form) -> Option<String> {
 }
 
 fn character_refusal(character: char, form: Form) -> Option<String> {
+    // Most stored text is printable ASCII, which no rule refuses: skip the
+    // Unicode tables' lookups for it.
+    if character.is_ascii_graphic() || character == ' ' {
+        return None;
+    }
     let code = u32::from(character);
     let multiline = form == Form::Lines;
     if character.is_control() {

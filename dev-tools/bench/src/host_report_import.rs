@@ -21,8 +21,8 @@ const REPEATED_REPORT: &str = "nessus/python-libnessus_centos63-credentialed-pci
 /// Findings per host.
 const FINDINGS_PER_HOST: usize = 50;
 
-/// The report's one host, its properties renamed per copy, holding its
-/// first 50 items that are findings (severity above 0), repeated as
+/// The report's one host, its properties renamed per copy, holding
+/// items that make 50 findings (severity above 0, one per package named), repeated as
 /// `hosts` hosts (`bench-host-<n>.lab.example`, 10.x.y.z).
 fn repeated_nessus_report(reports_dir: &Path, hosts: usize) -> anyhow::Result<Vec<u8>> {
     let path = reports_dir.join(REPEATED_REPORT);
@@ -33,15 +33,20 @@ fn repeated_nessus_report(reports_dir: &Path, hosts: usize) -> anyhow::Result<Ve
     let host = &text[host_start..host_end];
     let properties_end =
         host.find("</HostProperties>").ok_or_else(|| anyhow!("no HostProperties"))? + "</HostProperties>".len();
-    let items: Vec<&str> = host[properties_end..]
-        .split("<ReportItem ")
-        .skip(1)
-        .map(|item| item.trim_end().trim_end_matches("</ReportHost>"))
-        .filter(|item| !item.contains("severity=\"0\""))
-        .take(FINDINGS_PER_HOST)
-        .collect();
-    if items.len() < FINDINGS_PER_HOST {
-        bail!("{}: {} findings, fewer than {FINDINGS_PER_HOST}", path.display(), items.len());
+    // A local check makes one finding per package it names: items are taken
+    // while they fit, so that each host makes exactly 50 findings.
+    let mut items: Vec<&str> = Vec::new();
+    let mut findings = 0;
+    for item in host[properties_end..].split("<ReportItem ").skip(1) {
+        let item = item.trim_end().trim_end_matches("</ReportHost>");
+        let makes = item.matches("Remote package installed : ").count().max(1);
+        if !item.contains("severity=\"0\"") && findings + makes <= FINDINGS_PER_HOST {
+            items.push(item);
+            findings += makes;
+        }
+    }
+    if findings < FINDINGS_PER_HOST {
+        bail!("{}: {findings} findings, fewer than {FINDINGS_PER_HOST}", path.display());
     }
     let properties = &host[..properties_end];
     let mut body =
