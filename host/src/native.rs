@@ -126,7 +126,7 @@ impl esr_plugin_sdk::Store for NativeStore {
     }
 
     fn count_matching(&self, collection: &str, matching: &Matching) -> u64 {
-        let index = matching.range.as_ref().map(|range| range.index.as_str());
+        let index = matching.ranges.first().map(|range| range.index.as_str());
         let index = index.or(matching.conditions.first().map(|condition| condition.index.as_str()));
         self.read(collection, index, |tenant, collection| tenant.count_matching(collection, matching))
     }

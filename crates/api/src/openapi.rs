@@ -374,7 +374,16 @@ fn summary_operation(group: &super::Group, summary: &SummaryDoc) -> Value {
         "operationId": format!("summarize{}s", group.schema),
         "summary": format!("Count {}s by fields", group.resource),
         "description": format!(
-            "Needs the `{}` scope. `groupBy` names one or two of: {}; the list's filters narrow what is              counted. Groups with no record are left out; groups are ordered by count, largest first.              Counted from the server's index counts, never by reading records. A bad `groupBy` (unknown              field, repeated, more than two) is 400 naming it and the fields allowed; 404 when the loaded              component serves no summary.",
+            "Needs the `{}` scope. `groupBy` names one or two of: {}; every filter of the list narrows \
+             what is counted, in any combination, and `total` is the list's. Groups with no record are left \
+             out; groups are ordered by count, largest first. Filters on indexed fields and ranges (any \
+             number of them together) are counted from the server's indexes without reading records; a \
+             filter tested on each record (a text prefix) reads the records it selects, and is refused \
+             with 400 naming it when that would be more than the list reads for a total, as the list's \
+             total is. A summary of more groups than the server answers, or one counted per combination of \
+             values past its budget, is 400 saying to add a filter or group by fewer fields. A bad \
+             `groupBy` (unknown field, repeated, more than two) is 400 naming it and the fields allowed; \
+             404 when the loaded component serves no summary.",
             group.scope,
             summary.group_by.join(", ")
         ),

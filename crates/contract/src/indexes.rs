@@ -538,12 +538,13 @@ impl IndexCondition {
     }
 }
 
-/// The records a count counts: those in `range` when given, holding one of
-/// each condition's values, and updated strictly after `updated_after`
-/// (Unix nanoseconds) when given. The default matches every record.
+/// The records a count counts: those in every one of `ranges` (at most
+/// [`MAX_RANGES`](crate::limits::MAX_RANGES)), holding one of each
+/// condition's values, and updated strictly after `updated_after` (Unix
+/// nanoseconds) when given. The default matches every record.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Matching {
-    pub range: Option<IndexRange>,
+    pub ranges: Vec<IndexRange>,
     pub conditions: Vec<IndexCondition>,
     pub updated_after: Option<i64>,
 }
@@ -552,6 +553,11 @@ impl Matching {
     /// The records meeting every condition.
     pub fn conditions(conditions: Vec<IndexCondition>) -> Matching {
         Matching { conditions, ..Matching::default() }
+    }
+
+    /// The records in `range`.
+    pub fn range(range: IndexRange) -> Matching {
+        Matching { ranges: vec![range], ..Matching::default() }
     }
 
     /// These records, further narrowed by `more` conditions.

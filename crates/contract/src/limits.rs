@@ -13,3 +13,9 @@ pub const MAX_SUMMARY_GROUPS: usize = 10_000;
 
 /// The longest value a group holds (index values are the records' short texts).
 pub const MAX_SUMMARY_VALUE_CHARS: usize = 256;
+
+/// The most ranges one count names (`store.count-in-ranges`,
+/// `store.count-groups-in-ranges`): a collection has a few sort indexes,
+/// and each range is a walk of the host's, so a component may not ask for
+/// more.
+pub const MAX_RANGES: usize = 4;

@@ -4,6 +4,7 @@
 
 use super::*;
 use esr_contract::Collection;
+use esr_contract::limits::MAX_RANGES;
 
 /// The caller's organization, bound into a call's store.
 #[derive(Clone)]
@@ -296,6 +297,21 @@ fn range_from_wit(function: &str, range: &wit_store::IndexRange) -> Result<Index
     })
 }
 
+fn ranges_from_wit(function: &str, ranges: &[wit_store::IndexRange]) -> Result<Vec<IndexRange>, StoreError> {
+    ranges.iter().map(|range| range_from_wit(function, range)).collect()
+}
+
+/// A count names at most [`MAX_RANGES`] ranges: each is a walk.
+fn check_ranges(function: &str, matching: &Matching) -> Result<(), StoreError> {
+    if matching.ranges.len() > MAX_RANGES {
+        return Err(StoreError::MalformedCall(format!(
+            "{function} with {} ranges; give at most {MAX_RANGES}",
+            matching.ranges.len()
+        )));
+    }
+    Ok(())
+}
+
 fn conditions_from_wit(conditions: Vec<wit_store::IndexCondition>) -> Vec<IndexCondition> {
     conditions.into_iter().map(|condition| IndexCondition::new(condition.index, condition.values)).collect()
 }
@@ -347,6 +363,7 @@ impl TenantSession {
     }
 
     pub fn count_matching(&mut self, collection: Collection, matching: &Matching) -> Result<u64, StoreError> {
+        check_ranges("count-in-ranges", matching)?;
         self.reader.count_matching(collection, matching)
     }
 
@@ -356,6 +373,7 @@ impl TenantSession {
         group_by: &[String],
         matching: &Matching,
     ) -> Result<Vec<GroupCount>, StoreError> {
+        check_ranges("count-groups-in-ranges", matching)?;
         self.reader.count_groups(collection, group_by, matching)
     }
 }
@@ -438,7 +456,7 @@ impl wit_store::Host for CallState {
     ) -> wasmtime::Result<u64> {
         let collection = self.collection_read(&collection, "count-matching")?;
         let Some(tenant) = &mut self.tenant else { return Ok(0) };
-        let matching = Matching { conditions: conditions_from_wit(conditions), updated_after, range: None };
+        let matching = Matching { conditions: conditions_from_wit(conditions), updated_after, ranges: Vec::new() };
         Ok(tenant.count_matching(collection, &matching)?)
     }
 
@@ -449,10 +467,23 @@ impl wit_store::Host for CallState {
         conditions: Vec<wit_store::IndexCondition>,
         updated_after: Option<i64>,
     ) -> wasmtime::Result<u64> {
-        let collection = self.collection_read(&collection, "count-in-range")?;
+        self.count_in_ranges(collection, vec![range], conditions, updated_after)
+    }
+
+    fn count_in_ranges(
+        &mut self,
+        collection: String,
+        ranges: Vec<wit_store::IndexRange>,
+        conditions: Vec<wit_store::IndexCondition>,
+        updated_after: Option<i64>,
+    ) -> wasmtime::Result<u64> {
+        let collection = self.collection_read(&collection, "count-in-ranges")?;
         let Some(tenant) = &mut self.tenant else { return Ok(0) };
-        let range = Some(range_from_wit("count-in-range", &range)?);
-        let matching = Matching { range, conditions: conditions_from_wit(conditions), updated_after };
+        if ranges.is_empty() {
+            return Err(StoreError::MalformedCall("count-in-ranges without a range".to_owned()).into());
+        }
+        let ranges = ranges_from_wit("count-in-ranges", &ranges)?;
+        let matching = Matching { ranges, conditions: conditions_from_wit(conditions), updated_after };
         Ok(tenant.count_matching(collection, &matching)?)
     }
 
@@ -464,10 +495,21 @@ impl wit_store::Host for CallState {
         conditions: Vec<wit_store::IndexCondition>,
         updated_after: Option<i64>,
     ) -> wasmtime::Result<Vec<wit_store::GroupCount>> {
-        let collection = self.collection_read(&collection, "count-groups")?;
+        self.count_groups_in_ranges(collection, group_by, range.into_iter().collect(), conditions, updated_after)
+    }
+
+    fn count_groups_in_ranges(
+        &mut self,
+        collection: String,
+        group_by: Vec<String>,
+        ranges: Vec<wit_store::IndexRange>,
+        conditions: Vec<wit_store::IndexCondition>,
+        updated_after: Option<i64>,
+    ) -> wasmtime::Result<Vec<wit_store::GroupCount>> {
+        let collection = self.collection_read(&collection, "count-groups-in-ranges")?;
         let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
-        let range = range.as_ref().map(|range| range_from_wit("count-groups", range)).transpose()?;
-        let matching = Matching { range, conditions: conditions_from_wit(conditions), updated_after };
+        let ranges = ranges_from_wit("count-groups-in-ranges", &ranges)?;
+        let matching = Matching { ranges, conditions: conditions_from_wit(conditions), updated_after };
         let groups = tenant.count_groups(collection, &group_by, &matching)?;
         Ok(groups.into_iter().map(|group| wit_store::GroupCount { values: group.values, count: group.count }).collect())
     }

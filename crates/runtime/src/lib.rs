@@ -106,7 +106,7 @@ pub const WIT_PACKAGE: &str = "esr:plugin";
 /// version is a breaking one under semver).
 pub const ACCEPTED_VERSIONS: &str = "0.3.x";
 /// The package version this host is built against.
-const WIT_VERSION: &str = "0.3.3";
+const WIT_VERSION: &str = "0.3.4";
 const ACCEPTED_MAJOR_MINOR: (u64, u64) = (0, 3);
 
 /// The resource groups served by the `handler` world, as the API names them.

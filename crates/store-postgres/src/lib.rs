@@ -1353,11 +1353,11 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
     }
 
     fn count_matching(&mut self, collection: Collection, matching: &Matching) -> Result<u64, StoreError> {
-        let Matching { range, conditions, updated_after } = matching;
-        match range {
-            Some(range) => self.count_in_range(collection, range, conditions, *updated_after),
-            None => self.count_unranged(collection, conditions, *updated_after),
+        let Matching { ranges, conditions, updated_after } = matching;
+        if ranges.is_empty() {
+            return self.count_unranged(collection, conditions, *updated_after);
         }
+        self.count_in_ranges(collection, ranges, conditions, *updated_after)
     }
 
     fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
@@ -1575,23 +1575,25 @@ impl<C: GenericClient + Send> Session<'_, C> {
         }
         let conditions: Vec<IndexCondition> =
             sized.into_iter().map(|(_, index, values)| IndexCondition::new(index, values)).collect();
-        self.count_intersection(collection, None, &conditions, updated_after)
+        self.count_intersection(collection, &[], &conditions, updated_after)
     }
 
-    /// How many of the organization's records lie in `range` (hold the
-    /// sort value of its sort index at a position strictly between its
-    /// ends; an absent end is open), meet every condition and, when given,
-    /// were updated strictly after `updated_after`.
-    fn count_in_range(
+    /// How many of the organization's records lie in every one of
+    /// `ranges` (hold the sort value of its sort index at a position
+    /// strictly between its ends; an absent end is open), meet every
+    /// condition and, when given, were updated strictly after
+    /// `updated_after`.
+    fn count_in_ranges(
         &mut self,
         collection: Collection,
-        range: &IndexRange,
+        ranges: &[IndexRange],
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
-        let index = range.index.as_str();
-        known_index(collection, index)?;
-        sort_index(collection, index)?;
+        for range in ranges {
+            known_index(collection, &range.index)?;
+            sort_index(collection, &range.index)?;
+        }
         for condition in conditions {
             known_index(collection, &condition.index)?;
         }
@@ -1602,7 +1604,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
                 IndexCondition::new(condition.index.clone(), values)
             })
             .collect();
-        self.count_intersection(collection, Some(range), &conditions, updated_after)
+        self.count_intersection(collection, ranges, &conditions, updated_after)
     }
 
     /// [`StoreReader::count_groups_of_candidates`] in one statement: the
@@ -1610,7 +1612,8 @@ impl<C: GenericClient + Send> Session<'_, C> {
     /// candidates (position, id); every other condition on such an index,
     /// and each group index's values (its count rows), are looked up at
     /// the candidate's place in the primary key (no index by id is kept);
-    /// any other condition, the range and `updated_after` are sets of ids.
+    /// any other condition, the ranges and `updated_after` are sets of ids.
+    /// Without such a condition, ranges alone are the statement's walk.
     pub fn count_groups_of_candidates(
         &mut self,
         collection: Collection,
@@ -1618,8 +1621,8 @@ impl<C: GenericClient + Send> Session<'_, C> {
         matching: &Matching,
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
-        let Matching { range, conditions, updated_after } = matching;
-        let (range, updated_after) = (range.as_ref(), *updated_after);
+        let Matching { ranges, conditions, updated_after } = matching;
+        let updated_after = *updated_after;
         for index in group_by {
             known_index(collection, index)?;
         }
@@ -1632,16 +1635,17 @@ impl<C: GenericClient + Send> Session<'_, C> {
             }
             sized.push((held, index, values));
         }
-        if let Some(range) = range {
+        for range in ranges {
             known_index(collection, &range.index)?;
             sort_index(collection, &range.index)?;
         }
         sized.sort_by_key(|(held, ..)| *held);
-        let Some(source) = sized.iter().position(|(_, index, _)| ordered_by_creation(collection, index)) else {
-            return Ok(None);
-        };
-        if sized[source].0 > max_candidates {
-            return Ok(None);
+        // Ranges without such a condition: the database walks their index
+        // entries in the same statement.
+        match sized.iter().position(|(_, index, _)| ordered_by_creation(collection, index)) {
+            Some(source) if sized[source].0 > max_candidates => return Ok(None),
+            None if ranges.is_empty() => return Ok(None),
+            _ => {}
         }
         let conditions: Vec<IndexCondition> =
             sized.into_iter().map(|(_, index, values)| IndexCondition::new(index, values)).collect();
@@ -1664,7 +1668,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
                 }
             }
         }
-        let matching = where_matching(collection, range, &conditions, updated_after, &mut params)?;
+        let matching = where_matching(collection, ranges, &conditions, updated_after, &mut params)?;
         let (selected, present) = (selected.join(", "), present.concat());
         let positions = (1..=group_by.len()).map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
         let sql = format!(
@@ -1710,20 +1714,20 @@ impl<C: GenericClient + Send> Session<'_, C> {
         Ok(read(this_hour) + read(later))
     }
 
-    /// Counts the records matching every condition (and in the range, and
+    /// Counts the records matching every condition (and in every range, and
     /// updated after `updated_after`) in one query.
     fn count_intersection(
         &mut self,
         collection: Collection,
-        range: Option<&IndexRange>,
+        ranges: &[IndexRange],
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
-        if range.is_none() && conditions.is_empty() && updated_after.is_none() {
+        if ranges.is_empty() && conditions.is_empty() && updated_after.is_none() {
             return self.count(collection);
         }
         let mut params = SqlParams::new(self.organization);
-        let matching = where_matching(collection, range, conditions, updated_after, &mut params)?;
+        let matching = where_matching(collection, ranges, conditions, updated_after, &mut params)?;
         let row = self.query_opt(&format!("SELECT count(*) FROM records r WHERE {matching}"), &params.refs())?;
         Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
     }
@@ -1749,12 +1753,12 @@ impl SqlParams {
 }
 
 /// The condition on `records` rows (as `r`) of the organization's
-/// collection that hold one of each condition's values, are in the range
+/// collection that hold one of each condition's values, are in every range
 /// of a sort index (both ends exclusive) and, when given, were updated
 /// strictly after `updated_after`.
 fn where_matching(
     collection: Collection,
-    range: Option<&IndexRange>,
+    ranges: &[IndexRange],
     conditions: &[IndexCondition],
     updated_after: Option<i64>,
     params: &mut SqlParams,
@@ -1766,7 +1770,7 @@ fn where_matching(
         let values = params.add(values);
         sql.push_str(&format!(" AND {}", columns::holds_one_of(collection, &index, &values)));
     }
-    if let Some(range) = range {
+    for range in ranges {
         sql.push_str(&between_positions(collection, &range.index, range.after, range.before, params)?);
     }
     if let Some(after) = updated_after {

@@ -28,10 +28,13 @@ use uuid::Uuid;
 use self::index_blocks::value_prefix;
 use esr_store::{
     ApiKeyRecord, AuditEntry, AuditPage, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection,
-    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching,
-    Organization, ReadFrom, RecordWalk, Store, StoreError, StoreReader, StoredRecord, WriteTime, ordered_by_creation,
-    restricting_conditions, sort_index,
+    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_RANGE_CANDIDATES,
+    MAX_SCAN, Matching, Organization, ReadFrom, RecordWalk, Store, StoreError, StoreReader, StoredRecord, WriteTime,
+    ordered_by_creation, restricting_conditions, sort_index,
 };
+
+/// Record ids, as index entries hold them.
+type IdSet = foldhash::HashSet<[u8; 16]>;
 
 const ORGANIZATIONS: &str = "organizations";
 const API_KEYS: &str = "api-keys";
@@ -901,7 +904,7 @@ impl Trees {
         // How many candidates have their `updated_at` entry strictly after
         // `after` (`later`), or at or before it.
         let count_updated_side = |trees: &CollectionTrees,
-                                  candidates: &HashSet<[u8; 16]>,
+                                  candidates: &IdSet,
                                   after: i64,
                                   later: bool|
          -> Result<u64, StoreError> {
@@ -926,7 +929,7 @@ impl Trees {
                 Some(after) => self.count_updated_after(organization, collection, after),
             };
         };
-        let mut candidates: HashSet<[u8; 16]> = HashSet::new();
+        let mut candidates: IdSet = IdSet::default();
         for value in values.iter() {
             for entry in
                 index_blocks::Entries::new(&smallest.index, &value_prefix(organization, index, value), None, false)?
@@ -935,7 +938,7 @@ impl Trees {
             }
         }
         for (_, trees, index, values) in others {
-            let mut kept = HashSet::with_capacity(candidates.len());
+            let mut kept = IdSet::with_capacity_and_hasher(candidates.len(), Default::default());
             for value in values.iter() {
                 for entry in
                     index_blocks::Entries::new(&trees.index, &value_prefix(organization, index, value), None, false)?
@@ -961,70 +964,109 @@ impl Trees {
         Ok(if later_side { in_range } else { candidates.len() as u64 - in_range })
     }
 
-    /// How many of the organization's records hold the sort value of the
-    /// sort index `index` at a position strictly between `after` and
-    /// `before` (an absent end is open), meet every condition and, when
-    /// given, were updated strictly after `updated_after`. Reads index keys
-    /// only. A range alone walks the smaller side of it: its entries and
-    /// the entries outside it are counted in turns until one side ends.
-    fn count_in_range(
+    /// How many of the organization's records lie in every one of
+    /// `ranges` (at least one), meet every condition and, when given, were
+    /// updated strictly after `updated_after`. One range alone is counted
+    /// from whichever side of it is smaller; otherwise the conditions'
+    /// candidates are kept by each range's entries in turn.
+    fn count_in_ranges(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        ranges: &[IndexRange],
+        conditions: &[IndexCondition],
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        for range in ranges {
+            self.index_trees(collection, &range.index)?;
+            sort_index(collection, &range.index)?;
+        }
+        if let [range] = ranges
+            && conditions.is_empty()
+            && updated_after.is_none()
+        {
+            return self.count_in_one_range(organization, collection, range);
+        }
+        let mut kept = match self.intersect_conditions(organization, collection, conditions)? {
+            Some(Some(candidates)) => candidates,
+            Some(None) => {
+                let Some((first, rest)) = ranges.split_first() else { return Ok(0) };
+                let ids = self.ids_in_range(organization, collection, first, usize::MAX)?.unwrap_or_default();
+                return self.count_kept(organization, collection, rest, ids, updated_after);
+            }
+            None => return Ok(0),
+        };
+        kept = self.keep_in_ranges(organization, collection, ranges, kept)?;
+        self.count_kept(organization, collection, &[], kept, updated_after)
+    }
+
+    /// How many of `ids` lie in every one of `ranges` and were updated after `updated_after`.
+    fn count_kept(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        ranges: &[IndexRange],
+        ids: IdSet,
+        updated_after: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        let kept = self.keep_in_ranges(organization, collection, ranges, ids)?;
+        match updated_after {
+            None => Ok(kept.len() as u64),
+            Some(after) => self.count_candidates_updated_after(organization, collection, &kept, after),
+        }
+    }
+
+    /// Those of `ids` in every one of `ranges`.
+    fn keep_in_ranges(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        ranges: &[IndexRange],
+        mut ids: IdSet,
+    ) -> Result<IdSet, StoreError> {
+        for range in ranges {
+            ids = self.named_in_range(organization, collection, range, &ids)?;
+        }
+        Ok(ids)
+    }
+
+    /// How many records lie in `range`: its entries or those outside it,
+    /// walked side by side until the smaller side ends.
+    fn count_in_one_range(
         &self,
         organization: Uuid,
         collection: Collection,
         range: &IndexRange,
-        conditions: &[IndexCondition],
-        updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
         let index = range.index.as_str();
         let trees = self.index_trees(collection, index)?;
-        sort_index(collection, index)?;
         let prefix = value_prefix(organization, index, indexes::SORTED);
         let after = range.after.map(|at| entry_of(at.position, at.id));
         let before = range.before.map(|at| entry_of(at.position, at.id));
-        let mut inside = index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), false)?
-            .take_while(move |entry| entry.as_ref().map_or(true, |entry| before.is_none_or(|before| *entry < before)));
-        if conditions.is_empty() && updated_after.is_none() {
-            let held = self.index_count(organization, collection, index, indexes::SORTED)?;
-            let below = index_blocks::Entries::new(&trees.index, &prefix, None, false)?.take_while(move |entry| {
-                entry.as_ref().map_or(true, |entry| after.is_some_and(|after| *entry <= after))
-            });
-            let above = index_blocks::Entries::new(&trees.index, &prefix, None, true)?.take_while(move |entry| {
-                entry.as_ref().map_or(true, |entry| before.is_some_and(|before| *entry >= before))
-            });
-            let mut outside = below.chain(above);
-            let (mut counted_inside, mut counted_outside) = (0u64, 0u64);
-            loop {
-                match inside.next() {
-                    None => return Ok(counted_inside),
-                    Some(entry) => {
-                        entry?;
-                        counted_inside += 1;
-                    }
-                }
-                match outside.next() {
-                    None => return Ok(held.saturating_sub(counted_outside)),
-                    Some(entry) => {
-                        entry?;
-                        counted_outside += 1;
-                    }
+        let mut inside = self.range_entries(organization, collection, range)?;
+        let held = self.index_count(organization, collection, index, indexes::SORTED)?;
+        let below = index_blocks::Entries::new(&trees.index, &prefix, None, false)?
+            .take_while(move |entry| entry.as_ref().map_or(true, |entry| after.is_some_and(|after| *entry <= after)));
+        let above = index_blocks::Entries::new(&trees.index, &prefix, None, true)?.take_while(move |entry| {
+            entry.as_ref().map_or(true, |entry| before.is_some_and(|before| *entry >= before))
+        });
+        let mut outside = below.chain(above);
+        let (mut counted_inside, mut counted_outside) = (0u64, 0u64);
+        loop {
+            match inside.next() {
+                None => return Ok(counted_inside),
+                Some(entry) => {
+                    entry?;
+                    counted_inside += 1;
                 }
             }
-        }
-        let candidates = match self.intersect_conditions(organization, collection, conditions)? {
-            Some(candidates) => candidates,
-            None => return Ok(0),
-        };
-        let mut kept = HashSet::new();
-        for entry in inside {
-            let entry = entry?;
-            let id = entry_id(&entry)?;
-            if candidates.as_ref().is_none_or(|candidates| candidates.contains(&id)) {
-                kept.insert(id);
+            match outside.next() {
+                None => return Ok(held.saturating_sub(counted_outside)),
+                Some(entry) => {
+                    entry?;
+                    counted_outside += 1;
+                }
             }
-        }
-        match updated_after {
-            None => Ok(kept.len() as u64),
-            Some(after) => self.count_candidates_updated_after(organization, collection, &kept, after),
         }
     }
 
@@ -1037,7 +1079,7 @@ impl Trees {
         organization: Uuid,
         collection: Collection,
         conditions: &[IndexCondition],
-    ) -> Result<Option<Option<HashSet<[u8; 16]>>>, StoreError> {
+    ) -> Result<Option<Option<IdSet>>, StoreError> {
         let mut sized = Vec::with_capacity(conditions.len());
         for IndexCondition { index, values } in conditions {
             let trees = self.index_trees(collection, index)?;
@@ -1049,9 +1091,9 @@ impl Trees {
             sized.push((held, trees, index.as_str(), values));
         }
         sized.sort_by_key(|(held, ..)| *held);
-        let mut candidates: Option<HashSet<[u8; 16]>> = None;
+        let mut candidates: Option<IdSet> = None;
         for (_, trees, index, values) in sized {
-            let mut kept = HashSet::new();
+            let mut kept = IdSet::default();
             for value in values {
                 for entry in
                     index_blocks::Entries::new(&trees.index, &value_prefix(organization, index, value), None, false)?
@@ -1075,7 +1117,7 @@ impl Trees {
         &self,
         organization: Uuid,
         collection: Collection,
-        candidates: &HashSet<[u8; 16]>,
+        candidates: &IdSet,
         after: i64,
     ) -> Result<u64, StoreError> {
         Ok(self.candidates_updated_after(organization, collection, candidates, after)?.len() as u64)
@@ -1088,16 +1130,16 @@ impl Trees {
         &self,
         organization: Uuid,
         collection: Collection,
-        candidates: &HashSet<[u8; 16]>,
+        candidates: &IdSet,
         after: i64,
-    ) -> Result<HashSet<[u8; 16]>, StoreError> {
+    ) -> Result<IdSet, StoreError> {
         let trees = self.index_trees(collection, UPDATED_AT)?;
         let updated_later = self.count_updated_after(organization, collection, after)?;
         let everything = self.count(organization, collection)?;
         let later = updated_later <= everything - updated_later.min(everything);
         let split = entry_of(after, Uuid::max());
         let prefix = value_prefix(organization, UPDATED_AT, "");
-        let mut side = HashSet::new();
+        let mut side = IdSet::default();
         for entry in index_blocks::Entries::new(&trees.index, &prefix, later.then_some(&split), false)? {
             let entry = entry?;
             if !later && entry > split {
@@ -1115,8 +1157,10 @@ impl Trees {
     /// on an index ordered by creation gives the candidates' entries; the
     /// other such conditions, then each group value, keep those they hold,
     /// sought block by block at the candidates' places
-    /// ([`index_blocks::held`]); any other condition, the range and
-    /// `updated_after` keep those their entries name.
+    /// ([`index_blocks::held`]); any other condition, the ranges and
+    /// `updated_after` keep those their entries name. Without such a
+    /// condition, the ranges give the candidates
+    /// ([`Trees::count_groups_in_ranges`]).
     fn count_groups_of_candidates(
         &self,
         organization: Uuid,
@@ -1125,8 +1169,8 @@ impl Trees {
         matching: &Matching,
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
-        let Matching { range, conditions, updated_after } = matching;
-        let (range, updated_after) = (range.as_ref(), *updated_after);
+        let Matching { ranges, conditions, updated_after } = matching;
+        let updated_after = *updated_after;
         let mut sized = Vec::new();
         for IndexCondition { index, values } in restricting_conditions(collection, conditions) {
             let trees = self.index_trees(collection, &index)?;
@@ -1136,13 +1180,13 @@ impl Trees {
             }
             sized.push((held, trees, index, values));
         }
-        if let Some(range) = range {
+        for range in ranges {
             self.index_trees(collection, &range.index)?;
             sort_index(collection, &range.index)?;
         }
         sized.sort_by_key(|(held, ..)| *held);
         let Some(source) = sized.iter().position(|(_, _, index, _)| ordered_by_creation(collection, index)) else {
-            return Ok(None);
+            return self.count_groups_in_ranges(organization, collection, group_by, matching, max_candidates);
         };
         if sized[source].0 > max_candidates {
             return Ok(None);
@@ -1169,41 +1213,12 @@ impl Trees {
                 let mut kept = kept.into_iter();
                 candidates.retain(|_| kept.next().unwrap_or(false));
             } else {
-                let ids = ids_of(&candidates)?;
-                let mut named = HashSet::new();
-                for value in values {
-                    for entry in index_blocks::Entries::new(
-                        &trees.index,
-                        &value_prefix(organization, index, value),
-                        None,
-                        false,
-                    )? {
-                        let id = entry_id(&entry?)?;
-                        if ids.contains(&id) {
-                            named.insert(id);
-                        }
-                    }
-                }
+                let named = self.named_by_condition(organization, collection, index, values, &ids_of(&candidates)?)?;
                 candidates = keep_named(candidates, &named)?;
             }
         }
-        if let Some(range) = range {
-            let trees = self.index_trees(collection, &range.index)?;
-            let ids = ids_of(&candidates)?;
-            let before = range.before.map(|at| entry_of(at.position, at.id));
-            let after = range.after.map(|at| entry_of(at.position, at.id));
-            let prefix = value_prefix(organization, &range.index, indexes::SORTED);
-            let mut named = HashSet::new();
-            for entry in index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), false)? {
-                let entry = entry?;
-                if before.is_some_and(|before| entry >= before) || named.len() == ids.len() {
-                    break;
-                }
-                let id = entry_id(&entry)?;
-                if ids.contains(&id) {
-                    named.insert(id);
-                }
-            }
+        for range in ranges {
+            let named = self.named_in_range(organization, collection, range, &ids_of(&candidates)?)?;
             candidates = keep_named(candidates, &named)?;
         }
         if let Some(after) = updated_after {
@@ -1241,21 +1256,165 @@ impl Trees {
             placed.push(value_of);
             names.push(values.into_iter().map(|(value, _)| value).collect());
         }
-        // Keyed by the values' places in value order: groups come out in it.
-        let mut counted: BTreeMap<Vec<usize>, u64> = BTreeMap::new();
-        for at in 0..candidates.len() {
-            if let Some(key) = placed.iter().map(|value_of| value_of[at]).collect::<Option<Vec<usize>>>() {
-                *counted.entry(key).or_default() += 1;
+        Ok(Some(grouped(candidates.len(), &placed, &names)))
+    }
+
+    /// [`Trees::count_groups_of_candidates`] where no condition is on an
+    /// index ordered by creation: the first range holding at most
+    /// `max_candidates` records gives the candidates' ids, else the first
+    /// range if it holds at most [`MAX_RANGE_CANDIDATES`] (`None` when it
+    /// does not, or there is no range); the other ranges, the conditions
+    /// and `updated_after` keep those their entries name; each group
+    /// index's values are then walked, commonest first, until every
+    /// candidate is placed. Index entries alone: no record is read.
+    fn count_groups_in_ranges(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        group_by: &[String],
+        matching: &Matching,
+        max_candidates: u64,
+    ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+        let Matching { ranges, conditions, updated_after } = matching;
+        let cap = |max: u64| usize::try_from(max).unwrap_or(usize::MAX);
+        let mut source = None;
+        for (at, range) in ranges.iter().enumerate() {
+            if let Some(ids) = self.ids_in_range(organization, collection, range, cap(max_candidates))? {
+                source = Some((at, ids));
+                break;
             }
         }
-        let groups = counted
-            .into_iter()
-            .map(|(key, count)| GroupCount {
-                values: key.iter().zip(&names).map(|(n, names)| names[*n].clone()).collect(),
-                count,
-            })
-            .collect();
-        Ok(Some(groups))
+        if source.is_none()
+            && let Some(first) = ranges.first()
+            && max_candidates < MAX_RANGE_CANDIDATES
+        {
+            let wide = self.ids_in_range(organization, collection, first, cap(MAX_RANGE_CANDIDATES))?;
+            source = wide.map(|ids| (0, ids));
+        }
+        let Some((source, mut ids)) = source else { return Ok(None) };
+        for (at, range) in ranges.iter().enumerate() {
+            if at != source {
+                ids = self.named_in_range(organization, collection, range, &ids)?;
+            }
+        }
+        for IndexCondition { index, values } in restricting_conditions(collection, conditions) {
+            ids = self.named_by_condition(organization, collection, &index, &values, &ids)?;
+        }
+        if let Some(after) = *updated_after {
+            ids = self.candidates_updated_after(organization, collection, &ids, after)?;
+        }
+        let candidates: Vec<[u8; 16]> = ids.into_iter().collect();
+        let mut placed: Vec<Vec<Option<usize>>> = Vec::with_capacity(group_by.len());
+        let mut names: Vec<Vec<String>> = Vec::with_capacity(group_by.len());
+        for group in group_by {
+            let trees = self.index_trees(collection, group)?;
+            let values = self.index_values(organization, collection, group)?;
+            let mut unplaced: foldhash::HashMap<[u8; 16], usize> =
+                candidates.iter().enumerate().map(|(at, id)| (*id, at)).collect();
+            let mut value_of = vec![None; candidates.len()];
+            let mut commonest: Vec<usize> = (0..values.len()).collect();
+            commonest.sort_by_key(|n| std::cmp::Reverse(values[*n].1));
+            for n in commonest {
+                if unplaced.is_empty() {
+                    break;
+                }
+                let prefix = value_prefix(organization, group, &values[n].0);
+                for entry in index_blocks::Entries::new(&trees.index, &prefix, None, false)? {
+                    if let Some(at) = unplaced.remove(&entry_id(&entry?)?) {
+                        value_of[at] = Some(n);
+                        if unplaced.is_empty() {
+                            break;
+                        }
+                    }
+                }
+            }
+            placed.push(value_of);
+            names.push(values.into_iter().map(|(value, _)| value).collect());
+        }
+        Ok(Some(grouped(candidates.len(), &placed, &names)))
+    }
+
+    /// The ids of the records in `range`, or `None` past `cap` of them.
+    fn ids_in_range(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        range: &IndexRange,
+        cap: usize,
+    ) -> Result<Option<IdSet>, StoreError> {
+        let mut ids = IdSet::default();
+        for entry in self.range_entries(organization, collection, range)? {
+            if ids.len() == cap {
+                return Ok(None);
+            }
+            ids.insert(entry_id(&entry?)?);
+        }
+        Ok(Some(ids))
+    }
+
+    /// Those of `ids` in `range`.
+    fn named_in_range(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        range: &IndexRange,
+        ids: &IdSet,
+    ) -> Result<IdSet, StoreError> {
+        let mut named = IdSet::default();
+        if ids.is_empty() {
+            return Ok(named);
+        }
+        for entry in self.range_entries(organization, collection, range)? {
+            let id = entry_id(&entry?)?;
+            if ids.contains(&id) {
+                named.insert(id);
+                if named.len() == ids.len() {
+                    break;
+                }
+            }
+        }
+        Ok(named)
+    }
+
+    /// Those of `ids` holding one of `values` in `index`.
+    fn named_by_condition(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        index: &str,
+        values: &[String],
+        ids: &IdSet,
+    ) -> Result<IdSet, StoreError> {
+        let trees = self.index_trees(collection, index)?;
+        let mut named = IdSet::default();
+        for value in values {
+            for entry in
+                index_blocks::Entries::new(&trees.index, &value_prefix(organization, index, value), None, false)?
+            {
+                let id = entry_id(&entry?)?;
+                if ids.contains(&id) {
+                    named.insert(id);
+                }
+            }
+        }
+        Ok(named)
+    }
+
+    /// The entries of `range` in its sort index, in order.
+    fn range_entries(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        range: &IndexRange,
+    ) -> Result<impl Iterator<Item = Result<index_blocks::Entry, StoreError>>, StoreError> {
+        let trees = self.index_trees(collection, &range.index)?;
+        sort_index(collection, &range.index)?;
+        let prefix = value_prefix(organization, &range.index, indexes::SORTED);
+        let after = range.after.map(|at| entry_of(at.position, at.id));
+        let before = range.before.map(|at| entry_of(at.position, at.id));
+        let entries = index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), false)?;
+        Ok(entries
+            .take_while(move |entry| entry.as_ref().map_or(true, |entry| before.is_none_or(|before| *entry < before))))
     }
 
     /// How many records were updated strictly after `after`: the updates of
@@ -1397,11 +1556,11 @@ impl StoreReader for SledReader {
 
     fn count_matching(&mut self, collection: Collection, matching: &Matching) -> Result<u64, StoreError> {
         let _call = self.call()?;
-        let Matching { range, conditions, updated_after } = matching;
-        match range {
-            Some(range) => self.trees.count_in_range(self.organization, collection, range, conditions, *updated_after),
-            None => self.trees.count_matching(self.organization, collection, conditions, *updated_after),
+        let Matching { ranges, conditions, updated_after } = matching;
+        if ranges.is_empty() {
+            return self.trees.count_matching(self.organization, collection, conditions, *updated_after);
         }
+        self.trees.count_in_ranges(self.organization, collection, ranges, conditions, *updated_after)
     }
 
     fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
@@ -1764,14 +1923,33 @@ fn single_valued(collection: Collection, index: &str) -> bool {
 
 /// The record id that ends an index entry.
 /// The record ids of these entries.
-fn ids_of(entries: &[index_blocks::Entry]) -> Result<HashSet<[u8; 16]>, StoreError> {
+/// Groups of `candidates` candidates from each one's value in each group
+/// index (`placed[group][candidate]`, a place in `names[group]`), in the
+/// values' order; a candidate holding no value in a group index is in none.
+fn grouped(candidates: usize, placed: &[Vec<Option<usize>>], names: &[Vec<String>]) -> Vec<GroupCount> {
+    let mut counted: BTreeMap<Vec<usize>, u64> = BTreeMap::new();
+    for at in 0..candidates {
+        if let Some(key) = placed.iter().map(|value_of| value_of[at]).collect::<Option<Vec<usize>>>() {
+            *counted.entry(key).or_default() += 1;
+        }
+    }
+    counted
+        .into_iter()
+        .map(|(key, count)| GroupCount {
+            values: key.iter().zip(names).map(|(n, names)| names[*n].clone()).collect(),
+            count,
+        })
+        .collect()
+}
+
+fn ids_of(entries: &[index_blocks::Entry]) -> Result<IdSet, StoreError> {
     entries.iter().map(entry_id).collect()
 }
 
 /// The entries whose record `named` holds, in their order.
 fn keep_named(
     entries: Vec<index_blocks::Entry>,
-    named: &HashSet<[u8; 16]>,
+    named: &IdSet,
 ) -> Result<Vec<index_blocks::Entry>, StoreError> {
     let mut kept = Vec::with_capacity(named.len());
     for entry in entries {

@@ -416,8 +416,8 @@ pub trait StoreReader: Send {
     /// once per value it holds).
     fn index_count(&mut self, collection: Collection, index: &str, value: &str) -> Result<u64, StoreError>;
 
-    /// How many records `matching` matches: within its range (a sort
-    /// index's records holding its sort value at a position strictly
+    /// How many records `matching` matches: within each of its ranges (a
+    /// sort index's records holding its sort value at a position strictly
     /// between the ends; an absent end is open), holding one of each
     /// condition's values, and updated strictly after `updated_after`.
     /// Each record counts once; a value repeated in a condition counts
@@ -463,7 +463,7 @@ pub trait StoreReader: Send {
         matching: &Matching,
         budget: u64,
     ) -> Result<Vec<GroupCount>, StoreError> {
-        let Matching { range, conditions, updated_after } = matching;
+        let Matching { ranges, conditions, updated_after } = matching;
         if group_by.is_empty() || group_by.len() > 2 {
             return Err(StoreError::MalformedCall(format!(
                 "count-groups by {} indexes; give one or two",
@@ -493,7 +493,7 @@ pub trait StoreReader: Send {
         let count = |reader: &mut Self, extra: Vec<IndexCondition>| -> Result<u64, StoreError> {
             reader.count_matching(collection, &matching.and(extra))
         };
-        let unfiltered = range.is_none() && conditions.is_empty() && updated_after.is_none();
+        let unfiltered = ranges.is_empty() && conditions.is_empty() && updated_after.is_none();
         let first_values = self.index_values(collection, &group_by[0])?;
         let second_values = match group_by.get(1) {
             Some(second) => self.index_values(collection, second)?,
@@ -508,9 +508,8 @@ pub trait StoreReader: Send {
                 shared = shared.saturating_add(self.index_count(collection, &condition.index, value)?);
             }
         }
-        if let Some(range) = range {
-            let range = Matching { range: Some(range.clone()), ..Matching::default() };
-            shared = shared.saturating_add(self.count_matching(collection, &range)?);
+        for range in ranges {
+            shared = shared.saturating_add(self.count_matching(collection, &Matching::range(range.clone()))?);
         }
         if let Some(after) = *updated_after {
             let updated = Matching { updated_after: Some(after), ..Matching::default() };
@@ -582,14 +581,14 @@ pub trait StoreReader: Send {
     fn history(&mut self, collection: Collection, id: Uuid) -> Result<Vec<Vec<u8>>, StoreError>;
 
     /// [`StoreReader::count_groups`] (arguments already checked) from the
-    /// candidates: the records meeting the conditions, the range and
-    /// `updated_after`, collected once from the conditions' entries, each
-    /// one's group values then found in the group indexes' entries at its
-    /// own place (a record's entries share their position, its
-    /// `created_at`, in every index ordered by creation), no record read.
-    /// `None`, to count by combination instead, when the smallest condition
-    /// holds more than `max_candidates` records, or no condition is on an
-    /// index ordered by creation (nothing gives the candidates' places).
+    /// candidates: the records meeting the conditions, the ranges and
+    /// `updated_after`, collected once from the conditions' entries (or,
+    /// with no condition on an index ordered by creation, from the
+    /// ranges'), each one's group values then found in the group indexes'
+    /// entries at its own place (a record's entries share their position,
+    /// its `created_at`, in every index ordered by creation). `None`, to
+    /// count by combination instead, when the candidates' source holds
+    /// more than `max_candidates` records, or nothing gives them.
     fn count_groups_of_candidates(
         &mut self,
         collection: Collection,
@@ -683,6 +682,13 @@ pub const SUMMARY_WORK_BUDGET: u64 = 5_000_000;
 /// combination.
 pub const MAX_GROUP_CANDIDATES: u64 = 100_000;
 
+/// The most candidates a summary of ranges alone collects (no condition to
+/// take them from) when no range holds at most [`MAX_GROUP_CANDIDATES`]:
+/// ranges cannot be counted by combination within
+/// [`SUMMARY_WORK_BUDGET`] once they are this wide, so their records'
+/// ids (about 40 bytes each, 40 MB at most) are the cheaper way.
+pub const MAX_RANGE_CANDIDATES: u64 = 1_000_000;
+
 /// The conditions that restrict: each value once, and no condition every
 /// record meets (the empty value of an index every record is in).
 pub fn restricting_conditions(collection: Collection, conditions: &[IndexCondition]) -> Vec<IndexCondition> {
@@ -761,7 +767,7 @@ pub fn record_indexes(collection: Collection, id: Uuid, record: &Value) -> Resul
 /// is a count row (what `count_matching` answers from counts: one
 /// condition where a record holds one value, or a counted pair).
 fn combinations_are_counted(collection: Collection, group_by: &[String], matching: &Matching) -> bool {
-    if matching.range.is_some() || matching.updated_after.is_some() {
+    if !matching.ranges.is_empty() || matching.updated_after.is_some() {
         return false;
     }
     let mut all = restricting_conditions(collection, &matching.conditions);

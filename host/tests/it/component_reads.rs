@@ -296,6 +296,14 @@ fn counts_with_conditions_and_ranges_agree_with_brute_force() {
         sorted.sort();
         let at = |n: usize| Some(sorted[n]);
         let bounds = [(None, None), (at(3), None), (None, at(90)), (at(3), at(90)), (at(90), at(3)), (at(10), at(11))];
+        let mut first_seen: Vec<IndexPosition> = records
+            .findings
+            .iter()
+            .filter(|record| record.get("first_seen_at").is_some())
+            .map(|record| position(FINDINGS, "by_first_seen_at", record))
+            .collect();
+        first_seen.sort();
+        let seen_after = first_seen[first_seen.len() / 2];
         read(holder, |store| {
             for conditions in &cases {
                 for after in afters {
@@ -308,26 +316,34 @@ fn counts_with_conditions_and_ranges_agree_with_brute_force() {
                     assert_eq!(
                         store.count_matching(
                             FINDINGS,
-                            &Matching { conditions: conditions.clone(), updated_after, range: None }
+                            &Matching { conditions: conditions.clone(), updated_after, ranges: Vec::new() }
                         ),
                         expected,
                         "{conditions:?} after {after:?}"
                     );
-                    for (after, before) in bounds {
-                        let range = IndexRange { index: "by_cvss".to_owned(), after, before };
+                    for ((after, before), seen) in bounds.into_iter().zip([None, Some(seen_after)].into_iter().cycle())
+                    {
+                        // A range of scores, and every other time one of
+                        // first sightings too.
+                        let mut ranges = vec![IndexRange { index: "by_cvss".to_owned(), after, before }];
+                        ranges.extend(seen.map(|seen| IndexRange {
+                            index: "by_first_seen_at".to_owned(),
+                            after: Some(seen),
+                            before: None,
+                        }));
                         let expected = records
                             .findings
                             .iter()
-                            .filter(|record| in_range(FINDINGS, record, &range))
+                            .filter(|record| ranges.iter().all(|range| in_range(FINDINGS, record, range)))
                             .filter(|record| meets(FINDINGS, record, conditions, updated_after))
                             .count() as u64;
                         assert_eq!(
                             store.count_matching(
                                 FINDINGS,
-                                &Matching { range: Some(range.clone()), conditions: conditions.clone(), updated_after }
+                                &Matching { ranges: ranges.clone(), conditions: conditions.clone(), updated_after }
                             ),
                             expected,
-                            "{range:?} {conditions:?} after {updated_after:?}"
+                            "{ranges:?} {conditions:?} after {updated_after:?}"
                         );
                     }
                 }
@@ -367,13 +383,18 @@ fn counts_by_group_agree_with_brute_force() {
                 &["os_family", "has_agent"],
             ),
         ];
-        let mut sorted_cvss: Vec<IndexPosition> = records
-            .findings
-            .iter()
-            .filter(|record| record.pointer("/cvss/base_score").is_some())
-            .map(|record| position(FINDINGS, "by_cvss", record))
-            .collect();
-        sorted_cvss.sort();
+        let sorted = |index: &str| -> (String, Vec<IndexPosition>) {
+            let found = indexes::find(named(FINDINGS), index).unwrap();
+            let mut positions: Vec<IndexPosition> = records
+                .findings
+                .iter()
+                .filter(|record| found.values(record).iter().any(|value| value == indexes::SORTED))
+                .map(|record| position(FINDINGS, index, record))
+                .collect();
+            positions.sort();
+            (index.to_owned(), positions)
+        };
+        let range_indexes = [sorted("by_cvss"), sorted("by_first_seen_at")];
         let mut rng = rand::rngs::StdRng::seed_from_u64(31);
         read(holder, |store| {
             for case in 0..120 {
@@ -389,10 +410,16 @@ fn counts_by_group_agree_with_brute_force() {
                         IndexCondition::new(*index, values.choose_multiple(&mut rng, count).cloned().collect())
                     })
                     .collect();
-                let range = (*collection == FINDINGS && rng.gen_bool(0.3)).then(|| {
-                    let mut bound = || rng.gen_bool(0.7).then(|| sorted_cvss[rng.gen_range(0..sorted_cvss.len())]);
-                    IndexRange { index: "by_cvss".to_owned(), after: bound(), before: bound() }
-                });
+                // None, one or both range indexes.
+                let range_count = if *collection == FINDINGS { rng.gen_range(0..=2) } else { 0 };
+                let ranges: Vec<IndexRange> = range_indexes
+                    .choose_multiple(&mut rng, range_count)
+                    .map(|(index, positions)| {
+                        let mut bound = || rng.gen_bool(0.7).then(|| positions[rng.gen_range(0..positions.len())]);
+                        let (after, before) = (bound(), bound());
+                        IndexRange { index: index.clone(), after, before }
+                    })
+                    .collect();
                 let updated_after = rng
                     .gen_bool(0.3)
                     .then(|| Timestamp::parse(&format!("2026-01-{:02}T00:00:00Z", rng.gen_range(1..=28))).unwrap().0);
@@ -404,7 +431,7 @@ fn counts_by_group_agree_with_brute_force() {
                         .map(|index| indexes::find(named(collection), index).unwrap().values(record))
                         .collect();
                     if meets(collection, record, &conditions, updated_after)
-                        && range.as_ref().is_none_or(|range| in_range(collection, record, range))
+                        && ranges.iter().all(|range| in_range(collection, record, range))
                         && held.iter().all(|values| values.len() == 1)
                     {
                         *expected.entry(held.into_iter().flatten().collect()).or_default() += 1;
@@ -412,9 +439,9 @@ fn counts_by_group_agree_with_brute_force() {
                 }
                 let expected: Vec<GroupCount> =
                     expected.into_iter().map(|(values, count)| GroupCount { values, count }).collect();
-                let matching = Matching { range: range.clone(), conditions: conditions.clone(), updated_after };
+                let matching = Matching { ranges: ranges.clone(), conditions: conditions.clone(), updated_after };
                 let groups = store.count_groups(collection, &group_by, &matching);
-                assert_eq!(groups, expected, "{collection} by {group_by:?} where {conditions:?} in {range:?}");
+                assert_eq!(groups, expected, "{collection} by {group_by:?} where {conditions:?} in {ranges:?}");
             }
         });
     });
@@ -429,7 +456,8 @@ fn malformed_calls_fail_on_every_holder() {
         let sorted = IndexRange { index: "by_cvss".to_owned(), after: None, before: None };
         let by_status = IndexRange { index: "status".to_owned(), after: None, before: None };
         let colour = [IndexCondition::new("colour", vec!["red".to_owned()])];
-        let calls: [(&str, Call); 7] = [
+        let five = sorted.clone();
+        let calls: [(&str, Call); 8] = [
             ("index-count of an unknown index", Box::new(|store| _ = store.index_count(FINDINGS, "colour", "red"))),
             (
                 "index-scan of an unknown index",
@@ -449,7 +477,7 @@ fn malformed_calls_fail_on_every_holder() {
                 "count-in-range of an index that is not a sort index",
                 Box::new(move |store| {
                     _ = store
-                        .count_matching(FINDINGS, &Matching { range: Some(by_status.clone()), ..Matching::default() })
+                        .count_matching(FINDINGS, &Matching { ranges: vec![by_status.clone()], ..Matching::default() })
                 }),
             ),
             (
@@ -463,8 +491,15 @@ fn malformed_calls_fail_on_every_holder() {
                     drop(store.count_groups(
                         FINDINGS,
                         &three,
-                        &Matching { range: Some(sorted.clone()), ..Matching::default() },
+                        &Matching { ranges: vec![sorted.clone()], ..Matching::default() },
                     ))
+                }),
+            ),
+            (
+                "count-in-ranges of more ranges than a count may name",
+                Box::new(move |store| {
+                    let ranges = vec![five.clone(); esr_contract::limits::MAX_RANGES + 1];
+                    _ = store.count_matching(FINDINGS, &Matching { ranges, ..Matching::default() })
                 }),
             ),
         ];

@@ -400,11 +400,11 @@ fn assert_reads_alike(
                                                 .count_matching(
                                                     collection,
                                                     &store::Matching {
-                                                        range: Some(store::IndexRange {
+                                                        ranges: vec![store::IndexRange {
                                                             index: index.name.to_owned(),
                                                             after: *after,
                                                             before: *before,
-                                                        }),
+                                                        }],
                                                         conditions: conditions.clone(),
                                                         updated_after,
                                                     },

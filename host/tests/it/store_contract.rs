@@ -142,6 +142,10 @@ pub(crate) fn finding(n: usize) -> Value {
         // Ties on purpose: the id breaks them.
         record["cvss"] = json!({"base_score": (n % 50) as f64 / 5.0});
     }
+    if n % 4 != 1 {
+        // A second range index, held by other records than the first.
+        record["first_seen_at"] = json!(timestamp(n % 28, n * 3));
+    }
     record
 }
 
@@ -158,8 +162,8 @@ fn position(collection: Collection, index: &str, record: &Value) -> IndexPositio
     IndexPosition::new(indexes::find(collection, index).expect("a known index").position(record), id_of(record))
 }
 
-fn matching(range: Option<IndexRange>, conditions: &[IndexCondition], updated_after: Option<i64>) -> Matching {
-    Matching { range, conditions: conditions.to_vec(), updated_after }
+fn matching(ranges: &[IndexRange], conditions: &[IndexCondition], updated_after: Option<i64>) -> Matching {
+    Matching { ranges: ranges.to_vec(), conditions: conditions.to_vec(), updated_after }
 }
 
 fn range(index: &str, after: Option<IndexPosition>, before: Option<IndexPosition>) -> IndexRange {
@@ -429,14 +433,14 @@ fn count_matching_agrees_with_brute_force(backend: &dyn Backend) {
             let updated_after = after.map(|after| Timestamp::parse(after).unwrap().0);
             let expected = findings.iter().filter(|record| matches(record, case, updated_after)).count() as u64;
             assert_eq!(
-                reader.count_matching(FINDINGS, &matching(None, case, updated_after)).unwrap(),
+                reader.count_matching(FINDINGS, &matching(&[], case, updated_after)).unwrap(),
                 expected,
                 "{case:?} after {after:?}"
             );
         }
     }
     let globex_updated =
-        self::reader(&*store, globex).count_matching(FINDINGS, &matching(None, &[], Some(i64::MIN))).unwrap();
+        self::reader(&*store, globex).count_matching(FINDINGS, &matching(&[], &[], Some(i64::MIN))).unwrap();
     assert_eq!(globex_updated, 10, "the other organization's counts are its own");
     assert!(matches!(
         reader.count_matching(FINDINGS, &Matching::conditions(conditions(&[("colour", &["red"])]))),
@@ -464,31 +468,49 @@ fn count_in_range_agrees_with_brute_force(backend: &dyn Backend) {
         conditions(&[("status", &["open"])]),
         conditions(&[("status", &["open", "resolved"]), ("severity", &["low", "critical"])]),
     ];
+    // A second range, on when each was first seen: none, or after the
+    // first seen in the middle of the data (records without a score are
+    // outside the first range whatever the second says).
+    let mut first_seen: Vec<IndexPosition> = findings
+        .iter()
+        .filter(|record| record.get("first_seen_at").is_some())
+        .map(|record| position(FINDINGS, "by_first_seen_at", record))
+        .collect();
+    first_seen.sort();
+    let seen_after = first_seen[first_seen.len() / 2];
     for (after, before) in bounds {
         for case in &cases {
             for updated_after in [None, Some(Timestamp::parse("2026-01-14T00:00:00Z").unwrap().0)] {
-                let expected = sorted
-                    .iter()
-                    .filter(|(position, _)| after.is_none_or(|after| *position > after))
-                    .filter(|(position, _)| before.is_none_or(|before| *position < before))
-                    .filter(|(_, record)| matches(record, case, updated_after))
-                    .count() as u64;
-                assert_eq!(
-                    reader
-                        .count_matching(FINDINGS, &matching(Some(range("by_cvss", after, before)), case, updated_after))
-                        .unwrap(),
-                    expected,
-                    "({after:?}, {before:?}) {case:?} after {updated_after:?}"
-                );
+                for second in [None, Some(seen_after)] {
+                    let expected = sorted
+                        .iter()
+                        .filter(|(position, _)| after.is_none_or(|after| *position > after))
+                        .filter(|(position, _)| before.is_none_or(|before| *position < before))
+                        .filter(|(_, record)| {
+                            second.is_none_or(|second| {
+                                record.get("first_seen_at").is_some()
+                                    && position(FINDINGS, "by_first_seen_at", record) > second
+                            })
+                        })
+                        .filter(|(_, record)| matches(record, case, updated_after))
+                        .count() as u64;
+                    let mut ranges = vec![range("by_cvss", after, before)];
+                    ranges.extend(second.map(|second| range("by_first_seen_at", Some(second), None)));
+                    assert_eq!(
+                        reader.count_matching(FINDINGS, &matching(&ranges, case, updated_after)).unwrap(),
+                        expected,
+                        "({after:?}, {before:?}) and first seen after {second:?} {case:?} after {updated_after:?}"
+                    );
+                }
             }
         }
     }
     assert!(matches!(
-        reader.count_matching(FINDINGS, &matching(Some(range("status", None, None)), &[], None)),
+        reader.count_matching(FINDINGS, &matching(&[range("status", None, None)], &[], None)),
         Err(StoreError::MalformedCall(_))
     ));
     assert!(matches!(
-        reader.count_matching(FINDINGS, &matching(Some(range("by_colour", None, None)), &[], None)),
+        reader.count_matching(FINDINGS, &matching(&[range("by_colour", None, None)], &[], None)),
         Err(StoreError::UnknownIndex(_))
     ));
 }
@@ -549,12 +571,17 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
     store.insert_records(organization, Collection::Endpoints, &endpoints).unwrap();
     store.insert_records(Uuid::now_v7(), FINDINGS, &findings[..50]).unwrap();
 
-    let mut sorted_cvss: Vec<IndexPosition> = findings
-        .iter()
-        .filter(|record| record.pointer("/cvss/base_score").is_some())
-        .map(|record| position(FINDINGS, "by_cvss", record))
-        .collect();
-    sorted_cvss.sort();
+    // Each range filter's sort index, with the positions of its records.
+    let sorted = |index: &str, has: &str| -> (String, Vec<IndexPosition>) {
+        let mut positions: Vec<IndexPosition> = findings
+            .iter()
+            .filter(|record| record.pointer(has).is_some())
+            .map(|record| position(FINDINGS, index, record))
+            .collect();
+        positions.sort();
+        (index.to_owned(), positions)
+    };
+    let range_indexes = [sorted("by_cvss", "/cvss/base_score"), sorted("by_first_seen_at", "/first_seen_at")];
     let pools: [GroupedCollection; 2] = [
         (
             FINDINGS,
@@ -597,12 +624,16 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
             let chosen = values.choose_multiple(&mut rng, value_count);
             case_conditions.push(IndexCondition::new(*index, chosen.cloned().collect::<Vec<String>>()));
         }
-        let range = (collection == FINDINGS && rng.gen_bool(0.3)).then(|| {
-            let bound = |rng: &mut rand::rngs::StdRng| {
-                rng.gen_bool(0.7).then(|| sorted_cvss[rng.gen_range(0..sorted_cvss.len())])
-            };
-            store::IndexRange { index: "by_cvss".to_owned(), after: bound(&mut rng), before: bound(&mut rng) }
-        });
+        // None, one or both range indexes (a third of the cases each).
+        let range_count = if collection == FINDINGS { rng.gen_range(0..=2) } else { 0 };
+        let ranges: Vec<store::IndexRange> = range_indexes
+            .choose_multiple(&mut rng, range_count)
+            .map(|(index, positions)| {
+                let mut bound = || rng.gen_bool(0.7).then(|| positions[rng.gen_range(0..positions.len())]);
+                let (after, before) = (bound(), bound());
+                store::IndexRange { index: index.clone(), after, before }
+            })
+            .collect();
         let updated_after = rng
             .gen_bool(0.3)
             .then(|| Timestamp::parse(&timestamp(rng.gen_range(0..28), rng.gen_range(0..1440))).unwrap().0);
@@ -614,9 +645,10 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
                 let held = indexes::find(collection, index).unwrap().values(record);
                 values.iter().any(|value| held.contains(value))
             }) && updated_after.is_none_or(|after| updated > after)
-                && range.as_ref().is_none_or(|range| {
-                    record.pointer("/cvss/base_score").is_some() && {
-                        let at = position(FINDINGS, "by_cvss", record);
+                && ranges.iter().all(|range| {
+                    let index = indexes::find(FINDINGS, &range.index).unwrap();
+                    index.values(record).iter().any(|value| value == SORTED) && {
+                        let at = position(FINDINGS, &range.index, record);
                         range.after.is_none_or(|after| at > after) && range.before.is_none_or(|before| at < before)
                     }
                 });
@@ -627,10 +659,9 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
             }
         }
         let what =
-            format!("{collection} by {group_by:?} where {case_conditions:?} in {range:?} after {updated_after:?}");
-        let groups = reader
-            .count_groups(collection, &group_by, &matching(range.clone(), &case_conditions, updated_after))
-            .unwrap();
+            format!("{collection} by {group_by:?} where {case_conditions:?} in {ranges:?} after {updated_after:?}");
+        let groups =
+            reader.count_groups(collection, &group_by, &matching(&ranges, &case_conditions, updated_after)).unwrap();
         let answered: std::collections::BTreeMap<Vec<String>, u64> =
             groups.iter().map(|group| (group.values.clone(), group.count)).collect();
         assert_eq!(answered, expected, "{what}");
@@ -654,15 +685,17 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
             })
             .collect();
         assert!(places.is_sorted(), "groups out of value order: {what}: {groups:?}");
-        // Counted from the candidates whenever a condition gives their places.
+        // Counted from the candidates whenever a condition gives their
+        // places, or a range gives them.
         let placed = store::restricting_conditions(collection, &case_conditions)
             .iter()
-            .any(|condition| store::ordered_by_creation(collection, &condition.index));
+            .any(|condition| store::ordered_by_creation(collection, &condition.index))
+            || !ranges.is_empty();
         let candidates = reader
             .count_groups_of_candidates(
                 collection,
                 &group_by,
-                &matching(range.clone(), &case_conditions, updated_after),
+                &matching(&ranges, &case_conditions, updated_after),
                 u64::MAX,
             )
             .unwrap();
@@ -686,19 +719,19 @@ fn count_groups_agrees_with_brute_force(backend: &dyn Backend) {
         reader.count_groups(
             FINDINGS,
             &["severity".to_owned()],
-            &matching(Some(by_status), &conditions(&[("endpoint_id", &[endpoint_ids[0].as_str()])]), None),
+            &matching(&[by_status], &conditions(&[("endpoint_id", &[endpoint_ids[0].as_str()])]), None),
         ),
         Err(StoreError::MalformedCall(_))
     ));
-    // Counted by combination (a range, no condition to collect candidates
-    // from): the same answer within a budget that covers the walks, and a
-    // clear refusal, before any walk, past one that does not.
-    let by_first_seen = store::IndexRange { index: "by_first_seen_at".to_owned(), after: None, before: None };
+    // Counted by combination (`updated_after` alone: no condition or range
+    // to collect candidates from): the same answer within a budget that
+    // covers the walks, and a clear refusal, before any walk, past one that
+    // does not.
     let group_by = ["severity".to_owned(), "status".to_owned()];
-    let by_first_seen = matching(Some(by_first_seen), &[], None);
-    let within = reader.count_groups_within(FINDINGS, &group_by, &by_first_seen, u64::MAX).unwrap();
-    assert_eq!(within, reader.count_groups(FINDINGS, &group_by, &by_first_seen).unwrap());
-    match reader.count_groups_within(FINDINGS, &group_by, &by_first_seen, 1_000) {
+    let updated = matching(&[], &[], Some(Timestamp::parse(&timestamp(1, 0)).unwrap().0));
+    let within = reader.count_groups_within(FINDINGS, &group_by, &updated, u64::MAX).unwrap();
+    assert_eq!(within, reader.count_groups(FINDINGS, &group_by, &updated).unwrap());
+    match reader.count_groups_within(FINDINGS, &group_by, &updated, 1_000) {
         Err(StoreError::TooBroad(reason)) => {
             assert!(reason.contains("more than 1000") && reason.contains("add a filter"), "{reason}")
         }

@@ -43,9 +43,6 @@ impl CollectionGroup for Endpoints {
     ];
     const SUMMARY_FIELDS: &'static [SummaryField] =
         &[SummaryField::text("osFamily", "os_family"), SummaryField::boolean("hasAgent", "has_agent")];
-    /// Those indexes answer exactly (a hostname prefix is a range of the
-    /// hostname index that each record's test narrows).
-    const SUMMARY_FILTERS: &'static [Param] = &[Self::FILTERS[0], Self::FILTERS[1], Self::FILTERS[3]];
 
     fn filters(query: &mut Query<'_>) -> Vec<Filter<'static>> {
         let os_families = query.any_of("osFamily", OS_FAMILIES);
@@ -145,6 +142,50 @@ mod tests {
         assert_eq!(list[0].name, "tag");
         let longest = "t".repeat(MAX_TAG_CHARS);
         assert!(Endpoints::list(&store(), &Request::with_query("/v1/endpoints", &[("tag", &longest)])).is_ok());
+    }
+
+    fn summary(store: &MemoryStore, query: &[(&str, &str)]) -> Result<(Value, u64), PluginError> {
+        let summary = Endpoints::summary(store, &Request::with_query("/v1/endpoints/summary", query))?;
+        Ok((serde_json::from_slice(&summary.groups).expect("json"), summary.total))
+    }
+
+    #[test]
+    fn a_summary_takes_a_hostname_prefix_and_refuses_one_too_broad_to_read() {
+        assert_eq!(
+            summary(&store(), &[("groupBy", "osFamily"), ("hostname", "ACME")]),
+            Ok((json!([{"osFamily": "macos", "count": 1}, {"osFamily": "windows", "count": 1}]), 2))
+        );
+        assert_eq!(
+            summary(&store(), &[("groupBy", "hasAgent,osFamily"), ("hostname", "acme-"), ("tag", "laptop")]),
+            Ok((
+                json!([{"hasAgent": false, "osFamily": "windows", "count": 1},
+                       {"hasAgent": true, "osFamily": "macos", "count": 1}]),
+                2
+            ))
+        );
+        // Each record under the prefix is read: past the list's budget the
+        // summary is refused as the list's total is, naming the filter.
+        let mut many = MemoryStore::default();
+        let budget = esr_plugin_sdk::list::WORK_BUDGET as usize;
+        for n in 0..=budget {
+            many.insert(
+                COLLECTION,
+                json!({"id": esr_plugin_sdk::Uuid::from_u128(n as u128 + 1).to_string(), "hostname": format!("web-{n}"),
+                       "operating_system": {"family": "linux"}, "tags": [],
+                       "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}),
+            );
+        }
+        match summary(&many, &[("groupBy", "osFamily"), ("hostname", "web-")]) {
+            Err(PluginError::InvalidParameters(list)) => {
+                assert_eq!(list[0].name, "hostname");
+                assert!(list[0].reason.contains("too broad to summarize"), "{list:?}");
+            }
+            other => panic!("a prefix of every endpoint gave {other:?}"),
+        }
+        assert_eq!(
+            summary(&many, &[("groupBy", "osFamily"), ("hostname", "web-1000")]),
+            Ok((json!([{"osFamily": "linux", "count": 11}]), 11))
+        );
     }
 
     #[test]

@@ -98,15 +98,11 @@ macro_rules! __esr_wit_conversions {
             }
             fn count_matching(&self, collection: &str, matching: &$crate::Matching) -> u64 {
                 let conditions = conditions_to_wit(&matching.conditions);
-                match &matching.range {
-                    Some(range) => esr::plugin::store::count_in_range(
-                        collection,
-                        &range_to_wit(range),
-                        &conditions,
-                        matching.updated_after,
-                    ),
-                    None => esr::plugin::store::count_matching(collection, &conditions, matching.updated_after),
+                if matching.ranges.is_empty() {
+                    return esr::plugin::store::count_matching(collection, &conditions, matching.updated_after);
                 }
+                let ranges: Vec<_> = matching.ranges.iter().map(range_to_wit).collect();
+                esr::plugin::store::count_in_ranges(collection, &ranges, &conditions, matching.updated_after)
             }
             fn count_groups(
                 &self,
@@ -114,12 +110,12 @@ macro_rules! __esr_wit_conversions {
                 group_by: &[String],
                 matching: &$crate::Matching,
             ) -> Vec<$crate::GroupCount> {
-                let range = matching.range.as_ref().map(range_to_wit);
+                let ranges: Vec<_> = matching.ranges.iter().map(range_to_wit).collect();
                 let conditions = conditions_to_wit(&matching.conditions);
-                esr::plugin::store::count_groups(
+                esr::plugin::store::count_groups_in_ranges(
                     collection,
                     group_by,
-                    range.as_ref(),
+                    &ranges,
                     &conditions,
                     matching.updated_after,
                 )

@@ -24,8 +24,6 @@ pub trait CollectionGroup {
     const SORT_KEYS: &'static [(&'static str, SortField)];
     /// What a summary may group by; none, and the group serves no summary.
     const SUMMARY_FIELDS: &'static [SummaryField] = &[];
-    /// The filters a summary takes: by default every one.
-    const SUMMARY_FILTERS: &'static [Param] = Self::FILTERS;
     /// The formats an export, the change feed and `get` render records in
     /// (`format`); the first, [`DEFAULT_FORMAT`], is the record as stored.
     /// Any other is [`CollectionGroup::render`]'s.
@@ -94,14 +92,14 @@ impl<Group: CollectionGroup> ResourcePlugin for Group {
         if Group::SUMMARY_FIELDS.is_empty() {
             return SummaryInfo::default();
         }
-        summary_info(Group::SUMMARY_FIELDS, Group::SUMMARY_FILTERS)
+        summary_info(Group::SUMMARY_FIELDS, Group::FILTERS)
     }
 
     fn summary(store: &dyn Store, request: &Request) -> Result<Summary, PluginError> {
         if Group::SUMMARY_FIELDS.is_empty() {
             return Err(PluginError::NotFound);
         }
-        let (mut query, group_by) = parse_summary_request(request, Group::SUMMARY_FIELDS, Group::SUMMARY_FILTERS);
+        let (mut query, group_by) = parse_summary_request(request, Group::SUMMARY_FIELDS, Group::FILTERS);
         let filters = Group::filters(&mut query);
         query.finish()?;
         summarize(store, Group::COLLECTION, &group_by, filters)

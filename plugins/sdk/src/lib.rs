@@ -10,7 +10,7 @@
 //!   export written once ([`group::CollectionGroup`]).
 //! - [`export`]: a collection's records in id order, chunk by chunk.
 //! - [`importing`]: what report importers share beyond the converted report.
-//! - `xml` (feature `xml`): XML reports read safely, record by record.
+//! - `xml`: XML reports read safely, record by record.
 //! - [`ocsf`]: a finding as an OCSF Vulnerability Finding (`format=ocsf`).
 //! - The contract the host shares (crate `esr-contract`, re-exported):
 //!   [`time`], [`schema`], [`contract`], [`text`], [`indexes`], [`limits`],
@@ -33,7 +33,6 @@ pub mod query;
 pub mod scanner_reports;
 mod stored;
 pub mod summary;
-#[cfg(feature = "xml")]
 pub mod xml;
 
 // The WIT package and the macro generating its bindings (build.rs).
@@ -454,13 +453,22 @@ pub mod testing {
             mut visit: impl FnMut(&serde_json::Value),
         ) {
             refuse_unknown_conditions(call, collection, &matching.conditions);
-            let in_range = matching.range.as_ref().map(|range| {
-                sort_index(call, collection, &range.index);
-                self.ids_in_range(collection, range)
-            });
+            assert!(
+                matching.ranges.len() <= esr_contract::limits::MAX_RANGES,
+                "store.{call} with {} ranges: the host fails the call",
+                matching.ranges.len()
+            );
+            let in_ranges: Vec<_> = matching
+                .ranges
+                .iter()
+                .map(|range| {
+                    sort_index(call, collection, &range.index);
+                    self.ids_in_range(collection, range)
+                })
+                .collect();
             for record in self.parsed(collection).iter() {
                 let id = record.get("id").and_then(serde_json::Value::as_str).unwrap_or_default();
-                if in_range.as_ref().is_none_or(|ids| ids.contains(id))
+                if in_ranges.iter().all(|ids| ids.contains(id))
                     && matches_all(collection, record, &matching.conditions, matching.updated_after)
                 {
                     visit(record);

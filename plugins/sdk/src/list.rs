@@ -308,18 +308,6 @@ impl<'a> Filter<'a> {
         Filter { index: None, range: None, param: None, test: Box::new(test) }
     }
 
-    /// The query parameter of a filter the indexes do not answer exactly
-    /// (a test on each record, or a superset range), if it names one.
-    pub(crate) fn uncountable_param(&self) -> Option<&'static str> {
-        let exact = self.index.is_some() || self.range.as_ref().is_some_and(|range| range.exact);
-        if exact { None } else { self.param }
-    }
-
-    /// The query parameter it comes from, when named.
-    pub(crate) fn param(&self) -> Option<&'static str> {
-        self.param
-    }
-
     /// The same filter, naming the query parameter it comes from (in the
     /// `400` of a request too broad to answer).
     pub fn named(self, param: &'static str) -> Filter<'a> {
@@ -527,23 +515,26 @@ fn range_source(range: &Range) -> Source {
 }
 
 /// What indexes count of the filters, when they answer every one: index
-/// conditions and at most one range.
+/// conditions and exact ranges (at most the host's
+/// [`MAX_RANGES`](crate::limits::MAX_RANGES)).
 pub(crate) struct Counted {
     pub(crate) conditions: Vec<crate::IndexCondition>,
-    pub(crate) range: Option<crate::IndexRange>,
+    pub(crate) ranges: Vec<crate::IndexRange>,
     /// The count, when already known (a range alone, counted to choose the walk).
     known: Option<u64>,
 }
 
 pub(crate) fn counted_by_indexes(collection: &str, filters: &[Filter<'_>]) -> Option<Counted> {
-    let mut counted = Counted { conditions: Vec::new(), range: None, known: None };
+    let mut counted = Counted { conditions: Vec::new(), ranges: Vec::new(), known: None };
     for filter in filters {
         match (&filter.index, &filter.range) {
             (Some((index, values)), _) => {
                 crate::index_of(collection, index)?;
                 counted.conditions.push(crate::IndexCondition { index: (*index).to_owned(), values: values.clone() });
             }
-            (None, Some(range)) if range.exact && counted.range.is_none() => counted.range = Some(range.index_range()),
+            (None, Some(range)) if range.exact && counted.ranges.len() < crate::limits::MAX_RANGES => {
+                counted.ranges.push(range.index_range())
+            }
             _ => return None,
         }
     }
@@ -575,7 +566,7 @@ fn most_selective(store: &dyn Store, collection: &str, filters: &[Filter<'_>], r
         .enumerate()
         .filter_map(|(position, filter)| {
             if let Some(range) = filter.range.as_ref().filter(|_| ranges) {
-                let within = crate::Matching { range: Some(range.index_range()), ..crate::Matching::default() };
+                let within = crate::Matching::range(range.index_range());
                 return Some((store.count_matching(collection, &within), position));
             }
             let (index, values) = filter.index.as_ref()?;
@@ -946,8 +937,8 @@ fn count_matches(
     let updated_after = options.updated_after.map(|after| after.0);
     match counted {
         Some(Counted { known: Some(total), .. }) => Ok(total),
-        Some(Counted { conditions, range, .. }) => {
-            Ok(store.count_matching(collection, &crate::Matching { range, conditions, updated_after }))
+        Some(Counted { conditions, ranges, .. }) => {
+            Ok(store.count_matching(collection, &crate::Matching { ranges, conditions, updated_after }))
         }
         None => count_all(store, collection, source, residual, budget),
     }
@@ -1041,6 +1032,36 @@ fn count_all(
         }
     }
     Ok(total)
+}
+
+/// Visits each record passing every filter, walking the records of the
+/// most selective indexed or range filter (every record without one); a
+/// walk reading more than [`WORK_BUDGET`] records is refused, as a list's
+/// total is, naming the filter to narrow.
+pub(crate) fn for_each_matching(
+    store: &dyn Store,
+    collection: &str,
+    filters: &[Filter<'_>],
+    what: &str,
+    mut visit: impl FnMut(&StoredRecord) -> Result<(), PluginError>,
+) -> Result<(), PluginError> {
+    let budget = Budget::new(filters);
+    let everything = Residual { updated_after: None, filters, skip: None };
+    let (source, residual) = match most_selective(store, collection, filters, true) {
+        Some((_, position)) => {
+            let answered = filters[position].range.as_ref().is_none_or(|range| range.exact);
+            (filter_source(&filters[position]), Residual { skip: answered.then_some(position), ..everything })
+        }
+        None => (Source::everything(), everything),
+    };
+    let mut walk = MergedWalk::new(store, collection, &source, None, false, u64::from(SCAN_BATCH));
+    while let Some(walked) = walk.next()? {
+        budget.spend(what)?;
+        if residual.passes(&walked.record)? {
+            visit(&walked.record)?;
+        }
+    }
+    Ok(())
 }
 
 /// Any order no walk keeps: read every candidate, sort, page. Only the

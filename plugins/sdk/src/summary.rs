@@ -2,11 +2,13 @@
 //! fields, within the list's filters, counted by the host from its index
 //! counts and entries (`store.count-groups`): no record is read.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value};
 
-use crate::list::{Filter, counted_by_indexes};
+use crate::list::{Filter, counted_by_indexes, for_each_matching};
 use crate::query::{Param, Query};
-use crate::{ParameterInfo, PluginError, Request, Store};
+use crate::{GroupCount, ParameterInfo, PluginError, Request, Store};
 
 /// The query parameter naming the fields to group by.
 pub const GROUP_BY: &str = "groupBy";
@@ -124,32 +126,66 @@ pub fn parse_summary_request<'r>(
     (query, chosen)
 }
 
-/// The summary of `collection` grouped by `group_by`, within `filters`. Every
-/// filter must be one the host's indexes answer exactly (at most one range
-/// among them); any other is `invalid-parameters` naming it. Groups are
-/// ordered by count, largest first, then by their values.
+/// The summary of `collection` grouped by `group_by`, within `filters`.
+/// Where indexes answer every filter (index conditions and exact ranges),
+/// the host counts from its index counts and entries, reading no record;
+/// otherwise (a test on each record, such as a text prefix) the matching
+/// records are read and grouped, within the list's [`WORK_BUDGET`]: a
+/// broader one is `invalid-parameters` naming the filter to narrow, as the
+/// list's total is. Groups are ordered by count, largest first, then by
+/// their values.
+///
+/// [`WORK_BUDGET`]: crate::list::WORK_BUDGET
 pub fn summarize(
     store: &dyn Store,
     collection: &str,
     group_by: &[SummaryField],
     filters: Vec<Filter<'_>>,
 ) -> Result<Summary, PluginError> {
-    let Some(counted) = counted_by_indexes(collection, &filters) else {
-        // A filter no index answers exactly, or else the second range.
-        let param = filters
-            .iter()
-            .find_map(|filter| filter.uncountable_param())
-            .or_else(|| filters.iter().rev().find_map(|filter| filter.param()))
-            .unwrap_or(GROUP_BY);
-        return Err(PluginError::invalid(
-            param,
-            "cannot be counted from indexes: a summary takes filters on indexed fields and at most one range",
-        ));
+    let (groups, total) = match counted_by_indexes(collection, &filters) {
+        Some(counted) => {
+            let matching =
+                crate::Matching { ranges: counted.ranges, conditions: counted.conditions, updated_after: None };
+            let total = store.count_matching(collection, &matching);
+            let indexes: Vec<String> = group_by.iter().map(|field| field.index.to_owned()).collect();
+            (store.count_groups(collection, &indexes, &matching), total)
+        }
+        None => grouped_by_reading(store, collection, group_by, &filters)?,
     };
-    let matching = crate::Matching { range: counted.range, conditions: counted.conditions, updated_after: None };
-    let total = store.count_matching(collection, &matching);
-    let indexes: Vec<String> = group_by.iter().map(|field| field.index.to_owned()).collect();
-    let mut groups = store.count_groups(collection, &indexes, &matching);
+    answer(group_by, groups, total)
+}
+
+/// The groups and total of the records passing `filters`, read one by one.
+fn grouped_by_reading(
+    store: &dyn Store,
+    collection: &str,
+    group_by: &[SummaryField],
+    filters: &[Filter<'_>],
+) -> Result<(Vec<GroupCount>, u64), PluginError> {
+    let indexes: Vec<crate::indexes::Index> = group_by
+        .iter()
+        .map(|field| {
+            crate::index_of(collection, field.index)
+                .ok_or_else(|| PluginError::Internal(format!("summary: {collection} has no index {}", field.index)))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut groups: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+    let mut total = 0;
+    for_each_matching(store, collection, filters, "summarize", |record| {
+        total += 1;
+        let record = record.value()?;
+        let values: Option<Vec<String>> = indexes.iter().map(|index| index.values(record).into_iter().next()).collect();
+        if let Some(values) = values {
+            *groups.entry(values).or_default() += 1;
+        }
+        Ok(())
+    })?;
+    Ok((groups.into_iter().map(|(values, count)| GroupCount { values, count }).collect(), total))
+}
+
+/// The answer from the groups: largest first, at most
+/// [`MAX_SUMMARY_GROUPS`].
+fn answer(group_by: &[SummaryField], mut groups: Vec<GroupCount>, total: u64) -> Result<Summary, PluginError> {
     groups.retain(|group| group.count > 0 && group.values.len() == group_by.len());
     if groups.len() > MAX_SUMMARY_GROUPS {
         return Err(PluginError::invalid(

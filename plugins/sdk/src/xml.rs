@@ -1,4 +1,4 @@
-//! XML reports read safely (feature `xml`): a streaming parser
+//! XML reports read safely: a streaming parser
 //! (`quick-xml`) that never reads a DTD, so no entity a report declares is
 //! ever expanded and nothing outside the report is ever fetched; bounded
 //! depth, text and attribute sizes; UTF-8 only.
