@@ -1,6 +1,9 @@
 # Operator entry points; see README.md and ARCHITECTURE.md.
 
 CARGO       ?= cargo
+# The host's build (make host) and the features make test builds with.
+TEST_FEATURES := --features esr/native-baseline
+HOST_BUILD    := -p esr -p esr-bench -p esr-pg-cluster $(TEST_FEATURES)
 WASM_TARGET := wasm32-wasip2
 # Components are built with the `plugin` profile (small, optimized).
 WASM_OUT    := target/$(WASM_TARGET)/plugin
@@ -25,7 +28,7 @@ PYTHON_REQUIREMENTS := host/tests/python/requirements.txt
 NPM_DIR     := target/npm
 LINT_PACKAGES := host/tests/lint/package.json host/tests/lint/package-lock.json
 
-.PHONY: run run-postgres test plugins test-plugins host toolchain wasm-target lint cargo-deny fmt bench wrk postgresql plugin-new venv openapi npm-tools nodejs nginx chromium
+.PHONY: run run-postgres test plugins test-plugins host toolchain wasm-target lint one-build cargo-deny fmt bench wrk postgresql plugin-new venv openapi npm-tools nodejs nginx chromium
 
 run: host plugins
 	$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR)
@@ -44,7 +47,7 @@ run-postgres: host plugins postgresql
 test: plugins test-plugins venv npm-tools postgresql nginx chromium
 	ESR_PLUGINS_DIR=$(abspath $(PLUGINS_DIR)) ESR_TEST_PLUGINS_DIR=$(abspath $(TEST_PLUGINS_DIR)) \
 		ESR_PYTHON_VENV=$(abspath $(VENV)) ESR_NPM_DIR=$(abspath $(NPM_DIR)) ESR_SCANNER_REPORTS_DIR=$(ESR_SCANNER_REPORTS_DIR) \
-		$(CARGO) test --workspace --features esr/native-baseline
+		$(CARGO) test --workspace $(TEST_FEATURES)
 
 venv: $(VENV)/.installed
 
@@ -95,7 +98,7 @@ openapi: host plugins
 # With the native baseline built in (`esr serve --native-handlers`, for
 # measurements); serving defaults to the components.
 host: toolchain
-	$(CARGO) build -p esr -p esr-bench -p esr-pg-cluster --features esr/native-baseline
+	$(CARGO) build $(HOST_BUILD)
 
 # rust-toolchain.toml pins the toolchain. rustup installs it when missing;
 # on a machine without network whose stable toolchain is that very version,
@@ -161,13 +164,29 @@ postgresql:
 			apt-get install -y -q postgresql || { apt-get update -q && apt-get install -y -q postgresql; }; \
 		else echo "the tests need PostgreSQL's server: sudo apt-get install postgresql (or set ESR_POSTGRES_BIN to a directory holding initdb)" >&2; exit 1; fi; }
 
-lint: wasm-target cargo-deny
+lint: wasm-target cargo-deny one-build
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --features esr/native-baseline -- -D warnings
 	$(CARGO) check -p esr
 	$(CARGO) clippy --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-plugin-,$(PLUGINS)) \
 		$(addprefix -p esr-plugin-import-,$(IMPORTERS)) -- -D warnings
 	$(CARGO) deny check licenses bans sources
+
+# `make run` and `make test` share one build: the features cargo resolves
+# for the host's packages alone (make host) must be those it resolves for
+# the whole workspace with its tests (make test). A feature that only a
+# test, a component or a tool turns on makes each command rebuild what the
+# other built; the lines printed are the packages resolved differently.
+one-build: toolchain
+	@mkdir -p target
+	@$(CARGO) tree $(HOST_BUILD) -e normal,build -f '{p} [{f}]' --prefix none \
+		| sed 's/ (\*)$$//' | sort -u > target/one-build-host.txt
+	@$(CARGO) tree --workspace $(TEST_FEATURES) -f '{p} [{f}]' --prefix none \
+		| sed 's/ (\*)$$//' | sort -u > target/one-build-test.txt
+	@awk -F' \\[' 'NR == FNR { host[$$1] = host[$$1] "|" $$0 "|"; next } \
+		($$1 in host) && !index(host[$$1], "|" $$0 "|") { print "  " $$0; differs = 1 } END { exit differs }' \
+		target/one-build-host.txt target/one-build-test.txt || { \
+		echo "make test resolves these packages' features differently from make host (see the Makefile's one-build)" >&2; exit 1; }
 
 # cargo-deny, pinned, from crates.io when missing (it checks licences,
 # duplicate versions and sources offline; deny.toml says what is allowed).
