@@ -1302,9 +1302,10 @@ impl Trees {
     /// `max_candidates` records gives the candidates' ids, else the first
     /// range if it holds at most [`MAX_RANGE_CANDIDATES`] (`None` when it
     /// does not, or there is no range); the other ranges, the conditions
-    /// and `updated_after` keep those their entries name; each group
-    /// index's values are then walked, commonest first, until every
-    /// candidate is placed. Index entries alone: no record is read.
+    /// and `updated_after` keep those their entries name. Few candidates
+    /// are then sought at their places from their records' `created_at`;
+    /// many, by walking each group index's values, commonest first, until
+    /// every candidate is placed.
     fn count_groups_in_ranges(
         &self,
         organization: Uuid,

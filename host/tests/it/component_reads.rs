@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
-use crate::store_contract::{endpoint, finding};
+use crate::store_contract::{endpoint, finding, middle_first_sighting};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;
@@ -296,14 +296,7 @@ fn counts_with_conditions_and_ranges_agree_with_brute_force() {
         sorted.sort();
         let at = |n: usize| Some(sorted[n]);
         let bounds = [(None, None), (at(3), None), (None, at(90)), (at(3), at(90)), (at(90), at(3)), (at(10), at(11))];
-        let mut first_seen: Vec<IndexPosition> = records
-            .findings
-            .iter()
-            .filter(|record| record.get("first_seen_at").is_some())
-            .map(|record| position(FINDINGS, "by_first_seen_at", record))
-            .collect();
-        first_seen.sort();
-        let seen_after = first_seen[first_seen.len() / 2];
+        let seen_after = middle_first_sighting(&records.findings);
         read(holder, |store| {
             for conditions in &cases {
                 for after in afters {

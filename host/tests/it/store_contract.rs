@@ -162,6 +162,18 @@ fn position(collection: Collection, index: &str, record: &Value) -> IndexPositio
     IndexPosition::new(indexes::find(collection, index).expect("a known index").position(record), id_of(record))
 }
 
+/// The middle position of the findings' first sightings (of those that
+/// have one), in the `by_first_seen_at` index.
+pub(crate) fn middle_first_sighting(findings: &[Value]) -> IndexPosition {
+    let mut first_seen: Vec<IndexPosition> = findings
+        .iter()
+        .filter(|record| record.get("first_seen_at").is_some())
+        .map(|record| position(FINDINGS, "by_first_seen_at", record))
+        .collect();
+    first_seen.sort();
+    first_seen[first_seen.len() / 2]
+}
+
 fn matching(ranges: &[IndexRange], conditions: &[IndexCondition], updated_after: Option<i64>) -> Matching {
     Matching { ranges: ranges.to_vec(), conditions: conditions.to_vec(), updated_after }
 }
@@ -471,13 +483,7 @@ fn count_in_range_agrees_with_brute_force(backend: &dyn Backend) {
     // A second range, on when each was first seen: none, or after the
     // first seen in the middle of the data (records without a score are
     // outside the first range whatever the second says).
-    let mut first_seen: Vec<IndexPosition> = findings
-        .iter()
-        .filter(|record| record.get("first_seen_at").is_some())
-        .map(|record| position(FINDINGS, "by_first_seen_at", record))
-        .collect();
-    first_seen.sort();
-    let seen_after = first_seen[first_seen.len() / 2];
+    let seen_after = middle_first_sighting(&findings);
     for (after, before) in bounds {
         for case in &cases {
             for updated_after in [None, Some(Timestamp::parse("2026-01-14T00:00:00Z").unwrap().0)] {
