@@ -575,8 +575,8 @@ fn leak(text: String) -> &'static str {
 /// scopes, served with a guest memory cap of 16 MiB: the lists that read
 /// every record into the component (text sorts), or read every record to
 /// count (`minCvss`), and the agent configuration answer `200`, with the
-/// same records and totals as the indexes say; a combination too broad to
-/// count answers `400` naming what to narrow.
+/// same records and totals as the indexes say; a filter too broad to count
+/// by reading answers `400` naming what to narrow.
 #[test]
 fn a_large_organization_is_listed_within_a_small_memory_cap() {
     let server = Server::start_seeded_with(&plugins_dir(), 20_000, 3, &["--plugin-memory-mib", "16"]);
@@ -631,15 +631,20 @@ fn a_large_organization_is_listed_within_a_small_memory_cap() {
     }
     assert!(total > 0 && walked == total, "walked {walked} of {total}");
 
-    // Two ranges over nearly every finding: too many records to count.
-    let response = server.get_as(0, "/v1/vulnerability-findings?minCvss=0&firstSeenAfter=2000-01-01T00:00:00Z");
+    // Two ranges over every scored finding, more than a list reads to
+    // count (20,000): counted from the indexes, as one range alone is.
+    let one_range = ok("/v1/vulnerability-findings?minCvss=0&limit=1");
+    let two_ranges = ok("/v1/vulnerability-findings?minCvss=0&firstSeenAfter=2000-01-01T00:00:00Z&limit=1");
+    assert!(one_range["total"].as_u64().is_some_and(|total| total > 20_000), "{one_range}");
+    assert_eq!(two_ranges["total"], one_range["total"]);
+
+    // A text tested on each of 40,000 scopes: too many records to count.
+    let response = server.get_as(0, "/v1/scopes?q=e");
     assert_eq!(response.status(), 400);
     let problem: Value = response.json().unwrap();
     let reason = problem["invalid_params"][0]["reason"].as_str().unwrap_or_default();
     assert!(
-        matches!(problem["invalid_params"][0]["name"].as_str(), Some("minCvss" | "firstSeenAfter"))
-            && reason.contains("too broad")
-            && reason.contains("narrow"),
+        problem["invalid_params"][0]["name"] == "q" && reason.contains("too broad") && reason.contains("narrow"),
         "{problem}"
     );
 }
