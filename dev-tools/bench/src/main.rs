@@ -10,6 +10,7 @@
 //! `target/bench/report.txt`.
 
 mod backends;
+mod boundary;
 mod credentials;
 mod data;
 mod export;
@@ -40,6 +41,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
 use crate::backends::bench_backends;
+use crate::boundary::bench_boundary;
 use crate::credentials::bench_credentials;
 use crate::data::{ensure_data, warm_page_cache};
 use crate::export::bench_exports;
@@ -151,6 +153,13 @@ struct Args {
     /// sled and PostgreSQL, with the host's memory.
     #[arg(long)]
     exports_only: bool,
+    /// Only the component boundary without HTTP: the server's calls in a
+    /// loop, components against the native baseline (sled data set).
+    #[arg(long)]
+    boundary_only: bool,
+    /// With `--boundary-only`: only the operations whose name contains this.
+    #[arg(long)]
+    boundary_case: Option<String>,
 }
 
 /// One measured case: its name, its target, and its samples.
@@ -194,6 +203,10 @@ fn main() -> anyhow::Result<()> {
     let data_dir = args.out.join(format!("data-{}x{}", args.endpoints, args.findings_per_endpoint));
     let key = ensure_data(&args, &data_dir)?;
     warm_page_cache(&data_dir)?;
+    if args.boundary_only {
+        let report = bench_boundary(&args, &data_dir)?;
+        return print_and_keep(&args.out, "boundary-report.txt", &report);
+    }
     if args.backends_only {
         let report = bench_backends(&args, &data_dir, &key)?;
         return print_and_keep(&args.out, "backends-report.txt", &report);
