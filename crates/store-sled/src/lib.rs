@@ -126,6 +126,10 @@ struct SledReader {
     gate: Arc<RwLock<()>>,
     /// When the request's time is up: walks stop there.
     deadline: Option<std::time::Instant>,
+    /// The records the last count of several ranges found, kept for the
+    /// session's next store call: a summary's total and its groups match
+    /// the same filters, and the ranges' intersection is most of the work.
+    matched: Option<(Collection, Matching, IdSet)>,
 }
 
 /// What a reader holds through one store call.
@@ -963,9 +967,11 @@ impl Trees {
 
     /// How many of the organization's records lie in every one of
     /// `ranges` (at least one), meet every condition and, when given, were
-    /// updated strictly after `updated_after`. One range alone is counted
-    /// from whichever side of it is smaller; otherwise the conditions'
-    /// candidates are kept by each range's entries in turn.
+    /// updated strictly after `updated_after`, with their ids when they
+    /// were gathered. One range alone is counted from whichever side of it
+    /// is smaller; otherwise the conditions' candidates, or without
+    /// conditions the smallest range's records, are kept by each other
+    /// range's entries in turn.
     fn count_in_ranges(
         &self,
         organization: Uuid,
@@ -973,7 +979,7 @@ impl Trees {
         ranges: &[IndexRange],
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<(u64, Option<IdSet>), StoreError> {
         for range in ranges {
             self.index_trees(collection, &range.index)?;
             sort_index(collection, &range.index)?;
@@ -982,34 +988,49 @@ impl Trees {
             && conditions.is_empty()
             && updated_after.is_none()
         {
-            return self.count_in_one_range(organization, collection, range);
+            return Ok((self.count_in_one_range(organization, collection, range)?, None));
         }
-        let mut kept = match self.intersect_conditions(organization, collection, conditions)? {
-            Some(Some(candidates)) => candidates,
+        let (kept, rest) = match self.intersect_conditions(organization, collection, conditions)? {
+            Some(Some(candidates)) => (candidates, ranges.to_vec()),
             Some(None) => {
-                let Some((first, rest)) = ranges.split_first() else { return Ok(0) };
-                let ids = self.ids_in_range(organization, collection, first, usize::MAX)?.unwrap_or_default();
-                return self.count_kept(organization, collection, rest, ids, updated_after);
+                let mut rest = ranges.to_vec();
+                let smallest = self.smallest_range(organization, collection, &rest)?;
+                let first = rest.remove(smallest);
+                (self.ids_in_range(organization, collection, &first, usize::MAX)?.unwrap_or_default(), rest)
             }
-            None => return Ok(0),
+            None => return Ok((0, Some(IdSet::default()))),
         };
-        kept = self.keep_in_ranges(organization, collection, ranges, kept)?;
-        self.count_kept(organization, collection, &[], kept, updated_after)
+        let mut kept = self.keep_in_ranges(organization, collection, &rest, kept)?;
+        if let Some(after) = updated_after {
+            kept = self.candidates_updated_after(organization, collection, &kept, after)?;
+        }
+        Ok((kept.len() as u64, Some(kept)))
     }
 
-    /// How many of `ids` lie in every one of `ranges` and were updated after `updated_after`.
-    fn count_kept(
+    /// Which of `ranges` holds the fewest entries: their entries are walked
+    /// side by side until the first range ends.
+    fn smallest_range(
         &self,
         organization: Uuid,
         collection: Collection,
         ranges: &[IndexRange],
-        ids: IdSet,
-        updated_after: Option<i64>,
-    ) -> Result<u64, StoreError> {
-        let kept = self.keep_in_ranges(organization, collection, ranges, ids)?;
-        match updated_after {
-            None => Ok(kept.len() as u64),
-            Some(after) => self.count_candidates_updated_after(organization, collection, &kept, after),
+    ) -> Result<usize, StoreError> {
+        if ranges.len() < 2 {
+            return Ok(0);
+        }
+        let mut walks = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            walks.push(self.range_entries(organization, collection, range)?);
+        }
+        loop {
+            for (at, walk) in walks.iter_mut().enumerate() {
+                match walk.next() {
+                    None => return Ok(at),
+                    Some(entry) => {
+                        entry?;
+                    }
+                }
+            }
         }
     }
 
@@ -1109,17 +1130,6 @@ impl Trees {
         Ok(Some(candidates))
     }
 
-    /// How many of `candidates` were updated strictly after `after`.
-    fn count_candidates_updated_after(
-        &self,
-        organization: Uuid,
-        collection: Collection,
-        candidates: &IdSet,
-        after: i64,
-    ) -> Result<u64, StoreError> {
-        Ok(self.candidates_updated_after(organization, collection, candidates, after)?.len() as u64)
-    }
-
     /// Those of `candidates` updated strictly after `after`: the smaller
     /// side of `after` in the `updated_at` index is read (the sides' sizes
     /// come from the hourly counts).
@@ -1157,7 +1167,8 @@ impl Trees {
     /// ([`index_blocks::held`]); any other condition, the ranges and
     /// `updated_after` keep those their entries name. Without such a
     /// condition, the ranges give the candidates
-    /// ([`Trees::count_groups_in_ranges`]).
+    /// ([`Trees::count_groups_in_ranges`]), or `matched`, the records
+    /// matching `matching` when a count of the same call gathered them.
     fn count_groups_of_candidates(
         &self,
         organization: Uuid,
@@ -1165,6 +1176,7 @@ impl Trees {
         group_by: &[String],
         matching: &Matching,
         max_candidates: u64,
+        matched: Option<IdSet>,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
         let Matching { ranges, conditions, updated_after } = matching;
         let updated_after = *updated_after;
@@ -1183,7 +1195,10 @@ impl Trees {
         }
         sized.sort_by_key(|(held, ..)| *held);
         let Some(source) = sized.iter().position(|(_, _, index, _)| ordered_by_creation(collection, index)) else {
-            return self.count_groups_in_ranges(organization, collection, group_by, matching, max_candidates);
+            return match matched {
+                Some(ids) => self.group_ids(organization, collection, group_by, ids).map(Some),
+                None => self.count_groups_in_ranges(organization, collection, group_by, matching, max_candidates),
+            };
         };
         if sized[source].0 > max_candidates {
             return Ok(None);
@@ -1277,21 +1292,16 @@ impl Trees {
         collection: Collection,
         ids: &IdSet,
     ) -> Result<Vec<index_blocks::Entry>, StoreError> {
-        #[derive(serde::Deserialize)]
-        struct Created<'a> {
-            #[serde(borrow)]
-            created_at: &'a str,
-        }
+        let created_key = memchr::memmem::Finder::new(CREATED_AT_KEY);
         let mut entries = Vec::with_capacity(ids.len());
         for id in ids {
             let id = Uuid::from_bytes(*id);
             // A record deleted since its entries were read holds no group.
             let Some(bytes) = self.get(organization, collection, id)? else { continue };
-            let created = serde_json::from_slice::<Created<'_>>(&bytes)
-                .ok()
-                .and_then(|record| Timestamp::parse(record.created_at))
+            let created = created_at_found(&created_key, &bytes)
+                .or_else(|| created_at_parsed(&bytes))
                 .ok_or_else(|| StoreError::Corrupt(format!("{collection} record {id} has no RFC 3339 created_at")))?;
-            entries.push(entry_of(created.0, id));
+            entries.push(entry_of(created, id));
         }
         entries.sort_unstable();
         Ok(entries)
@@ -1342,12 +1352,23 @@ impl Trees {
         if let Some(after) = *updated_after {
             ids = self.candidates_updated_after(organization, collection, &ids, after)?;
         }
+        self.group_ids(organization, collection, group_by, ids).map(Some)
+    }
+
+    /// The groups of the records `ids`.
+    fn group_ids(
+        &self,
+        organization: Uuid,
+        collection: Collection,
+        group_by: &[String],
+        ids: IdSet,
+    ) -> Result<Vec<GroupCount>, StoreError> {
         // Reading a candidate's `created_at` costs about what walking 64
         // entries does: few candidates are sought at their places instead
         // of walking the group indexes whole.
         if (ids.len() as u64).saturating_mul(64) < self.count(organization, collection)? {
             let candidates = self.entries_by_creation(organization, collection, &ids)?;
-            return self.grouped_by_seeking(organization, collection, group_by, &candidates).map(Some);
+            return self.grouped_by_seeking(organization, collection, group_by, &candidates);
         }
         let candidates: Vec<[u8; 16]> = ids.into_iter().collect();
         let mut placed: Vec<Vec<Option<usize>>> = Vec::with_capacity(group_by.len());
@@ -1377,7 +1398,7 @@ impl Trees {
             placed.push(value_of);
             names.push(values.into_iter().map(|(value, _)| value).collect());
         }
-        Ok(Some(grouped(candidates.len(), &placed, &names)))
+        Ok(grouped(candidates.len(), &placed, &names))
     }
 
     /// The ids of the records in `range`, or `None` past `cap` of them.
@@ -1457,10 +1478,11 @@ impl Trees {
         sort_index(collection, &range.index)?;
         let prefix = value_prefix(organization, &range.index, indexes::SORTED);
         let after = range.after.map(|at| entry_of(at.position, at.id));
-        let before = range.before.map(|at| entry_of(at.position, at.id));
+        let before = range.before.map(|at| index_blocks::ordered(&entry_of(at.position, at.id)));
         let entries = index_blocks::Entries::new(&trees.index, &prefix, after.as_ref(), false)?;
-        Ok(entries
-            .take_while(move |entry| entry.as_ref().map_or(true, |entry| before.is_none_or(|before| *entry < before))))
+        Ok(entries.take_while(move |entry| {
+            entry.as_ref().map_or(true, |entry| before.is_none_or(|before| index_blocks::ordered(entry) < before))
+        }))
     }
 
     /// How many records were updated strictly after `after`: the updates of
@@ -1606,7 +1628,11 @@ impl StoreReader for SledReader {
         if ranges.is_empty() {
             return self.trees.count_matching(self.organization, collection, conditions, *updated_after);
         }
-        self.trees.count_in_ranges(self.organization, collection, ranges, conditions, *updated_after)
+        let (count, ids) =
+            self.trees.count_in_ranges(self.organization, collection, ranges, conditions, *updated_after)?;
+        drop(_call);
+        self.matched = ids.map(|ids| (collection, matching.clone(), ids));
+        Ok(count)
     }
 
     fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
@@ -1636,8 +1662,20 @@ impl StoreReader for SledReader {
         matching: &Matching,
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+        let matched = self
+            .matched
+            .take()
+            .filter(|(counted, counted_matching, _)| *counted == collection && counted_matching == matching)
+            .map(|(.., ids)| ids);
         let _call = self.call()?;
-        self.trees.count_groups_of_candidates(self.organization, collection, group_by, matching, max_candidates)
+        self.trees.count_groups_of_candidates(
+            self.organization,
+            collection,
+            group_by,
+            matching,
+            max_candidates,
+            matched,
+        )
     }
 }
 
@@ -1650,7 +1688,7 @@ impl Store for SledStore {
     /// deadline bounds the session's walks.
     fn reader_from(&self, organization: Uuid, from: ReadFrom) -> Result<Box<dyn StoreReader>, StoreError> {
         let gate = self.gate(organization);
-        Ok(Box::new(SledReader { trees: self.0.clone(), organization, gate, deadline: from.deadline }))
+        Ok(Box::new(SledReader { trees: self.0.clone(), organization, gate, deadline: from.deadline, matched: None }))
     }
 
     fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError> {
@@ -1663,8 +1701,13 @@ impl Store for SledStore {
         // A large write of the organization that failed half-way is
         // finished before another is planned on top of it.
         staged::finish(&self.db, &self.staged_writes, Some(organization))?;
-        let mut reader =
-            SledReader { trees: self.0.clone(), organization, gate: self.gate(organization), deadline: None };
+        let mut reader = SledReader {
+            trees: self.0.clone(),
+            organization,
+            gate: self.gate(organization),
+            deadline: None,
+            matched: None,
+        };
         let writes = build(&mut reader, WriteTime(now))?;
         let latest = esr_store::latest_update(&writes).unwrap_or(now);
         self.write_records(organization, writes, now)?;
@@ -2007,6 +2050,36 @@ fn entry_id(entry: &index_blocks::Entry) -> Result<[u8; 16], StoreError> {
     <[u8; 16]>::try_from(&entry[8..]).map_err(|_| StoreError::Corrupt("an index entry has no record id".into()))
 }
 
+/// How a record's `created_at` member starts in its stored JSON.
+const CREATED_AT_KEY: &[u8] = b"\"created_at\":\"";
+
+/// A record's `created_at` when its stored (compact) JSON names the
+/// member once: inside a JSON string every quote is escaped, so the bytes
+/// of [`CREATED_AT_KEY`] right after `{` or `,` can only start a member
+/// named `created_at`, and the schema has that member at the top level
+/// only. Anything else (`None`) is parsed.
+fn created_at_found(key: &memchr::memmem::Finder<'_>, record: &[u8]) -> Option<i64> {
+    let mut found = key.find_iter(record);
+    let at = found.next()?;
+    if found.next().is_some() || !matches!(record.get(at.checked_sub(1)?), Some(b'{' | b',')) {
+        return None;
+    }
+    let value = record.get(at + CREATED_AT_KEY.len()..)?;
+    let end = memchr::memchr(b'"', value)?;
+    Timestamp::parse(std::str::from_utf8(&value[..end]).ok()?).map(|time| time.0)
+}
+
+/// A record's `created_at`, parsed from its JSON.
+fn created_at_parsed(record: &[u8]) -> Option<i64> {
+    #[derive(serde::Deserialize)]
+    struct Created<'a> {
+        #[serde(borrow)]
+        created_at: &'a str,
+    }
+    let record = serde_json::from_slice::<Created<'_>>(record).ok()?;
+    Timestamp::parse(record.created_at).map(|time| time.0)
+}
+
 /// The index entry of a record at `position`.
 fn entry_of(position: i64, id: Uuid) -> index_blocks::Entry {
     let mut entry = [0u8; index_blocks::ENTRY_BYTES];
@@ -2086,6 +2159,38 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn created_at_is_found_only_where_it_is_a_member() {
+        let key = memchr::memmem::Finder::new(CREATED_AT_KEY);
+        let at = |text: &str| Timestamp::parse(text).map(|time| time.0);
+        let record = json!({"id": "x", "created_at": "2026-01-02T03:04:05Z", "title": "t"}).to_string();
+        assert_eq!(created_at_found(&key, record.as_bytes()), at("2026-01-02T03:04:05Z"));
+        // A string holding the member's text has its quotes escaped.
+        let quoted = json!({"title": "\"created_at\":\"2020-01-01T00:00:00Z\"", "created_at": "2026-01-02T03:04:05Z"});
+        let quoted = quoted.to_string();
+        assert_eq!(created_at_found(&key, quoted.as_bytes()), at("2026-01-02T03:04:05Z"));
+        // Twice (a nested member), or not after `{` or `,`: parsed instead.
+        let nested = json!({"a": {"created_at": "2020-01-01T00:00:00Z"}, "created_at": "2026-01-02T03:04:05Z"});
+        let nested = nested.to_string();
+        assert_eq!(created_at_found(&key, nested.as_bytes()), None);
+        assert_eq!(created_at_parsed(nested.as_bytes()), at("2026-01-02T03:04:05Z"));
+        assert_eq!(created_at_found(&key, b"{ \"created_at\":\"2026-01-02T03:04:05Z\"}"), None);
+        assert_eq!(created_at_found(&key, b"{\"created_at\":\"not a time\"}"), None);
+    }
+
+    #[test]
+    fn ordered_entries_compare_as_their_bytes() {
+        let ids = [Uuid::nil(), Uuid::from_u128(1 << 64), Uuid::from_u128(u128::MAX - 1), Uuid::max()];
+        let positions = [i64::MIN, -1, 0, 1, i64::MAX];
+        let entries: Vec<index_blocks::Entry> =
+            positions.iter().flat_map(|position| ids.iter().map(move |id| entry_of(*position, *id))).collect();
+        for a in &entries {
+            for b in &entries {
+                assert_eq!(index_blocks::ordered(a).cmp(&index_blocks::ordered(b)), a.cmp(b));
+            }
+        }
+    }
 
     #[test]
     fn lost_index_entries_are_found() -> Result<(), StoreError> {

@@ -144,11 +144,7 @@ pub(crate) fn bench_boundary(args: &Args, data_dir: &Path) -> anyhow::Result<Str
 }
 
 /// µs a call, over one block.
-fn time_block(
-    set: &ComponentSet,
-    tenant: &Tenant,
-    call: &Call,
-) -> anyhow::Result<f64> {
+fn time_block(set: &ComponentSet, tenant: &Tenant, call: &Call) -> anyhow::Result<f64> {
     let started = Instant::now();
     for _ in 0..CALLS_PER_BLOCK {
         call(set, tenant)?;
