@@ -1004,18 +1004,22 @@ impl PgReader {
             self.open = Some(opened);
             self.in_snapshot = true;
         }
-        let Some((connection, _)) = self.open.as_mut() else {
-            return Err(StoreError::Backend("the read session has no connection".into()));
-        };
         if !self.in_snapshot {
             // After a read by id on its own: the primary's, as that read's.
+            let bound = self.timeout_statement()?;
+            let Some((connection, _)) = self.open.as_mut() else {
+                return Err(StoreError::Backend("the read session has no connection".into()));
+            };
             let messages = connection
                 .client
-                .simple_query(&format!("{BEGIN_SNAPSHOT}; {CURRENT_POSITION}"))
+                .simple_query(&format!("{BEGIN_SNAPSHOT}; {bound}{CURRENT_POSITION}"))
                 .map_err(store_error)?;
             self.in_snapshot = true;
             self.position = replicas::positions(&messages).first().copied().flatten().max(self.position);
         }
+        let Some((connection, _)) = self.open.as_mut() else {
+            return Err(StoreError::Backend("the read session has no connection".into()));
+        };
         let Connection { client, statements, .. } = &mut **connection;
         Ok(Session { client, statements, organization: self.organization, read_by_id: None })
     }
@@ -1033,8 +1037,9 @@ impl PgReader {
             // (Two round trips: a statement before `BEGIN` in one simple
             // query would start the transaction without its isolation level.)
             const REPLAYED: &str = "SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::int8";
+            let bound = self.timeout_statement().ok()?;
             let answer = connection.client.simple_query(REPLAYED).and_then(|mut messages| {
-                messages.extend(connection.client.simple_query(&format!("{BEGIN_SNAPSHOT}; {REPLAYED}"))?);
+                messages.extend(connection.client.simple_query(&format!("{BEGIN_SNAPSHOT}; {bound}{REPLAYED}"))?);
                 Ok(messages)
             });
             let positions = match answer {
@@ -1067,8 +1072,11 @@ impl PgReader {
         let mut connection = self.pool.get()?;
         // Every host learns the position, with replicas or not: a cursor it
         // issues may be followed on a host that reads replicas.
-        let messages =
-            connection.client.simple_query(&format!("{BEGIN_SNAPSHOT}; {CURRENT_POSITION}")).map_err(store_error)?;
+        let bound = self.timeout_statement()?;
+        let messages = connection
+            .client
+            .simple_query(&format!("{BEGIN_SNAPSHOT}; {bound}{CURRENT_POSITION}"))
+            .map_err(store_error)?;
         self.position = replicas::positions(&messages).first().copied().flatten();
         Ok((connection, false))
     }
@@ -1089,6 +1097,20 @@ impl PgReader {
             self.failed_on_replica = true;
         }
         outcome
+    }
+
+    /// The statement that bounds a snapshot's statements by the time left,
+    /// sent with the snapshot's `BEGIN` in one round trip (empty without a
+    /// deadline); the snapshot's timeout counts as set from now.
+    fn timeout_statement(&mut self) -> Result<String, StoreError> {
+        let Some(deadline) = self.deadline else { return Ok(String::new()) };
+        let now = std::time::Instant::now();
+        let left = deadline.saturating_duration_since(now);
+        if left.is_zero() {
+            return Err(StoreError::DeadlineReached);
+        }
+        self.timeout_set_at = Some(now);
+        Ok(format!("SET LOCAL statement_timeout = {}; ", left.as_millis().max(1)))
     }
 
     /// Sets the snapshot's `statement_timeout` to the time left, unless it
