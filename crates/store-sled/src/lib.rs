@@ -994,9 +994,9 @@ impl Trees {
             Some(Some(candidates)) => (candidates, ranges.to_vec()),
             Some(None) => {
                 let mut rest = ranges.to_vec();
-                let smallest = self.smallest_range(organization, collection, &rest)?;
-                let first = rest.remove(smallest);
-                (self.ids_in_range(organization, collection, &first, usize::MAX)?.unwrap_or_default(), rest)
+                let (smallest, ids) = self.smallest_range(organization, collection, &rest)?;
+                rest.remove(smallest);
+                (ids, rest)
             }
             None => return Ok((0, Some(IdSet::default()))),
         };
@@ -1007,28 +1007,24 @@ impl Trees {
         Ok((kept.len() as u64, Some(kept)))
     }
 
-    /// Which of `ranges` holds the fewest entries: their entries are walked
-    /// side by side until the first range ends.
+    /// Which of `ranges` (at least one) holds the fewest entries, with the
+    /// ids of its records: their entries are walked side by side until the
+    /// first range ends.
     fn smallest_range(
         &self,
         organization: Uuid,
         collection: Collection,
         ranges: &[IndexRange],
-    ) -> Result<usize, StoreError> {
-        if ranges.len() < 2 {
-            return Ok(0);
-        }
+    ) -> Result<(usize, IdSet), StoreError> {
         let mut walks = Vec::with_capacity(ranges.len());
         for range in ranges {
-            walks.push(self.range_entries(organization, collection, range)?);
+            walks.push((self.range_entries(organization, collection, range)?, Vec::new()));
         }
         loop {
-            for (at, walk) in walks.iter_mut().enumerate() {
+            for (at, (walk, ids)) in walks.iter_mut().enumerate() {
                 match walk.next() {
-                    None => return Ok(at),
-                    Some(entry) => {
-                        entry?;
-                    }
+                    None => return Ok((at, ids.drain(..).collect())),
+                    Some(entry) => ids.push(entry_id(&entry?)?),
                 }
             }
         }
@@ -1293,6 +1289,9 @@ impl Trees {
         ids: &IdSet,
     ) -> Result<Vec<index_blocks::Entry>, StoreError> {
         let created_key = memchr::memmem::Finder::new(CREATED_AT_KEY);
+        // In key order, neighbours share the tree's nodes.
+        let mut ids: Vec<&[u8; 16]> = ids.iter().collect();
+        ids.sort_unstable();
         let mut entries = Vec::with_capacity(ids.len());
         for id in ids {
             let id = Uuid::from_bytes(*id);
