@@ -1116,22 +1116,15 @@ impl PgReader {
     /// Sets the snapshot's `statement_timeout` to the time left, unless it
     /// was set less than [`TIMEOUT_REFRESH`] ago.
     fn bound_by_deadline(&mut self) -> Result<(), StoreError> {
-        let Some(deadline) = self.deadline else { return Ok(()) };
-        let now = std::time::Instant::now();
-        if self.timeout_set_at.is_some_and(|at| now.duration_since(at) < TIMEOUT_REFRESH) {
+        if self.deadline.is_none()
+            || self.timeout_set_at.is_some_and(|at| at.elapsed() < TIMEOUT_REFRESH)
+            || self.open.is_none()
+        {
             return Ok(());
         }
-        let left = deadline.saturating_duration_since(now);
-        if left.is_zero() {
-            return Err(StoreError::DeadlineReached);
-        }
+        let statement = self.timeout_statement()?;
         let Some((connection, _)) = self.open.as_mut() else { return Ok(()) };
-        connection
-            .client
-            .batch_execute(&format!("SET LOCAL statement_timeout = {}", left.as_millis().max(1)))
-            .map_err(store_error)?;
-        self.timeout_set_at = Some(now);
-        Ok(())
+        connection.client.batch_execute(&statement).map_err(store_error)
     }
 }
 

@@ -1622,14 +1622,14 @@ impl StoreReader for SledReader {
     }
 
     fn count_matching(&mut self, collection: Collection, matching: &Matching) -> Result<u64, StoreError> {
-        let _call = self.call()?;
+        let call = self.call()?;
         let Matching { ranges, conditions, updated_after } = matching;
         if ranges.is_empty() {
             return self.trees.count_matching(self.organization, collection, conditions, *updated_after);
         }
         let (count, ids) =
             self.trees.count_in_ranges(self.organization, collection, ranges, conditions, *updated_after)?;
-        drop(_call);
+        drop(call);
         self.matched = ids.map(|ids| (collection, matching.clone(), ids));
         Ok(count)
     }
