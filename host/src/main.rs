@@ -11,6 +11,12 @@ use esr_api::limits::Quota;
 use esr_runtime::{ComponentEngine, Limits};
 use serde_json::{Value, json};
 
+// An import allocates and frees a map per field of every line it checks
+// and every record it writes: glibc's allocator was a third of the host's
+// CPU in an import into PostgreSQL (docs/performance.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod audit_cli;
 mod config_file;
 mod oauth_cli;

@@ -14,7 +14,7 @@
 //! Both are read through [`entries_of`]: the organization's entries of one
 //! index as rows `(value, position, id)`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::LazyLock;
 
 use esr_contract::indexes::{self, Index, IndexKey, IndexOrder};
@@ -68,6 +68,28 @@ pub(super) static INDEX_COLUMNS: LazyLock<IndexColumns> = LazyLock::new(|| {
     IndexColumns { values: values.into_iter().collect(), positions: positions.into_iter().collect() }
 });
 
+/// Where each index's entries go in a `records` row, by collection and
+/// index name: the slots of its value and position in [`INDEX_COLUMNS`]
+/// (`None`: a row per entry). Found once: an import asks for every entry
+/// of every record.
+type Slots = HashMap<Collection, HashMap<&'static str, Option<(usize, usize)>>>;
+static ROW_SLOTS: LazyLock<Slots> = LazyLock::new(|| {
+    let columns = &*INDEX_COLUMNS;
+    let mut slots: Slots = HashMap::new();
+    for collection in Collection::ALL {
+        for index in indexes::indexes(collection) {
+            let slot = match placement(index) {
+                Placement::Columns { value, position } => {
+                    columns.values.binary_search(&value).ok().zip(columns.positions.binary_search(&position).ok())
+                }
+                Placement::Rows => None,
+            };
+            slots.entry(collection).or_default().insert(index.name, slot);
+        }
+    }
+    slots
+});
+
 /// A record's row values of [`INDEX_COLUMNS`], from its entries (index,
 /// value, position): `(values, positions)` in the columns' order.
 pub(super) fn row_values(
@@ -78,15 +100,9 @@ pub(super) fn row_values(
     let mut values = vec![None; columns.values.len()];
     let mut positions = vec![None; columns.positions.len()];
     for (name, value, position) in entries {
-        let Some(index) = indexes::find(collection, name) else { continue };
-        let Placement::Columns { value: value_column, position: position_column } = placement(&index) else {
-            continue;
-        };
-        if let Ok(at) = columns.values.binary_search(&value_column) {
-            values[at] = Some(value.as_bytes().to_vec());
-        }
-        if let Ok(at) = columns.positions.binary_search(&position_column) {
-            positions[at] = Some(*position);
+        if let Some(Some((value_slot, position_slot))) = row_slot(collection, name) {
+            values[*value_slot] = Some(value.as_bytes().to_vec());
+            positions[*position_slot] = Some(*position);
         }
     }
     (values, positions)
@@ -94,7 +110,11 @@ pub(super) fn row_values(
 
 /// Whether `index` of `collection` keeps a row per entry (not columns).
 pub(super) fn in_rows(collection: Collection, index: &str) -> bool {
-    indexes::find(collection, index).is_some_and(|index| matches!(placement(&index), Placement::Rows))
+    matches!(row_slot(collection, index), Some(None))
+}
+
+fn row_slot(collection: Collection, index: &str) -> Option<&'static Option<(usize, usize)>> {
+    ROW_SLOTS.get(&collection)?.get(index)
 }
 
 /// The organization's entries of `index` in `collection` as a subquery

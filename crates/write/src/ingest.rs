@@ -146,9 +146,12 @@ pub enum ImportError {
     Store(#[from] StoreError),
 }
 
-/// Lines checked on their own at a time: what a batch's checks hold in
-/// memory beyond its valid records, whatever the batch holds.
+/// Lines checked on their own at a time (a report's records): what the
+/// checks hold in memory beyond the valid records, whatever they hold.
 const CHECK_CHUNK_LINES: usize = 8192;
+
+/// Lines whose ids and references are read from the store in one go.
+const READ_AHEAD_LINES: usize = 8192;
 
 /// The lines a batch may hold unless `esr serve --import-max-lines` says
 /// otherwise: a batch's memory grows with its lines (each is a record
@@ -178,21 +181,23 @@ pub fn import(
     if count > max_lines {
         return Err(ImportError::TooManyLines { lines: count, max: max_lines });
     }
-    // Validation runs inside the write, under the organization's write
-    // lock: what it reads is what the write replaces.
+    // What each line is on its own is checked before the organization's
+    // write lock is taken, so a client's next batch is parsed while its
+    // last one is written. What the checks read from the store is read
+    // under the lock: what they read is what the write replaces.
+    let lines: Vec<(usize, &[u8])> = lines().collect();
+    let mut checked = Some(check_lines(&lines, collection, fields));
+    drop(lines);
     let cause = HistoryCause::import();
     let mut outcome = None;
     db.write_batch(organization, &mut |reader, now| {
         let mut batch = Batch::new(reader, collection);
-        let mut lines = lines();
-        loop {
-            let chunk: Vec<(usize, &[u8])> = lines.by_ref().take(CHECK_CHUNK_LINES).collect();
-            if chunk.is_empty() {
-                break;
-            }
-            let checked = check_lines(&chunk, collection, fields);
-            batch.read_ahead(&checked)?;
-            for line in checked {
+        let checked = checked.take().ok_or_else(|| StoreError::Backend("an import batch was built twice".into()))?;
+        let mut checked = checked.into_iter().peekable();
+        while checked.peek().is_some() {
+            let chunk: Vec<CheckedLine> = checked.by_ref().take(READ_AHEAD_LINES).collect();
+            batch.read_ahead(&chunk)?;
+            for line in chunk {
                 batch.line(line)?;
             }
         }

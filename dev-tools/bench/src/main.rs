@@ -79,6 +79,10 @@ struct Args {
     /// Lines per import batch.
     #[arg(long, default_value_t = 10_000)]
     import_batch: usize,
+    /// Import requests in flight at once: a client sending its next batch
+    /// while the server writes the last one.
+    #[arg(long, default_value_t = 2)]
+    import_in_flight: usize,
     /// Seconds of load per operation and mode in the throughput
     /// comparison (wrk, 32 connections); 0 skips it.
     #[arg(long, default_value_t = 10)]

@@ -74,16 +74,17 @@ pub(crate) fn bench_import_postgres(args: &Args, cluster: &Cluster) -> anyhow::R
         rate(schema_count, schema_time),
     );
     Ok(format!(
-        "\nimport into PostgreSQL (validated, durable, through the admin listener; batches of {} lines; fsync on):\n\
-         {:<52} {:>9.0} records/s  ({} in {:.1} s of requests)\n\
-         {:<52} {:>9.0} records/s  ({} in {:.1} s of requests)  target ≥ 20,000/s\n\
+        "\nimport into PostgreSQL (validated, durable, through the admin listener; batches of {} lines, {} in flight; fsync on):\n\
+         {:<52} {:>9.0} records/s  ({} in {:.1} s of sending)\n\
+         {:<52} {:>9.0} records/s  ({} in {:.1} s of sending)  target ≥ 20,000/s\n\
          {:<52} {:>9.0} records/s  ({} in {:.1} s)\n\
          {:<52} {:>9.0} records/s  ({} in {:.1} s)\n\
          import ÷ PostgreSQL alone: {:.2} (pk only), {:.2} (the host's tables); database size after the import \
          {:.0} MiB; host RSS after it {:.0} MiB\n\
          CPU during the import (endpoints, findings and the generation between batches): host {:.0} s, \
-         PostgreSQL's processes {:.0} s, wall {:.0} s\n",
+         PostgreSQL's processes {:.0} s, wall {:.0} s; host CPU per finding {:.0} µs\n",
         args.import_batch,
+        args.import_in_flight,
         "endpoints",
         rate(imported.endpoint_count, imported.endpoint_time),
         imported.endpoint_count,
@@ -107,6 +108,7 @@ pub(crate) fn bench_import_postgres(args: &Args, cluster: &Cluster) -> anyhow::R
         host_cpu,
         postgres_cpu,
         imported.wall.as_secs_f64(),
+        host_cpu * 1e6 / imported.finding_count.max(1) as f64,
     ))
 }
 
