@@ -7,6 +7,15 @@ component call, from `perf script` of a DWARF call-graph recording:
         --boundary-only --boundary-case 'finding by id' --rounds 40
     perf script -i boundary.perf --no-inline | dev-tools/bench/scripts/boundary-phases.py
 
+Under load, the server's own profile: `--under-load wasm|native` counts
+every sample of a `perf record --call-graph dwarf -p <server pid>` taken
+while wrk runs (docs/performance.md has the commands), with the server's
+other work (HTTP, the runtime's threads, authentication, the kernel) as
+phases of their own:
+
+    perf script -i load.perf --no-inline | \
+        dev-tools/bench/scripts/boundary-phases.py --under-load wasm
+
 A sample belongs to the first phase whose pattern a frame matches, frames
 taken from the outermost in; store reads first, wherever they are, since
 both modes make them alike. Samples whose stack perf could not unwind to
@@ -59,6 +68,40 @@ def phase_of(stack):
         return "guest code"
     return "rest of the call"
 
+
+SERVER_WORK = [
+    ("authentication and limits", r"(esr_auth::|known_keys|esr_api::limits|Quota|rate_limit)"),
+    ("HTTP (hyper, axum) and the async runtime", r"(hyper::|axum::|tokio::|tower::|h2::|http::)"),
+]
+
+
+def phase_under_load(stack, mode):
+    text = "\n".join(stack)
+    if re.search(STORE_READS, text):
+        return "store reads (both modes)"
+    if mode == "wasm" and ("wasmtime" in text or ".cwasm" in text or "esr_runtime" in text):
+        return phase_of(stack)
+    if mode == "native" and "esr::native::" in text:
+        return "the handler's code (native)"
+    # The rest by its innermost frame: the middleware wraps the handler,
+    # and the runtime wraps everything.
+    if stack and "[kernel" in stack[0]:
+        return "kernel (sockets, scheduling)"
+    for frame in stack:
+        for name, pattern in SERVER_WORK:
+            if re.search(pattern, frame):
+                return name
+    return "rest of the server"
+
+
+if len(sys.argv) == 3 and sys.argv[1] == "--under-load":
+    mode = sys.argv[2]
+    phases = collections.Counter(phase_under_load(stack, mode) for stack in stacks(sys.stdin))
+    total = sum(phases.values()) or 1
+    print(f"{mode} under load: {total} samples")
+    for name, count in phases.most_common():
+        print(f"  {name:<44} {count:>7} {100 * count / total:6.1f} %")
+    sys.exit(0)
 
 counts = {"wasm": collections.Counter(), "native": collections.Counter()}
 unwound = 0
