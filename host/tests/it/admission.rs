@@ -26,10 +26,11 @@ const FLOOD_RATE: (u32, Duration) = (3_000, Duration::from_secs(1));
 /// The victim's pace: one request at a time, one started every this often.
 const VICTIM_EVERY: Duration = Duration::from_millis(10);
 /// Slack on the victim's p99 over the quiet one: p99 under flood ≤
-/// max(2 × quiet, quiet + this). A few scheduler slices on a shared
-/// machine; a request that waited for a database connection instead would
-/// wait up to its deadline (2 s).
-const NOISE_FLOOR: Duration = Duration::from_millis(20);
+/// max(2 × quiet, quiet + this). A tenth of what a request that waited for
+/// a database connection would wait (its deadline, 2 s): a loaded
+/// machine's bursts (20 ms was passed by 2 ms on a machine compiling
+/// beside the tests) stay under it, a wait for the pool does not.
+const NOISE_FLOOR: Duration = Duration::from_millis(200);
 
 fn client_from(local: IpAddr) -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder().local_address(local).timeout(Duration::from_secs(30)).build().unwrap()
@@ -220,8 +221,8 @@ fn floods_of_health_or_random_keys_from_one_address_cost_another_organization_no
     assert_eq!(quiet.not_ok(), 0, "quiet: {}", quiet.describe());
     // Before: 67 % of Globex's requests answered `503` during a health flood,
     // 26 % during a random-key flood. Now every one is `200`, and its p99
-    // within twice quiet's (or quiet's plus a few scheduler slices, on a
-    // machine whose quiet tail is a few milliseconds).
+    // within twice quiet's (or quiet's plus a tenth of a wait for the
+    // pool, on a machine whose quiet tail is a few milliseconds).
     let bound = (quiet.p99() * 2).max(quiet.p99() + NOISE_FLOOR);
     let expected = (FLOOD_RATE.0 as f64 * FLOOD_FOR.as_secs_f64() / FLOOD_RATE.1.as_secs_f64()) as usize;
     for (name, flood, policy) in
