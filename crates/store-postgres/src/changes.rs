@@ -300,6 +300,31 @@ pub(super) fn verify(transaction: &mut postgres::Transaction<'_>) -> Result<Vec<
     Ok(problems)
 }
 
+/// Where the organization's feed stands, as a statement of a simple query
+/// (sent with the snapshot's `BEGIN`, [`crate::PgReader`]); the id is a
+/// UUID, so it is written into the text as is.
+pub(super) fn change_log_statement(organization: Uuid) -> String {
+    format!("SELECT sequence, pruned_through FROM write_clocks WHERE org_id = '{organization}'")
+}
+
+/// The change log from the answer to [`change_log_statement`] (no row:
+/// zeros before the organization's first write).
+pub(super) fn change_log_of(answer: &[postgres::SimpleQueryMessage]) -> Result<ChangeLog, StoreError> {
+    let Some(row) = answer.iter().find_map(|message| match message {
+        postgres::SimpleQueryMessage::Row(row) => Some(row),
+        _ => None,
+    }) else {
+        return Ok(ChangeLog::default());
+    };
+    let sequence = |column: usize| -> Result<u64, StoreError> {
+        row.get(column)
+            .and_then(|text| text.parse::<i64>().ok())
+            .map(read_sequence)
+            .ok_or_else(|| StoreError::Corrupt("the change feed's sequence is not a number".to_owned()))
+    };
+    Ok(ChangeLog { latest: sequence(0)?, pruned_through: sequence(1)? })
+}
+
 impl<C: GenericClient + Send> Session<'_, C> {
     /// Where the organization's feed stands (zeros before its first write).
     pub fn change_log(&mut self) -> Result<ChangeLog, StoreError> {

@@ -17,6 +17,7 @@
 mod audit;
 mod changes;
 mod columns;
+mod grouped;
 mod migrations;
 mod replicas;
 
@@ -760,6 +761,9 @@ impl Store for PgStore {
             organization,
             deadline: from.deadline,
             timeout_set_at: None,
+            grouped: None,
+            opening_reads_change_log: false,
+            opened_change_log: None,
         }))
     }
 
@@ -980,6 +984,14 @@ pub struct PgReader {
     deadline: Option<std::time::Instant>,
     /// When the snapshot's `statement_timeout` was last set.
     timeout_set_at: Option<std::time::Instant>,
+    /// The last count of several filters together, with its groups
+    /// ([`grouped`]), kept for the session's next call: a summary's total
+    /// and its groups match the same filters.
+    grouped: Option<(Collection, Matching, grouped::Grouped)>,
+    /// Whether the round trip that begins the snapshot also reads the
+    /// change log (a list's first read), and what it read.
+    opening_reads_change_log: bool,
+    opened_change_log: Option<ChangeLog>,
 }
 
 /// How often a session sets its statements' timeout to the time left: a
@@ -1038,14 +1050,16 @@ impl PgReader {
             // query would start the transaction without its isolation level.)
             const REPLAYED: &str = "SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::int8";
             let bound = self.timeout_statement().ok()?;
+            let change_log = self.change_log_statement();
             let answer = connection.client.simple_query(REPLAYED).and_then(|mut messages| {
-                messages.extend(connection.client.simple_query(&format!("{BEGIN_SNAPSHOT}; {bound}{REPLAYED}"))?);
+                messages.extend(
+                    connection.client.simple_query(&format!("{BEGIN_SNAPSHOT}; {bound}{REPLAYED}{change_log}"))?,
+                );
                 Ok(messages)
             });
-            let positions = match answer {
-                Ok(messages) => replicas::positions(&messages),
+            let positions = match answer.map_err(store_error).and_then(|messages| self.opened(&messages)) {
+                Ok(positions) => positions,
                 Err(error) => {
-                    let error = store_error(error);
                     tracing::warn!(replica = %replica.name, %error, "a read replica failed; reading the primary");
                     replica.failed();
                     continue;
@@ -1058,6 +1072,7 @@ impl PgReader {
                 }
                 _ => {
                     // Behind this session's writes or cursor: the primary answers.
+                    self.opened_change_log = None;
                     if connection.client.batch_execute("ROLLBACK").is_err() {
                         replica.failed();
                     }
@@ -1073,12 +1088,44 @@ impl PgReader {
         // Every host learns the position, with replicas or not: a cursor it
         // issues may be followed on a host that reads replicas.
         let bound = self.timeout_statement()?;
+        let change_log = self.change_log_statement();
         let messages = connection
             .client
-            .simple_query(&format!("{BEGIN_SNAPSHOT}; {bound}{CURRENT_POSITION}"))
+            .simple_query(&format!("{BEGIN_SNAPSHOT}; {bound}{CURRENT_POSITION}{change_log}"))
             .map_err(store_error)?;
-        self.position = replicas::positions(&messages).first().copied().flatten();
+        self.position = self.opened(&messages)?.first().copied().flatten();
         Ok((connection, false))
+    }
+
+    /// The change log's statement to send after the snapshot's `BEGIN`
+    /// (with its `;`), when the opening round trip is to read it.
+    fn change_log_statement(&self) -> String {
+        if self.opening_reads_change_log {
+            format!("; {}", changes::change_log_statement(self.organization))
+        } else {
+            String::new()
+        }
+    }
+
+    /// The positions the opening round trip's statements answered; the
+    /// change log, when it read it, is kept for [`StoreReader::change_log`].
+    fn opened(&mut self, messages: &[postgres::SimpleQueryMessage]) -> Result<Vec<Option<u64>>, StoreError> {
+        if !self.opening_reads_change_log {
+            return Ok(replicas::positions(messages));
+        }
+        // The change log's answer follows the last but one statement's end.
+        let ends: Vec<usize> = messages
+            .iter()
+            .enumerate()
+            .filter(|(_, message)| matches!(message, postgres::SimpleQueryMessage::CommandComplete(_)))
+            .map(|(at, _)| at)
+            .collect();
+        let Some(cut) = ends.len().checked_sub(2).map(|last_but_one| ends[last_but_one] + 1) else {
+            return Err(StoreError::Backend("the snapshot's opening statements went unanswered".to_owned()));
+        };
+        let (opening, change_log) = messages.split_at(cut);
+        self.opened_change_log = Some(changes::change_log_of(change_log)?);
+        Ok(replicas::positions(opening))
     }
 
     /// Runs one read, within the request's deadline, noting a failure on a
@@ -1200,10 +1247,28 @@ impl StoreReader for PgReader {
     }
 
     fn count_matching(&mut self, collection: Collection, matching: &Matching) -> Result<u64, StoreError> {
-        self.read(|mut session| session.count_matching(collection, matching))
+        let sets = grouped::group_sets(collection);
+        if sets.is_empty() || !grouped::reads_rows(matching) {
+            return self.read(|mut session| session.count_matching(collection, matching));
+        }
+        let counted = self.read(|mut session| session.count_with_groups(collection, matching, &sets))?;
+        let total = counted.total;
+        self.grouped = Some((collection, matching.clone(), counted));
+        Ok(total)
     }
 
+    /// As a session's first read (a list's), in the round trip that
+    /// begins its snapshot.
     fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
+        if self.open.is_none() {
+            self.opening_reads_change_log = true;
+            let opened = self.read(|_| Ok(()));
+            self.opening_reads_change_log = false;
+            opened?;
+            if let Some(change_log) = self.opened_change_log.take() {
+                return Ok(change_log);
+            }
+        }
         self.read(|mut session| session.change_log())
     }
 
@@ -1222,6 +1287,13 @@ impl StoreReader for PgReader {
         matching: &Matching,
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+        let counted = self
+            .grouped
+            .as_ref()
+            .filter(|(counted, counted_matching, _)| *counted == collection && counted_matching == matching);
+        if let Some(groups) = counted.and_then(|(.., grouped)| grouped.groups(group_by)) {
+            return Ok(Some(groups));
+        }
         self.read(|mut session| session.count_groups_of_candidates(collection, group_by, matching, max_candidates))
     }
 }
@@ -1605,13 +1677,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
         conditions: &[IndexCondition],
         updated_after: Option<i64>,
     ) -> Result<u64, StoreError> {
-        for range in ranges {
-            known_index(collection, &range.index)?;
-            sort_index(collection, &range.index)?;
-        }
-        for condition in conditions {
-            known_index(collection, &condition.index)?;
-        }
+        check_filters(collection, ranges, conditions)?;
         let conditions: Vec<IndexCondition> = conditions
             .iter()
             .map(|condition| {
@@ -1823,6 +1889,23 @@ fn between_positions(
         }
     }
     Ok(sql)
+}
+
+/// Refuses a range on an index that is not a sort index, and an unknown
+/// index.
+fn check_filters(
+    collection: Collection,
+    ranges: &[IndexRange],
+    conditions: &[IndexCondition],
+) -> Result<(), StoreError> {
+    for range in ranges {
+        known_index(collection, &range.index)?;
+        sort_index(collection, &range.index)?;
+    }
+    for condition in conditions {
+        known_index(collection, &condition.index)?;
+    }
+    Ok(())
 }
 
 /// The index of this name in the collection, which must be one of [`Collection::ALL`].
