@@ -245,6 +245,19 @@ impl Index {
         }
     }
 
+    /// Whether `value` is one of the few values an index of this kind can
+    /// hold: every index's but a field's or a list's items' (whose values
+    /// come from the records).
+    pub fn holds_only_fixed(&self, value: &str) -> bool {
+        match self.key {
+            IndexKey::Field(_) | IndexKey::EachOf(_) => false,
+            IndexKey::Everything => value == SORTED,
+            IndexKey::Present(_) => value == "true" || value == "false",
+            IndexKey::SortValue => value == SORTED || value == UNSORTED,
+            IndexKey::SortValueWhere(..) => value == SORTED,
+        }
+    }
+
     /// The values a record has in this index (possibly none).
     pub fn values(&self, record: &Value) -> Vec<String> {
         let scalar = |value: &Value| match value {
@@ -410,6 +423,24 @@ mod tests {
         assert!(text_position("a") < text_position("a-"));
         assert_eq!(text_position("acme-lt-0001"), text_position("acme-lt-0002"));
         assert!(text_position("zzzzzzzzzz") > 0);
+    }
+
+    #[test]
+    fn only_indexes_not_read_from_a_field_hold_fixed_values() {
+        let index = |collection, name| find(collection, name).unwrap_or(EVERYTHING);
+        let findings = Collection::VulnerabilityFindings;
+        // Every value each kind can hold is fixed, and nothing else is.
+        assert!(index(findings, CREATED_AT).holds_only_fixed(SORTED));
+        assert!(index(findings, "by_cvss").holds_only_fixed(SORTED));
+        assert!(index(findings, "by_cvss").holds_only_fixed(UNSORTED));
+        assert!(SUPPRESSION_EXPIRY.holds_only_fixed(SORTED) && !SUPPRESSION_EXPIRY.holds_only_fixed(UNSORTED));
+        assert!(index(Collection::Endpoints, "has_agent").holds_only_fixed("false"));
+        assert!(!index(Collection::Endpoints, "has_agent").holds_only_fixed("maybe"));
+        assert!(!index(findings, "by_cvss").holds_only_fixed("critical"));
+        for (collection, name) in [(findings, "severity"), (findings, "endpoint_id"), (Collection::Endpoints, "tag")] {
+            assert!(!index(collection, name).holds_only_fixed(SORTED), "{name}");
+            assert!(!index(collection, name).holds_only_fixed("true"), "{name}");
+        }
     }
 
     #[test]

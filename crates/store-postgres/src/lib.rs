@@ -1556,29 +1556,36 @@ impl<C: GenericClient + Send> Session<'_, C> {
         walk: &IndexWalk<'_>,
         bodies: bool,
     ) -> Result<Vec<postgres::Row>, StoreError> {
-        let organization = self.organization;
-        let limit = walk.limit.min(MAX_SCAN) as i64;
+        let limit = walk.limit.min(MAX_SCAN);
         let (comparison, order) = if walk.reverse { ("<", "DESC") } else { (">", "ASC") };
         let index = known_index(collection, walk.index)?;
         let body = if bodies { ", e.body" } else { "" };
-        let value = walk.value.as_bytes();
-        let select = format!(
-            "SELECT e.position, e.id{body} FROM ({}) e WHERE e.value = $2",
-            columns::entries_of(collection, &index, bodies)
-        );
-        match walk.after {
-            None => self.query(
-                &format!("{select} ORDER BY e.position {order}, e.id {order} LIMIT $3"),
-                &[&organization, &value, &limit],
+        let mut params = SqlParams::new(self.organization);
+        // The limit, and a value of the few an index of its kind holds, are
+        // written into the text: planned with them, the statement's generic
+        // plan costs what a custom one does, so PostgreSQL stops planning
+        // it at every execution. Any other value is a parameter (the
+        // statements kept per connection stay few).
+        let value = if index.holds_only_fixed(walk.value) {
+            format!("'\\x{}'::bytea", hex::encode(walk.value.as_bytes()))
+        } else {
+            params.add(walk.value.as_bytes().to_vec())
+        };
+        let after = match walk.after {
+            None => String::new(),
+            Some(IndexPosition { position, id }) => {
+                let (position, id) = (params.add(position), params.add(id));
+                format!(" AND (e.position, e.id) {comparison} ({position}, {id})")
+            }
+        };
+        self.query(
+            &format!(
+                "SELECT e.position, e.id{body} FROM ({}) e WHERE e.value = {value}{after} \
+                 ORDER BY e.position {order}, e.id {order} LIMIT {limit}",
+                columns::entries_of(collection, &index, bodies)
             ),
-            Some(IndexPosition { position, id }) => self.query(
-                &format!(
-                    "{select} AND (e.position, e.id) {comparison} ($3, $4) ORDER BY e.position {order}, e.id {order} \
-                     LIMIT $5"
-                ),
-                &[&organization, &value, &position, &id, &limit],
-            ),
-        }
+            &params.refs(),
+        )
     }
 
     /// A count row (0 when absent).
