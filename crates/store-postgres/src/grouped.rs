@@ -34,6 +34,11 @@ pub(super) struct Grouped {
 }
 
 impl Grouped {
+    /// A count without groups.
+    pub fn total_only(total: u64) -> Grouped {
+        Grouped { total, groups: HashMap::new() }
+    }
+
     /// The groups by `group_by` (one or two indexes, in either order), if
     /// the statement counted them.
     pub fn groups(&self, group_by: &[String]) -> Option<Vec<GroupCount>> {

@@ -761,7 +761,7 @@ impl Store for PgStore {
             organization,
             deadline: from.deadline,
             timeout_set_at: None,
-            grouped: None,
+            counted: None,
             opening_reads_change_log: false,
             opened_change_log: None,
         }))
@@ -984,10 +984,12 @@ pub struct PgReader {
     deadline: Option<std::time::Instant>,
     /// When the snapshot's `statement_timeout` was last set.
     timeout_set_at: Option<std::time::Instant>,
-    /// The last count of several filters together, with its groups
-    /// ([`grouped`]), kept for the session's next call: a summary's total
-    /// and its groups match the same filters.
-    grouped: Option<(Collection, Matching, grouped::Grouped)>,
+    /// The session's last count, with its groups when a count of several
+    /// filters together found them ([`grouped`]): a list counts the same
+    /// filters twice (to choose its walk, then for its total), and a
+    /// summary's groups match its total's filters. One snapshot: the same
+    /// answer.
+    counted: Option<(Collection, Matching, grouped::Grouped)>,
     /// Whether the round trip that begins the snapshot also reads the
     /// change log (a list's first read), and what it read.
     opening_reads_change_log: bool,
@@ -1095,6 +1097,17 @@ impl PgReader {
             .map_err(store_error)?;
         self.position = self.opened(&messages)?.first().copied().flatten();
         Ok((connection, false))
+    }
+
+    /// The session's last count, if it counted these records.
+    fn counted_before(
+        &self,
+        collection: Collection,
+        matching: &Matching,
+    ) -> Option<&(Collection, Matching, grouped::Grouped)> {
+        self.counted
+            .as_ref()
+            .filter(|(counted, counted_matching, _)| *counted == collection && counted_matching == matching)
     }
 
     /// The change log's statement to send after the snapshot's `BEGIN`
@@ -1247,13 +1260,17 @@ impl StoreReader for PgReader {
     }
 
     fn count_matching(&mut self, collection: Collection, matching: &Matching) -> Result<u64, StoreError> {
-        let sets = grouped::group_sets(collection);
-        if sets.is_empty() || !grouped::reads_rows(matching) {
-            return self.read(|mut session| session.count_matching(collection, matching));
+        if let Some((.., counted)) = self.counted_before(collection, matching) {
+            return Ok(counted.total);
         }
-        let counted = self.read(|mut session| session.count_with_groups(collection, matching, &sets))?;
+        let sets = grouped::group_sets(collection);
+        let counted = if sets.is_empty() || !grouped::reads_rows(matching) {
+            grouped::Grouped::total_only(self.read(|mut session| session.count_matching(collection, matching))?)
+        } else {
+            self.read(|mut session| session.count_with_groups(collection, matching, &sets))?
+        };
         let total = counted.total;
-        self.grouped = Some((collection, matching.clone(), counted));
+        self.counted = Some((collection, matching.clone(), counted));
         Ok(total)
     }
 
@@ -1287,11 +1304,9 @@ impl StoreReader for PgReader {
         matching: &Matching,
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
-        let counted = self
-            .grouped
-            .as_ref()
-            .filter(|(counted, counted_matching, _)| *counted == collection && counted_matching == matching);
-        if let Some(groups) = counted.and_then(|(.., grouped)| grouped.groups(group_by)) {
+        if let Some(groups) =
+            self.counted_before(collection, matching).and_then(|(.., counted)| counted.groups(group_by))
+        {
             return Ok(Some(groups));
         }
         self.read(|mut session| session.count_groups_of_candidates(collection, group_by, matching, max_candidates))
