@@ -43,10 +43,18 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 /// A key's hash.
 pub type KeyHash = [u8; 32];
 
+/// A key recently found valid: its id and its organization (which a key
+/// never changes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnownKey {
+    pub id: Uuid,
+    pub organization: Uuid,
+}
+
 /// Keys recently found valid (with their key id) and recently found
 /// unknown; when this host last noted each key's use.
 pub struct KnownKeys {
-    valid: Mutex<Generations<KeyHash, Uuid>>,
+    valid: Mutex<Generations<KeyHash, KnownKey>>,
     unknown: Mutex<Generations<KeyHash, ()>>,
     /// When this host last noted a key's use, by key id.
     used: Mutex<Generations<Uuid, Instant>>,
@@ -120,8 +128,8 @@ impl KnownKeys {
         Some(std::mem::take(unlogged))
     }
 
-    /// The key id of a key recently found valid.
-    pub fn valid(&self, hash: &KeyHash) -> Option<Uuid> {
+    /// A key recently found valid.
+    pub fn valid(&self, hash: &KeyHash) -> Option<KnownKey> {
         self.valid.lock().unwrap_or_else(PoisonError::into_inner).get(hash, Instant::now()).copied()
     }
 
@@ -130,11 +138,11 @@ impl KnownKeys {
         self.unknown.lock().unwrap_or_else(PoisonError::into_inner).get(hash, Instant::now()).is_some()
     }
 
-    /// Notes what a lookup found: the key's id when it is valid.
-    pub fn found(&self, hash: KeyHash, key_id: Option<Uuid>) {
+    /// Notes what a lookup found: the key when it is valid.
+    pub fn found(&self, hash: KeyHash, key: Option<KnownKey>) {
         let now = Instant::now();
-        match key_id {
-            Some(id) => self.valid.lock().unwrap_or_else(PoisonError::into_inner).insert(hash, id, now),
+        match key {
+            Some(key) => self.valid.lock().unwrap_or_else(PoisonError::into_inner).insert(hash, key, now),
             None => {
                 self.valid.lock().unwrap_or_else(PoisonError::into_inner).remove(&hash);
                 self.unknown.lock().unwrap_or_else(PoisonError::into_inner).insert(hash, (), now);
@@ -264,8 +272,9 @@ mod tests {
     fn a_key_found_invalid_is_no_longer_known_valid() {
         let known = KnownKeys::default();
         let id = Uuid::now_v7();
-        known.found(hash(7), Some(id));
-        assert_eq!(known.valid(&hash(7)), Some(id));
+        let key = KnownKey { id, organization: Uuid::now_v7() };
+        known.found(hash(7), Some(key));
+        assert_eq!(known.valid(&hash(7)), Some(key));
         assert!(!known.is_unknown(&hash(7)));
         known.found(hash(7), None);
         assert_eq!(known.valid(&hash(7)), None);

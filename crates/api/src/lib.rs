@@ -47,7 +47,7 @@ use esr_contract::limits::MAX_CURSOR_CHARS;
 use esr_contract::limits::MAX_LIMIT;
 use esr_runtime::feed::{component_request, is_json};
 use esr_runtime::{CallError, CallReads, ComponentRegistry, ComponentSet, PluginError, Tenant};
-use esr_store::{Organization, ReplicaHealth, Store, StoreError};
+use esr_store::{Organization, ReadAhead, ReplicaHealth, Store, StoreError};
 pub use problem::ApiError;
 
 /// Everything a request handler needs, behind one pointer (the router
@@ -198,32 +198,69 @@ pub struct Caller {
     organization: Option<Arc<Organization>>,
     /// Until when the request may wait for a database connection.
     deadline: tokio::time::Instant,
+    /// The record a request for one record names, read with a valid key
+    /// when the store reads both in one round trip.
+    read_ahead: Option<ReadAhead>,
 }
 
 impl Caller {
     /// A caller refused without the store.
     fn refused(failure: AuthFailure, deadline: tokio::time::Instant) -> Caller {
-        Caller { principal: Err(failure), organization: None, deadline }
+        Caller { principal: Err(failure), organization: None, deadline, read_ahead: None }
     }
+}
+
+/// The record a request reads by id, in the organization its key was
+/// last found in.
+#[derive(Debug, Clone, Copy)]
+struct RecordRead {
+    organization: Uuid,
+    collection: Collection,
+    id: Uuid,
 }
 
 /// Looks up a well-formed key (by its hash) and its organization, with an
 /// admission permit, on a blocking thread unless the store's short reads
-/// are local (sled).
-async fn identify(state: &AppState, hash: [u8; 32], deadline: tokio::time::Instant) -> Result<Caller, ApiError> {
+/// are local (sled); with it, the record `reading` names
+/// ([`Store::api_key_reading_ahead`]).
+async fn identify(
+    state: &AppState,
+    hash: [u8; 32],
+    reading: Option<RecordRead>,
+    deadline: tokio::time::Instant,
+) -> Result<Caller, ApiError> {
     let db = state.db.clone();
     let identified = state
         .admission_calls
         .run_short(deadline, move || -> Result<Caller, StoreError> {
-            let principal = keys::principal_of_hash(db.as_ref(), &hash)?;
+            let (key, read_ahead) = match reading {
+                Some(RecordRead { organization, collection, id }) => {
+                    db.api_key_reading_ahead(&hash, organization, collection, id)?
+                }
+                None => (db.api_key(&hash)?, None),
+            };
+            let principal = keys::principal_of_record(key);
             let organization = match &principal {
                 Ok(principal) => db.organization(principal.organization_id)?.map(Arc::new),
                 Err(_) => None,
             };
-            Ok(Caller { principal, organization, deadline })
+            let read_ahead = read_ahead.filter(|_| principal.is_ok());
+            Ok(Caller { principal, organization, deadline, read_ahead })
         })
         .await?;
     identified.map_err(|error| ApiError::store_failure(&error, "authenticating"))
+}
+
+/// The record a request reads by id (`GET` or `HEAD` of one record of a
+/// resource group), for [`identify`] to read with its key.
+fn record_read(request: &Request) -> Option<(Collection, Uuid)> {
+    if route_template(matched_route(request).as_ref()) != routes::ITEM
+        || !matches!(*request.method(), Method::GET | Method::HEAD)
+    {
+        return None;
+    }
+    let [collection, id] = path_parameters(request.uri());
+    Some((group(&collection).ok()?.collection, parse_id(&id)?))
 }
 
 /// A resource group as the router and the OpenAPI document see it: its
@@ -631,18 +668,29 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
             },
             Ok(Presented::Key(hash)) => {
                 let known = state.known_keys.valid(&hash);
-                let first = known.map_or_else(|| limits.per_address.check(address), key_bucket);
+                let first = known.map_or_else(|| limits.per_address.check(address), |key| key_bucket(key.id));
                 if !first.allowed {
                     (None, first)
                 } else if known.is_none() && state.known_keys.is_unknown(&hash) {
                     (Some(Caller::refused(AuthFailure::Invalid, deadline)), first)
                 } else {
-                    let caller = match identify(&state, hash, deadline).await {
+                    // A key known valid names its organization: its request's
+                    // record may be read with it.
+                    let reading = known.zip(record_read(&request)).map(|(key, (collection, id))| RecordRead {
+                        organization: key.organization,
+                        collection,
+                        id,
+                    });
+                    let caller = match identify(&state, hash, reading, deadline).await {
                         Ok(caller) => caller,
                         Err(problem) => return problem.into_response(),
                     };
-                    let key_id = caller.principal.as_ref().ok().map(|principal| principal.id);
-                    state.known_keys.found(hash, key_id);
+                    let found = caller.principal.as_ref().ok().map(|principal| known_keys::KnownKey {
+                        id: principal.id,
+                        organization: principal.organization_id,
+                    });
+                    state.known_keys.found(hash, found);
+                    let key_id = found.map(|key| key.id);
                     if let Some(key_id) = key_id {
                         known_keys::note_use(&state, key_id);
                     }
@@ -802,7 +850,10 @@ fn tenant(state: &AppState, caller: &Caller) -> Result<Tenant, ApiError> {
         store: state.db.clone(),
         organization_id: organization.organization_id,
         organization_json: Arc::new(json.to_string().into_bytes()),
-        reads: Arc::default(),
+        reads: Arc::new(CallReads {
+            read_ahead: std::sync::Mutex::new(caller.read_ahead.clone()),
+            ..CallReads::default()
+        }),
         call_time: Some(state.request_deadline),
     })
 }

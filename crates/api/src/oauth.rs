@@ -315,7 +315,12 @@ pub(crate) async fn identify(
             };
             let principal =
                 Principal { id, credential, organization_id: verified.organization_id, scopes: verified.scopes };
-            Ok(Caller { principal: Ok(principal), organization: Some(Arc::new(organization)), deadline })
+            Ok(Caller {
+                principal: Ok(principal),
+                organization: Some(Arc::new(organization)),
+                deadline,
+                read_ahead: None,
+            })
         })
         .await?;
     identified.map_err(|error| ApiError::store_failure(&error, "authenticating"))

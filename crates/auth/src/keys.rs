@@ -221,7 +221,12 @@ pub fn principal_of_key(db: &dyn Store, key: &str) -> Result<Result<Principal, A
 
 /// [`principal_of_key`] by the key's hash.
 pub fn principal_of_hash(db: &dyn Store, hash: &[u8; 32]) -> Result<Result<Principal, AuthFailure>, StoreError> {
-    Ok(match db.api_key(hash)? {
+    Ok(principal_of_record(db.api_key(hash)?))
+}
+
+/// The principal of the key record a lookup found.
+pub fn principal_of_record(record: Option<ApiKeyRecord>) -> Result<Principal, AuthFailure> {
+    match record {
         Some(record) if is_usable(&record) => Ok(Principal {
             id: record.id,
             credential: Credential::ApiKey,
@@ -230,7 +235,7 @@ pub fn principal_of_hash(db: &dyn Store, hash: &[u8; 32]) -> Result<Result<Princ
         }),
         // Unknown, revoked and expired keys look the same to the caller.
         _ => Err(AuthFailure::Invalid),
-    })
+    }
 }
 
 /// Not revoked, and not past its expiry.

@@ -38,6 +38,9 @@ pub struct CallReads {
     /// The request was abandoned (its client went away): the call stops
     /// at its next epoch check or store call.
     pub abandoned: AtomicBool,
+    /// The record read with the request's key, for the call's first read
+    /// of it ([`esr_store::Store::api_key_reading_ahead`]).
+    pub read_ahead: std::sync::Mutex<Option<esr_store::ReadAhead>>,
 }
 
 impl Tenant {
@@ -50,10 +53,18 @@ impl Tenant {
             primary_only: self.reads.primary_only.load(Ordering::Relaxed),
             deadline: self.call_time.map(|time| Instant::now() + time),
         };
+        let read_ahead = self
+            .reads
+            .read_ahead
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .filter(|read| read.organization == self.organization_id);
         Ok(TenantSession {
             reader: self.store.reader_from(self.organization_id, from)?,
             organization_json: self.organization_json.clone(),
             reads: self.reads.clone(),
+            read_ahead,
         })
     }
 }
@@ -64,6 +75,8 @@ pub struct TenantSession {
     /// `{"organization_id", "name", "enrollment_token"}`.
     pub organization_json: Arc<Vec<u8>>,
     pub(super) reads: Arc<CallReads>,
+    /// The record read with the request's key, until the session reads it.
+    read_ahead: Option<esr_store::ReadAhead>,
 }
 
 impl Drop for TenantSession {
@@ -332,6 +345,12 @@ impl TenantSession {
 
     pub fn get(&mut self, collection: Collection, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let Ok(id) = Uuid::parse_str(id) else { return Ok(None) };
+        if let Some(read) = self.read_ahead.take_if(|read| read.collection == collection && read.id == id) {
+            if let Some(position) = read.position {
+                self.reads.position.fetch_max(position, Ordering::Relaxed);
+            }
+            return Ok(read.body);
+        }
         self.reader.get(collection, id)
     }
 

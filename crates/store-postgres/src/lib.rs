@@ -44,8 +44,8 @@ use std::sync::Arc;
 use esr_store::{
     ApiKeyRecord, AuditEntry, AuditPage, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection,
     CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching,
-    Organization, ReadFrom, RecordWalk, ReplicaHealth, Store, StoreError, StoreReader, StoredRecord, WriteTime,
-    ordered_by_creation, restricting_conditions, sort_index,
+    Organization, ReadAhead, ReadFrom, RecordWalk, ReplicaHealth, Store, StoreError, StoreReader, StoredRecord,
+    WriteTime, ordered_by_creation, restricting_conditions, sort_index,
 };
 
 /// PostgreSQL's error as the store reports it.
@@ -96,6 +96,9 @@ macro_rules! api_key_columns {
         "id, org_id, name, scopes, prefix, created_at, expires_at, revoked_at, last_used_at"
     };
 }
+
+/// How many columns [`api_key_columns`] names.
+const API_KEY_COLUMNS: usize = 9;
 
 /// The pool size when none is given: the blocking calls one host makes at
 /// once are bounded by its component call slots (64), but a few hosts must
@@ -676,6 +679,42 @@ impl Store for PgStore {
             &[&&key_hash[..]],
         )?;
         Ok(row.map(|row| api_key_of(&row)))
+    }
+
+    /// One statement: the key, the record in `organization` and the write
+    /// position, as [`PgReader::get`] reads them (the statement names its
+    /// organization, as every statement of a request does). Read from the
+    /// primary, so not done when replicas serve reads.
+    fn api_key_reading_ahead(
+        &self,
+        key_hash: &[u8; 32],
+        organization: Uuid,
+        collection: Collection,
+        id: Uuid,
+    ) -> Result<(Option<ApiKeyRecord>, Option<ReadAhead>), StoreError> {
+        if self.replicas.is_some() {
+            return Ok((self.api_key(key_hash)?, None));
+        }
+        let row = self.connection()?.query_opt(
+            concat!(
+                "SELECT k.*, (SELECT body FROM records WHERE org_id = $2 AND collection = $3 AND id = $4), \
+                 (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8 FROM (SELECT ",
+                api_key_columns!(),
+                " FROM api_keys WHERE key_hash = $1) k"
+            ),
+            &[&&key_hash[..], &organization, &collection.name(), &id],
+        )?;
+        let Some(row) = row else { return Ok((None, None)) };
+        let key = api_key_of(&row);
+        // A key never changes its organization; should it, nothing was read.
+        let read_ahead = (key.organization_id == organization).then(|| ReadAhead {
+            organization,
+            collection,
+            id,
+            body: row.get(API_KEY_COLUMNS),
+            position: row.get::<_, Option<i64>>(API_KEY_COLUMNS + 1).map(|position| position as u64),
+        });
+        Ok((Some(key), read_ahead))
     }
 
     /// The stored records of every key (of one organization when given), oldest first.
@@ -1576,11 +1615,15 @@ impl<C: GenericClient + Send> Session<'_, C> {
         let index = known_index(collection, walk.index)?;
         let body = if bodies { ", e.body" } else { "" };
         let mut params = SqlParams::new(self.organization);
-        // The limit, and a value of the few an index of its kind holds, are
-        // written into the text: planned with them, the statement's generic
-        // plan costs what a custom one does, so PostgreSQL stops planning
-        // it at every execution. Any other value is a parameter (the
-        // statements kept per connection stay few).
+        // A walk has one good plan, the index's scan in order, and
+        // PostgreSQL uses its generic plan (planned once per connection)
+        // only where it costs no more than a plan made for the parameters'
+        // values: so the limit, and a value of the few an index of its kind
+        // holds, are written into the text (any other value is a
+        // parameter: the statements kept per connection stay few), and the
+        // position a walk starts after is read through a sub-select, which
+        // no plan can see into. Planning at every execution cost more than
+        // running the statement (docs/performance.md).
         let value = if index.holds_only_fixed(walk.value) {
             format!("'\\x{}'::bytea", hex::encode(walk.value.as_bytes()))
         } else {
@@ -1590,7 +1633,7 @@ impl<C: GenericClient + Send> Session<'_, C> {
             None => String::new(),
             Some(IndexPosition { position, id }) => {
                 let (position, id) = (params.add(position), params.add(id));
-                format!(" AND (e.position, e.id) {comparison} ({position}, {id})")
+                format!(" AND (e.position, e.id) {comparison} ((SELECT {position}::int8), {id})")
             }
         };
         self.query(

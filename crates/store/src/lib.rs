@@ -786,6 +786,19 @@ fn combinations_are_counted(collection: Collection, group_by: &[String], matchin
     }
 }
 
+/// A record read with the key of its request
+/// ([`Store::api_key_reading_ahead`]), for that request's read of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadAhead {
+    pub organization: Uuid,
+    pub collection: Collection,
+    pub id: Uuid,
+    /// The stored bytes; `None`: no such record.
+    pub body: Option<Vec<u8>>,
+    /// The write position the read saw, as [`StoreReader::position`] reports.
+    pub position: Option<u64>,
+}
+
 /// Where a read session may read from (see [`Store::reader_from`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadFrom {
@@ -952,6 +965,22 @@ pub trait Store: Send + Sync {
     /// The key record stored under this hash, as it is now (a revocation
     /// is seen by the next lookup).
     fn api_key(&self, key_hash: &[u8; 32]) -> Result<Option<ApiKeyRecord>, StoreError>;
+
+    /// [`Store::api_key`], and with it the record `id` of `collection` in
+    /// `organization` when the key belongs to it and the backend reads
+    /// both in one round trip (a request for one record, whose key was
+    /// last found in `organization`). A backend whose reads are local, or
+    /// go to replicas, reads the key alone.
+    fn api_key_reading_ahead(
+        &self,
+        key_hash: &[u8; 32],
+        organization: Uuid,
+        collection: Collection,
+        id: Uuid,
+    ) -> Result<(Option<ApiKeyRecord>, Option<ReadAhead>), StoreError> {
+        let _ = (organization, collection, id);
+        Ok((self.api_key(key_hash)?, None))
+    }
 
     /// Every key record (of one organization when given), oldest first.
     fn api_keys(&self, organization: Option<Uuid>) -> Result<Vec<ApiKeyRecord>, StoreError>;

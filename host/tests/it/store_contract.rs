@@ -31,6 +31,10 @@ use uuid::Uuid;
 /// that can be opened again after the previous store was dropped.
 trait Backend {
     fn open(&self) -> Arc<dyn Store>;
+    /// Whether a key's lookup reads the record of its request too
+    /// (`Store::api_key_reading_ahead`): a backend whose reads cost a
+    /// round trip.
+    fn reads_ahead(&self) -> bool;
 }
 
 /// sled in a fresh temporary directory.
@@ -50,6 +54,10 @@ impl Backend for Sled {
             }
         }
     }
+
+    fn reads_ahead(&self) -> bool {
+        false
+    }
 }
 
 fn sled() -> Sled {
@@ -63,6 +71,10 @@ struct Postgres(common::postgres::TestDatabase, tempfile::TempDir);
 impl Backend for Postgres {
     fn open(&self) -> Arc<dyn Store> {
         store::open(Some(&self.0.url), self.1.path()).expect("opening PostgreSQL")
+    }
+
+    fn reads_ahead(&self) -> bool {
+        true
     }
 }
 
@@ -84,6 +96,7 @@ macro_rules! contract {
                 count_in_range_agrees_with_brute_force,
                 count_groups_agrees_with_brute_force,
                 organizations_and_api_keys,
+                a_key_reads_ahead_only_its_organizations_record,
                 api_key_uses_and_expiries_survive_a_reopen,
                 secrets_and_markers_survive_a_reopen,
                 documents_are_swapped_by_version_and_survive_a_reopen,
@@ -814,6 +827,47 @@ fn organizations_and_api_keys(backend: &dyn Backend) {
     // Every key with its hash, oldest first (what a copy of the store needs).
     let with_hashes = vec![(hashes[0], keys[0].clone()), (hashes[1], keys[1].clone()), (hashes[2], revoked)];
     assert_eq!(store.api_keys_with_hashes().unwrap(), with_hashes);
+}
+
+fn a_key_reads_ahead_only_its_organizations_record(backend: &dyn Backend) {
+    let store = backend.open();
+    let (acme, globex) = (organization("acme"), organization("globex"));
+    store.insert_organization(&acme).unwrap();
+    store.insert_organization(&globex).unwrap();
+    let (acme_hash, globex_hash) = ([21u8; 32], [22u8; 32]);
+    store.insert_api_key(&acme_hash, &key_record(acme.organization_id, "acme")).unwrap();
+    store.insert_api_key(&globex_hash, &key_record(globex.organization_id, "globex")).unwrap();
+    // The same id in both organizations, with different bodies.
+    let ours = finding(0);
+    let mut theirs = ours.clone();
+    theirs["status"] = json!("resolved");
+    store.insert_records(acme.organization_id, FINDINGS, std::slice::from_ref(&ours)).unwrap();
+    store.insert_records(globex.organization_id, FINDINGS, std::slice::from_ref(&theirs)).unwrap();
+    let id = id_of(&ours);
+    for (hash, organization) in [(acme_hash, acme.organization_id), (globex_hash, globex.organization_id)] {
+        let (key, ahead) = store.api_key_reading_ahead(&hash, organization, FINDINGS, id).unwrap();
+        assert_eq!(key, store.api_key(&hash).unwrap());
+        assert_eq!(ahead.is_some(), backend.reads_ahead());
+        if let Some(ahead) = ahead {
+            let stored = reader(&*store, organization).get(FINDINGS, id).unwrap();
+            assert!(stored.is_some());
+            assert_eq!((ahead.organization, ahead.collection, ahead.id), (organization, FINDINGS, id));
+            assert_eq!(ahead.body, stored, "the key's organization's record, as a reader reads it");
+            assert!(ahead.position.is_some(), "the write position the read saw");
+        }
+    }
+    // Another collection's, or an id not stored: no record.
+    for (collection, id) in [(Collection::Endpoints, id), (FINDINGS, Uuid::now_v7())] {
+        let (key, ahead) = store.api_key_reading_ahead(&acme_hash, acme.organization_id, collection, id).unwrap();
+        assert!(key.is_some());
+        assert!(ahead.is_none_or(|ahead| ahead.body.is_none()), "{collection}/{id}");
+    }
+    // Another organization than the key's reads nothing; nor does an
+    // unknown key.
+    let (key, ahead) = store.api_key_reading_ahead(&acme_hash, globex.organization_id, FINDINGS, id).unwrap();
+    assert_eq!(key, store.api_key(&acme_hash).unwrap());
+    assert_eq!(ahead, None);
+    assert_eq!(store.api_key_reading_ahead(&[99; 32], acme.organization_id, FINDINGS, id).unwrap(), (None, None));
 }
 
 fn api_key_uses_and_expiries_survive_a_reopen(backend: &dyn Backend) {
