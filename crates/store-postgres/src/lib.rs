@@ -283,6 +283,12 @@ impl Pool {
 /// How long checking an idle connection after a fault may take.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// The most statements a connection keeps prepared. Past it they are all
+/// let go (PostgreSQL frees each as its last handle is dropped) and
+/// prepared again as they are used: a walk's text holds its limit, so a
+/// caller that varies limits must not grow them without bound.
+const MAX_PREPARED: usize = 1024;
+
 /// The statement `sql`, prepared on this connection the first time.
 fn prepared(
     statements: &mut HashMap<String, Statement>,
@@ -291,6 +297,9 @@ fn prepared(
 ) -> Result<Statement, StoreError> {
     if let Some(statement) = statements.get(sql) {
         return Ok(statement.clone());
+    }
+    if statements.len() >= MAX_PREPARED {
+        statements.clear();
     }
     let statement = client.prepare(sql).map_err(store_error)?;
     statements.insert(sql.to_owned(), statement.clone());

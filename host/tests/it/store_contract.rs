@@ -92,6 +92,7 @@ macro_rules! contract {
                 many_records_by_id_at_once,
                 scans_return_at_most_max_scan,
                 index_scans_walk_positions,
+                walks_of_many_limits_answer_alike,
                 count_matching_agrees_with_brute_force,
                 count_in_range_agrees_with_brute_force,
                 count_groups_agrees_with_brute_force,
@@ -419,6 +420,30 @@ fn index_scans_walk_positions(backend: &dyn Backend) {
     let globex_entries = self::reader(&*store, globex).index_count(FINDINGS, "created_at", "").unwrap();
     assert_eq!(globex_entries, 7, "the other organization's entries are its own");
     assert_eq!(store.verify_indexes().unwrap(), Vec::<String>::new());
+}
+
+/// A walk's statement holds its limit (PostgreSQL): walks of more limits
+/// than a connection keeps statements for still answer each one alike.
+fn walks_of_many_limits_answer_alike(backend: &dyn Backend) {
+    let store = backend.open();
+    let organization = Uuid::now_v7();
+    let findings: Vec<Value> = (0..40).map(finding).collect();
+    store.insert_records(organization, FINDINGS, &findings).unwrap();
+    let mut reader = reader(&*store, organization);
+    let everything = reader.index_scan(FINDINGS, &IndexWalk::new("created_at", "", MAX_SCAN)).unwrap();
+    assert_eq!(everything.len(), findings.len());
+    for round in 0..3 {
+        for limit in 1..=MAX_SCAN {
+            let walk = IndexWalk::new("created_at", "", limit).reversed(round % 2 == 1);
+            let page = reader.index_scan(FINDINGS, &walk).unwrap();
+            let mut expected: Vec<_> = everything.clone();
+            if round % 2 == 1 {
+                expected.reverse();
+            }
+            expected.truncate(limit);
+            assert_eq!(page, expected, "limit {limit}, round {round}");
+        }
+    }
 }
 
 fn count_matching_agrees_with_brute_force(backend: &dyn Backend) {
