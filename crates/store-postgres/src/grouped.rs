@@ -7,8 +7,9 @@
 //! the count is one `GROUPING SETS` statement that also counts the rows by
 //! each few-valued index (those whose value combinations the host counts,
 //! [`indexes::counted_pairs`]) and by each counted pair; the reader keeps
-//! them for the session's next call. The grouping adds little to reading
-//! the rows (docs/performance.md, "Two ranges together").
+//! them for the session's next call. The grouping adds up to a sixth to
+//! reading the rows (docs/performance.md, "Planned once, counted once,
+//! read with the key").
 
 use std::collections::HashMap;
 

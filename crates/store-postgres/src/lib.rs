@@ -1311,8 +1311,9 @@ impl StoreReader for PgReader {
         if let Some((.., counted)) = self.counted_before(collection, matching) {
             return Ok(counted.total);
         }
-        let sets = grouped::group_sets(collection);
-        let counted = if sets.is_empty() || !grouped::reads_rows(matching) {
+        // The group sets only for a count that reads rows anyway.
+        let sets = if grouped::reads_rows(matching) { grouped::group_sets(collection) } else { Vec::new() };
+        let counted = if sets.is_empty() {
             grouped::Grouped::total_only(self.read(|mut session| session.count_matching(collection, matching))?)
         } else {
             self.read(|mut session| session.count_with_groups(collection, matching, &sets))?
