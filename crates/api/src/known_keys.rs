@@ -21,9 +21,11 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use esr_auth::keys::Principal;
+use esr_store::Organization;
 use uuid::Uuid;
 
 /// The longest an unknown key is refused without a lookup.
@@ -43,12 +45,23 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 /// A key's hash.
 pub type KeyHash = [u8; 32];
 
-/// A key recently found valid: its id and its organization (which a key
-/// never changes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A key recently found valid: whom it authenticates and its
+/// organization, neither of which a key ever changes (a key is revoked or
+/// expires, never edited; an organization is never edited).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KnownKey {
-    pub id: Uuid,
-    pub organization: Uuid,
+    pub principal: Arc<Principal>,
+    pub organization: Arc<Organization>,
+}
+
+impl KnownKey {
+    pub fn id(&self) -> Uuid {
+        self.principal.id
+    }
+
+    pub fn organization_id(&self) -> Uuid {
+        self.principal.organization_id
+    }
 }
 
 /// Keys recently found valid (with their key id) and recently found
@@ -130,7 +143,7 @@ impl KnownKeys {
 
     /// A key recently found valid.
     pub fn valid(&self, hash: &KeyHash) -> Option<KnownKey> {
-        self.valid.lock().unwrap_or_else(PoisonError::into_inner).get(hash, Instant::now()).copied()
+        self.valid.lock().unwrap_or_else(PoisonError::into_inner).get(hash, Instant::now()).cloned()
     }
 
     /// Whether the key was recently found unknown, revoked or expired.
@@ -271,9 +284,20 @@ mod tests {
     #[test]
     fn a_key_found_invalid_is_no_longer_known_valid() {
         let known = KnownKeys::default();
-        let id = Uuid::now_v7();
-        let key = KnownKey { id, organization: Uuid::now_v7() };
-        known.found(hash(7), Some(key));
+        let organization = Organization {
+            organization_id: Uuid::now_v7(),
+            name: "Initech".to_owned(),
+            enrollment_token: "enroll".to_owned(),
+            created_at: "2026-12-01T00:00:00Z".to_owned(),
+        };
+        let principal = Principal {
+            id: Uuid::now_v7(),
+            credential: esr_auth::keys::Credential::ApiKey,
+            organization_id: organization.organization_id,
+            scopes: vec!["endpoints:read".to_owned()],
+        };
+        let key = KnownKey { principal: Arc::new(principal), organization: Arc::new(organization) };
+        known.found(hash(7), Some(key.clone()));
         assert_eq!(known.valid(&hash(7)), Some(key));
         assert!(!known.is_unknown(&hash(7)));
         known.found(hash(7), None);

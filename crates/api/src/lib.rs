@@ -201,13 +201,74 @@ pub struct Caller {
     /// The record a request for one record names, read with a valid key
     /// when the store reads both in one round trip.
     read_ahead: Option<ReadAhead>,
+    /// A key known valid, not looked up yet: its request's component call
+    /// looks it up first ([`Confirmation`]).
+    confirmation: Option<Arc<Confirmation>>,
 }
 
 impl Caller {
     /// A caller refused without the store.
     fn refused(failure: AuthFailure, deadline: tokio::time::Instant) -> Caller {
-        Caller { principal: Err(failure), organization: None, deadline, read_ahead: None }
+        Caller { principal: Err(failure), organization: None, deadline, read_ahead: None, confirmation: None }
     }
+}
+
+/// A key this host found valid before, whose request runs before its
+/// lookup: on a store whose reads block on the network, the lookup runs
+/// first on the blocking thread of the request's component call, which
+/// runs only if the key is still the one known (one blocking hop fewer
+/// than a lookup of its own). A request that made no call (a refusal
+/// before it, a handler without one) is looked up after its handler,
+/// before its answer leaves ([`rate_limit`]): no answer is sent to a key
+/// that was not found valid for it.
+#[derive(Debug)]
+struct Confirmation {
+    hash: [u8; 32],
+    /// The record the request reads, read with the key.
+    reading: Option<RecordRead>,
+    known: known_keys::KnownKey,
+    /// Whether the lookup found the key still valid, once it ran.
+    valid: std::sync::OnceLock<bool>,
+}
+
+impl Confirmation {
+    /// Looks the key up (with the record it reads, into `reads`); whether
+    /// it is still the key known.
+    fn confirm(&self, db: &dyn Store, reads: Option<&CallReads>) -> Result<bool, StoreError> {
+        let identity = look_up_key(db, &self.hash, self.reading)?;
+        let valid = identity.principal.as_ref().is_ok_and(|principal| *principal == *self.known.principal)
+            && identity.organization.is_some_and(|organization| *organization == *self.known.organization);
+        if let Some(reads) = reads.filter(|_| valid) {
+            *reads.read_ahead.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = identity.read_ahead;
+        }
+        Ok(*self.valid.get_or_init(|| valid))
+    }
+}
+
+/// What a key's lookup found.
+struct Identity {
+    principal: Result<Principal, AuthFailure>,
+    organization: Option<Arc<Organization>>,
+    /// The record `reading` named, when the store read it with the key.
+    read_ahead: Option<ReadAhead>,
+}
+
+/// Looks up a key by its hash, and its organization; with it, the record
+/// `reading` names ([`Store::api_key_reading_ahead`]). Blocking.
+fn look_up_key(db: &dyn Store, hash: &[u8; 32], reading: Option<RecordRead>) -> Result<Identity, StoreError> {
+    let (key, read_ahead) = match reading {
+        Some(RecordRead { organization, collection, id }) => {
+            db.api_key_reading_ahead(hash, organization, collection, id)?
+        }
+        None => (db.api_key(hash)?, None),
+    };
+    let principal = keys::principal_of_record(key);
+    let organization = match &principal {
+        Ok(principal) => db.organization(principal.organization_id)?.map(Arc::new),
+        Err(_) => None,
+    };
+    let read_ahead = read_ahead.filter(|_| principal.is_ok());
+    Ok(Identity { principal, organization, read_ahead })
 }
 
 /// The record a request reads by id, in the organization its key was
@@ -230,25 +291,19 @@ async fn identify(
     deadline: tokio::time::Instant,
 ) -> Result<Caller, ApiError> {
     let db = state.db.clone();
-    let identified = state
-        .admission_calls
-        .run_short(deadline, move || -> Result<Caller, StoreError> {
-            let (key, read_ahead) = match reading {
-                Some(RecordRead { organization, collection, id }) => {
-                    db.api_key_reading_ahead(&hash, organization, collection, id)?
-                }
-                None => (db.api_key(&hash)?, None),
-            };
-            let principal = keys::principal_of_record(key);
-            let organization = match &principal {
-                Ok(principal) => db.organization(principal.organization_id)?.map(Arc::new),
-                Err(_) => None,
-            };
-            let read_ahead = read_ahead.filter(|_| principal.is_ok());
-            Ok(Caller { principal, organization, deadline, read_ahead })
-        })
-        .await?;
-    identified.map_err(|error| ApiError::store_failure(&error, "authenticating"))
+    let identified =
+        state.admission_calls.run_short(deadline, move || look_up_key(db.as_ref(), &hash, reading)).await?;
+    let Identity { principal, organization, read_ahead } =
+        identified.map_err(|error| ApiError::store_failure(&error, "authenticating"))?;
+    Ok(Caller { principal, organization, deadline, read_ahead, confirmation: None })
+}
+
+/// Whether a request with a key known valid runs before the key's lookup
+/// ([`Confirmation`]): on a store whose short reads are not local, for
+/// the routes whose answer is a component call's.
+fn confirms_in_its_call(state: &AppState, request: &Request) -> bool {
+    !state.admission_calls.reads_in_place()
+        && matches!(route_template(matched_route(request).as_ref()), routes::ITEM | routes::LIST)
 }
 
 /// The record a request reads by id (`GET` or `HEAD` of one record of a
@@ -668,29 +723,46 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
             },
             Ok(Presented::Key(hash)) => {
                 let known = state.known_keys.valid(&hash);
-                let first = known.map_or_else(|| limits.per_address.check(address), |key| key_bucket(key.id));
+                let first =
+                    known.as_ref().map_or_else(|| limits.per_address.check(address), |key| key_bucket(key.id()));
+                // A key known valid names its organization: its request's
+                // record may be read with it.
+                let reading = known.as_ref().zip(record_read(&request)).map(|(key, (collection, id))| RecordRead {
+                    organization: key.organization_id(),
+                    collection,
+                    id,
+                });
                 if !first.allowed {
                     (None, first)
                 } else if known.is_none() && state.known_keys.is_unknown(&hash) {
                     (Some(Caller::refused(AuthFailure::Invalid, deadline)), first)
+                } else if let Some(known) = known.clone().filter(|_| confirms_in_its_call(&state, &request)) {
+                    let caller = Caller {
+                        principal: Ok((*known.principal).clone()),
+                        organization: Some(known.organization.clone()),
+                        deadline,
+                        read_ahead: None,
+                        confirmation: Some(Arc::new(Confirmation {
+                            hash,
+                            reading,
+                            known,
+                            valid: std::sync::OnceLock::new(),
+                        })),
+                    };
+                    (Some(caller), first)
                 } else {
-                    // A key known valid names its organization: its request's
-                    // record may be read with it.
-                    let reading = known.zip(record_read(&request)).map(|(key, (collection, id))| RecordRead {
-                        organization: key.organization,
-                        collection,
-                        id,
-                    });
                     let caller = match identify(&state, hash, reading, deadline).await {
                         Ok(caller) => caller,
                         Err(problem) => return problem.into_response(),
                     };
-                    let found = caller.principal.as_ref().ok().map(|principal| known_keys::KnownKey {
-                        id: principal.id,
-                        organization: principal.organization_id,
-                    });
+                    let found = caller.principal.as_ref().ok().zip(caller.organization.as_ref()).map(
+                        |(principal, organization)| known_keys::KnownKey {
+                            principal: Arc::new(principal.clone()),
+                            organization: organization.clone(),
+                        },
+                    );
+                    let key_id = found.as_ref().map(known_keys::KnownKey::id);
                     state.known_keys.found(hash, found);
-                    let key_id = found.map(|key| key.id);
                     if let Some(key_id) = key_id {
                         known_keys::note_use(&state, key_id);
                     }
@@ -709,7 +781,10 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
     if let (Some(organization), Some(note)) = (organization, request.extensions().get::<Arc<RequestNote>>()) {
         let _ = note.organization.set(organization);
     }
-    let audited = caller.as_ref().map(|caller| audit_trail::principal_of_caller(caller, &state));
+    let mut audited = caller.as_ref().map(|caller| audit_trail::principal_of_caller(caller, &state));
+    let confirmation = caller.as_ref().and_then(|caller| caller.confirmation.clone());
+    let deadline = caller.as_ref().map(|caller| caller.deadline);
+    let mut decision = decision;
     let mut response = if decision.allowed {
         if let Some(caller) = caller {
             request.extensions_mut().insert(caller);
@@ -718,6 +793,22 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
     } else {
         too_many_requests(&state, &decision)
     };
+    if let (Some(confirmation), Some(deadline)) = (confirmation.filter(|_| decision.allowed), deadline) {
+        match confirmed(&state, &confirmation, deadline).await {
+            Ok(true) => {}
+            Ok(false) => {
+                // As a lookup before the request: the address pays for the
+                // failure, and the answer is the key's refusal.
+                decision = limits.per_address.check(address);
+                audited = Some(audit_trail::AuditedPrincipal {
+                    principal: audit_trail::of_failure(&AuthFailure::Invalid),
+                    refused: true,
+                });
+                response = ApiError::unauthorized("the API key is not valid").into_response();
+            }
+            Err(problem) => response = problem.into_response(),
+        }
+    }
     decision.write_headers(response.headers_mut());
     if let Some(organization) = organization {
         response.extensions_mut().insert(ServedOrganization(organization));
@@ -726,6 +817,34 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
         response.extensions_mut().insert(audited);
     }
     response
+}
+
+/// Whether the key of a request admitted before its lookup is still
+/// valid: as its component call found, or looked up now when the request
+/// made none. Notes what was found, as [`rate_limit`] does after a lookup.
+async fn confirmed(
+    state: &AppState,
+    confirmation: &Arc<Confirmation>,
+    deadline: tokio::time::Instant,
+) -> Result<bool, ApiError> {
+    let valid = match confirmation.valid.get() {
+        Some(valid) => *valid,
+        None => {
+            let (db, looked_up) = (state.db.clone(), confirmation.clone());
+            state
+                .admission_calls
+                .run_short(deadline, move || looked_up.confirm(db.as_ref(), None))
+                .await?
+                .map_err(|error| ApiError::store_failure(&error, "authenticating"))?
+        }
+    };
+    if valid {
+        state.known_keys.found(confirmation.hash, Some(confirmation.known.clone()));
+        known_keys::note_use(state, confirmation.known.id());
+    } else {
+        state.known_keys.found(confirmation.hash, None);
+    }
+    Ok(valid)
 }
 
 /// What an `Authorization` header presented.
@@ -894,13 +1013,23 @@ async fn call_component<T: Send + 'static>(
     let first = call.clone();
     let first_plugins = plugins.clone();
     let first_slot = slot.clone();
+    let confirming = caller.confirmation.clone().filter(|confirmation| confirmation.valid.get().is_none());
+    let (db, confirmed_reads) = (state.db.clone(), reads.clone());
     let mut outcome = state
         .store_calls
         .run(caller.deadline, move || {
             let _slot = first_slot;
-            first(&first_plugins)
+            // The key first: nothing runs for a key no longer valid.
+            if let Some(confirmation) = confirming {
+                match confirmation.confirm(db.as_ref(), Some(&confirmed_reads)) {
+                    Ok(true) => {}
+                    Ok(false) => return Err(ApiError::unauthorized("the API key is not valid")),
+                    Err(error) => return Err(ApiError::store_failure(&error, "authenticating")),
+                }
+            }
+            Ok(first(&first_plugins))
         })
-        .await?;
+        .await??;
     // A read a replica lost (a replay conflict cancels it, the replica
     // goes away) is read again on the primary, once.
     if outcome.is_err() && reads.failed_on_replica.swap(false, Ordering::Relaxed) {

@@ -320,6 +320,7 @@ pub(crate) async fn identify(
                 organization: Some(Arc::new(organization)),
                 deadline,
                 read_ahead: None,
+                confirmation: None,
             })
         })
         .await?;

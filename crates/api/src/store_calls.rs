@@ -119,6 +119,11 @@ impl StoreCalls {
         }
     }
 
+    /// Whether short reads run in place ([`Store::short_reads_are_local`]).
+    pub fn reads_in_place(&self) -> bool {
+        self.short_reads_in_place
+    }
+
     /// Runs a short read (an API key, an organization, the probe): in
     /// place when the store says such reads are local, else as [`run`].
     ///

@@ -185,3 +185,61 @@ fn an_exhausted_pool_makes_requests_wait_their_deadline_then_answer_503() {
     assert_eq!(findings.status(), 200);
     assert_eq!(server.get("/v1/health").status(), 200);
 }
+
+/// On PostgreSQL a request with a key this host found valid before runs
+/// before the key's lookup, which its component call (or, without one, the
+/// host before the answer leaves) makes first: a key revoked since fails
+/// its very next request of every kind with `401`, never an answer or a
+/// refusal of another kind, and the trail holds the refusal as a key's.
+#[test]
+fn a_key_revoked_after_it_was_known_valid_fails_its_next_request_of_every_kind() {
+    let database = common::postgres::TestDatabase::new();
+    let server = common::Server::start_with(&plugins_dir(), &["--database", &database.url]);
+    let organization = &server.organization_ids[0];
+    let page = server.json("/v1/endpoints?limit=1");
+    let endpoint = page["data"][0]["id"].as_str().unwrap().to_owned();
+    let hostname = page["data"][0]["hostname"].as_str().unwrap().to_owned();
+    let item = format!("/v1/endpoints/{endpoint}");
+    // An item (read with the key), a list, a list refused for its
+    // parameter, a group the key may not read, and an item by HEAD.
+    let cases = [
+        (Method::GET, item.clone()),
+        (Method::GET, "/v1/endpoints?limit=1".to_owned()),
+        (Method::GET, "/v1/endpoints?limit=none".to_owned()),
+        (Method::GET, "/v1/vulnerability-findings?limit=1".to_owned()),
+        (Method::HEAD, item.clone()),
+    ];
+    for (method, path) in cases {
+        let key: Value = server
+            .admin(Method::POST, "/admin/v1/keys")
+            .json(&json!({"organization_id": organization, "name": "revoked", "scopes": ["endpoints:read"]}))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        let (api_key, key_id) = (key["api_key"].as_str().unwrap(), key["id"].as_str().unwrap());
+        // Found valid, so known to this host.
+        for known in ["/v1/endpoints?limit=1", item.as_str()] {
+            let answer = server.client.get(server.url(known)).bearer_auth(api_key).send().unwrap();
+            assert_eq!(answer.status(), 200, "{known}");
+        }
+        assert_eq!(server.admin(Method::DELETE, &format!("/admin/v1/keys/{key_id}")).send().unwrap().status(), 204);
+        let refused = server.client.request(method.clone(), server.url(&path)).bearer_auth(api_key).send().unwrap();
+        assert_eq!(refused.status(), 401, "{method} {path}");
+        let body = refused.text().unwrap();
+        assert!(!body.contains(&hostname) && !body.contains("\"hostname\""), "{method} {path}: {body}");
+        if method == Method::GET {
+            let problem: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(problem["detail"], "the API key is not valid", "{method} {path}");
+        }
+    }
+    // Each refusal is in the trail as a key's that is not named.
+    common::wait_until(std::time::Duration::from_secs(30), "the refusals in the trail", || {
+        let path = format!("/admin/v1/organizations/{organization}/audit?limit=100");
+        let trail: Value = server.admin(Method::GET, &path).send().unwrap().json().unwrap();
+        let refusals: Vec<&Value> =
+            trail["data"].as_array().unwrap().iter().filter(|entry| entry["status"] == 401).collect();
+        assert!(refusals.iter().all(|entry| entry["principal"]["id"].is_null()), "{refusals:#?}");
+        refusals.len() == 5
+    });
+}
