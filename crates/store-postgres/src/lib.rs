@@ -391,8 +391,13 @@ impl PgStore {
         transaction.batch_execute("SET LOCAL plan_cache_mode = force_custom_plan").map_err(store_error)?;
         lock_organization(&mut transaction, statements, organization)?;
         let (now, latest_change) = next_write_time(&mut transaction, statements, organization)?;
-        let mut reader =
-            Session { client: &mut transaction, statements, organization, read_by_id: Some(ReadById::new()) };
+        let mut reader = Session {
+            client: &mut transaction,
+            statements,
+            organization,
+            read_by_id: Some(ReadById::new()),
+            counts_read: None,
+        };
         let writes = build(&mut reader, now)?;
         let read_by_id = reader.read_by_id.take().unwrap_or_default();
         let changes = match feed {
@@ -812,6 +817,7 @@ impl Store for PgStore {
             counted: None,
             opening_reads_change_log: false,
             opened_change_log: None,
+            counts_read: CountsRead::new(),
         }))
     }
 
@@ -1042,6 +1048,27 @@ pub struct PgReader {
     /// change log (a list's first read), and what it read.
     opening_reads_change_log: bool,
     opened_change_log: Option<ChangeLog>,
+    /// The count rows of few-valued names the snapshot read ([`CountsRead`]).
+    counts_read: CountsRead,
+}
+
+/// The count rows a read session read of each few-valued name (each index
+/// of a counted pair, and each pair): all of a name's rows at its first
+/// use, in one statement, so a list or summary that asks for several of
+/// its values (its total, the choice of its walk, each group) costs one
+/// round trip per name rather than one per value. One snapshot: the same
+/// answers. `None`: the name held more rows than are kept.
+type CountsRead = HashMap<(Collection, String), Option<HashMap<Vec<u8>, u64>>>;
+
+/// The most count rows of one name a read session keeps.
+const MAX_COUNT_ROWS_READ: usize = 4096;
+
+/// Whether `name` is a count name of few values: an index of a counted
+/// pair, or a pair.
+fn few_valued(collection: Collection, name: &str) -> bool {
+    indexes::counted_pairs(collection).iter().any(|(first, second)| {
+        name == *first || name == *second || name.split_once('+').is_some_and(|(a, b)| a == *first && b == *second)
+    })
 }
 
 /// How often a session sets its statements' timeout to the time left: a
@@ -1083,7 +1110,13 @@ impl PgReader {
             return Err(StoreError::Backend("the read session has no connection".into()));
         };
         let Connection { client, statements, .. } = &mut **connection;
-        Ok(Session { client, statements, organization: self.organization, read_by_id: None })
+        Ok(Session {
+            client,
+            statements,
+            organization: self.organization,
+            read_by_id: None,
+            counts_read: Some(&mut self.counts_read),
+        })
     }
 
     /// A snapshot on a usable replica that has replayed `needed`, if one has.
@@ -1488,19 +1521,31 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
     /// count: the index's count rows.
     fn index_values(&mut self, collection: Collection, index: &str) -> Result<Vec<(String, u64)>, StoreError> {
         known_index(collection, index)?;
+        let as_text = |(value, n): (Vec<u8>, u64)| {
+            let value = String::from_utf8(value)
+                .map_err(|_| StoreError::Corrupt(format!("a count row of {collection}/{index} is not UTF-8")))?;
+            Ok((value, n))
+        };
+        if let Some(counts_read) = self.counts_read.take() {
+            let kept = self.kept_rows(counts_read, collection, index).map(|rows| {
+                rows.map(|rows| {
+                    let mut held: Vec<(Vec<u8>, u64)> =
+                        rows.iter().filter(|(_, n)| **n > 0).map(|(value, n)| (value.clone(), *n)).collect();
+                    held.sort_unstable();
+                    held
+                })
+            });
+            self.counts_read = Some(counts_read);
+            if let Some(held) = kept? {
+                return held.into_iter().map(as_text).collect();
+            }
+        }
         let organization = self.organization;
         let rows = self.query(
             "SELECT value, n FROM counts WHERE org_id = $1 AND collection = $2 AND name = $3 AND n > 0 ORDER BY value",
             &[&organization, &collection.name(), &index],
         )?;
-        rows.iter()
-            .map(|row| {
-                let value: Vec<u8> = row.get(0);
-                let value = String::from_utf8(value)
-                    .map_err(|_| StoreError::Corrupt(format!("a count row of {collection}/{index} is not UTF-8")))?;
-                Ok((value, row.get::<_, i64>(1).max(0) as u64))
-            })
-            .collect()
+        rows.iter().map(|row| as_text((row.get(0), row.get::<_, i64>(1).max(0) as u64))).collect()
     }
 
     fn count_matching(&mut self, collection: Collection, matching: &Matching) -> Result<u64, StoreError> {
@@ -1596,6 +1641,8 @@ pub struct Session<'a, C: GenericClient> {
     /// step: the write compares its records with these without reading
     /// them again).
     read_by_id: Option<ReadById>,
+    /// A read session's count rows, kept for its snapshot (none in a write).
+    counts_read: Option<&'a mut CountsRead>,
 }
 
 /// Records read by id, by collection: `None` for an id not stored.
@@ -1658,12 +1705,62 @@ impl<C: GenericClient + Send> Session<'_, C> {
 
     /// A count row (0 when absent).
     fn stored_count(&mut self, collection: Collection, name: &str, value: &[u8]) -> Result<u64, StoreError> {
+        if let Some(counts_read) = self.counts_read.take() {
+            let kept = self.kept_count(counts_read, collection, name, value);
+            self.counts_read = Some(counts_read);
+            if let Some(count) = kept? {
+                return Ok(count);
+            }
+        }
         let organization = self.organization;
         let row = self.query_opt(
             "SELECT n FROM counts WHERE org_id = $1 AND collection = $2 AND name = $3 AND value = $4",
             &[&organization, &collection.name(), &name, &value],
         )?;
         Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
+    }
+
+    /// A count row of a few-valued name from the session's rows of that
+    /// name, read at its first use ([`CountsRead`]); `None` for another
+    /// name, or one of more rows than are kept.
+    fn kept_count(
+        &mut self,
+        counts_read: &mut CountsRead,
+        collection: Collection,
+        name: &str,
+        value: &[u8],
+    ) -> Result<Option<u64>, StoreError> {
+        Ok(self.kept_rows(counts_read, collection, name)?.map(|rows| rows.get(value).copied().unwrap_or(0)))
+    }
+
+    /// Every count row of a few-valued name, read at its first use
+    /// ([`CountsRead`]); `None` for another name, or one of more rows than
+    /// are kept.
+    fn kept_rows<'c>(
+        &mut self,
+        counts_read: &'c mut CountsRead,
+        collection: Collection,
+        name: &str,
+    ) -> Result<Option<&'c HashMap<Vec<u8>, u64>>, StoreError> {
+        if !few_valued(collection, name) {
+            return Ok(None);
+        }
+        let key = (collection, name.to_owned());
+        if !counts_read.contains_key(&key) {
+            let organization = self.organization;
+            let rows = self.query(
+                &format!(
+                    "SELECT value, n FROM counts WHERE org_id = $1 AND collection = $2 AND name = $3 LIMIT {}",
+                    MAX_COUNT_ROWS_READ + 1
+                ),
+                &[&organization, &collection.name(), &name],
+            )?;
+            let all = (rows.len() <= MAX_COUNT_ROWS_READ).then(|| {
+                rows.iter().map(|row| (row.get::<_, Vec<u8>>(0), row.get::<_, i64>(1).max(0) as u64)).collect()
+            });
+            counts_read.insert(key.clone(), all);
+        }
+        Ok(counts_read.get(&key).and_then(Option::as_ref))
     }
 
     /// How many of the organization's records hold one of each
