@@ -188,12 +188,14 @@ pub(crate) fn bench_backends(args: &Args, sled_dir: &Path, sled_key: &str) -> an
     drop(servers);
     let mut report = format!(
         "\nsled and PostgreSQL on the same data ({} endpoints × {} findings; PostgreSQL {} in {}, \
-         fsync on); latency: {} rounds, cases interleaved, backends alternating\n\
+         fsync on, shared buffers as large as sled's page cache: {} MiB); latency: {} rounds, cases \
+         interleaved, backends alternating\n\
          {:<44} {:>9} {:>9} {:>9} {:>9} {:>9}  target\n",
         args.endpoints,
         args.findings_per_endpoint,
         postgres_version(&cluster)?,
         cluster.data_dir().display(),
+        esr_store_sled::CACHE_CAPACITY >> 20,
         args.rounds,
         "case",
         "sled p50",

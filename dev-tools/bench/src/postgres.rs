@@ -14,9 +14,15 @@ use crate::server::esr_binary;
 /// The benchmark's PostgreSQL cluster, in `<out>/postgres` and kept between
 /// runs like the generated data sets, with PostgreSQL's defaults (`fsync`,
 /// `synchronous_commit` and `full_page_writes` on: the import is measured
-/// durable).
+/// durable) but for its shared buffers, which are as large as sled's page
+/// cache: both backends compared with the same memory for their caches.
 pub(crate) fn bench_cluster(args: &Args) -> anyhow::Result<Cluster> {
-    Ok(Cluster::persistent(&args.out.join("postgres"), Durability::Durable)?)
+    Ok(Cluster::persistent_with(&args.out.join("postgres"), Durability::Durable, &[shared_buffers_as_sled()])?)
+}
+
+/// `shared_buffers` of the size of sled's page cache.
+fn shared_buffers_as_sled() -> String {
+    format!("shared_buffers={}kB", esr_store_sled::CACHE_CAPACITY / 1024)
 }
 
 /// The main data set (`esr seed`, same generator and sizes as the sled

@@ -77,6 +77,8 @@ pub struct Cluster {
     remove: bool,
     /// The shell that runs the server; closing its stdin stops it.
     guardian: Option<(Child, ChildStdin)>,
+    /// Settings (`name=value`) the server starts with beside its own.
+    settings: Vec<String>,
 }
 
 impl Cluster {
@@ -93,7 +95,14 @@ impl Cluster {
     /// The cluster in `dir`, created there when it holds none yet, then
     /// started; kept when stopped.
     pub fn persistent(dir: &Path, durability: Durability) -> Result<Cluster, ClusterError> {
+        Cluster::persistent_with(dir, durability, &[])
+    }
+
+    /// As [`Cluster::persistent`], the server started with `settings`
+    /// (`name=value`) too.
+    pub fn persistent_with(dir: &Path, durability: Durability, settings: &[String]) -> Result<Cluster, ClusterError> {
         let mut cluster = Cluster::new(dir, durability)?;
+        cluster.settings = settings.to_vec();
         if !cluster.data_dir().join("PG_VERSION").exists() {
             cluster.initdb()?;
         }
@@ -134,7 +143,7 @@ impl Cluster {
             std::os::unix::fs::chown(dir, Some(user.uid), Some(user.gid))?;
         }
         let dir = dir.canonicalize()?;
-        Ok(Cluster { dir, binaries, run_as, durability, remove: false, guardian: None })
+        Ok(Cluster { dir, binaries, run_as, durability, remove: false, guardian: None, settings: Vec::new() })
     }
 
     /// The cluster's data directory.
@@ -210,6 +219,9 @@ impl Cluster {
             for setting in ["fsync=off", "synchronous_commit=off", "full_page_writes=off"] {
                 server.extend(["-c".into(), setting.into()]);
             }
+        }
+        for setting in &self.settings {
+            server.extend(["-c".into(), setting.clone()]);
         }
         // `$@` is the server's command line; its output goes to `server.log`.
         // A line `crash` (or `fast`) on stdin stops the server with an
