@@ -62,13 +62,7 @@ fn admin_routes_and_the_command_line_work_on_postgres() {
         .json()
         .unwrap();
     let organization = created["organization_id"].as_str().unwrap().to_owned();
-    let key: Value = server
-        .admin(Method::POST, "/admin/v1/keys")
-        .json(&json!({"organization_id": organization, "name": "ci", "scopes": ["endpoints:read"]}))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let key = server.create_key(&organization, "ci", &["endpoints:read"]);
     let api_key = key["api_key"].as_str().unwrap().to_owned();
     let response = server
         .admin(Method::POST, &format!("/admin/v1/organizations/{organization}/import/endpoints"))
@@ -210,13 +204,7 @@ fn a_key_revoked_after_it_was_known_valid_fails_its_next_request_of_every_kind()
         (Method::HEAD, item.clone()),
     ];
     for (method, path) in cases {
-        let key: Value = server
-            .admin(Method::POST, "/admin/v1/keys")
-            .json(&json!({"organization_id": organization, "name": "revoked", "scopes": ["endpoints:read"]}))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
+        let key = server.create_key(organization, "revoked", &["endpoints:read"]);
         let (api_key, key_id) = (key["api_key"].as_str().unwrap(), key["id"].as_str().unwrap());
         // Found valid, so known to this host.
         for known in ["/v1/endpoints?limit=1", item.as_str()] {

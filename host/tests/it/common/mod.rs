@@ -296,14 +296,20 @@ impl Server {
             .json()
             .unwrap();
         let organization = created["organization_id"].as_str().unwrap().to_owned();
+        let key = self.create_key(&organization, name, scopes);
+        (organization, key["api_key"].as_str().unwrap().to_owned())
+    }
+
+    /// Creates a key of `organization` with these scopes through the admin
+    /// listener; its record, with the key (`api_key`) and its `id`.
+    pub fn create_key(&self, organization: &str, name: &str, scopes: &[&str]) -> serde_json::Value {
         let response = self
             .admin(reqwest::Method::POST, "/admin/v1/keys")
             .json(&serde_json::json!({"organization_id": organization, "name": name, "scopes": scopes}))
             .send()
             .unwrap();
         assert_eq!(response.status(), 201);
-        let key: serde_json::Value = response.json().unwrap();
-        (organization, key["api_key"].as_str().unwrap().to_owned())
+        response.json().unwrap()
     }
 
     /// The same server, its demo organizations reading with access tokens
