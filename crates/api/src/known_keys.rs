@@ -3,8 +3,9 @@
 //! not paid for first.
 //!
 //! - A key recently found **valid** is known: its requests are charged to
-//!   its own bucket before its lookup. The lookup itself is never skipped:
-//!   a revoked key fails its next request on every host.
+//!   its own bucket before its lookup (on PostgreSQL, admitted as its
+//!   principal and looked up in their component calls). The lookup itself
+//!   is never skipped: a revoked key fails its next request on every host.
 //! - A key recently found **unknown** (or revoked, or expired) is refused
 //!   without a lookup for at most [`UNKNOWN_FOR`]. A key is random (190
 //!   bits), so one cannot be asked for before it is created unless someone

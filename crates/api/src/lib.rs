@@ -727,10 +727,12 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
                     known.as_ref().map_or_else(|| limits.per_address.check(address), |key| key_bucket(key.id()));
                 // A key known valid names its organization: its request's
                 // record may be read with it.
-                let reading = known.as_ref().zip(record_read(&request)).map(|(key, (collection, id))| RecordRead {
-                    organization: key.organization_id(),
-                    collection,
-                    id,
+                let reading = known.as_ref().and_then(|key| {
+                    record_read(&request).map(|(collection, id)| RecordRead {
+                        organization: key.organization_id(),
+                        collection,
+                        id,
+                    })
                 });
                 if !first.allowed {
                     (None, first)

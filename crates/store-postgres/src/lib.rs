@@ -1058,7 +1058,10 @@ pub struct PgReader {
 /// its values (its total, the choice of its walk, each group) costs one
 /// round trip per name rather than one per value. One snapshot: the same
 /// answers. `None`: the name held more rows than are kept.
-type CountsRead = HashMap<(Collection, String), Option<HashMap<Vec<u8>, u64>>>;
+type CountsRead = HashMap<Collection, HashMap<String, Option<CountRows>>>;
+
+/// One name's count rows: `n` by value.
+type CountRows = HashMap<Vec<u8>, u64>;
 
 /// The most count rows of one name a read session keeps.
 const MAX_COUNT_ROWS_READ: usize = 4096;
@@ -1526,19 +1529,14 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
                 .map_err(|_| StoreError::Corrupt(format!("a count row of {collection}/{index} is not UTF-8")))?;
             Ok((value, n))
         };
-        if let Some(counts_read) = self.counts_read.take() {
-            let kept = self.kept_rows(counts_read, collection, index).map(|rows| {
-                rows.map(|rows| {
-                    let mut held: Vec<(Vec<u8>, u64)> =
-                        rows.iter().filter(|(_, n)| **n > 0).map(|(value, n)| (value.clone(), *n)).collect();
-                    held.sort_unstable();
-                    held
-                })
-            });
-            self.counts_read = Some(counts_read);
-            if let Some(held) = kept? {
-                return held.into_iter().map(as_text).collect();
-            }
+        let kept = self.with_kept_rows(collection, index, |rows| {
+            let mut held: Vec<(Vec<u8>, u64)> =
+                rows.iter().filter(|(_, n)| **n > 0).map(|(value, n)| (value.clone(), *n)).collect();
+            held.sort_unstable();
+            held
+        })?;
+        if let Some(held) = kept {
+            return held.into_iter().map(as_text).collect();
         }
         let organization = self.organization;
         let rows = self.query(
@@ -1705,12 +1703,8 @@ impl<C: GenericClient + Send> Session<'_, C> {
 
     /// A count row (0 when absent).
     fn stored_count(&mut self, collection: Collection, name: &str, value: &[u8]) -> Result<u64, StoreError> {
-        if let Some(counts_read) = self.counts_read.take() {
-            let kept = self.kept_count(counts_read, collection, name, value);
-            self.counts_read = Some(counts_read);
-            if let Some(count) = kept? {
-                return Ok(count);
-            }
+        if let Some(count) = self.with_kept_rows(collection, name, |rows| rows.get(value).copied().unwrap_or(0))? {
+            return Ok(count);
         }
         let organization = self.organization;
         let row = self.query_opt(
@@ -1720,33 +1714,32 @@ impl<C: GenericClient + Send> Session<'_, C> {
         Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
     }
 
-    /// A count row of a few-valued name from the session's rows of that
-    /// name, read at its first use ([`CountsRead`]); `None` for another
-    /// name, or one of more rows than are kept.
-    fn kept_count(
+    /// `read` of every count row of a few-valued name, read once per
+    /// session at the name's first use ([`CountsRead`]); `None` for
+    /// another name, one of more rows than are kept, or a write's session.
+    fn with_kept_rows<T>(
         &mut self,
-        counts_read: &mut CountsRead,
         collection: Collection,
         name: &str,
-        value: &[u8],
-    ) -> Result<Option<u64>, StoreError> {
-        Ok(self.kept_rows(counts_read, collection, name)?.map(|rows| rows.get(value).copied().unwrap_or(0)))
+        read: impl FnOnce(&CountRows) -> T,
+    ) -> Result<Option<T>, StoreError> {
+        if !few_valued(collection, name) {
+            return Ok(None);
+        }
+        let Some(counts_read) = self.counts_read.take() else { return Ok(None) };
+        let kept = self.kept_rows(counts_read, collection, name).map(|rows| rows.map(read));
+        self.counts_read = Some(counts_read);
+        kept
     }
 
-    /// Every count row of a few-valued name, read at its first use
-    /// ([`CountsRead`]); `None` for another name, or one of more rows than
-    /// are kept.
     fn kept_rows<'c>(
         &mut self,
         counts_read: &'c mut CountsRead,
         collection: Collection,
         name: &str,
-    ) -> Result<Option<&'c HashMap<Vec<u8>, u64>>, StoreError> {
-        if !few_valued(collection, name) {
-            return Ok(None);
-        }
-        let key = (collection, name.to_owned());
-        if !counts_read.contains_key(&key) {
+    ) -> Result<Option<&'c CountRows>, StoreError> {
+        let names = counts_read.entry(collection).or_default();
+        if !names.contains_key(name) {
             let organization = self.organization;
             let rows = self.query(
                 &format!(
@@ -1758,9 +1751,9 @@ impl<C: GenericClient + Send> Session<'_, C> {
             let all = (rows.len() <= MAX_COUNT_ROWS_READ).then(|| {
                 rows.iter().map(|row| (row.get::<_, Vec<u8>>(0), row.get::<_, i64>(1).max(0) as u64)).collect()
             });
-            counts_read.insert(key.clone(), all);
+            names.insert(name.to_owned(), all);
         }
-        Ok(counts_read.get(&key).and_then(Option::as_ref))
+        Ok(names.get(name).and_then(Option::as_ref))
     }
 
     /// How many of the organization's records hold one of each
