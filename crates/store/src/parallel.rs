@@ -11,17 +11,28 @@ const MAX_THREADS: usize = 8;
 /// per core (scoped: the threads end before this returns). A panic in `f`
 /// is a bug and is resumed on the calling thread.
 pub fn map_in_order<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    map_owned_in_order(items.iter().collect(), f)
+}
+
+/// [`map_in_order`] for items `f` takes apart: each is moved to `f`.
+pub fn map_owned_in_order<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_THREADS);
     if threads < 2 || items.len() < PARALLEL_ITEMS {
-        return items.iter().map(f).collect();
+        return items.into_iter().map(f).collect();
     }
+    let chunk_size = items.len().div_ceil(threads);
+    let mut chunks = Vec::with_capacity(threads);
+    let mut rest = items;
+    while rest.len() > chunk_size {
+        let tail = rest.split_off(chunk_size);
+        chunks.push(std::mem::replace(&mut rest, tail));
+    }
+    chunks.push(rest);
     let f = &f;
     std::thread::scope(|scope| {
-        let workers: Vec<_> = items
-            .chunks(items.len().div_ceil(threads))
-            .map(|chunk| scope.spawn(move || chunk.iter().map(f).collect::<Vec<R>>()))
-            .collect();
-        let mut results = Vec::with_capacity(items.len());
+        let workers: Vec<_> =
+            chunks.into_iter().map(|chunk| scope.spawn(move || chunk.into_iter().map(f).collect::<Vec<R>>())).collect();
+        let mut results = Vec::new();
         for worker in workers {
             match worker.join() {
                 Ok(part) => results.extend(part),
@@ -40,6 +51,8 @@ mod tests {
             let items: Vec<u64> = (0..size).collect();
             let squares = super::map_in_order(&items, |n| n * n);
             assert_eq!(squares, items.iter().map(|n| n * n).collect::<Vec<_>>());
+            let owned = super::map_owned_in_order(items.iter().map(|n| vec![*n]).collect(), |mut v| v.pop());
+            assert_eq!(owned, items.iter().map(|n| Some(*n)).collect::<Vec<_>>());
         }
     }
 }

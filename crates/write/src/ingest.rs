@@ -369,8 +369,18 @@ pub(crate) fn endpoints_with_moved_counts<'r>(
 /// Adds how a finding's change from `before` to `after` moves its
 /// endpoints' open counts.
 fn add_open_delta(deltas: &mut BTreeMap<Uuid, [i64; 5]>, before: Option<&Value>, after: Option<&Value>) {
-    for (finding, sign) in [(before, -1), (after, 1)] {
-        if let Some((endpoint, severity)) = finding.and_then(open_finding_slot) {
+    add_moved(deltas, open_slots(before, after));
+}
+
+/// The open-count slots a finding's change from `before` to `after` leaves and enters.
+fn open_slots(before: Option<&Value>, after: Option<&Value>) -> [Option<(Uuid, usize)>; 2] {
+    [before.and_then(open_finding_slot), after.and_then(open_finding_slot)]
+}
+
+/// Moves one finding out of the first slot and into the second.
+fn add_moved(deltas: &mut BTreeMap<Uuid, [i64; 5]>, moved: [Option<(Uuid, usize)>; 2]) {
+    for (slot, sign) in moved.into_iter().zip([-1, 1]) {
+        if let Some((endpoint, severity)) = slot {
             deltas.entry(endpoint).or_default()[severity] += sign;
         }
     }
@@ -388,6 +398,68 @@ struct Prepared {
     open_deltas: BTreeMap<Uuid, [i64; 5]>,
     /// The history entries they add.
     history: HistoryEntries,
+}
+
+/// Validated lines' contents, each with its place in the batch.
+type NumberedLines = Vec<(usize, Map<String, Value>)>;
+
+/// What a line did to its record.
+enum LineChange {
+    Unchanged,
+    Updated,
+    Created,
+}
+
+/// One line against the record it replaces.
+struct LineOutcome {
+    change: LineChange,
+    /// The open-count slots the line leaves and enters (findings only).
+    moved: [Option<(Uuid, usize)>; 2],
+    /// The history entry it adds, if its status changes.
+    history: Option<Vec<u8>>,
+}
+
+/// The lines of one id, in order, each against what the one before it
+/// wrote (the first against `stored`): each line's outcome, and the record
+/// the last one that changed something wrote.
+fn prepare_lines_of(
+    collection: Collection,
+    id: Uuid,
+    lines: NumberedLines,
+    stored: Option<&Value>,
+    now_text: &str,
+    cause: &HistoryCause,
+) -> (Uuid, Vec<(usize, LineOutcome)>, Option<Value>) {
+    let keeps_history = HISTORY_COLLECTIONS.contains(&collection);
+    let mut written: Option<Value> = None;
+    let mut outcomes = Vec::with_capacity(lines.len());
+    for (line, content) in lines {
+        let previous = written.as_ref().or(stored);
+        let (change, record) = match previous {
+            Some(old) if client_content(old) == content => {
+                let moved = [None, None];
+                outcomes.push((line, LineOutcome { change: LineChange::Unchanged, moved, history: None }));
+                continue;
+            }
+            Some(old) => (
+                LineChange::Updated,
+                record_to_store(collection, id, content, old.get("created_at").cloned(), old, now_text),
+            ),
+            None => (LineChange::Created, record_to_store(collection, id, content, None, &Value::Null, now_text)),
+        };
+        let moved = if collection == Collection::VulnerabilityFindings {
+            open_slots(previous, Some(&record))
+        } else {
+            [None, None]
+        };
+        let status = record.get("status").and_then(Value::as_str).filter(|_| keeps_history);
+        let history = status
+            .filter(|status| previous.and_then(|old| old.get("status")?.as_str()) != Some(*status))
+            .map(|status| cause.entry(status, now_text));
+        outcomes.push((line, LineOutcome { change, moved, history }));
+        written = Some(record);
+    }
+    (id, outcomes, written)
 }
 
 /// Checks each line on its own (shape, types, formats, the fields its
@@ -960,45 +1032,49 @@ impl<'a> Batch<'a> {
     /// The stored records the validated lines become (those that change
     /// something), how they move their endpoints' open counts, and the
     /// history entries of the records created or whose status changes.
+    /// Each id's lines depend only on each other and on what is stored of
+    /// it: they are prepared on every core, one id's lines in order, while
+    /// the database waits for the batch.
     fn prepare(&mut self, now_text: &str, cause: &HistoryCause) -> Prepared {
-        let mut summary = ImportSummary::default();
-        let mut history = Vec::new();
-        let keeps_history = HISTORY_COLLECTIONS.contains(&self.collection);
-        // Each id's state as the lines replace it (written, else stored),
-        // to compare against and to keep `created_at` (and derived fields) from.
         let stored_before = std::mem::take(&mut self.stored_before);
+        let mut lines_of: Vec<(Uuid, NumberedLines)> = Vec::new();
+        let mut place_of: HashMap<Uuid, usize> = HashMap::with_capacity(self.lines.len());
+        for (line, (id, content)) in std::mem::take(&mut self.lines).into_iter().enumerate() {
+            let place = *place_of.entry(id).or_insert_with(|| {
+                lines_of.push((id, Vec::new()));
+                lines_of.len() - 1
+            });
+            lines_of[place].1.push((line, content));
+        }
+        let collection = self.collection;
+        let prepared_ids = esr_store::parallel::map_owned_in_order(lines_of, |(id, lines)| {
+            let stored = stored_before.get(&id).and_then(Option::as_ref);
+            prepare_lines_of(collection, id, lines, stored, now_text, cause)
+        });
+        let mut summary = ImportSummary::default();
         let mut written: BTreeMap<Uuid, Value> = BTreeMap::new();
+        let mut outcomes = Vec::with_capacity(place_of.len());
+        for (id, lines, record) in prepared_ids {
+            outcomes.extend(lines.into_iter().map(|(line, outcome)| (line, id, outcome)));
+            if let Some(record) = record {
+                written.insert(id, record);
+            }
+        }
+        // Back in line order: the summary's ids and the history entries follow it.
+        outcomes.sort_unstable_by_key(|(line, ..)| *line);
+        let mut history = Vec::new();
         let mut open_deltas: BTreeMap<Uuid, [i64; 5]> = BTreeMap::new();
-        for (id, content) in std::mem::take(&mut self.lines) {
-            let previous = match written.get(&id) {
-                Some(record) => Some(record.clone()),
-                None => stored_before.get(&id).cloned().flatten(),
-            };
+        for (_, id, outcome) in outcomes {
             summary.ids.push(id);
-            let record = match &previous {
-                Some(old) if client_content(old) == content => {
-                    summary.unchanged += 1;
-                    continue;
-                }
-                Some(old) => {
-                    summary.updated += 1;
-                    record_to_store(self.collection, id, content, old.get("created_at").cloned(), old, now_text)
-                }
-                None => {
-                    summary.created += 1;
-                    record_to_store(self.collection, id, content, None, &Value::Null, now_text)
-                }
-            };
-            if self.collection == Collection::VulnerabilityFindings {
-                add_open_delta(&mut open_deltas, previous.as_ref(), Some(&record));
+            match outcome.change {
+                LineChange::Unchanged => summary.unchanged += 1,
+                LineChange::Updated => summary.updated += 1,
+                LineChange::Created => summary.created += 1,
             }
-            if let Some(status) = record.get("status").and_then(Value::as_str).filter(|_| keeps_history) {
-                let before = previous.as_ref().and_then(|old| old.get("status")?.as_str());
-                if before != Some(status) {
-                    history.push((id, cause.entry(status, now_text)));
-                }
+            add_moved(&mut open_deltas, outcome.moved);
+            if let Some(entry) = outcome.history {
+                history.push((id, entry));
             }
-            written.insert(id, record);
         }
         Prepared { summary, records: written, open_deltas, history }
     }

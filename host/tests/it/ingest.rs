@@ -814,3 +814,62 @@ fn findings_and_targets_stay_paired_whichever_side_an_import_writes() {
     server.stop();
     common::assert_check_passes(server.data_dir());
 }
+
+/// An id on several lines of one batch, among enough other lines that the
+/// batch is prepared on every core: each line is compared with the one
+/// before it, the summary and the history keep line order, and the
+/// endpoint's open counts end where the last line leaves them.
+#[test]
+fn an_id_on_several_lines_of_one_batch_is_taken_line_after_line() {
+    let server = Server::start(&plugins_dir());
+    let (organization, key) = server.organization_with_key("Repeats", &["endpoints:read", "findings:read"]);
+    let endpoints = common::imported_ids(import(&server, &organization, "endpoints", ndjson(&[endpoint("web-1")])));
+    let host = &endpoints[0];
+    let repeated = "0190b0b0-1111-7000-8000-000000000001";
+    let mut open = finding(host, "critical");
+    open["id"] = json!(repeated);
+    let mut resolved = open.clone();
+    resolved["status"] = json!("resolved");
+    resolved["resolved_at"] = json!("2026-11-21T08:00:00Z");
+    let mut reopened = resolved.clone();
+    reopened["status"] = json!("reopened");
+    reopened["severity"] = json!("high");
+    let others: Vec<Value> = (0..600)
+        .map(|n| {
+            let mut other = finding(host, "low");
+            other["source"]["scanner_finding_id"] = json!(format!("other-{n}"));
+            other
+        })
+        .collect();
+    // open, the same again (unchanged), resolved, reopened as high: spread among the others.
+    let mut lines = Vec::new();
+    let mut rest = others.iter();
+    for (at, line) in [(0, &open), (150, &open), (300, &resolved), (450, &reopened)] {
+        lines.extend(rest.by_ref().take(at - lines.len()).cloned());
+        lines.push(line.clone());
+    }
+    lines.extend(rest.cloned());
+    let answer = import(&server, &organization, "vulnerability-findings", ndjson(&lines));
+    assert_eq!(answer.status(), 200);
+    let summary: Value = answer.json().unwrap();
+    assert_eq!(
+        (summary["created"].clone(), summary["updated"].clone(), summary["unchanged"].clone()),
+        (json!(601), json!(2), json!(1)),
+        "the first line creates, the repeat is unchanged, the two changes update"
+    );
+    let ids: Vec<&str> = summary["ids"].as_array().unwrap().iter().map(|id| id.as_str().unwrap()).collect();
+    assert_eq!(ids.len(), lines.len());
+    let places: Vec<usize> = ids.iter().enumerate().filter(|(_, id)| **id == repeated).map(|(at, _)| at).collect();
+    let expected: Vec<usize> =
+        lines.iter().enumerate().filter(|(_, line)| line["id"] == repeated).map(|(at, _)| at).collect();
+    assert_eq!(places, expected, "the summary's ids are in line order");
+
+    let history: Value = get(&server, &key, &format!("/v1/vulnerability-findings/{repeated}/history")).json().unwrap();
+    let statuses: Vec<&str> =
+        history["data"].as_array().unwrap().iter().map(|entry| entry["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["open", "resolved", "reopened"]);
+    let stored: Value = get(&server, &key, &format!("/v1/vulnerability-findings/{repeated}")).json().unwrap();
+    assert_eq!((stored["status"].as_str(), stored["severity"].as_str()), (Some("reopened"), Some("high")));
+    let counted: Value = get(&server, &key, &format!("/v1/endpoints/{host}")).json().unwrap();
+    assert_eq!(counted["open_findings"], json!({"critical": 0, "high": 1, "medium": 0, "low": 600, "info": 0}));
+}
