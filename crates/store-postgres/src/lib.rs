@@ -2181,11 +2181,15 @@ type EntryKey = (&'static str, String, i64, Uuid);
 /// to PostgreSQL, which writes them meanwhile.
 const COPY_CHUNK: usize = 1024;
 
+/// One record's row as the `COPY` sends it: id, body, index columns, and
+/// the entries of the indexes kept as rows.
+type EncodedRow = (Uuid, Vec<u8>, Vec<Option<Vec<u8>>>, Vec<Option<i64>>, RecordEntries);
+
 /// Writes the rows of `records` (each with its id) with their index
 /// columns, in one `COPY`; returns each record's id and entries (those of
-/// the indexes kept as rows) in order. The records are encoded a chunk at
-/// a time (on every core) while the chunks before are on their way and
-/// being written.
+/// the indexes kept as rows) in order. A thread encodes the records a
+/// chunk at a time (on every core) while this one sends the chunk before,
+/// so PostgreSQL never waits for the encoding of the next rows.
 fn copy_records(
     transaction: &mut postgres::Transaction<'_>,
     organization: Uuid,
@@ -2210,25 +2214,38 @@ fn copy_records(
     let sink =
         transaction.copy_in(&format!("COPY records ({}) FROM STDIN BINARY", names.join(", "))).map_err(store_error)?;
     let mut writer = BinaryCopyInWriter::new(sink, &types);
-    for chunk in records.chunks(COPY_CHUNK) {
-        let encoded = esr_store::parallel::map_in_order(chunk, |(id, record)| -> Result<_, StoreError> {
-            let id = *id;
-            let bytes = serde_json::to_vec(record).map_err(|error| StoreError::InvalidRecord(error.to_string()))?;
-            let mut found = record_entries(collection, id, record)?;
-            let (values, positions) = columns::row_values(collection, &found.entries);
-            found.entries.retain(|(index, ..)| columns::in_rows(collection, index));
-            Ok((id, bytes, values, positions, found))
+    let encode = |(id, record): &(Uuid, &Value)| -> Result<EncodedRow, StoreError> {
+        let id = *id;
+        let bytes = serde_json::to_vec(record).map_err(|error| StoreError::InvalidRecord(error.to_string()))?;
+        let mut found = record_entries(collection, id, record)?;
+        let (values, positions) = columns::row_values(collection, &found.entries);
+        found.entries.retain(|(index, ..)| columns::in_rows(collection, index));
+        Ok((id, bytes, values, positions, found))
+    };
+    let collection_name = collection.name();
+    std::thread::scope(|scope| -> Result<(), StoreError> {
+        // One chunk waits while the next is encoded: two chunks in memory at most.
+        let (chunks, encoded_chunks) = std::sync::mpsc::sync_channel(1);
+        scope.spawn(move || {
+            for chunk in records.chunks(COPY_CHUNK) {
+                // The receiver is gone only when sending failed: stop encoding.
+                if chunks.send(esr_store::parallel::map_in_order(chunk, encode)).is_err() {
+                    break;
+                }
+            }
         });
-        let collection_name = collection.name();
-        for row in encoded {
-            let (id, bytes, values, positions, found) = row?;
-            let mut row: Vec<&(dyn ToSql + Sync)> = vec![&organization, &collection_name, &id, &bytes];
-            row.extend(values.iter().map(|value| value as &(dyn ToSql + Sync)));
-            row.extend(positions.iter().map(|position| position as &(dyn ToSql + Sync)));
-            writer.write(&row).map_err(store_error)?;
-            kept.push((id, found));
+        for encoded in encoded_chunks {
+            for row in encoded {
+                let (id, bytes, values, positions, found) = row?;
+                let mut row: Vec<&(dyn ToSql + Sync)> = vec![&organization, &collection_name, &id, &bytes];
+                row.extend(values.iter().map(|value| value as &(dyn ToSql + Sync)));
+                row.extend(positions.iter().map(|position| position as &(dyn ToSql + Sync)));
+                writer.write(&row).map_err(store_error)?;
+                kept.push((id, found));
+            }
         }
-    }
+        Ok(())
+    })?;
     writer.finish().map_err(store_error)?;
     Ok(kept)
 }
