@@ -20,6 +20,7 @@ mod columns;
 mod grouped;
 mod migrations;
 mod replicas;
+mod statistics;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -129,6 +130,8 @@ pub struct PgStore {
     /// after the first of its organization is one round trip shorter; an
     /// organization not found is asked for again each time.
     organizations: Mutex<HashMap<Uuid, Organization>>,
+    /// What this host wrote since the planner's statistics were refreshed.
+    statistics: Arc<statistics::Statistics>,
 }
 
 impl Drop for PgStore {
@@ -368,7 +371,7 @@ impl PgStore {
         // database is reported with PostgreSQL's own words.
         let mut client = config_of(url)?.connect(NoTls).map_err(store_error)?;
         migrate(&mut client)?;
-        Ok(PgStore { pool: Some(pool), replicas, organizations: Mutex::default() })
+        Ok(PgStore { pool: Some(pool), replicas, organizations: Mutex::default(), statistics: Arc::default() })
     }
 
     /// A connection from the pool.
@@ -414,6 +417,10 @@ impl PgStore {
             transaction.execute(&keep_past, &[&organization, &latest]).map_err(store_error)?;
         }
         transaction.commit().map_err(store_error)?;
+        if let Some(pool) = &self.pool {
+            let records = writes.iter().map(|write| write.records.len() as u64).sum();
+            self.statistics.wrote(records, pool);
+        }
         // A batch's records are thousands of JSON trees: freeing them takes
         // a tenth of an import's time in the host, which the answer need
         // not wait for.

@@ -509,3 +509,40 @@ fn back_to_schema_3(client: &mut postgres::Client) {
     sql.push_str("UPDATE schema_version SET version = 3;");
     client.batch_execute(&sql).unwrap();
 }
+
+/// A table an import grows from nothing is analysed by the host as it
+/// grows: PostgreSQL's own analysis waits for a minute, and until it comes
+/// a batch's lookup of its ids is planned for the empty table it was (a
+/// read of every record of the organization, not a probe of each key;
+/// docs/performance.md).
+#[test]
+fn tables_an_import_grows_are_analysed_as_they_grow() {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+    let dir =
+        tempfile::Builder::new().permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700)).tempdir().unwrap();
+    let database = TestDatabase::new();
+    let pg = store::open(Some(&database.url), dir.path()).unwrap();
+    let mut client = database.client();
+    let organization = Uuid::now_v7();
+    let analysed = |client: &mut postgres::Client| -> bool {
+        let row = client
+            .query_one("SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'records'", &[])
+            .unwrap();
+        row.get(0)
+    };
+    assert!(!analysed(&mut client), "a new database's records were analysed before any write");
+    for batch in 0..3u128 {
+        let findings: Vec<Value> = (0..4_000).map(|n| finding(&mut rng, batch * 4_000 + n)).collect();
+        let write = CollectionWrite::records(Collection::VulnerabilityFindings, findings);
+        pg.write_batch(organization, &mut |_, _| Ok(vec![write.clone()])).unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !analysed(&mut client) {
+        assert!(std::time::Instant::now() < deadline, "12,000 records written and the tables not analysed");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // What the planner now counts is what was written.
+    let counted: f32 =
+        client.query_one("SELECT reltuples FROM pg_class WHERE relname = 'records'", &[]).unwrap().get(0);
+    assert!(counted >= 12_000.0, "the planner counts {counted} records of 12,000");
+}
