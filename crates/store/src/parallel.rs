@@ -20,7 +20,8 @@ pub fn map_owned_in_order<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + 
     if threads < 2 || items.len() < PARALLEL_ITEMS {
         return items.into_iter().map(f).collect();
     }
-    let chunk_size = items.len().div_ceil(threads);
+    let count = items.len();
+    let chunk_size = count.div_ceil(threads);
     let mut chunks = Vec::with_capacity(threads);
     let mut rest = items;
     while rest.len() > chunk_size {
@@ -32,7 +33,7 @@ pub fn map_owned_in_order<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + 
     std::thread::scope(|scope| {
         let workers: Vec<_> =
             chunks.into_iter().map(|chunk| scope.spawn(move || chunk.into_iter().map(f).collect::<Vec<R>>())).collect();
-        let mut results = Vec::new();
+        let mut results = Vec::with_capacity(count);
         for worker in workers {
             match worker.join() {
                 Ok(part) => results.extend(part),

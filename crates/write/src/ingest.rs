@@ -1037,8 +1037,9 @@ impl<'a> Batch<'a> {
     /// the database waits for the batch.
     fn prepare(&mut self, now_text: &str, cause: &HistoryCause) -> Prepared {
         let stored_before = std::mem::take(&mut self.stored_before);
+        let line_count = self.lines.len();
         let mut lines_of: Vec<(Uuid, NumberedLines)> = Vec::new();
-        let mut place_of: HashMap<Uuid, usize> = HashMap::with_capacity(self.lines.len());
+        let mut place_of: HashMap<Uuid, usize> = HashMap::with_capacity(line_count);
         for (line, (id, content)) in std::mem::take(&mut self.lines).into_iter().enumerate() {
             let place = *place_of.entry(id).or_insert_with(|| {
                 lines_of.push((id, Vec::new()));
@@ -1053,7 +1054,7 @@ impl<'a> Batch<'a> {
         });
         let mut summary = ImportSummary::default();
         let mut written: BTreeMap<Uuid, Value> = BTreeMap::new();
-        let mut outcomes = Vec::with_capacity(place_of.len());
+        let mut outcomes = Vec::with_capacity(line_count);
         for (id, lines, record) in prepared_ids {
             outcomes.extend(lines.into_iter().map(|(line, outcome)| (line, id, outcome)));
             if let Some(record) = record {
