@@ -14,6 +14,7 @@
 //! Every call is blocking: callers run it on a blocking thread. Each pooled
 //! connection prepares a statement once and keeps it.
 
+mod ahead;
 mod audit;
 mod changes;
 mod columns;
@@ -132,6 +133,8 @@ pub struct PgStore {
     organizations: Mutex<HashMap<Uuid, Organization>>,
     /// What this host wrote since the planner's statistics were refreshed.
     statistics: Arc<statistics::Statistics>,
+    /// How each organization's batches built ahead of its lock fared.
+    ahead: ahead::AheadOutcomes,
 }
 
 impl Drop for PgStore {
@@ -371,7 +374,13 @@ impl PgStore {
         // database is reported with PostgreSQL's own words.
         let mut client = config_of(url)?.connect(NoTls).map_err(store_error)?;
         migrate(&mut client)?;
-        Ok(PgStore { pool: Some(pool), replicas, organizations: Mutex::default(), statistics: Arc::default() })
+        Ok(PgStore {
+            pool: Some(pool),
+            replicas,
+            organizations: Mutex::default(),
+            statistics: Arc::default(),
+            ahead: ahead::AheadOutcomes::default(),
+        })
     }
 
     /// A connection from the pool.
@@ -383,7 +392,7 @@ impl PgStore {
     /// Writes a batch in one transaction that first locks the
     /// organization (see [`Store::write_batch`]), its changes in the feed
     /// or not; committed, so durable, when this returns.
-    fn write(&self, organization: Uuid, build: &mut BuildBatch<'_>, feed: Feed) -> Result<(), StoreError> {
+    fn write(&self, organization: Uuid, build: &mut BuildBatch<'_>, feed: Feed, when: Build) -> Result<(), StoreError> {
         let mut connection = self.connection()?;
         let Connection { client, statements, .. } = &mut *connection;
         let mut transaction = client.transaction().map_err(store_error)?;
@@ -392,17 +401,35 @@ impl PgStore {
         // array, chosen while the table was small) costs seconds per batch;
         // a plan for the values given costs a millisecond.
         transaction.batch_execute("SET LOCAL plan_cache_mode = force_custom_plan").map_err(store_error)?;
-        lock_organization(&mut transaction, statements, organization)?;
-        let (now, latest_change) = next_write_time(&mut transaction, statements, organization)?;
-        let mut reader = Session {
-            client: &mut transaction,
-            statements,
-            organization,
-            read_by_id: Some(ReadById::new()),
-            counts_read: None,
+        let built_ahead = match when {
+            Build::Ahead if self.ahead.worth_trying(organization) => {
+                ahead::build_ahead(&mut transaction, statements, organization, build)?
+            }
+            _ => ahead::Ahead::NothingToBuildOn,
         };
-        let writes = build(&mut reader, now)?;
-        let read_by_id = reader.read_by_id.take().unwrap_or_default();
+        lock_organization(&mut transaction, statements, organization)?;
+        let confirmed = match built_ahead {
+            ahead::Ahead::NothingToBuildOn => None,
+            ahead::Ahead::Unusable => {
+                self.ahead.record(organization, false);
+                None
+            }
+            ahead::Ahead::Built(built) => {
+                let confirmed = built.confirm(&mut transaction, statements, organization)?;
+                self.ahead.record(organization, confirmed.is_some());
+                confirmed
+            }
+        };
+        let (now, latest_change, writes, read_by_id) = match confirmed {
+            Some(confirmed) => confirmed,
+            None => {
+                let (now, latest_change) = next_write_time(&mut transaction, statements, organization)?;
+                let mut reader = Session::new(&mut transaction, statements, organization, Some(ReadById::new()));
+                let writes = build(&mut reader, now)?;
+                let read_by_id = reader.read_by_id.take().unwrap_or_default();
+                (now, latest_change, writes, read_by_id)
+            }
+        };
         let changes = match feed {
             Feed::Recorded => Some(BatchChanges::after(latest_change, now.0)),
             Feed::Unrecorded => None,
@@ -459,6 +486,14 @@ impl PgStore {
         }
         Ok(())
     }
+}
+
+/// When a write's batch is built.
+#[derive(Clone, Copy)]
+enum Build {
+    UnderTheLock,
+    /// First before the lock, kept if it still holds under it.
+    Ahead,
 }
 
 /// Whether a write is recorded in the change feed.
@@ -836,7 +871,13 @@ impl Store for PgStore {
     /// organization (see [`Store::write_batch`]); committed, so durable,
     /// when this returns.
     fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError> {
-        self.write(organization, build, Feed::Recorded)
+        self.write(organization, build, Feed::Recorded, Build::UnderTheLock)
+    }
+
+    /// [`PgStore::write_batch`], the batch built ahead of the lock when
+    /// that holds (`ahead.rs`).
+    fn write_batch_ahead(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError> {
+        self.write(organization, build, Feed::Recorded, Build::Ahead)
     }
 
     /// Records this host in `hosts` (the database's clock) and counts the
@@ -883,7 +924,7 @@ impl Store for PgStore {
         records: &[Value],
     ) -> Result<(), StoreError> {
         let writes = [CollectionWrite::records(collection, records.to_vec())];
-        self.write(organization, &mut |_, _| Ok(writes.to_vec()), Feed::Unrecorded)
+        self.write(organization, &mut |_, _| Ok(writes.to_vec()), Feed::Unrecorded, Build::UnderTheLock)
     }
 
     /// Bulk loads write their indexes as they go: nothing is left to do.
@@ -1120,13 +1161,9 @@ impl PgReader {
             return Err(StoreError::Backend("the read session has no connection".into()));
         };
         let Connection { client, statements, .. } = &mut **connection;
-        Ok(Session {
-            client,
-            statements,
-            organization: self.organization,
-            read_by_id: None,
-            counts_read: Some(&mut self.counts_read),
-        })
+        let mut session = Session::new(client, statements, self.organization, None);
+        session.counts_read = Some(&mut self.counts_read);
+        Ok(session)
     }
 
     /// A snapshot on a usable replica that has replayed `needed`, if one has.
@@ -1410,6 +1447,7 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
     /// The record with this id in the organization's collection.
     fn get(&mut self, collection: Collection, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
         let organization = self.organization;
+        self.by_id_statements += 1;
         let row = self.query_opt(
             "SELECT body FROM records WHERE org_id = $1 AND collection = $2 AND id = $3",
             &[&organization, &collection.name(), &id],
@@ -1427,6 +1465,7 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
             return Ok(Vec::new());
         }
         let organization = self.organization;
+        self.by_id_statements += 1;
         let rows = self.query(
             "SELECT id, body FROM records WHERE org_id = $1 AND collection = $2 AND id = ANY($3)",
             &[&organization, &collection.name(), &ids],
@@ -1648,18 +1687,46 @@ pub struct Session<'a, C: GenericClient> {
     read_by_id: Option<ReadById>,
     /// A read session's count rows, kept for its snapshot (none in a write).
     counts_read: Option<&'a mut CountsRead>,
+    /// Statements the session ran, and those of them that read records by
+    /// id: a build made ahead of the lock is kept only if they are equal.
+    statements_run: usize,
+    by_id_statements: usize,
 }
 
 /// Records read by id, by collection: `None` for an id not stored.
 type ReadById = HashMap<Collection, HashMap<Uuid, Option<Vec<u8>>>>;
 
-impl<C: GenericClient + Send> Session<'_, C> {
+impl<'a, C: GenericClient + Send> Session<'a, C> {
+    fn new(
+        client: &'a mut C,
+        statements: &'a mut HashMap<String, Statement>,
+        organization: Uuid,
+        read_by_id: Option<ReadById>,
+    ) -> Session<'a, C> {
+        Session {
+            client,
+            statements,
+            organization,
+            read_by_id,
+            counts_read: None,
+            statements_run: 0,
+            by_id_statements: 0,
+        }
+    }
+
+    /// Whether every statement the session ran read records by id.
+    fn read_only_by_id(&self) -> bool {
+        self.statements_run == self.by_id_statements
+    }
+
     fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, StoreError> {
+        self.statements_run += 1;
         let statement = prepared(self.statements, self.client, sql)?;
         self.client.query(&statement, params).map_err(store_error)
     }
 
     fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<postgres::Row>, StoreError> {
+        self.statements_run += 1;
         let statement = prepared(self.statements, self.client, sql)?;
         self.client.query_opt(&statement, params).map_err(store_error)
     }

@@ -911,6 +911,18 @@ pub trait Store: Send + Sync {
     /// An id both written and deleted is [`StoreError::InvalidRecord`].
     fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError>;
 
+    /// [`Store::write_batch`] for a large batch, whose `build` a backend
+    /// may call first before the organization's lock is taken, with a view
+    /// of what is committed then and a provisional [`WriteTime`]. What that
+    /// call built is written only if, once the lock is held, the time is
+    /// still later than every write committed, `build` read nothing but
+    /// records by id, and none of those was written since; otherwise
+    /// `build` is called again under the lock, as by `write_batch`. So the
+    /// next batch is built while the one before it is written.
+    fn write_batch_ahead(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError> {
+        self.write_batch(organization, build)
+    }
+
     /// Removes the organization's deletion events whose `changed_at` is
     /// before `before` (Unix nanoseconds), raising its
     /// [`ChangeLog::pruned_through`] to the highest sequence removed, in

@@ -183,16 +183,17 @@ pub fn import(
     }
     // What each line is on its own is checked before the organization's
     // write lock is taken, so a client's next batch is parsed while its
-    // last one is written. What the checks read from the store is read
-    // under the lock: what they read is what the write replaces.
+    // last one is written; the rest of the batch is built ahead of the lock
+    // where the store can confirm it under the lock (`write_batch_ahead`).
+    // What the checks read from the store is then what the write replaces.
     let lines: Vec<(usize, &[u8])> = lines().collect();
     let mut checked = Some(check_lines(&lines, collection, fields));
-    drop(lines);
     let cause = HistoryCause::import();
     let mut outcome = None;
-    db.write_batch(organization, &mut |reader, now| {
+    db.write_batch_ahead(organization, &mut |reader, now| {
         let mut batch = Batch::new(reader, collection);
-        let checked = checked.take().ok_or_else(|| StoreError::Backend("an import batch was built twice".into()))?;
+        // Built again (the first build was overtaken): checked again.
+        let checked = checked.take().unwrap_or_else(|| check_lines(&lines, collection, fields));
         let mut checked = checked.into_iter().peekable();
         while checked.peek().is_some() {
             let chunk: Vec<CheckedLine> = checked.by_ref().take(READ_AHEAD_LINES).collect();

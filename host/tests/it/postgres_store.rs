@@ -546,3 +546,135 @@ fn tables_an_import_grows_are_analysed_as_they_grow() {
         client.query_one("SELECT reltuples FROM pg_class WHERE relname = 'records'", &[]).unwrap().get(0);
     assert!(counted >= 12_000.0, "the planner counts {counted} records of 12,000");
 }
+
+/// An import batch is built before the organization's lock is taken, on
+/// what is committed then, and kept only if nothing it read changed before
+/// the lock was released to it. Here another writer resolves a finding
+/// while the batch that reopens it waits for the lock: an open finding
+/// cannot become reopened, a resolved one can.
+#[test]
+fn a_batch_built_ahead_of_the_lock_is_built_again_when_a_record_it_read_changed() {
+    let summary = reopen_while_another_writer_resolves(ChangeEvent::Recorded)
+        .unwrap_or_else(|error| panic!("reopening the resolved finding was refused: {error:?}"));
+    assert_eq!((summary.created, summary.updated, summary.unchanged), (0, 1, 0));
+    // Without the change event (which every write of the server records),
+    // nothing tells that the finding changed: the batch built ahead, on the
+    // finding still open, is what is kept. So it was built ahead.
+    match reopen_while_another_writer_resolves(ChangeEvent::Missing) {
+        Err(esr_write::ingest::ImportError::Invalid { lines, .. }) => {
+            assert!(lines.iter().any(|error| error.reason.contains("cannot become reopened")), "{lines:?}")
+        }
+        other => panic!("the batch was not built ahead of the lock: {other:?}"),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum ChangeEvent {
+    Recorded,
+    Missing,
+}
+
+fn reopen_while_another_writer_resolves(
+    event: ChangeEvent,
+) -> Result<esr_write::ingest::ImportSummary, esr_write::ingest::ImportError> {
+    let dir =
+        tempfile::Builder::new().permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700)).tempdir().unwrap();
+    let database = TestDatabase::new();
+    let pg = store::open(Some(&database.url), dir.path()).unwrap();
+    let organization = Uuid::now_v7();
+    let (endpoint, finding) = (Uuid::now_v7(), Uuid::now_v7());
+    let line = |value: Value| format!("{value}\n").into_bytes();
+    let finding_line = |status: &str| {
+        line(json!({
+            "id": finding, "endpoint_id": endpoint, "finding_type": "vulnerability", "title": "OpenSSL flaw",
+            "severity": "high", "status": status, "cve_id": "CVE-2024-12797",
+            "subject": {"type": "software", "vendor": "OpenSSL", "product": "openssl", "version": "3.0.2"},
+            "source": {"scanner": "trivy", "scanner_finding_id": "t-1"},
+            "first_seen_at": "2026-11-01T00:00:00Z", "last_seen_at": "2026-11-20T00:00:00Z",
+        }))
+    };
+    let import = |collection: Collection, body: &[u8]| {
+        esr_write::ingest::import(pg.as_ref(), organization, collection, body, 10, false)
+    };
+    let endpoint_line = line(json!({
+        "id": endpoint, "hostname": "web-1", "operating_system": {"name": "Ubuntu 24.04", "family": "linux"},
+    }));
+    import(Collection::Endpoints, &endpoint_line).unwrap();
+    assert_eq!(import(Collection::VulnerabilityFindings, &finding_line("open")).unwrap().created, 1);
+
+    // The organization has no row: its writers take the advisory lock.
+    let (high, low) = organization.as_u64_pair();
+    let mut holder = database.client();
+    let mut held = holder.transaction().unwrap();
+    held.execute("SELECT pg_advisory_xact_lock($1)", &[&((high ^ low) as i64)]).unwrap();
+    std::thread::scope(|scope| {
+        let reopening = scope.spawn(|| import(Collection::VulnerabilityFindings, &finding_line("reopened")));
+        let mut watcher = database.client();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+                &[],
+            )
+            .unwrap()
+            .get::<_, i64>(0)
+            == 0
+        {
+            assert!(std::time::Instant::now() < deadline, "the import never waited for the lock");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        held.execute(
+            "UPDATE records SET body = convert_to(replace(convert_from(body, 'UTF8'), '\"status\":\"open\"', \
+             '\"status\":\"resolved\"'), 'UTF8') WHERE org_id = $1 AND id = $2",
+            &[&organization, &finding],
+        )
+        .unwrap();
+        if event == ChangeEvent::Recorded {
+            let sequence: i64 = held
+                .query_one(
+                    "UPDATE write_clocks SET sequence = sequence + 1 WHERE org_id = $1 RETURNING sequence",
+                    &[&organization],
+                )
+                .unwrap()
+                .get(0);
+            let moved = held
+                .execute(
+                    "UPDATE changes SET sequence = $3, operation = 'u' WHERE org_id = $1 AND id = $2",
+                    &[&organization, &finding, &sequence],
+                )
+                .unwrap();
+            assert_eq!(moved, 1);
+        }
+        held.commit().unwrap();
+        reopening.join().unwrap()
+    })
+}
+
+/// A line without an id is found by its natural key, a walk of an index,
+/// which a batch built ahead of the lock may not rely on: such a batch is
+/// built again under the lock, and a second run finds what the first made.
+#[test]
+fn a_batch_that_finds_records_by_their_natural_keys_is_built_under_the_lock() {
+    let dir =
+        tempfile::Builder::new().permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700)).tempdir().unwrap();
+    let database = TestDatabase::new();
+    let pg = store::open(Some(&database.url), dir.path()).unwrap();
+    let organization = Uuid::now_v7();
+    let lines = [json!({"hostname": "web-1", "operating_system": {"name": "Ubuntu 24.04", "family": "linux"}})]
+        .iter()
+        .map(|line| format!("{line}\n"))
+        .collect::<String>();
+    let run = || {
+        let summary =
+            esr_write::ingest::import(pg.as_ref(), organization, Collection::Endpoints, lines.as_bytes(), 10, false)
+                .unwrap();
+        (summary.created, summary.updated, summary.unchanged, summary.ids)
+    };
+    let (created, _, _, first_ids) = run();
+    assert_eq!(created, 1);
+    for _ in 0..3 {
+        let (created, updated, unchanged, ids) = run();
+        assert_eq!((created, updated, unchanged), (0, 0, 1));
+        assert_eq!(ids, first_ids);
+    }
+}
