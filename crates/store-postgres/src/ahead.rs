@@ -17,7 +17,8 @@
 //!   when the build began. Every write the server makes records one (a
 //!   bulk load, which does not, never runs beside it), and the one kept per
 //!   record moves to the record's latest change; events removed since
-//!   (`pruned_through` moved) leave nothing to compare, so nothing is kept.
+//!   (`pruned_through` moved) leave nothing to compare, so nothing is kept;
+//!   nor is it when more than [`MAX_CHANGES_SINCE`] events came since.
 //!
 //! Otherwise the batch is built again under the lock. An organization
 //! whose builds keep being overtaken (batches that touch the records of the
@@ -32,7 +33,7 @@ use uuid::Uuid;
 
 use esr_store::{BuildBatch, Collection, CollectionWrite, StoreError, WriteTime};
 
-use crate::{ReadById, Session, prepared, store_error};
+use crate::{DATABASE_NOW, ReadById, Session, prepared, store_error};
 
 /// A batch built before the lock, and what it was built on.
 pub(super) struct BuiltAhead {
@@ -43,6 +44,10 @@ pub(super) struct BuiltAhead {
     writes: Vec<CollectionWrite>,
     read_by_id: ReadById,
 }
+
+/// The most change events since the build began that confirming it reads:
+/// a few batches' worth.
+const MAX_CHANGES_SINCE: usize = 65_536;
 
 /// What a write goes on with under the lock: its time, the organization's
 /// latest change sequence, the writes and what their build read by id.
@@ -69,8 +74,10 @@ pub(super) fn build_ahead(
     let clock = prepared(
         statements,
         transaction,
-        "SELECT sequence, pruned_through, greatest((extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000, \
-         last_write + 1000) FROM write_clocks WHERE org_id = $1",
+        &format!(
+            "SELECT sequence, pruned_through, greatest({DATABASE_NOW}, last_write + 1000) \
+             FROM write_clocks WHERE org_id = $1"
+        ),
     )?;
     let Some(row) = transaction.query_opt(&clock, &[&organization]).map_err(store_error)? else {
         return Ok(Ahead::NothingToBuildOn);
@@ -115,12 +122,22 @@ impl BuiltAhead {
             return Ok(None);
         }
         if latest != self.sequence {
+            // Other writers' batches since the build began, read whole only
+            // while few: past that many, building again costs less.
             let changed = prepared(
                 statements,
                 transaction,
-                "SELECT collection, id FROM changes WHERE org_id = $1 AND sequence > $2",
+                &format!(
+                    "SELECT collection, id FROM changes WHERE org_id = $1 AND sequence > $2 ORDER BY sequence \
+                     LIMIT {}",
+                    MAX_CHANGES_SINCE + 1
+                ),
             )?;
-            for row in transaction.query(&changed, &[&organization, &self.sequence]).map_err(store_error)? {
+            let rows = transaction.query(&changed, &[&organization, &self.sequence]).map_err(store_error)?;
+            if rows.len() > MAX_CHANGES_SINCE {
+                return Ok(None);
+            }
+            for row in rows {
                 let (collection, id): (String, Uuid) = (row.get(0), row.get(1));
                 let read = Collection::named(&collection).and_then(|collection| self.read_by_id.get(&collection));
                 if read.is_some_and(|read| read.contains_key(&id)) {

@@ -2203,6 +2203,10 @@ fn lock_organization(
     Ok(())
 }
 
+/// The database's clock in Unix nanoseconds, to the microsecond that
+/// PostgreSQL keeps of a time.
+const DATABASE_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000";
+
 /// The batch's write time, from the database's clock under the
 /// organization's lock: strictly later than the organization's last one
 /// (see [`esr_store::WriteTime`]); and the organization's latest change
@@ -2215,10 +2219,11 @@ fn next_write_time(
     let tick = prepared(
         statements,
         transaction,
-        "INSERT INTO write_clocks (org_id, last_write) \
-         VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000) \
-         ON CONFLICT (org_id) DO UPDATE SET last_write = greatest(excluded.last_write, write_clocks.last_write + 1000) \
-         RETURNING last_write, sequence",
+        &format!(
+            "INSERT INTO write_clocks (org_id, last_write) VALUES ($1, {DATABASE_NOW}) \
+             ON CONFLICT (org_id) DO UPDATE SET last_write = greatest(excluded.last_write, write_clocks.last_write + 1000) \
+             RETURNING last_write, sequence"
+        ),
     )?;
     let row = transaction.query_one(&tick, &[&organization]).map_err(store_error)?;
     Ok((WriteTime(row.get(0)), row.get::<_, i64>(1).max(0) as u64))

@@ -585,13 +585,10 @@ fn reopen_while_another_writer_resolves(
     let (endpoint, finding) = (Uuid::now_v7(), Uuid::now_v7());
     let line = |value: Value| format!("{value}\n").into_bytes();
     let finding_line = |status: &str| {
-        line(json!({
-            "id": finding, "endpoint_id": endpoint, "finding_type": "vulnerability", "title": "OpenSSL flaw",
-            "severity": "high", "status": status, "cve_id": "CVE-2024-12797",
-            "subject": {"type": "software", "vendor": "OpenSSL", "product": "openssl", "version": "3.0.2"},
-            "source": {"scanner": "trivy", "scanner_finding_id": "t-1"},
-            "first_seen_at": "2026-11-01T00:00:00Z", "last_seen_at": "2026-11-20T00:00:00Z",
-        }))
+        let mut finding_record = common::xz_finding(&endpoint.to_string(), "high", "t-1");
+        finding_record["id"] = json!(finding);
+        finding_record["status"] = json!(status);
+        line(finding_record)
     };
     let import = |collection: Collection, body: &[u8]| {
         esr_write::ingest::import(pg.as_ref(), organization, collection, body, 10, false)
