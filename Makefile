@@ -7,6 +7,12 @@ HOST_BUILD    := -p esr -p esr-bench -p esr-pg-cluster $(TEST_FEATURES)
 WASM_TARGET := wasm32-wasip2
 # Components are built with the `plugin` profile (small, optimized).
 WASM_OUT    := target/$(WASM_TARGET)/plugin
+# The read components need no WASI: built for this target, then made
+# components by esr-componentize, they import only the esr:plugin world,
+# which makes every request's instance cheaper (docs/performance.md).
+READ_TARGET := wasm32-unknown-unknown
+READ_OUT    := target/$(READ_TARGET)/plugin
+COMPONENTIZE := target/debug/esr-componentize
 PLUGINS_DIR ?= target/plugins
 TEST_PLUGINS_DIR ?= target/test-plugins
 # One crate per group in plugins/<group>, package esr-plugin-<group>.
@@ -28,7 +34,7 @@ PYTHON_REQUIREMENTS := host/tests/python/requirements.txt
 NPM_DIR     := target/npm
 LINT_PACKAGES := host/tests/lint/package.json host/tests/lint/package-lock.json
 
-.PHONY: run run-postgres test plugins test-plugins host toolchain wasm-target lint one-build cargo-deny fmt bench wrk postgresql plugin-new venv openapi npm-tools nodejs nginx chromium
+.PHONY: run run-postgres test plugins test-plugins componentizer host toolchain wasm-target lint one-build cargo-deny fmt bench wrk postgresql plugin-new venv openapi npm-tools nodejs nginx chromium
 
 run: host plugins
 	$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR)
@@ -113,32 +119,41 @@ toolchain:
 		host=$$(rustup run stable rustc -vV | sed -n 's/^host: //p'); \
 		ln -s "$$(rustup run stable rustc --print sysroot)" "$${RUSTUP_HOME:-$$HOME/.rustup}/toolchains/$(RUST_TOOLCHAIN)-$$host"; \
 		echo "the pinned toolchain $(RUST_TOOLCHAIN) is this machine's stable one"; \
-	else rustup toolchain install $(RUST_TOOLCHAIN) --profile minimal --component rustfmt,clippy --target $(WASM_TARGET); fi
+	else rustup toolchain install $(RUST_TOOLCHAIN) --profile minimal --component rustfmt,clippy --target $(WASM_TARGET) --target $(READ_TARGET); fi
 
-# rustup adds the component target when missing; a toolchain without rustup
-# must already have it.
+# rustup adds the components' targets when missing; a toolchain without
+# rustup must already have them.
 wasm-target: toolchain
-	@if command -v rustup >/dev/null 2>&1; then \
-		rustup target list --installed | grep -qx '$(WASM_TARGET)' || rustup target add $(WASM_TARGET); \
-	elif ! rustc --print target-list | grep -qx '$(WASM_TARGET)'; then \
-		echo "the $(WASM_TARGET) target is missing and rustup is not installed" >&2; exit 1; \
-	fi
+	@for target in $(WASM_TARGET) $(READ_TARGET); do \
+		if command -v rustup >/dev/null 2>&1; then \
+			rustup target list --installed | grep -qx "$$target" || rustup target add "$$target" || exit 1; \
+		elif ! rustc --print target-list | grep -qx "$$target"; then \
+			echo "the $$target target is missing and rustup is not installed" >&2; exit 1; \
+		fi; \
+	done
 
-plugins: wasm-target
-	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-plugin-,$(PLUGINS)) \
-		$(addprefix -p esr-plugin-import-,$(IMPORTERS))
+plugins: wasm-target componentizer
+	$(CARGO) build --profile plugin --target $(READ_TARGET) $(addprefix -p esr-plugin-,$(PLUGINS))
+	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-plugin-import-,$(IMPORTERS))
 	@mkdir -p $(PLUGINS_DIR)
-	@for p in $(PLUGINS); do cp $(WASM_OUT)/esr_plugin_$$(echo $$p | tr - _).wasm $(PLUGINS_DIR)/$$p.wasm; done
+	@for p in $(PLUGINS); do \
+		$(COMPONENTIZE) $(READ_OUT)/esr_plugin_$$(echo $$p | tr - _).wasm $(PLUGINS_DIR)/$$p.wasm || exit 1; done
 	@for p in $(IMPORTERS); do cp $(WASM_OUT)/esr_plugin_import_$$(echo $$p | tr - _).wasm $(PLUGINS_DIR)/import-$$p.wasm; done
 	@echo "components in $(PLUGINS_DIR): $(PLUGINS) $(addprefix import-,$(IMPORTERS))"
 
-test-plugins: wasm-target
+componentizer: toolchain
+	$(CARGO) build -p esr-componentize
+
+test-plugins: wasm-target componentizer
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-test-plugin-,$(TEST_PLUGINS))
 	@mkdir -p $(TEST_PLUGINS_DIR)
 	@for p in $(TEST_PLUGINS); do cp $(WASM_OUT)/esr_test_plugin_$$(echo $$p | tr - _).wasm $(TEST_PLUGINS_DIR)/$$p.wasm; done
 # The prober again, declaring every collection and the organization.
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) -p esr-test-plugin-prober --features all-reads
 	@cp $(WASM_OUT)/esr_test_plugin_prober.wasm $(TEST_PLUGINS_DIR)/prober-all-reads.wasm
+# The panicking component again, built as the read components are (no WASI).
+	$(CARGO) build --profile plugin --target $(READ_TARGET) -p esr-test-plugin-panics
+	$(COMPONENTIZE) $(READ_OUT)/esr_test_plugin_panics.wasm $(TEST_PLUGINS_DIR)/panics-without-wasi.wasm
 
 # Latencies on 10,000 endpoints / 1,000,000 findings (generated once into
 # target/bench/), throughput under wrk with the components and with the
@@ -169,6 +184,7 @@ lint: wasm-target cargo-deny one-build
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --features esr/native-baseline -- -D warnings
 	$(CARGO) check -p esr
+	$(CARGO) clippy --profile plugin --target $(READ_TARGET) $(addprefix -p esr-plugin-,$(PLUGINS)) -- -D warnings
 	$(CARGO) clippy --profile plugin --target $(WASM_TARGET) $(addprefix -p esr-plugin-,$(PLUGINS)) \
 		$(addprefix -p esr-plugin-import-,$(IMPORTERS)) -- -D warnings
 	$(CARGO) deny check licenses bans sources

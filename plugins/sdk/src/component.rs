@@ -11,6 +11,25 @@
 //! targets other than `wasm32` they expand to nothing, so plugin logic
 //! tests natively.
 
+/// `report_panics()`, which each export calls first. Built without WASI
+/// (`wasm32-unknown-unknown`, as `make plugins` builds the read
+/// components) a panic's message has no stderr to go to and the host would
+/// see only the trap; the hook sends it to the host's log, which names the
+/// component and the request. With WASI the standard hook already writes
+/// it to the stderr the host reads.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __esr_panic_log {
+    () => {
+        fn report_panics() {
+            #[cfg(target_os = "unknown")]
+            std::panic::set_hook(Box::new(|info| {
+                esr::plugin::log::write(esr::plugin::log::Level::Error, &info.to_string());
+            }));
+        }
+    };
+}
+
 /// The bindings of a world that reads the store, the `Component` its
 /// exports are implemented on, and the conversions between the SDK's plain
 /// types and the generated WIT types; shared by both macros.
@@ -19,6 +38,7 @@
 macro_rules! __esr_wit_conversions {
     ($world:literal) => {
         $crate::__esr_bindings!($world);
+        $crate::__esr_panic_log!();
 
         /// The component the export macro implements the world's exports on.
         struct Component;
@@ -184,10 +204,12 @@ macro_rules! export_resource_plugin {
 
             impl Guest for Component {
                 fn describe() -> esr::plugin::types::Descriptor {
+                    report_panics();
                     to_descriptor(<$plugin>::describe())
                 }
 
                 fn list(request: esr::plugin::types::Request) -> Result<Page, esr::plugin::types::Error> {
+                    report_panics();
                     <$plugin>::list(&WasmStore, &to_request(request))
                         .map(|page| Page {
                             data: page.data,
@@ -200,12 +222,14 @@ macro_rules! export_resource_plugin {
                 }
 
                 fn get(id: String, request: esr::plugin::types::Request) -> Result<Vec<u8>, esr::plugin::types::Error> {
+                    report_panics();
                     <$plugin>::get(&WasmStore, &id, &to_request(request)).map_err(to_error)
                 }
             }
 
             impl exports::esr::plugin::summaries::Guest for Component {
                 fn describe_summary() -> exports::esr::plugin::summaries::SummaryInfo {
+                    report_panics();
                     let info = <$plugin>::describe_summary();
                     exports::esr::plugin::summaries::SummaryInfo {
                         group_by: info.group_by,
@@ -225,6 +249,7 @@ macro_rules! export_resource_plugin {
                 fn summary(
                     request: esr::plugin::types::Request,
                 ) -> Result<exports::esr::plugin::summaries::SummaryAnswer, esr::plugin::types::Error> {
+                    report_panics();
                     <$plugin>::summary(&WasmStore, &to_request(request))
                         .map(|summary| exports::esr::plugin::summaries::SummaryAnswer {
                             groups: summary.groups,
@@ -236,6 +261,7 @@ macro_rules! export_resource_plugin {
 
             impl exports::esr::plugin::bulk_export::Guest for Component {
                 fn export_formats() -> Vec<String> {
+                    report_panics();
                     <$plugin>::export_formats()
                 }
 
@@ -245,6 +271,7 @@ macro_rules! export_resource_plugin {
                     max_records: u32,
                     max_bytes: u32,
                 ) -> Result<exports::esr::plugin::bulk_export::Chunk, esr::plugin::types::Error> {
+                    report_panics();
                     <$plugin>::export_chunk(&WasmStore, &to_request(request), after.as_deref(), max_records, max_bytes)
                         .map(|chunk| exports::esr::plugin::bulk_export::Chunk {
                             lines: chunk.lines,
@@ -275,10 +302,12 @@ macro_rules! export_document_plugin {
 
             impl Guest for Component {
                 fn describe() -> esr::plugin::types::Descriptor {
+                    report_panics();
                     to_descriptor(<$plugin>::describe())
                 }
 
                 fn render(request: esr::plugin::types::Request) -> Result<Rendered, esr::plugin::types::Error> {
+                    report_panics();
                     <$plugin>::render(&WasmStore, &to_request(request))
                         .map(|doc| Rendered { content_type: doc.content_type, filename: doc.filename, body: doc.body })
                         .map_err(to_error)
@@ -299,6 +328,7 @@ macro_rules! export_report_importer {
         #[cfg(target_arch = "wasm32")]
         mod esr_component {
             $crate::__esr_bindings!("esr:plugin/report-importer");
+            $crate::__esr_panic_log!();
 
             use exports::esr::plugin::importer::{Confidence, Guest, ImporterInfo, MalformedJson, ReportError};
             use $crate::report::ReportImporter as _;
@@ -307,11 +337,13 @@ macro_rules! export_report_importer {
 
             impl Guest for Component {
                 fn describe() -> ImporterInfo {
+                    report_panics();
                     let info = <$importer>::describe();
                     ImporterInfo { format: info.format, version: info.version, description: info.description }
                 }
 
                 fn detect(report: Vec<u8>) -> Confidence {
+                    report_panics();
                     match <$importer>::detect(&report) {
                         $crate::report::Confidence::No => Confidence::No,
                         $crate::report::Confidence::Possible => Confidence::Possible,
@@ -320,6 +352,7 @@ macro_rules! export_report_importer {
                 }
 
                 fn convert(report: Vec<u8>) -> Result<Vec<u8>, ReportError> {
+                    report_panics();
                     let converted = <$importer>::convert(&report).map_err(|error| match error {
                         $crate::report::ReportError::Malformed { line, column, reason } => {
                             ReportError::Malformed(MalformedJson { line, column, reason })
