@@ -257,7 +257,6 @@ pub(crate) async fn export(
     let gzip = matches!(encoding, Encoding::Gzip(_));
     let (sender, mut receiver) = mpsc::channel::<std::io::Result<Bytes>>(CHUNKS_AHEAD);
     tokio::spawn(async move {
-        let _running = running;
         let mut count = u64::from(first.count);
         let mut chunk = Some(first);
         let failure = loop {
@@ -292,6 +291,10 @@ pub(crate) async fn export(
                 }
             }
         };
+        // The key may start its next export once this one's end is sent:
+        // released before it, so a client that read the last line and
+        // starts again at once is not refused.
+        drop(running);
         if let Some(error) = failure {
             // An error ends the body without its last line: the client sees
             // a stream that did not end whole.

@@ -92,7 +92,10 @@ impl Drop for TenantSession {
 
 /// What one call's store holds.
 pub(super) struct CallState {
-    pub(super) wasi: WasiCtx,
+    /// Made on the call's first use of WASI: the read components import
+    /// none, and making one (clocks, random generators, stdio) was a
+    /// measurable part of every call (docs/performance.md).
+    pub(super) wasi: Option<WasiCtx>,
     pub(super) table: ResourceTable,
     pub(super) limits: StoreLimits,
     /// `None` while validating at load time: the store is then empty.
@@ -101,9 +104,10 @@ pub(super) struct CallState {
     /// What the component's descriptor declares its store may read.
     pub(super) reads: Reads,
     pub(super) request_id: String,
-    /// The guest's stderr: a panic reaches the host only as a trap plus
-    /// the message the guest wrote here.
-    pub(super) stderr: MemoryOutputPipe,
+    /// The guest's stderr, made with the WASI context: a panic reaches the
+    /// host only as a trap plus the message the guest wrote here (or, built
+    /// without WASI, through the `log` import).
+    pub(super) stderr: Option<MemoryOutputPipe>,
     /// When the call's time is up: the epoch deadline interrupts guest
     /// code, and a wait in WASI ends here too.
     pub(super) deadline: Instant,
@@ -201,13 +205,25 @@ pub(super) fn is_layout_control(c: char) -> bool {
 
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        let ctx = self.wasi.get_or_insert_with(|| {
+            let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+            self.stderr = Some(stderr.clone());
+            // No sockets: nothing a call could wait on beyond the clocks.
+            WasiCtx::builder().stderr(stderr).allow_tcp(false).allow_udp(false).build()
+        });
+        WasiCtxView { ctx, table: &mut self.table }
     }
 }
 
 impl types::Host for CallState {}
 
 impl CallState {
+    /// What the guest wrote to stderr, if it had one.
+    pub(super) fn stderr_text(&self) -> String {
+        let written = self.stderr.as_ref().map(MemoryOutputPipe::contents).unwrap_or_default();
+        String::from_utf8_lossy(&written).trim().to_owned()
+    }
+
     /// Whether the call's request was abandoned by its client.
     pub(super) fn abandoned(&self) -> bool {
         self.tenant.as_ref().is_some_and(|tenant| tenant.reads.abandoned.load(Ordering::Relaxed))

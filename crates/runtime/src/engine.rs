@@ -121,18 +121,15 @@ pub(super) fn new_store_limited(
     tenant: Option<TenantSession>,
     request_id: &str,
 ) -> Store<CallState> {
-    let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-    // No sockets: nothing a call could wait on beyond the clocks.
-    let wasi = WasiCtx::builder().stderr(stderr.clone()).allow_tcp(false).allow_udp(false).build();
     let state = CallState {
-        wasi,
+        wasi: None,
         table: ResourceTable::new(),
         limits: StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build(),
         tenant,
         group: group.to_owned(),
         reads: Reads::NONE,
         request_id: request_id.to_owned(),
-        stderr,
+        stderr: None,
         deadline: Instant::now() + limits.deadline,
         log_written: 0,
         log_dropped: 0,
@@ -188,7 +185,7 @@ pub(super) fn call_failure(store: &Store<CallState>, error: wasmtime::Error) -> 
         Some(StoreError::TooBroad(reason)) => return CallError::too_broad(reason),
         _ => {}
     }
-    let guest_stderr = loggable_guest_text(String::from_utf8_lossy(&state.stderr.contents()).trim(), STDERR_CAPACITY);
+    let guest_stderr = loggable_guest_text(&state.stderr_text(), STDERR_CAPACITY);
     tracing::error!(
         plugin = %state.group, request_id = %state.request_id, error = %format!("{error:#}"), %guest_stderr,
         "plugin call failed"

@@ -662,7 +662,7 @@ pub(super) fn smoke_call(engine: &ComponentEngine, pre: &Pre, reads: Reads) -> R
     match outcome {
         Ok(_) => Ok(()),
         Err(error) => {
-            let guest_stderr = String::from_utf8_lossy(&store.data().stderr.contents()).trim().to_owned();
+            let guest_stderr = store.data().stderr_text();
             Err(format!("{error:#} {guest_stderr}").trim().to_owned())
         }
     }
