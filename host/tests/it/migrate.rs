@@ -85,15 +85,26 @@ fn a_migrated_deployment_answers_as_sled_does_with_its_keys_cursors_and_admin_to
             .json()
             .unwrap();
         *client.lock().unwrap() = Some(made_client);
-        // The trail is written within a second; the harness stops sled with SIGKILL.
-        common::wait_until(std::time::Duration::from_secs(30), "the client's creation in sled's trail", || {
+        // The trail is written within a second; the harness stops sled with
+        // SIGKILL. An entry shows before its batch is flushed, so the wait
+        // is for a later entry too: the recorder writes one batch at a
+        // time, flushed before the next, so once a read made after the
+        // client's entry showed is in the trail, that entry is on disk.
+        let trail_shows = |request_id: &str, read_as: &str| {
             let trail: Value = sled
                 .admin(Method::GET, &format!("/admin/v1/organizations/{organization}/audit?limit=1000"))
+                .header("x-request-id", read_as)
                 .send()
                 .unwrap()
                 .json()
                 .unwrap();
-            trail["data"].as_array().unwrap().iter().any(|entry| entry["request_id"] == "made-before-the-migration")
+            trail["data"].as_array().unwrap().iter().any(|entry| entry["request_id"] == request_id)
+        };
+        common::wait_until(std::time::Duration::from_secs(30), "the client's creation in sled's trail", || {
+            trail_shows("made-before-the-migration", "waiting-for-the-client")
+        });
+        common::wait_until(std::time::Duration::from_secs(30), "a later entry in sled's trail", || {
+            trail_shows("read-after-the-client", "read-after-the-client")
         });
     });
     let (kept, revoked) = made.into_inner().unwrap().unwrap();
