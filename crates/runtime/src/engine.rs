@@ -7,6 +7,10 @@ use super::*;
 #[derive(Clone)]
 pub struct ComponentEngine {
     pub(super) engine: Engine,
+    /// The same configuration without the pool, for the calls made while
+    /// loading (`describe` and the rest): pages they write in a pooled
+    /// slot stay resident and are reset after every later request there.
+    loading: Engine,
     pub(super) limits: Limits,
     /// Report importers' own limits (`--importer-memory-mib`,
     /// `--importer-deadline-ms`).
@@ -41,22 +45,39 @@ impl ComponentEngine {
             .table_keep_resident(KEEP_RESIDENT_BYTES);
         let mut config = Config::new();
         config.epoch_interruption(true);
+        let loading = Engine::new(&config).map_err(|e| anyhow!("configuring the WebAssembly engine: {e:#}"))?;
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
         let engine = Engine::new(&config).map_err(|e| anyhow!("configuring the WebAssembly engine: {e:#}"))?;
-        // The epoch clock that bounds guest CPU time; it holds only a weak
-        // handle so that it stops with the engine.
-        let weak = engine.weak();
+        // The epoch clock that bounds guest CPU time; it holds only weak
+        // handles so that it stops with the engines.
+        let weak = [engine.weak(), loading.weak()];
         std::thread::Builder::new()
             .name("esr-epoch".into())
             .spawn(move || {
-                while let Some(engine) = weak.upgrade() {
+                while let Some(engine) = weak[0].upgrade() {
                     engine.increment_epoch();
                     drop(engine);
+                    if let Some(loading) = weak[1].upgrade() {
+                        loading.increment_epoch();
+                    }
                     std::thread::sleep(EPOCH_TICK);
                 }
             })
             .context("starting the epoch thread")?;
-        Ok(ComponentEngine { engine, limits, importer_limits, cache_dir: None })
+        Ok(ComponentEngine { engine, loading, limits, importer_limits, cache_dir: None })
+    }
+
+    /// This engine's twin for the calls made while loading, and
+    /// `component` in it.
+    pub(super) fn for_loading(&self, component: &Component) -> wasmtime::Result<(ComponentEngine, Component)> {
+        let loading = ComponentEngine { engine: self.loading.clone(), ..self.clone() };
+        let compiled = component.serialize()?;
+        // SAFETY: the bytes are wasmtime's own output, made just above in
+        // this process from a component this engine compiled or checked;
+        // the two engines share one configuration but the allocator.
+        #[allow(unsafe_code)]
+        let twin = unsafe { Component::deserialize(&self.loading, &compiled)? };
+        Ok((loading, twin))
     }
 
     /// Keeps compiled components in `dir`, keyed by the component's content

@@ -508,30 +508,14 @@ impl LoadedGroup {
         compiled: Compiled,
     ) -> anyhow::Result<LoadedGroup> {
         let Compiled { component, sha256, interface, wit_version } = compiled;
-        let mut linker = wasi_linker(engine)?;
-        let pre = match interface.as_str() {
-            "handler" => {
-                ResourcePlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
-                    .map_err(|e| anyhow!("linking the esr imports: {e:#}"))?;
-                let pre = linker
-                    .instantiate_pre(&component)
-                    .map_err(|error| anyhow!("{}: imports what the host does not offer: {error:#}", file.display()))?;
-                Pre::Resource(ResourcePre::new(pre).map_err(|error| {
-                    anyhow!("{}: does not match the resource-plugin world: {error:#}", file.display())
-                })?)
-            }
-            _ => {
-                DocumentPlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
-                    .map_err(|e| anyhow!("linking the esr imports: {e:#}"))?;
-                let pre = linker
-                    .instantiate_pre(&component)
-                    .map_err(|error| anyhow!("{}: imports what the host does not offer: {error:#}", file.display()))?;
-                Pre::Document(DocumentPluginPre::new(pre).map_err(|error| {
-                    anyhow!("{}: does not match the document-plugin world: {error:#}", file.display())
-                })?)
-            }
-        };
-
+        let serving = group_pre(engine, &component, &interface, file)?;
+        // The checks below call the component in an engine of its own, so
+        // that what they leave in memory is not in the slots requests reuse.
+        let (loading, twin) = engine
+            .for_loading(&component)
+            .map_err(|error| anyhow!("{}: cannot be loaded for its checks: {error:#}", file.display()))?;
+        let pre = group_pre(&loading, &twin, &interface, file)?;
+        let engine = &loading;
         let descriptor =
             describe(engine, &pre).map_err(|error| anyhow!("{}: describe() failed: {error}", file.display()))?;
         let expected: &[&str] = match pre {
@@ -589,9 +573,40 @@ impl LoadedGroup {
                 export_formats,
                 loaded_at: esr_system::clock::now_rfc3339(),
             },
-            pre,
+            pre: serving,
         })
     }
+}
+
+/// The pre-instantiated component of a resource or document group.
+fn group_pre(engine: &ComponentEngine, component: &Component, interface: &str, file: &Path) -> anyhow::Result<Pre> {
+    let mut linker = wasi_linker(engine)?;
+    Ok(match interface {
+        "handler" => {
+            ResourcePlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
+                .map_err(|e| anyhow!("linking the esr imports: {e:#}"))?;
+            let pre = linker
+                .instantiate_pre(component)
+                .map_err(|error| anyhow!("{}: imports what the host does not offer: {error:#}", file.display()))?;
+            Pre::Resource(
+                ResourcePre::new(pre).map_err(|error| {
+                    anyhow!("{}: does not match the resource-plugin world: {error:#}", file.display())
+                })?,
+            )
+        }
+        _ => {
+            DocumentPlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
+                .map_err(|e| anyhow!("linking the esr imports: {e:#}"))?;
+            let pre = linker
+                .instantiate_pre(component)
+                .map_err(|error| anyhow!("{}: imports what the host does not offer: {error:#}", file.display()))?;
+            Pre::Document(
+                DocumentPluginPre::new(pre).map_err(|error| {
+                    anyhow!("{}: does not match the document-plugin world: {error:#}", file.display())
+                })?,
+            )
+        }
+    })
 }
 
 pub(super) fn describe(engine: &ComponentEngine, pre: &Pre) -> Result<Descriptor, String> {
