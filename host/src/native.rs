@@ -97,7 +97,7 @@ impl NativeStore {
 }
 
 fn entries(records: Vec<esr_runtime::StoreEntry>) -> Vec<esr_plugin_sdk::Entry> {
-    records.into_iter().map(|(id, value)| esr_plugin_sdk::Entry { id, value }).collect()
+    records.into_iter().map(|(id, value)| esr_plugin_sdk::Entry { id, value: value.into(), position: None }).collect()
 }
 
 impl esr_plugin_sdk::Store for NativeStore {
@@ -114,7 +114,15 @@ impl esr_plugin_sdk::Store for NativeStore {
     }
 
     fn index_scan(&self, collection: &str, walk: &IndexWalk<'_>) -> Vec<esr_plugin_sdk::Entry> {
-        entries(self.read(collection, Some(walk.index), |tenant, collection| tenant.index_scan(collection, walk)))
+        let records = self.read(collection, Some(walk.index), |tenant, collection| tenant.index_scan(collection, walk));
+        records
+            .into_iter()
+            .map(|(at, value)| esr_plugin_sdk::Entry {
+                id: at.id.to_string(),
+                value: value.into(),
+                position: Some(at.position),
+            })
+            .collect()
     }
 
     fn index_positions(&self, collection: &str, walk: &IndexWalk<'_>) -> Vec<IndexPosition> {

@@ -299,6 +299,9 @@ struct WitWalk<'a> {
 /// A stored record's id and bytes, as the store functions hand them out.
 pub type StoreEntry = (String, Vec<u8>);
 
+/// A hyphenated UUID's length: each id's share of an `entry-batch`.
+const UUID_TEXT_LEN: usize = 36;
+
 /// A position a component gave (its id as text) as the contract's, or a
 /// malformed call naming `function` and the position's `role` (the
 /// message is made only then: this runs on every index read).
@@ -379,9 +382,12 @@ impl TenantSession {
         self.reader.count(collection)
     }
 
-    pub fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<StoreEntry>, StoreError> {
-        let records = self.reader.index_scan(collection, walk)?;
-        Ok(records.into_iter().map(|(id, value)| (id.to_string(), value)).collect())
+    pub fn index_scan(
+        &mut self,
+        collection: Collection,
+        walk: &IndexWalk<'_>,
+    ) -> Result<Vec<IndexedRecord>, StoreError> {
+        self.reader.index_scan(collection, walk)
     }
 
     /// `store.index-positions`: positions and ids, no records.
@@ -460,7 +466,37 @@ impl wit_store::Host for CallState {
     ) -> wasmtime::Result<Vec<wit_store::Entry>> {
         let walk = WitWalk { index: &index, value: &value, after: after.as_ref(), limit, reverse };
         let records = self.walk_index(&collection, "index-scan", walk, TenantSession::index_scan)?;
-        Ok(records.into_iter().map(|(id, value)| wit_store::Entry { id, value }).collect())
+        Ok(records.into_iter().map(|(at, value)| wit_store::Entry { id: at.id.to_string(), value }).collect())
+    }
+
+    fn index_scan_batch(
+        &mut self,
+        collection: String,
+        index: String,
+        value: String,
+        after: Option<wit_store::IndexPosition>,
+        limit: u32,
+        reverse: bool,
+    ) -> wasmtime::Result<wit_store::EntryBatch> {
+        let walk = WitWalk { index: &index, value: &value, after: after.as_ref(), limit, reverse };
+        let records = self.walk_index(&collection, "index-scan-batch", walk, TenantSession::index_scan)?;
+        let mut batch = wit_store::EntryBatch {
+            ids: String::with_capacity(records.len() * UUID_TEXT_LEN),
+            positions: Vec::with_capacity(records.len()),
+            ends: Vec::with_capacity(records.len()),
+            values: Vec::with_capacity(records.iter().map(|(_, value)| value.len()).sum()),
+        };
+        for (at, value) in records {
+            batch.ids.push_str(at.id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
+            batch.positions.push(at.position);
+            batch.values.extend_from_slice(&value);
+            // A batch is at most `MAX_SCAN` records, each far below 4 GiB;
+            // what does not fit in a call's memory traps when lowered.
+            batch.ends.push(u32::try_from(batch.values.len()).map_err(|_| {
+                StoreError::TooBroad("index-scan-batch: the records exceed 4 GiB; ask for fewer".into())
+            })?);
+        }
+        Ok(batch)
     }
 
     fn index_positions(

@@ -36,8 +36,8 @@ use wasmtime_wasi_io::bindings::wasi::io::poll as async_wasi_poll;
 use wasmtime_wasi_io::poll::DynPollable;
 
 use esr_store::{
-    Collection, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, Matching, RecordWalk, StoreError,
-    StoreReader,
+    Collection, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, IndexedRecord, Matching, RecordWalk,
+    StoreError, StoreReader,
 };
 
 mod call;
@@ -106,7 +106,7 @@ pub const WIT_PACKAGE: &str = "esr:plugin";
 /// version is a breaking one under semver).
 pub const ACCEPTED_VERSIONS: &str = "0.3.x";
 /// The package version this host is built against.
-const WIT_VERSION: &str = "0.3.4";
+const WIT_VERSION: &str = "0.3.5";
 const ACCEPTED_MAJOR_MINOR: (u64, u64) = (0, 3);
 
 /// The resource groups served by the `handler` world, as the API names them.

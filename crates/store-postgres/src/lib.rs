@@ -45,9 +45,9 @@ use std::sync::Arc;
 
 use esr_store::{
     ApiKeyRecord, AuditEntry, AuditPage, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection,
-    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_SCAN, Matching,
-    Organization, ReadAhead, ReadFrom, RecordWalk, ReplicaHealth, Store, StoreError, StoreReader, StoredRecord,
-    WriteTime, ordered_by_creation, restricting_conditions, sort_index,
+    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, IndexedRecord,
+    MAX_SCAN, Matching, Organization, ReadAhead, ReadFrom, RecordWalk, ReplicaHealth, Store, StoreError, StoreReader,
+    StoredRecord, WriteTime, ordered_by_creation, restricting_conditions, sort_index,
 };
 
 /// PostgreSQL's error as the store reports it.
@@ -1358,7 +1358,7 @@ impl StoreReader for PgReader {
         self.read(|mut session| session.count(collection))
     }
 
-    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError> {
+    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<IndexedRecord>, StoreError> {
         self.read(|mut session| session.index_scan(collection, walk))
     }
 
@@ -1515,7 +1515,7 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
     /// Up to `limit` (at most [`MAX_SCAN`]) records holding `value` in the
     /// index, in position, id order, strictly after `after` (before it, in
     /// reverse) when given.
-    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError> {
+    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<IndexedRecord>, StoreError> {
         let index = walk.index;
         let rows = self.entries(collection, walk, true)?;
         let mut records = Vec::with_capacity(rows.len());
@@ -1524,7 +1524,7 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
             let body = body.ok_or_else(|| {
                 StoreError::Corrupt(format!("index {index} of {collection} points at a missing record"))
             })?;
-            records.push((row.get(1), body));
+            records.push((IndexPosition::new(row.get(0), row.get(1)), body));
         }
         Ok(records)
     }

@@ -28,9 +28,9 @@ use uuid::Uuid;
 use self::index_blocks::value_prefix;
 use esr_store::{
     ApiKeyRecord, AuditEntry, AuditPage, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection,
-    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_RANGE_CANDIDATES,
-    MAX_SCAN, Matching, Organization, ReadFrom, RecordWalk, Store, StoreError, StoreReader, StoredRecord, WriteTime,
-    ordered_by_creation, restricting_conditions, sort_index,
+    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, IndexedRecord,
+    MAX_RANGE_CANDIDATES, MAX_SCAN, Matching, Organization, ReadFrom, RecordWalk, Store, StoreError, StoreReader,
+    StoredRecord, WriteTime, ordered_by_creation, restricting_conditions, sort_index,
 };
 
 /// Record ids, as index entries hold them.
@@ -1579,18 +1579,19 @@ impl StoreReader for SledReader {
         self.trees.count(self.organization, collection)
     }
 
-    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError> {
+    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<IndexedRecord>, StoreError> {
         let _call = self.call()?;
         let (trees, entries) = self.trees.index_walk(self.organization, collection, walk)?;
         let limit = walk.limit.min(MAX_SCAN);
         let mut records = Vec::with_capacity(limit.min(128));
         for entry in entries.take(limit) {
-            let id = Uuid::from_bytes(entry_id(&entry?)?);
+            let entry = entry?;
+            let id = Uuid::from_bytes(entry_id(&entry)?);
             let record =
                 trees.records.get(record_key(self.organization, id)).map_err(store_error)?.ok_or_else(|| {
                     StoreError::Corrupt(format!("index {} of {collection} points at a missing record", walk.index))
                 })?;
-            records.push((id, record.to_vec()));
+            records.push((IndexPosition::new(entry_position(&entry), id), record.to_vec()));
         }
         Ok(records)
     }

@@ -217,6 +217,10 @@ pub struct AuditPage {
 /// component gets).
 pub type StoredRecord = (Uuid, Vec<u8>);
 
+/// One record of an index walk: where it stands in the index (its id
+/// with it) and its bytes exactly as written.
+pub type IndexedRecord = (IndexPosition, Vec<u8>);
+
 // Positions, conditions, ranges and group counts: the contract's types,
 // the same from the WIT glue down to each backend.
 pub use esr_contract::indexes::{
@@ -376,8 +380,8 @@ pub trait StoreReader: Send {
     fn count(&mut self, collection: Collection) -> Result<u64, StoreError>;
 
     /// The records of `walk` (at most [`MAX_SCAN`]), in (position, id)
-    /// order. Each record once.
-    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<StoredRecord>, StoreError>;
+    /// order, each with its position. Each record once.
+    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<IndexedRecord>, StoreError>;
 
     /// The (position, id) of what [`StoreReader::index_scan`] would return
     /// for the same walk, read from the index alone.
@@ -633,16 +637,16 @@ pub fn for_each_by_index(
     value: &str,
     mut visit: impl FnMut(Value),
 ) -> Result<(), StoreError> {
-    let order = esr_contract::indexes::find(collection, index)
+    esr_contract::indexes::find(collection, index)
         .ok_or_else(|| StoreError::UnknownIndex(format!("{collection}/{index}")))?;
     let mut after = None;
     loop {
         let page = reader.index_scan(collection, &IndexWalk::new(index, value, MAX_SCAN).after(after))?;
         let full = page.len() == MAX_SCAN;
-        for (id, bytes) in page {
+        for (position, bytes) in page {
             let record: Value = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             // The next page starts after the last record's place in the index.
-            after = Some(IndexPosition::new(order.position(&record), id));
+            after = Some(position);
             visit(record);
         }
         if !full {

@@ -374,7 +374,8 @@ fn assert_reads_alike(
                         // Pages resumed from the middle.
                         if let Some(middle) = positions.get(positions.len() / 2).copied() {
                             let page = IndexWalk::new(index.name, &value, 7).after(Some(middle)).reversed(reverse);
-                            let from_sled: Vec<(Uuid, Vec<u8>)> = sled_reads.index_scan(collection, &page).unwrap();
+                            let from_sled: Vec<(store::IndexPosition, Vec<u8>)> =
+                                sled_reads.index_scan(collection, &page).unwrap();
                             assert_eq!(from_sled, pg_reads.index_scan(collection, &page).unwrap());
                         }
                     }

@@ -249,7 +249,7 @@ fn records_by_id_and_in_order(backend: &dyn Backend) {
     let in_scan = acme_reader.scan(Collection::Scopes, &RecordWalk::new(1).after(Some(ids[0]))).unwrap();
     assert_eq!(in_scan, [(ids[1], by_id.clone())]);
     let in_index = acme_reader.index_scan(Collection::Scopes, &IndexWalk::new("status", "active", 100)).unwrap();
-    assert!(in_index.contains(&(ids[1], by_id)));
+    assert!(in_index.iter().any(|(at, bytes)| at.id == ids[1] && *bytes == by_id));
 
     // Another organization's records, and collections that do not exist, hold nothing.
     assert_eq!(acme_reader.get(Collection::Scopes, ids[4]).unwrap(), None);
@@ -382,10 +382,11 @@ fn index_scans_walk_positions(backend: &dyn Backend) {
         let positions = reader.index_positions(FINDINGS, &IndexWalk::new(index, value, 1000)).unwrap();
         assert_eq!(positions, expected, "{index}={value}: (position, id) order");
         let records = reader.index_scan(FINDINGS, &IndexWalk::new(index, value, 1000)).unwrap();
-        let ids: Vec<Uuid> = records.iter().map(|(id, _)| *id).collect();
-        assert_eq!(ids, expected.iter().map(|at| at.id).collect::<Vec<_>>(), "{index}={value}: records");
-        for (id, bytes) in &records {
-            let stored = findings.iter().find(|record| id_of(record) == *id).unwrap();
+        // Each record comes with its place in the index, as the positions give it.
+        let walked: Vec<IndexPosition> = records.iter().map(|(at, _)| *at).collect();
+        assert_eq!(walked, expected, "{index}={value}: records");
+        for (at, bytes) in &records {
+            let stored = findings.iter().find(|record| id_of(record) == at.id).unwrap();
             assert_eq!(&serde_json::from_slice::<Value>(bytes).unwrap(), stored);
         }
         // From a position on, both ways; positions and records agree.
@@ -406,7 +407,7 @@ fn index_scans_walk_positions(backend: &dyn Backend) {
                 .index_scan(FINDINGS, &IndexWalk::new(index, value, 3).after(Some(middle)).reversed(true))
                 .unwrap()
                 .into_iter()
-                .map(|(id, _)| id)
+                .map(|(at, _)| at.id)
                 .collect();
             assert_eq!(ids, earlier.iter().take(3).map(|at| at.id).collect::<Vec<_>>());
         }
@@ -1233,7 +1234,7 @@ fn a_bulk_load_ends_with_agreeing_indexes(backend: &dyn Backend) {
         .index_scan(FINDINGS, &IndexWalk::new("status", "open", 1000))
         .unwrap()
         .into_iter()
-        .map(|(id, _)| id)
+        .map(|(at, _)| at.id)
         .collect();
     assert_eq!(walked, open);
     let pair = conditions(&[("status", &["open"]), ("severity", &["critical"])]);

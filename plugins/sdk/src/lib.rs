@@ -44,6 +44,7 @@ include!(concat!(env!("OUT_DIR"), "/wit_bindings.rs"));
 pub use wit_bindgen as __wit_bindgen;
 
 // The contract the host shares, under the names components know it by.
+pub use bytes::Bytes;
 pub use esr_contract::{Collection, Uuid, contract, indexes, limits, report, schema, sort, text, time};
 // What the store's index reads name, the same types the host's store takes.
 pub use esr_contract::indexes::{
@@ -65,8 +66,12 @@ static ALLOCATOR: arena::InstanceAllocator = arena::InstanceAllocator;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     pub id: String,
-    /// The record as stored: a UTF-8 JSON object.
-    pub value: Vec<u8>,
+    /// The record as stored: a UTF-8 JSON object (a view of the batch it
+    /// was read in, which is not copied again).
+    pub value: Bytes,
+    /// Where the record stands in the index an `index_scan` walked
+    /// (`IndexPosition::position`); `None` from `scan`.
+    pub position: Option<i64>,
 }
 
 /// Read-only access to the caller's records: the WIT `store` interface.
@@ -365,7 +370,11 @@ pub mod testing {
 
         fn scan(&self, collection: &str, walk: &RecordWalk) -> Vec<Entry> {
             let Some(records) = self.collections.get(collection) else { return Vec::new() };
-            let entry = |(id, value): (&String, &Vec<u8>)| Entry { id: id.clone(), value: value.clone() };
+            let entry = |(id, value): (&String, &Vec<u8>)| Entry {
+                id: id.clone(),
+                value: value.clone().into(),
+                position: None,
+            };
             let limit = walk.limit.min(1000);
             // Ids are UUIDs, whose text sorts as they do.
             let after = walk.after.map(|id| id.to_string());
@@ -394,7 +403,10 @@ pub mod testing {
 
         fn index_scan(&self, collection: &str, walk: &IndexWalk<'_>) -> Vec<Entry> {
             let walked = self.walk(collection, walk);
-            walked.into_iter().map(|(position, value)| Entry { id: position.id.to_string(), value }).collect()
+            walked
+                .into_iter()
+                .map(|(at, value)| Entry { id: at.id.to_string(), value: value.into(), position: Some(at.position) })
+                .collect()
         }
 
         fn index_positions(&self, collection: &str, walk: &IndexWalk<'_>) -> Vec<IndexPosition> {

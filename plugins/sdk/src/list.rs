@@ -15,7 +15,7 @@ use crate::query::{Param, ParamKind, Query, not_one_of};
 pub use crate::sort::{SortField, SortValue};
 use crate::stored::StoredRecord;
 use crate::time::Timestamp;
-use crate::{Page, PluginError, Store};
+use crate::{Bytes, Page, PluginError, Store};
 
 /// The parameters every list accepts. `sort`'s values depend on the
 /// group's sort keys: [`list_descriptor`] fills them in.
@@ -639,8 +639,13 @@ impl IndexStream<'_> {
             // Later batches are read in full: the walk is past its first page.
             self.batch = SCAN_BATCH;
             let index = self.index;
-            self.buffered
-                .extend(entries.into_iter().map(|entry| Walked::new(StoredRecord::new(entry.id, entry.value), index)));
+            self.buffered.extend(entries.into_iter().map(|entry| {
+                let walked = Walked::new(StoredRecord::new(entry.id, entry.value), index);
+                // The store's own position, where it gives one: the record
+                // is then never read to learn it.
+                walked.at.set(entry.position);
+                walked
+            }));
             // The next batch resumes after the last record of this one.
             if let Some(last) = self.buffered.back() {
                 self.after = Some(last.position()?);
@@ -840,7 +845,7 @@ fn walk_in_index_order(
         }
         None => None,
     };
-    finish_page(options, page.iter().map(|walked| walked.record.bytes.as_slice()), total, next)
+    finish_page(options, page.iter().map(|walked| &walked.record.bytes[..]), total, next)
 }
 
 /// How many records a walk looks for: those the offset skips, a page, and
@@ -1012,7 +1017,7 @@ fn walk_sort_index(
         }),
         None => None,
     };
-    finish_page(options, page.iter().map(|walked| walked.record.bytes.as_slice()), total, next)
+    finish_page(options, page.iter().map(|walked| &walked.record.bytes[..]), total, next)
 }
 
 /// Counts the source's records that match, walking all of them.
@@ -1116,7 +1121,7 @@ fn list_named(
     filters: &[Filter<'_>],
 ) -> Result<Page, PluginError> {
     let residual = Residual::of(options, filters);
-    let mut selected: Vec<(Position, Vec<u8>)> = Vec::new();
+    let mut selected: Vec<(Position, Bytes)> = Vec::new();
     for id in ids {
         let Some(bytes) = store.get(collection, id) else { continue };
         let record = StoredRecord::new(id.clone(), bytes);
@@ -1133,7 +1138,7 @@ fn list_named(
     let end = start.saturating_add(options.limit as usize).min(selected.len());
     let next = selected[..end].last().filter(|_| end < selected.len()).map(|(position, _)| position.clone());
     let page = &selected[start..end];
-    finish_page(options, page.iter().map(|(_, bytes)| bytes.as_slice()), selected.len() as u64, next)
+    finish_page(options, page.iter().map(|(_, bytes)| &bytes[..]), selected.len() as u64, next)
 }
 
 /// What a record walked from an index must also meet: `updatedAfter`

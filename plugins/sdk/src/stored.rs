@@ -12,6 +12,8 @@ use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::fmt;
 
+use bytes::Bytes;
+
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
@@ -20,13 +22,13 @@ use crate::PluginError;
 /// One record from a store scan.
 pub(crate) struct StoredRecord {
     pub id: String,
-    pub bytes: Vec<u8>,
+    pub bytes: Bytes,
     parsed: OnceCell<Value>,
 }
 
 impl StoredRecord {
-    pub fn new(id: String, bytes: Vec<u8>) -> StoredRecord {
-        StoredRecord { id, bytes, parsed: OnceCell::new() }
+    pub fn new(id: String, bytes: impl Into<Bytes>) -> StoredRecord {
+        StoredRecord { id, bytes: bytes.into(), parsed: OnceCell::new() }
     }
 
     /// The whole record, parsed on first use.
