@@ -581,30 +581,25 @@ impl LoadedGroup {
 /// The pre-instantiated component of a resource or document group.
 fn group_pre(engine: &ComponentEngine, component: &Component, interface: &str, file: &Path) -> anyhow::Result<Pre> {
     let mut linker = wasi_linker(engine)?;
+    let linked = |added: wasmtime::Result<()>| added.map_err(|e| anyhow!("linking the esr imports: {e:#}"));
+    let instantiate_pre = |linker: &Linker<CallState>| {
+        linker
+            .instantiate_pre(component)
+            .map_err(|error| anyhow!("{}: imports what the host does not offer: {error:#}", file.display()))
+    };
+    let mismatch = |world: &str, error: wasmtime::Error| {
+        anyhow!("{}: does not match the {world} world: {error:#}", file.display())
+    };
     Ok(match interface {
         "handler" => {
-            ResourcePlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
-                .map_err(|e| anyhow!("linking the esr imports: {e:#}"))?;
-            let pre = linker
-                .instantiate_pre(component)
-                .map_err(|error| anyhow!("{}: imports what the host does not offer: {error:#}", file.display()))?;
-            Pre::Resource(
-                ResourcePre::new(pre).map_err(|error| {
-                    anyhow!("{}: does not match the resource-plugin world: {error:#}", file.display())
-                })?,
-            )
+            linked(ResourcePlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state))?;
+            let pre = instantiate_pre(&linker)?;
+            Pre::Resource(ResourcePre::new(pre).map_err(|error| mismatch("resource-plugin", error))?)
         }
         _ => {
-            DocumentPlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
-                .map_err(|e| anyhow!("linking the esr imports: {e:#}"))?;
-            let pre = linker
-                .instantiate_pre(component)
-                .map_err(|error| anyhow!("{}: imports what the host does not offer: {error:#}", file.display()))?;
-            Pre::Document(
-                DocumentPluginPre::new(pre).map_err(|error| {
-                    anyhow!("{}: does not match the document-plugin world: {error:#}", file.display())
-                })?,
-            )
+            linked(DocumentPlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state))?;
+            let pre = instantiate_pre(&linker)?;
+            Pre::Document(DocumentPluginPre::new(pre).map_err(|error| mismatch("document-plugin", error))?)
         }
     })
 }
