@@ -98,6 +98,8 @@ pub(super) struct CallState {
     pub(super) wasi: Option<WasiCtx>,
     pub(super) table: ResourceTable,
     pub(super) limits: StoreLimits,
+    /// The most memory the component may have (what `limits` enforces).
+    pub(super) memory_bytes: usize,
     /// `None` while validating at load time: the store is then empty.
     pub(super) tenant: Option<TenantSession>,
     pub(super) group: String,
@@ -480,21 +482,29 @@ impl wit_store::Host for CallState {
     ) -> wasmtime::Result<wit_store::EntryBatch> {
         let walk = WitWalk { index: &index, value: &value, after: after.as_ref(), limit, reverse };
         let records = self.walk_index(&collection, "index-scan-batch", walk, TenantSession::index_scan)?;
+        let bytes: usize = records.iter().map(|(_, value)| value.len()).sum();
+        // Records that cannot fit in the component's memory fail the call
+        // here, before the host makes a second copy of them.
+        let fits = u32::try_from(bytes).is_ok() && bytes <= self.memory_bytes;
+        if !fits {
+            return Err(wasmtime::Error::msg(format!(
+                "store.index-scan-batch: {} records of {bytes} bytes exceed the component's memory ({} bytes)",
+                records.len(),
+                self.memory_bytes
+            )));
+        }
         let mut batch = wit_store::EntryBatch {
             ids: String::with_capacity(records.len() * UUID_TEXT_LEN),
             positions: Vec::with_capacity(records.len()),
             ends: Vec::with_capacity(records.len()),
-            values: Vec::with_capacity(records.iter().map(|(_, value)| value.len()).sum()),
+            values: Vec::with_capacity(bytes),
         };
         for (at, value) in records {
             batch.ids.push_str(at.id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
             batch.positions.push(at.position);
             batch.values.extend_from_slice(&value);
-            // A batch is at most `MAX_SCAN` records, each far below 4 GiB;
-            // what does not fit in a call's memory traps when lowered.
-            batch.ends.push(u32::try_from(batch.values.len()).map_err(|_| {
-                StoreError::TooBroad("index-scan-batch: the records exceed 4 GiB; ask for fewer".into())
-            })?);
+            // At most `bytes`, which fits in a u32 (checked above).
+            batch.ends.push(batch.values.len() as u32);
         }
         Ok(batch)
     }

@@ -48,17 +48,20 @@ impl ComponentEngine {
         let loading = Engine::new(&config).map_err(|e| anyhow!("configuring the WebAssembly engine: {e:#}"))?;
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
         let engine = Engine::new(&config).map_err(|e| anyhow!("configuring the WebAssembly engine: {e:#}"))?;
-        // The epoch clock that bounds guest CPU time; it holds only weak
-        // handles so that it stops with the engines.
+        // The epoch clock that bounds guest CPU time in both engines; it
+        // holds only weak handles, so it stops once neither is left.
         let weak = [engine.weak(), loading.weak()];
         std::thread::Builder::new()
             .name("esr-epoch".into())
             .spawn(move || {
-                while let Some(engine) = weak[0].upgrade() {
-                    engine.increment_epoch();
-                    drop(engine);
-                    if let Some(loading) = weak[1].upgrade() {
-                        loading.increment_epoch();
+                loop {
+                    let mut ticked = false;
+                    for engine in weak.iter().filter_map(|weak| weak.upgrade()) {
+                        engine.increment_epoch();
+                        ticked = true;
+                    }
+                    if !ticked {
+                        return;
                     }
                     std::thread::sleep(EPOCH_TICK);
                 }
@@ -146,6 +149,7 @@ pub(super) fn new_store_limited(
         wasi: None,
         table: ResourceTable::new(),
         limits: StoreLimitsBuilder::new().memory_size(limits.memory_bytes).trap_on_grow_failure(true).build(),
+        memory_bytes: limits.memory_bytes,
         tenant,
         group: group.to_owned(),
         reads: Reads::NONE,

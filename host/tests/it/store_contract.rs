@@ -403,13 +403,13 @@ fn index_scans_walk_positions(backend: &dyn Backend) {
                     .unwrap(),
                 earlier
             );
-            let ids: Vec<Uuid> = reader
+            let walked: Vec<IndexPosition> = reader
                 .index_scan(FINDINGS, &IndexWalk::new(index, value, 3).after(Some(middle)).reversed(true))
                 .unwrap()
                 .into_iter()
-                .map(|(at, _)| at.id)
+                .map(|(at, _)| at)
                 .collect();
-            assert_eq!(ids, earlier.iter().take(3).map(|at| at.id).collect::<Vec<_>>());
+            assert_eq!(walked, earlier.iter().take(3).copied().collect::<Vec<_>>());
         }
     }
     assert_eq!(reader.index_count(FINDINGS, "status", "no-such-status").unwrap(), 0);

@@ -81,31 +81,6 @@ macro_rules! __esr_wit_conversions {
             entries.into_iter().map(|e| $crate::Entry { id: e.id, value: e.value.into(), position: None }).collect()
         }
 
-        /// An `entry-batch` taken apart, each record a view of the batch's
-        /// bytes (copying them out would double what the call writes, and
-        /// what the host then resets); a batch whose parts disagree ends
-        /// where they stop agreeing.
-        fn entries_from_batch(batch: esr::plugin::store::EntryBatch) -> Vec<$crate::Entry> {
-            let esr::plugin::store::EntryBatch { ids, positions, ends, values } = batch;
-            let values = $crate::Bytes::from(values);
-            let mut entries = Vec::with_capacity(positions.len());
-            let mut start = 0usize;
-            for (number, (&position, &end)) in positions.iter().zip(&ends).enumerate() {
-                let end = end as usize;
-                let Some(id) = ids.get(number * 36..number * 36 + 36) else { break };
-                if start > end || end > values.len() {
-                    break;
-                }
-                entries.push($crate::Entry {
-                    id: id.to_owned(),
-                    value: values.slice(start..end),
-                    position: Some(position),
-                });
-                start = end;
-            }
-            entries
-        }
-
         impl $crate::Store for WasmStore {
             fn get(&self, collection: &str, id: &str) -> Option<Vec<u8>> {
                 esr::plugin::store::get(collection, id)
@@ -121,14 +96,9 @@ macro_rules! __esr_wit_conversions {
             fn index_scan(&self, collection: &str, walk: &$crate::IndexWalk<'_>) -> Vec<$crate::Entry> {
                 let (after, limit) = walk_to_wit(walk.after, walk.limit);
                 let (index, value) = (walk.index, walk.value);
-                entries_from_batch(esr::plugin::store::index_scan_batch(
-                    collection,
-                    index,
-                    value,
-                    after.as_ref(),
-                    limit,
-                    walk.reverse,
-                ))
+                let batch =
+                    esr::plugin::store::index_scan_batch(collection, index, value, after.as_ref(), limit, walk.reverse);
+                $crate::Entry::from_batch(&batch.ids, &batch.positions, &batch.ends, batch.values)
             }
             fn index_positions(&self, collection: &str, walk: &$crate::IndexWalk<'_>) -> Vec<$crate::IndexPosition> {
                 let (after, limit) = walk_to_wit(walk.after, walk.limit);

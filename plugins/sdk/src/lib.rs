@@ -74,6 +74,47 @@ pub struct Entry {
     pub position: Option<i64>,
 }
 
+/// A record id's length in an `entry-batch`: a hyphenated UUID.
+const UUID_TEXT_LEN: usize = 36;
+
+impl Entry {
+    /// The records of a `store.index-scan-batch` answer (its four lists),
+    /// each record a view of `values`: copying them out would double what
+    /// the call writes, and what the host then resets.
+    ///
+    /// # Panics
+    ///
+    /// When the lists disagree (the host's fault): the call then fails
+    /// rather than answer from a batch cut short.
+    pub fn from_batch(ids: &str, positions: &[i64], ends: &[u32], values: Vec<u8>) -> Vec<Entry> {
+        let values = Bytes::from(values);
+        let agree = ids.len() == positions.len() * UUID_TEXT_LEN
+            && ends.len() == positions.len()
+            && ends.last().map_or(values.is_empty(), |&end| end as usize == values.len())
+            && ends.windows(2).all(|pair| pair[0] <= pair[1]);
+        assert!(
+            agree,
+            "store.index-scan-batch: a malformed batch ({} bytes of ids, {} positions, {} ends, {} bytes of records)",
+            ids.len(),
+            positions.len(),
+            ends.len(),
+            values.len()
+        );
+        let mut start = 0;
+        positions
+            .iter()
+            .zip(ends)
+            .enumerate()
+            .map(|(number, (&position, &end))| {
+                let range = start..end as usize;
+                start = range.end;
+                let id = ids.get(number * UUID_TEXT_LEN..(number + 1) * UUID_TEXT_LEN).unwrap_or_default();
+                Entry { id: id.to_owned(), value: values.slice(range), position: Some(position) }
+            })
+            .collect()
+    }
+}
+
 /// Read-only access to the caller's records: the WIT `store` interface.
 ///
 /// The host binds the caller's organization behind it; nothing here can
@@ -604,5 +645,51 @@ pub mod testing {
             held.sort_by_key(|a| a.0);
             held
         }
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::Entry;
+
+    const A: &str = "0192f0b4-0000-7000-8000-000000000001";
+    const B: &str = "0192f0b4-0000-7000-8000-000000000002";
+    const C: &str = "0192f0b4-0000-7000-8000-000000000003";
+
+    #[test]
+    fn a_batch_gives_each_record_its_id_position_and_bytes() {
+        let ids = format!("{A}{B}{C}");
+        let entries = Entry::from_batch(&ids, &[7, -2, 7], &[7, 7, 17], br#"{"a":1}{"bc":[2]}"#.to_vec());
+        let got: Vec<(&str, &[u8], Option<i64>)> =
+            entries.iter().map(|entry| (entry.id.as_str(), &entry.value[..], entry.position)).collect();
+        assert_eq!(
+            got,
+            [(A, &br#"{"a":1}"#[..], Some(7)), (B, &b""[..], Some(-2)), (C, &br#"{"bc":[2]}"#[..], Some(7))]
+        );
+        assert!(Entry::from_batch("", &[], &[], Vec::new()).is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "a malformed batch")]
+    fn a_batch_whose_ends_pass_its_records_fails() {
+        Entry::from_batch(&format!("{A}{B}"), &[1, 2], &[3, 9], b"{}{}".to_vec());
+    }
+
+    #[test]
+    #[should_panic(expected = "a malformed batch")]
+    fn a_batch_with_fewer_ids_than_positions_fails() {
+        Entry::from_batch(A, &[1, 2], &[2, 4], b"{}{}".to_vec());
+    }
+
+    #[test]
+    #[should_panic(expected = "a malformed batch")]
+    fn a_batch_whose_ends_go_back_fails() {
+        Entry::from_batch(&format!("{A}{B}"), &[1, 2], &[4, 2], b"{}{}".to_vec());
+    }
+
+    #[test]
+    #[should_panic(expected = "a malformed batch")]
+    fn a_batch_with_bytes_past_its_last_record_fails() {
+        Entry::from_batch(A, &[1], &[2], b"{}{}".to_vec());
     }
 }

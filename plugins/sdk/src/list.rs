@@ -589,11 +589,24 @@ struct Walked {
     record: StoredRecord,
     index: crate::indexes::Index,
     at: std::cell::Cell<Option<i64>>,
+    /// Read in a full batch, whose bytes its records share: a page that
+    /// keeps it copies its bytes, so as not to hold the whole batch.
+    in_full_batch: bool,
 }
 
 impl Walked {
     fn new(record: StoredRecord, index: crate::indexes::Index) -> Walked {
-        Walked { record, index, at: std::cell::Cell::new(None) }
+        Walked { record, index, at: std::cell::Cell::new(None), in_full_batch: false }
+    }
+
+    /// The record as a page keeps it: bytes of its own when it came in a
+    /// full batch (a sparse filter would otherwise keep a batch for each
+    /// record of its page, up to the whole work budget).
+    fn kept(mut self) -> Walked {
+        if self.in_full_batch {
+            self.record.bytes = Bytes::copy_from_slice(&self.record.bytes);
+        }
+        self
     }
 
     /// Where the record stands in the walked index's own order.
@@ -621,6 +634,8 @@ struct IndexStream<'s> {
     buffered: std::collections::VecDeque<Walked>,
     exhausted: bool,
     batch: u32,
+    /// A batch was read: the next ones are full ([`SCAN_BATCH`]).
+    past_first: bool,
 }
 
 impl IndexStream<'_> {
@@ -639,8 +654,10 @@ impl IndexStream<'_> {
             // Later batches are read in full: the walk is past its first page.
             self.batch = SCAN_BATCH;
             let index = self.index;
+            let in_full_batch = std::mem::replace(&mut self.past_first, true);
             self.buffered.extend(entries.into_iter().map(|entry| {
-                let walked = Walked::new(StoredRecord::new(entry.id, entry.value), index);
+                let mut walked = Walked::new(StoredRecord::new(entry.id, entry.value), index);
+                walked.in_full_batch = in_full_batch;
                 // The store's own position, where it gives one: the record
                 // is then never read to learn it.
                 walked.at.set(entry.position);
@@ -711,6 +728,7 @@ impl<'s> MergedWalk<'s> {
                 buffered: std::collections::VecDeque::new(),
                 exhausted: false,
                 batch: batch_size(wanted),
+                past_first: false,
             })
             .collect();
         let stop_at = if reverse { source.from } else { source.until };
@@ -886,7 +904,7 @@ fn collect_page(
                 continue;
             }
             if collected.page.len() < options.limit as usize {
-                collected.page.push(walked);
+                collected.page.push(walked.kept());
             } else {
                 collected.more = true;
                 return Ok(collected);
@@ -1388,6 +1406,82 @@ mod tests {
             matching: &crate::Matching,
         ) -> Vec<crate::GroupCount> {
             self.inner.count_groups(collection, group_by, matching)
+        }
+    }
+
+    /// The same records, with no position from the store: each is read
+    /// from the record, as from a host before `index-scan-batch`.
+    struct WithoutPositions(MemoryStore);
+
+    impl Store for WithoutPositions {
+        fn get(&self, collection: &str, id: &str) -> Option<Vec<u8>> {
+            self.0.get(collection, id)
+        }
+        fn scan(&self, collection: &str, walk: &crate::RecordWalk) -> Vec<crate::Entry> {
+            self.0.scan(collection, walk)
+        }
+        fn count(&self, collection: &str) -> u64 {
+            self.0.count(collection)
+        }
+        fn organization(&self) -> Vec<u8> {
+            self.0.organization()
+        }
+        fn index_scan(&self, collection: &str, walk: &crate::IndexWalk<'_>) -> Vec<crate::Entry> {
+            let entries = self.0.index_scan(collection, walk);
+            entries.into_iter().map(|entry| crate::Entry { position: None, ..entry }).collect()
+        }
+        fn index_positions(&self, collection: &str, walk: &crate::IndexWalk<'_>) -> Vec<crate::IndexPosition> {
+            self.0.index_positions(collection, walk)
+        }
+        fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
+            self.0.index_count(collection, index, value)
+        }
+        fn count_matching(&self, collection: &str, matching: &crate::Matching) -> u64 {
+            self.0.count_matching(collection, matching)
+        }
+        fn count_groups(
+            &self,
+            collection: &str,
+            group_by: &[String],
+            matching: &crate::Matching,
+        ) -> Vec<crate::GroupCount> {
+            self.0.count_groups(collection, group_by, matching)
+        }
+    }
+
+    #[test]
+    fn pages_and_cursors_are_the_same_whether_the_store_gives_positions_or_not() {
+        let sorts: &[(&'static str, SortField)] = &[
+            ("created_at", SortField::Timestamp("/created_at")),
+            ("cvss", SortField::Number("/cvss/base_score")),
+            ("severity", SortField::Rank("/severity", crate::contract::SEVERITY_RANK)),
+        ];
+        let (given, read) = (many_findings(), WithoutPositions(many_findings()));
+        let queries: &[&[(&str, &str)]] = &[
+            &[("limit", "100")],
+            &[("sort", "-cvss"), ("limit", "100")],
+            &[("sort", "severity"), ("limit", "100")],
+            &[("updatedAfter", "2026-01-01T01:35:00Z"), ("sort", "-created_at"), ("limit", "100")],
+        ];
+        for query in queries {
+            let mut cursor: Option<String> = None;
+            // Twelve pages: past the first batch into full ones.
+            for page_number in 0..12 {
+                let mut query = query.to_vec();
+                if let Some(cursor) = &cursor {
+                    query.push(("cursor", cursor));
+                }
+                let request = Request::with_query("/v1/vulnerability-findings", &query);
+                let (parsed, options) = parse_list_request(&request, &[], sorts);
+                parsed.finish().expect("valid");
+                let from_store = list_filtered(&given, "vulnerability-findings", &options, Vec::new()).expect("page");
+                let from_records = list_filtered(&read, "vulnerability-findings", &options, Vec::new()).expect("page");
+                assert_eq!(from_store.data, from_records.data, "{query:?}, page {page_number}");
+                assert_eq!(from_store.total, from_records.total, "{query:?}, page {page_number}");
+                assert_eq!(from_store.next_cursor, from_records.next_cursor, "{query:?}, page {page_number}");
+                let Some(next) = from_store.next_cursor else { break };
+                cursor = Some(next);
+            }
         }
     }
 
