@@ -1363,10 +1363,19 @@ mod tests {
         }
     }
 
-    /// A store that counts the records it hands out.
+    /// A store that counts the records it hands out and, without
+    /// `positions`, gives none from its index walks (each is then read
+    /// from the record, as from a host before `index-scan-batch`).
     struct Counting {
         inner: MemoryStore,
         read: std::cell::Cell<usize>,
+        positions: bool,
+    }
+
+    impl Counting {
+        fn new(inner: MemoryStore) -> Counting {
+            Counting { inner, read: std::cell::Cell::new(0), positions: true }
+        }
     }
 
     impl Store for Counting {
@@ -1386,8 +1395,11 @@ mod tests {
             self.inner.organization()
         }
         fn index_scan(&self, collection: &str, walk: &crate::IndexWalk<'_>) -> Vec<crate::Entry> {
-            let entries = self.inner.index_scan(collection, walk);
+            let mut entries = self.inner.index_scan(collection, walk);
             self.read.set(self.read.get() + entries.len());
+            if !self.positions {
+                entries.iter_mut().for_each(|entry| entry.position = None);
+            }
             entries
         }
         fn index_positions(&self, collection: &str, walk: &crate::IndexWalk<'_>) -> Vec<crate::IndexPosition> {
@@ -1409,46 +1421,6 @@ mod tests {
         }
     }
 
-    /// The same records, with no position from the store: each is read
-    /// from the record, as from a host before `index-scan-batch`.
-    struct WithoutPositions(MemoryStore);
-
-    impl Store for WithoutPositions {
-        fn get(&self, collection: &str, id: &str) -> Option<Vec<u8>> {
-            self.0.get(collection, id)
-        }
-        fn scan(&self, collection: &str, walk: &crate::RecordWalk) -> Vec<crate::Entry> {
-            self.0.scan(collection, walk)
-        }
-        fn count(&self, collection: &str) -> u64 {
-            self.0.count(collection)
-        }
-        fn organization(&self) -> Vec<u8> {
-            self.0.organization()
-        }
-        fn index_scan(&self, collection: &str, walk: &crate::IndexWalk<'_>) -> Vec<crate::Entry> {
-            let entries = self.0.index_scan(collection, walk);
-            entries.into_iter().map(|entry| crate::Entry { position: None, ..entry }).collect()
-        }
-        fn index_positions(&self, collection: &str, walk: &crate::IndexWalk<'_>) -> Vec<crate::IndexPosition> {
-            self.0.index_positions(collection, walk)
-        }
-        fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
-            self.0.index_count(collection, index, value)
-        }
-        fn count_matching(&self, collection: &str, matching: &crate::Matching) -> u64 {
-            self.0.count_matching(collection, matching)
-        }
-        fn count_groups(
-            &self,
-            collection: &str,
-            group_by: &[String],
-            matching: &crate::Matching,
-        ) -> Vec<crate::GroupCount> {
-            self.0.count_groups(collection, group_by, matching)
-        }
-    }
-
     #[test]
     fn pages_and_cursors_are_the_same_whether_the_store_gives_positions_or_not() {
         let sorts: &[(&'static str, SortField)] = &[
@@ -1456,7 +1428,7 @@ mod tests {
             ("cvss", SortField::Number("/cvss/base_score")),
             ("severity", SortField::Rank("/severity", crate::contract::SEVERITY_RANK)),
         ];
-        let (given, read) = (many_findings(), WithoutPositions(many_findings()));
+        let (given, read) = (many_findings(), Counting { positions: false, ..Counting::new(many_findings()) });
         let queries: &[&[(&str, &str)]] = &[
             &[("limit", "100")],
             &[("sort", "-cvss"), ("limit", "100")],
@@ -1607,7 +1579,7 @@ mod tests {
         ];
         // The first page by CVSS, descending, reads about a page, not all
         // (a candidate set under `SMALL_RANGE` would be read whole and sorted).
-        let counting = Counting { inner: many_findings(), read: std::cell::Cell::new(0) };
+        let counting = Counting::new(many_findings());
         let request = Request::with_query("/v1/vulnerability-findings", &[("sort", "-cvss")]);
         let (_, options) = parse_list_request(&request, &[], sorts);
         let first = list_filtered(&counting, "vulnerability-findings", &options, Vec::new()).expect("page");
@@ -1765,7 +1737,7 @@ mod tests {
             let id = format!("0192f0b4-0000-7000-8000-{n:012}");
             inner.insert("scopes", json!({"id": id, "status": status, "created_at": created}));
         }
-        let store = Counting { inner, read: std::cell::Cell::new(0) };
+        let store = Counting::new(inner);
         let list = |query: &[(&str, &str)], filters: Vec<Filter>| {
             let request = Request::with_query("/v1/scopes", query);
             let (query, options) =
