@@ -30,6 +30,10 @@ pub use collection::Collection;
 /// Record ids, as index positions carry them.
 pub use uuid::Uuid;
 
+/// A record id's length as text (a hyphenated UUID): each id's share of
+/// a `store.index-scan-batch` answer's `ids`.
+pub const UUID_TEXT_LEN: usize = uuid::fmt::Hyphenated::LENGTH;
+
 /// The name a component's descriptor gives, among what its store `reads`,
 /// the caller's organization record.
 pub const ORGANIZATION: &str = "organization";

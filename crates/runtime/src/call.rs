@@ -301,9 +301,6 @@ struct WitWalk<'a> {
 /// A stored record's id and bytes, as the store functions hand them out.
 pub type StoreEntry = (String, Vec<u8>);
 
-/// A hyphenated UUID's length: each id's share of an `entry-batch`.
-const UUID_TEXT_LEN: usize = 36;
-
 /// A position a component gave (its id as text) as the contract's, or a
 /// malformed call naming `function` and the position's `role` (the
 /// message is made only then: this runs on every index read).
@@ -494,7 +491,7 @@ impl wit_store::Host for CallState {
             )));
         }
         let mut batch = wit_store::EntryBatch {
-            ids: String::with_capacity(records.len() * UUID_TEXT_LEN),
+            ids: String::with_capacity(records.len() * esr_contract::UUID_TEXT_LEN),
             positions: Vec::with_capacity(records.len()),
             ends: Vec::with_capacity(records.len()),
             values: Vec::with_capacity(bytes),

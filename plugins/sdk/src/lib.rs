@@ -74,9 +74,6 @@ pub struct Entry {
     pub position: Option<i64>,
 }
 
-/// A record id's length in an `entry-batch`: a hyphenated UUID.
-const UUID_TEXT_LEN: usize = 36;
-
 impl Entry {
     /// The records of a `store.index-scan-batch` answer (its four lists),
     /// each record a view of `values`: copying them out would double what
@@ -87,6 +84,7 @@ impl Entry {
     /// When the lists disagree (the host's fault): the call then fails
     /// rather than answer from a batch cut short.
     pub fn from_batch(ids: &str, positions: &[i64], ends: &[u32], values: Vec<u8>) -> Vec<Entry> {
+        use esr_contract::UUID_TEXT_LEN;
         let values = Bytes::from(values);
         let agree = ids.len() == positions.len() * UUID_TEXT_LEN
             && ends.len() == positions.len()
