@@ -43,9 +43,10 @@ const CHUNK_MARK: u8 = 1;
 const CHUNK_ENTRIES: usize = 64;
 
 /// The most bytes of a chunk holding more than one entry, before it is
-/// compressed. Compressed it is a few KiB: sled keeps up to 17 values in a
-/// leaf and writes a leaf larger than 128 KiB to a file of its own.
-const CHUNK_BYTES: usize = 16 * 1024;
+/// compressed: sled keeps up to 17 values in a leaf and writes a leaf
+/// larger than 128 KiB to a file of its own, so even entries that do not
+/// compress (a client's query strings) keep their leaf within it.
+const CHUNK_BYTES: usize = 6 * 1024;
 
 /// The most bytes a stored chunk may say it holds: a chunk whose header
 /// says more is corrupt, and is not given the memory it asks for.
@@ -361,6 +362,30 @@ mod tests {
         let room = CHUNK_BYTES - 2 * ENTRY_HEADER;
         chunk.push(1, 0, &vec![b' '; room / 2]).unwrap();
         assert!(chunk.takes(0, room - room / 2) && !chunk.takes(0, room - room / 2 + 1), "full at {CHUNK_BYTES} bytes");
+    }
+
+    #[test]
+    fn a_leaf_of_chunks_of_entries_that_do_not_compress_stays_within_sled_s_log() {
+        // sled splits a leaf past 16 values and writes a page larger than a
+        // quarter of its 512 KiB segment to a file of its own.
+        let mut chunk = Chunk::new(Uuid::nil(), 0);
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut noise = |length: usize| -> Vec<u8> {
+            (0..length)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state as u8
+                })
+                .collect()
+        };
+        let mut position = 0;
+        while chunk.takes(0, 500) {
+            position += 1;
+            chunk.push(position, 0, &noise(500)).unwrap();
+        }
+        assert!(17 * (24 + chunk.value().len()) < 128 * 1024, "{} bytes", chunk.value().len());
     }
 
     #[test]
