@@ -347,16 +347,17 @@ fn failures_are_retried_with_the_same_id_gone_disables_and_failing_resumes_where
     assert_eq!(resumed_events[0]["sequence"].as_u64().unwrap(), stopped_at + 1);
     assert_eq!(resumed_events[0]["record"]["hostname"], "gone");
 
-    // A replay delivers again from a sequence.
+    // A replay delivers again from a sequence. What was received is noted
+    // before asking, since the replay can arrive before the answer does.
+    let before = receiver.deliveries().len();
+    let earlier_ids: std::collections::HashSet<String> =
+        receiver.deliveries().iter().map(|delivery| delivery.header("webhook-id").to_owned()).collect();
     let response = server
         .admin(Method::POST, &format!("{}/{id}/replay", hooks(&organization)))
         .json(&json!({"from_sequence": 0}))
         .send()
         .unwrap();
     assert_eq!(response.status(), 200);
-    let before = receiver.deliveries().len();
-    let earlier_ids: std::collections::HashSet<String> =
-        receiver.deliveries().iter().map(|delivery| delivery.header("webhook-id").to_owned()).collect();
     wait_until(Duration::from_secs(30), "the replay", || {
         receiver.deliveries()[before..]
             .iter()
