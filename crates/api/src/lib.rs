@@ -46,8 +46,8 @@ use esr_auth::keys::{self, AuthFailure, Bearer, Principal};
 use esr_contract::limits::MAX_CURSOR_CHARS;
 use esr_contract::limits::MAX_LIMIT;
 use esr_runtime::feed::{component_request, is_json};
-use esr_runtime::{CallError, CallReads, ComponentRegistry, ComponentSet, PluginError, Tenant};
-use esr_store::{Organization, ReadAhead, ReplicaHealth, Store, StoreError};
+use esr_runtime::{CallError, CallReads, ComponentRegistry, ComponentSet, OpenedReader, PluginError, Tenant};
+use esr_store::{Organization, ReadAhead, ReplicaHealth, Store, StoreError, StoreReader};
 pub use problem::ApiError;
 
 /// Everything a request handler needs, behind one pointer (the router
@@ -226,20 +226,29 @@ struct Confirmation {
     hash: [u8; 32],
     /// The record the request reads, read with the key.
     reading: Option<RecordRead>,
+    /// Whether the request lists records: its call's read session begins
+    /// with the key's lookup ([`Store::api_key_opening_reader`]).
+    lists: bool,
     known: known_keys::KnownKey,
     /// Whether the lookup found the key still valid, once it ran.
     valid: std::sync::OnceLock<bool>,
 }
 
 impl Confirmation {
-    /// Looks the key up (with the record it reads, into `reads`); whether
-    /// it is still the key known.
-    fn confirm(&self, db: &dyn Store, reads: Option<&CallReads>) -> Result<bool, StoreError> {
-        let identity = look_up_key(db, &self.hash, self.reading)?;
+    /// Looks the key up (with the record it reads, or the read session a
+    /// list's call of `call_time` reads in, into `reads`); whether it is
+    /// still the key known.
+    fn confirm(&self, db: &dyn Store, call: Option<(&CallReads, std::time::Duration)>) -> Result<bool, StoreError> {
+        let opening = call
+            .filter(|_| self.lists)
+            .map(|(reads, call_time)| (self.known.organization_id(), reads.read_from(Some(call_time))));
+        let identity = look_up_key(db, &self.hash, self.reading, opening)?;
         let valid = identity.principal.as_ref().is_ok_and(|principal| *principal == *self.known.principal)
             && identity.organization.is_some_and(|organization| *organization == *self.known.organization);
-        if let Some(reads) = reads.filter(|_| valid) {
+        if let Some((reads, _)) = call.filter(|_| valid) {
             *reads.read_ahead.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = identity.read_ahead;
+            *reads.opened.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                identity.opened.map(|reader| OpenedReader { organization: self.known.organization_id(), reader });
         }
         Ok(*self.valid.get_or_init(|| valid))
     }
@@ -251,16 +260,31 @@ struct Identity {
     organization: Option<Arc<Organization>>,
     /// The record `reading` named, when the store read it with the key.
     read_ahead: Option<ReadAhead>,
+    /// The read session `opening` asked for, when the store began it with
+    /// the key's lookup.
+    opened: Option<Box<dyn StoreReader>>,
 }
 
 /// Looks up a key by its hash, and its organization; with it, the record
-/// `reading` names ([`Store::api_key_reading_ahead`]). Blocking.
-fn look_up_key(db: &dyn Store, hash: &[u8; 32], reading: Option<RecordRead>) -> Result<Identity, StoreError> {
-    let (key, read_ahead) = match reading {
-        Some(RecordRead { organization, collection, id }) => {
-            db.api_key_reading_ahead(hash, organization, collection, id)?
+/// `reading` names ([`Store::api_key_reading_ahead`]), or a read session
+/// on the organization `opening` names ([`Store::api_key_opening_reader`]).
+/// Blocking.
+fn look_up_key(
+    db: &dyn Store,
+    hash: &[u8; 32],
+    reading: Option<RecordRead>,
+    opening: Option<(Uuid, esr_store::ReadFrom)>,
+) -> Result<Identity, StoreError> {
+    let (key, read_ahead, opened) = match (reading, opening) {
+        (Some(RecordRead { organization, collection, id }), _) => {
+            let (key, read_ahead) = db.api_key_reading_ahead(hash, organization, collection, id)?;
+            (key, read_ahead, None)
         }
-        None => (db.api_key(hash)?, None),
+        (None, Some((organization, from))) => {
+            let (key, opened) = db.api_key_opening_reader(hash, organization, from)?;
+            (key, None, opened)
+        }
+        (None, None) => (db.api_key(hash)?, None, None),
     };
     let principal = keys::principal_of_record(key);
     let organization = match &principal {
@@ -268,7 +292,8 @@ fn look_up_key(db: &dyn Store, hash: &[u8; 32], reading: Option<RecordRead>) -> 
         Err(_) => None,
     };
     let read_ahead = read_ahead.filter(|_| principal.is_ok());
-    Ok(Identity { principal, organization, read_ahead })
+    let opened = opened.filter(|_| principal.is_ok());
+    Ok(Identity { principal, organization, read_ahead, opened })
 }
 
 /// The record a request reads by id, in the organization its key was
@@ -292,8 +317,8 @@ async fn identify(
 ) -> Result<Caller, ApiError> {
     let db = state.db.clone();
     let identified =
-        state.admission_calls.run_short(deadline, move || look_up_key(db.as_ref(), &hash, reading)).await?;
-    let Identity { principal, organization, read_ahead } =
+        state.admission_calls.run_short(deadline, move || look_up_key(db.as_ref(), &hash, reading, None)).await?;
+    let Identity { principal, organization, read_ahead, .. } =
         identified.map_err(|error| ApiError::store_failure(&error, "authenticating"))?;
     Ok(Caller { principal, organization, deadline, read_ahead, confirmation: None })
 }
@@ -304,6 +329,12 @@ async fn identify(
 fn confirms_in_its_call(state: &AppState, request: &Request) -> bool {
     !state.admission_calls.reads_in_place()
         && matches!(route_template(matched_route(request).as_ref()), routes::ITEM | routes::LIST)
+}
+
+/// Whether a request lists a resource group's records (`GET` or `HEAD`).
+fn lists_records(request: &Request) -> bool {
+    route_template(matched_route(request).as_ref()) == routes::LIST
+        && matches!(*request.method(), Method::GET | Method::HEAD)
 }
 
 /// The record a request reads by id (`GET` or `HEAD` of one record of a
@@ -747,6 +778,7 @@ async fn rate_limit(State(state): State<AppState>, mut request: Request, next: N
                         confirmation: Some(Arc::new(Confirmation {
                             hash,
                             reading,
+                            lists: lists_records(&request),
                             known,
                             valid: std::sync::OnceLock::new(),
                         })),
@@ -1016,14 +1048,14 @@ async fn call_component<T: Send + 'static>(
     let first_plugins = plugins.clone();
     let first_slot = slot.clone();
     let confirming = caller.confirmation.clone().filter(|confirmation| confirmation.valid.get().is_none());
-    let (db, confirmed_reads) = (state.db.clone(), reads.clone());
+    let (db, confirmed_reads, call_time) = (state.db.clone(), reads.clone(), state.request_deadline);
     let mut outcome = state
         .store_calls
         .run(caller.deadline, move || {
             let _slot = first_slot;
             // The key first: nothing runs for a key no longer valid.
             if let Some(confirmation) = confirming {
-                match confirmation.confirm(db.as_ref(), Some(&confirmed_reads)) {
+                match confirmation.confirm(db.as_ref(), Some((&confirmed_reads, call_time))) {
                     Ok(true) => {}
                     Ok(false) => return Err(ApiError::unauthorized("the API key is not valid")),
                     Err(error) => return Err(ApiError::store_failure(&error, "authenticating")),

@@ -41,6 +41,37 @@ pub struct CallReads {
     /// The record read with the request's key, for the call's first read
     /// of it ([`esr_store::Store::api_key_reading_ahead`]).
     pub read_ahead: std::sync::Mutex<Option<esr_store::ReadAhead>>,
+    /// The read session begun with the request's key, for the call's
+    /// session ([`esr_store::Store::api_key_opening_reader`]).
+    pub opened: std::sync::Mutex<Option<OpenedReader>>,
+}
+
+/// A read session begun with a request's key, and its organization.
+pub struct OpenedReader {
+    pub organization: Uuid,
+    pub reader: Box<dyn StoreReader>,
+}
+
+impl std::fmt::Debug for OpenedReader {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("OpenedReader").field("organization", &self.organization).finish_non_exhaustive()
+    }
+}
+
+impl CallReads {
+    /// Where a session of a call that may run `call_time` from now reads from.
+    pub fn read_from(&self, call_time: Option<Duration>) -> esr_store::ReadFrom {
+        esr_store::ReadFrom {
+            position: self.at_least.load(Ordering::Relaxed),
+            primary_only: self.primary_only.load(Ordering::Relaxed),
+            deadline: call_time.map(|time| Instant::now() + time),
+        }
+    }
+}
+
+/// What `slot` holds, taken out of it.
+fn taken<T>(slot: &std::sync::Mutex<Option<T>>) -> Option<T> {
+    slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
 }
 
 impl Tenant {
@@ -48,20 +79,14 @@ impl Tenant {
     /// store function of one call reads through it. Blocks: call it on the
     /// thread that runs the call.
     pub fn session(&self) -> Result<TenantSession, StoreError> {
-        let from = esr_store::ReadFrom {
-            position: self.reads.at_least.load(Ordering::Relaxed),
-            primary_only: self.reads.primary_only.load(Ordering::Relaxed),
-            deadline: self.call_time.map(|time| Instant::now() + time),
+        let organization = self.organization_id;
+        let read_ahead = taken(&self.reads.read_ahead).filter(|read| read.organization == organization);
+        let reader = match taken(&self.reads.opened).filter(|opened| opened.organization == organization) {
+            Some(opened) => opened.reader,
+            None => self.store.reader_from(organization, self.reads.read_from(self.call_time))?,
         };
-        let read_ahead = self
-            .reads
-            .read_ahead
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-            .filter(|read| read.organization == self.organization_id);
         Ok(TenantSession {
-            reader: self.store.reader_from(self.organization_id, from)?,
+            reader,
             organization_json: self.organization_json.clone(),
             reads: self.reads.clone(),
             read_ahead,

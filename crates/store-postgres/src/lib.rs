@@ -46,8 +46,8 @@ use std::sync::Arc;
 use esr_store::{
     ApiKeyRecord, AuditEntry, AuditPage, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection,
     CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, IndexedRecord,
-    MAX_SCAN, Matching, Organization, ReadAhead, ReadFrom, RecordWalk, ReplicaHealth, Store, StoreError, StoreReader,
-    StoredRecord, WriteTime, ordered_by_creation, restricting_conditions, sort_index,
+    KeyWithReader, MAX_SCAN, Matching, Organization, ReadAhead, ReadFrom, RecordWalk, ReplicaHealth, Store, StoreError,
+    StoreReader, StoredRecord, WriteTime, ordered_by_creation, restricting_conditions, sort_index,
 };
 
 /// PostgreSQL's error as the store reports it.
@@ -334,6 +334,31 @@ impl Connection {
 }
 
 impl PgStore {
+    /// A read session on the organization's records (see [`Store::reader_from`]).
+    fn pg_reader(&self, organization: Uuid, from: ReadFrom) -> Result<PgReader, StoreError> {
+        let pool = self.pool.clone().ok_or_else(|| StoreError::Backend("the PostgreSQL store is closed".into()))?;
+        let needed = match &self.replicas {
+            Some(replicas) => from.position.max(replicas.written(organization)),
+            None => from.position,
+        };
+        Ok(PgReader {
+            pool,
+            replicas: if from.primary_only { None } else { self.replicas.clone() },
+            needed,
+            open: None,
+            in_snapshot: false,
+            position: None,
+            failed_on_replica: false,
+            organization,
+            deadline: from.deadline,
+            timeout_set_at: None,
+            counted: None,
+            opening_reads_change_log: false,
+            opened_change_log: None,
+            counts_read: CountsRead::new(),
+        })
+    }
+
     /// The settings whose name starts with `prefix` (a fixed word and a
     /// slash), by the rest of their name.
     fn settings_named(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
@@ -773,6 +798,27 @@ impl Store for PgStore {
         Ok((Some(key), read_ahead))
     }
 
+    /// The key, and the list's read session begun in the same round trip:
+    /// the snapshot's opening statements (its `BEGIN`, timeout, write
+    /// position and change log) and the key's lookup are one simple query.
+    /// Read from the primary, so not done when replicas serve reads.
+    fn api_key_opening_reader(
+        &self,
+        key_hash: &[u8; 32],
+        organization: Uuid,
+        from: ReadFrom,
+    ) -> Result<KeyWithReader, StoreError> {
+        if self.replicas.is_some() {
+            return Ok((self.api_key(key_hash)?, None));
+        }
+        let mut reader = self.pg_reader(organization, from)?;
+        let key = reader.open_with_key(key_hash)?;
+        // A key never changes its organization; should it, the session
+        // is not handed out.
+        let reader = key.as_ref().filter(|key| key.organization_id == organization).map(|_| reader);
+        Ok((key, reader.map(|reader| Box::new(reader) as Box<dyn StoreReader>)))
+    }
+
     /// The stored records of every key (of one organization when given), oldest first.
     fn api_keys(&self, organization: Option<Uuid>) -> Result<Vec<ApiKeyRecord>, StoreError> {
         let rows = self.connection()?.query(
@@ -840,27 +886,7 @@ impl Store for PgStore {
     /// write to the organization and `from.position`, else on the primary
     /// (see `replicas.rs`). The choice is made at the first read.
     fn reader_from(&self, organization: Uuid, from: ReadFrom) -> Result<Box<dyn StoreReader>, StoreError> {
-        let pool = self.pool.clone().ok_or_else(|| StoreError::Backend("the PostgreSQL store is closed".into()))?;
-        let needed = match &self.replicas {
-            Some(replicas) => from.position.max(replicas.written(organization)),
-            None => from.position,
-        };
-        Ok(Box::new(PgReader {
-            pool,
-            replicas: if from.primary_only { None } else { self.replicas.clone() },
-            needed,
-            open: None,
-            in_snapshot: false,
-            position: None,
-            failed_on_replica: false,
-            organization,
-            deadline: from.deadline,
-            timeout_set_at: None,
-            counted: None,
-            opening_reads_change_log: false,
-            opened_change_log: None,
-            counts_read: CountsRead::new(),
-        }))
+        Ok(Box::new(self.pg_reader(organization, from)?))
     }
 
     fn replicas(&self) -> Vec<ReplicaHealth> {
@@ -1227,6 +1253,61 @@ impl PgReader {
         Ok((connection, false))
     }
 
+    /// Begins the snapshot on the primary, reading the change log (a
+    /// list's first read) and looking up the key stored under `key_hash`
+    /// in the same round trip ([`Store::api_key_opening_reader`]).
+    fn open_with_key(&mut self, key_hash: &[u8; 32]) -> Result<Option<ApiKeyRecord>, StoreError> {
+        esr_store::within(self.deadline)?;
+        let mut connection = self.pool.get()?;
+        let bound = self.timeout_statement()?;
+        self.opening_reads_change_log = true;
+        let change_log = self.change_log_statement();
+        let key = format!(
+            "; SELECT json_build_object('id', id, 'organization_id', org_id, 'name', name, 'scopes', scopes, \
+             'prefix', prefix, 'created_at', created_at, 'expires_at', expires_at, 'revoked_at', revoked_at, \
+             'last_used_at', last_used_at)::text FROM api_keys WHERE key_hash = '\\x{}'::bytea",
+            hex::encode(key_hash)
+        );
+        let answered = connection
+            .client
+            .simple_query(&format!("{BEGIN_SNAPSHOT}; {bound}{CURRENT_POSITION}{change_log}{key}"))
+            .map_err(store_error)
+            .and_then(|mut messages| {
+                // The key's answer follows the last but one statement's end.
+                let ends = messages
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, message)| matches!(message, postgres::SimpleQueryMessage::CommandComplete(_)));
+                let Some((last_but_one, _)) = ends.rev().nth(1) else {
+                    return Err(StoreError::Backend("the snapshot's opening statements went unanswered".to_owned()));
+                };
+                let key_answer = messages.split_off(last_but_one + 1);
+                let positions = self.opened(&messages)?;
+                Ok((positions, key_answer))
+            });
+        self.opening_reads_change_log = false;
+        let (positions, key_answer) = match answered {
+            Ok(answered) => answered,
+            Err(error) => {
+                // Not pooled again: it may be left inside the snapshot.
+                connection.broken = true;
+                return Err(error);
+            }
+        };
+        self.position = positions.first().copied().flatten();
+        self.open = Some((connection, false));
+        self.in_snapshot = true;
+        let key = key_answer.iter().find_map(|message| match message {
+            postgres::SimpleQueryMessage::Row(row) => Some(row.get(0).unwrap_or_default().to_owned()),
+            _ => None,
+        });
+        key.map(|text| {
+            serde_json::from_str::<ApiKeyRecord>(&text)
+                .map_err(|error| StoreError::Corrupt(format!("an API key's stored record: {error}")))
+        })
+        .transpose()
+    }
+
     /// The session's last count, if it counted these records.
     fn counted_before(
         &self,
@@ -1406,6 +1487,10 @@ impl StoreReader for PgReader {
     /// As a session's first read (a list's), in the round trip that
     /// begins its snapshot.
     fn change_log(&mut self) -> Result<ChangeLog, StoreError> {
+        // Read when the session began with its key's lookup.
+        if let Some(change_log) = self.opened_change_log.take() {
+            return Ok(change_log);
+        }
         if self.open.is_none() {
             self.opening_reads_change_log = true;
             let opened = self.read(|_| Ok(()));

@@ -803,6 +803,11 @@ pub struct ReadAhead {
     pub position: Option<u64>,
 }
 
+/// A key's record (`None`: no such key), and the read session begun with
+/// its lookup when the backend began one
+/// ([`Store::api_key_opening_reader`]).
+pub type KeyWithReader = (Option<ApiKeyRecord>, Option<Box<dyn StoreReader>>);
+
 /// Where a read session may read from (see [`Store::reader_from`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadFrom {
@@ -995,6 +1000,22 @@ pub trait Store: Send + Sync {
         id: Uuid,
     ) -> Result<(Option<ApiKeyRecord>, Option<ReadAhead>), StoreError> {
         let _ = (organization, collection, id);
+        Ok((self.api_key(key_hash)?, None))
+    }
+
+    /// [`Store::api_key`], and with it a read session on `organization`
+    /// (as [`Store::reader_from`] gives) whose snapshot began in the same
+    /// round trip, when the backend reads both at once (a list request,
+    /// whose key was last found in `organization`). A backend whose reads
+    /// are local, or go to replicas, reads the key alone. The caller uses
+    /// the session only if the key is still valid for `organization`.
+    fn api_key_opening_reader(
+        &self,
+        key_hash: &[u8; 32],
+        organization: Uuid,
+        from: ReadFrom,
+    ) -> Result<KeyWithReader, StoreError> {
+        let _ = (organization, from);
         Ok((self.api_key(key_hash)?, None))
     }
 

@@ -98,6 +98,7 @@ macro_rules! contract {
                 count_groups_agrees_with_brute_force,
                 organizations_and_api_keys,
                 a_key_reads_ahead_only_its_organizations_record,
+                a_key_opens_a_read_session_in_its_organization_only,
                 api_key_uses_and_expiries_survive_a_reopen,
                 secrets_and_markers_survive_a_reopen,
                 documents_are_swapped_by_version_and_survive_a_reopen,
@@ -855,14 +856,26 @@ fn organizations_and_api_keys(backend: &dyn Backend) {
     assert_eq!(store.api_keys_with_hashes().unwrap(), with_hashes);
 }
 
+/// The organizations `acme` and `globex`, each with a key stored under a
+/// hash of `bytes`' byte.
+fn two_organizations_with_keys(store: &dyn Store, bytes: [u8; 2]) -> [(Organization, [u8; 32]); 2] {
+    ["acme", "globex"]
+        .into_iter()
+        .zip(bytes)
+        .map(|(name, byte)| {
+            let organization = organization(name);
+            store.insert_organization(&organization).unwrap();
+            store.insert_api_key(&[byte; 32], &key_record(organization.organization_id, name)).unwrap();
+            (organization, [byte; 32])
+        })
+        .collect::<Vec<_>>()
+        .try_into()
+        .unwrap()
+}
+
 fn a_key_reads_ahead_only_its_organizations_record(backend: &dyn Backend) {
     let store = backend.open();
-    let (acme, globex) = (organization("acme"), organization("globex"));
-    store.insert_organization(&acme).unwrap();
-    store.insert_organization(&globex).unwrap();
-    let (acme_hash, globex_hash) = ([21u8; 32], [22u8; 32]);
-    store.insert_api_key(&acme_hash, &key_record(acme.organization_id, "acme")).unwrap();
-    store.insert_api_key(&globex_hash, &key_record(globex.organization_id, "globex")).unwrap();
+    let [(acme, acme_hash), (globex, globex_hash)] = two_organizations_with_keys(&*store, [21, 22]);
     // The same id in both organizations, with different bodies.
     let ours = finding(0);
     let mut theirs = ours.clone();
@@ -894,6 +907,49 @@ fn a_key_reads_ahead_only_its_organizations_record(backend: &dyn Backend) {
     assert_eq!(key, store.api_key(&acme_hash).unwrap());
     assert_eq!(ahead, None);
     assert_eq!(store.api_key_reading_ahead(&[99; 32], acme.organization_id, FINDINGS, id).unwrap(), (None, None));
+}
+
+/// `Store::api_key_opening_reader`: the key as `api_key` finds it, and on
+/// a backend that reads both at once a session on the key's organization
+/// that reads what a reader of its own reads (its change log included).
+fn a_key_opens_a_read_session_in_its_organization_only(backend: &dyn Backend) {
+    let store = backend.open();
+    let [(acme, acme_hash), (globex, globex_hash)] = two_organizations_with_keys(&*store, [31, 32]);
+    let ours = finding(0);
+    store.insert_records(acme.organization_id, FINDINGS, std::slice::from_ref(&ours)).unwrap();
+    store.insert_records(globex.organization_id, FINDINGS, &[finding(1), finding(2)]).unwrap();
+    let from = esr_store::ReadFrom {
+        deadline: Some(std::time::Instant::now() + std::time::Duration::from_secs(30)),
+        ..Default::default()
+    };
+    for (hash, organization, records) in
+        [(acme_hash, acme.organization_id, 1), (globex_hash, globex.organization_id, 2)]
+    {
+        let (key, opened) = store.api_key_opening_reader(&hash, organization, from).unwrap();
+        assert_eq!(key, store.api_key(&hash).unwrap());
+        assert!(key.is_some());
+        assert_eq!(opened.is_some(), backend.reads_ahead());
+        if let Some(mut opened) = opened {
+            let mut own = reader(&*store, organization);
+            assert_eq!(opened.change_log().unwrap(), own.change_log().unwrap());
+            assert_eq!(opened.count(FINDINGS).unwrap(), records);
+            assert!(opened.position().is_some(), "the write position the snapshot began at");
+            let walk = RecordWalk::new(10);
+            assert_eq!(opened.scan(FINDINGS, &walk).unwrap(), own.scan(FINDINGS, &walk).unwrap());
+        }
+    }
+    // Another organization than the key's opens nothing; nor does an
+    // unknown key.
+    let (key, opened) = store.api_key_opening_reader(&acme_hash, globex.organization_id, from).unwrap();
+    assert_eq!(key, store.api_key(&acme_hash).unwrap());
+    assert!(opened.is_none());
+    let (key, opened) = store.api_key_opening_reader(&[99; 32], acme.organization_id, from).unwrap();
+    assert!(key.is_none() && opened.is_none());
+    // A revocation is seen by the next lookup.
+    let acme_key = store.api_key(&acme_hash).unwrap().unwrap();
+    store.revoke_api_key(acme_key.id, "2026-12-05T00:00:00Z").unwrap();
+    let (key, _) = store.api_key_opening_reader(&acme_hash, acme.organization_id, from).unwrap();
+    assert_eq!(key.and_then(|key| key.revoked_at).as_deref(), Some("2026-12-05T00:00:00Z"));
 }
 
 fn api_key_uses_and_expiries_survive_a_reopen(backend: &dyn Backend) {
