@@ -1158,6 +1158,19 @@ const BEGIN_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 /// a replica to have replayed.
 const CURRENT_POSITION: &str = "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8";
 
+/// Sends a snapshot's opening statements. A connection whose opening
+/// failed may be left inside the failed transaction, where every later
+/// statement fails: it is closed, not pooled again.
+fn open_snapshot(
+    connection: &mut Connection,
+    statements: &str,
+) -> Result<Vec<postgres::SimpleQueryMessage>, StoreError> {
+    connection.client.simple_query(statements).map_err(|error| {
+        connection.broken = true;
+        store_error(error)
+    })
+}
+
 impl PgReader {
     /// The session every read of this reader runs in; the snapshot begins
     /// with the first read, so a page and its total agree.
@@ -1176,10 +1189,7 @@ impl PgReader {
             let Some((connection, _)) = self.open.as_mut() else {
                 return Err(StoreError::Backend("the read session has no connection".into()));
             };
-            let messages = connection
-                .client
-                .simple_query(&format!("{BEGIN_SNAPSHOT}; {bound}{CURRENT_POSITION}"))
-                .map_err(store_error)?;
+            let messages = open_snapshot(connection, &format!("{BEGIN_SNAPSHOT}; {bound}{CURRENT_POSITION}"))?;
             self.in_snapshot = true;
             self.position = replicas::positions(&messages).first().copied().flatten().max(self.position);
         }
@@ -1207,13 +1217,14 @@ impl PgReader {
             const REPLAYED: &str = "SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::int8";
             let bound = self.timeout_statement().ok()?;
             let change_log = self.change_log_statement();
-            let answer = connection.client.simple_query(REPLAYED).and_then(|mut messages| {
-                messages.extend(
-                    connection.client.simple_query(&format!("{BEGIN_SNAPSHOT}; {bound}{REPLAYED}{change_log}"))?,
-                );
+            let answer = open_snapshot(&mut connection, REPLAYED).and_then(|mut messages| {
+                messages.extend(open_snapshot(
+                    &mut connection,
+                    &format!("{BEGIN_SNAPSHOT}; {bound}{REPLAYED}{change_log}"),
+                )?);
                 Ok(messages)
             });
-            let positions = match answer.map_err(store_error).and_then(|messages| self.opened(&messages)) {
+            let positions = match answer.and_then(|messages| self.opened(&messages)) {
                 Ok(positions) => positions,
                 Err(error) => {
                     tracing::warn!(replica = %replica.name, %error, "a read replica failed; reading the primary");
@@ -1245,11 +1256,16 @@ impl PgReader {
         // issues may be followed on a host that reads replicas.
         let bound = self.timeout_statement()?;
         let change_log = self.change_log_statement();
-        let messages = connection
-            .client
-            .simple_query(&format!("{BEGIN_SNAPSHOT}; {bound}{CURRENT_POSITION}{change_log}"))
-            .map_err(store_error)?;
-        self.position = self.opened(&messages)?.first().copied().flatten();
+        let messages =
+            open_snapshot(&mut connection, &format!("{BEGIN_SNAPSHOT}; {bound}{CURRENT_POSITION}{change_log}"))?;
+        match self.opened(&messages) {
+            Ok(positions) => self.position = positions.first().copied().flatten(),
+            Err(error) => {
+                // Inside a snapshot whose answer was not understood.
+                connection.broken = true;
+                return Err(error);
+            }
+        }
         Ok((connection, false))
     }
 
@@ -1268,23 +1284,23 @@ impl PgReader {
              'last_used_at', last_used_at)::text FROM api_keys WHERE key_hash = '\\x{}'::bytea",
             hex::encode(key_hash)
         );
-        let answered = connection
-            .client
-            .simple_query(&format!("{BEGIN_SNAPSHOT}; {bound}{CURRENT_POSITION}{change_log}{key}"))
-            .map_err(store_error)
-            .and_then(|mut messages| {
-                // The key's answer follows the last but one statement's end.
-                let ends = messages
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, message)| matches!(message, postgres::SimpleQueryMessage::CommandComplete(_)));
-                let Some((last_but_one, _)) = ends.rev().nth(1) else {
-                    return Err(StoreError::Backend("the snapshot's opening statements went unanswered".to_owned()));
-                };
-                let key_answer = messages.split_off(last_but_one + 1);
-                let positions = self.opened(&messages)?;
-                Ok((positions, key_answer))
-            });
+        let answered =
+            open_snapshot(&mut connection, &format!("{BEGIN_SNAPSHOT}; {bound}{CURRENT_POSITION}{change_log}{key}"))
+                .and_then(|mut messages| {
+                    // The key's answer follows the last but one statement's end.
+                    let ends = messages
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, message)| matches!(message, postgres::SimpleQueryMessage::CommandComplete(_)));
+                    let Some((last_but_one, _)) = ends.rev().nth(1) else {
+                        return Err(StoreError::Backend(
+                            "the snapshot's opening statements went unanswered".to_owned(),
+                        ));
+                    };
+                    let key_answer = messages.split_off(last_but_one + 1);
+                    let positions = self.opened(&messages)?;
+                    Ok((positions, key_answer))
+                });
         self.opening_reads_change_log = false;
         let (positions, key_answer) = match answered {
             Ok(answered) => answered,

@@ -676,3 +676,39 @@ fn a_batch_that_finds_records_by_their_natural_keys_is_built_under_the_lock() {
         assert_eq!(ids, first_ids);
     }
 }
+
+/// A read snapshot whose opening statements fail (here its change log
+/// waits on a lock past the call's time) leaves no pooled connection
+/// inside the failed transaction: every later read on every connection
+/// works.
+#[test]
+fn a_snapshot_that_failed_to_begin_leaves_every_pooled_connection_usable() {
+    let database = TestDatabase::new();
+    let dir = tempfile::tempdir().unwrap();
+    let db = store::open(Some(&database.url), dir.path()).unwrap();
+    let organization = store::Organization {
+        organization_id: Uuid::now_v7(),
+        name: "locked out".to_owned(),
+        enrollment_token: "enroll_locked_out".to_owned(),
+        created_at: "2026-01-01T00:00:00Z".to_owned(),
+    };
+    db.insert_organization(&organization).unwrap();
+    let organization = organization.organization_id;
+    let mut locker = database.client();
+    let mut lock = locker.transaction().unwrap();
+    lock.batch_execute("LOCK TABLE write_clocks IN ACCESS EXCLUSIVE MODE").unwrap();
+    for _ in 0..3 {
+        let from = store::ReadFrom {
+            deadline: Some(std::time::Instant::now() + std::time::Duration::from_millis(300)),
+            ..Default::default()
+        };
+        let mut reader = db.reader_from(organization, from).unwrap();
+        assert!(reader.change_log().is_err(), "the change log waited on the lock past the call's time");
+    }
+    lock.rollback().unwrap();
+    // More reads than the pool holds connections, one after another.
+    for _ in 0..40 {
+        db.change_log(organization).unwrap();
+        assert!(db.api_key(&[7; 32]).unwrap().is_none());
+    }
+}
