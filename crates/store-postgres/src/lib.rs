@@ -1171,6 +1171,19 @@ fn open_snapshot(
     })
 }
 
+/// Where the answer of a simple query's last statement begins: after the
+/// last but one statement's end.
+fn last_answer_start(messages: &[postgres::SimpleQueryMessage]) -> Result<usize, StoreError> {
+    let mut ends = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, message)| matches!(message, postgres::SimpleQueryMessage::CommandComplete(_)));
+    match ends.nth_back(1) {
+        Some((last_but_one, _)) => Ok(last_but_one + 1),
+        None => Err(StoreError::Backend("the snapshot's opening statements went unanswered".to_owned())),
+    }
+}
+
 impl PgReader {
     /// The session every read of this reader runs in; the snapshot begins
     /// with the first read, so a page and its total agree.
@@ -1251,22 +1264,38 @@ impl PgReader {
     }
 
     fn on_primary(&mut self) -> Result<(r2d2::PooledConnection<Manager>, bool), StoreError> {
+        let (connection, _) = self.on_primary_then("")?;
+        Ok((connection, false))
+    }
+
+    /// Begins the snapshot on the primary, with `then` (`; ` and one more
+    /// statement, or nothing) sent in the same round trip; its answer.
+    fn on_primary_then(
+        &mut self,
+        then: &str,
+    ) -> Result<(r2d2::PooledConnection<Manager>, Vec<postgres::SimpleQueryMessage>), StoreError> {
         let mut connection = self.pool.get()?;
         // Every host learns the position, with replicas or not: a cursor it
         // issues may be followed on a host that reads replicas.
         let bound = self.timeout_statement()?;
         let change_log = self.change_log_statement();
-        let messages =
-            open_snapshot(&mut connection, &format!("{BEGIN_SNAPSHOT}; {bound}{CURRENT_POSITION}{change_log}"))?;
-        match self.opened(&messages) {
-            Ok(positions) => self.position = positions.first().copied().flatten(),
+        let mut messages =
+            open_snapshot(&mut connection, &format!("{BEGIN_SNAPSHOT}; {bound}{CURRENT_POSITION}{change_log}{then}"))?;
+        let then_answer = match then {
+            "" => Ok(Vec::new()),
+            _ => last_answer_start(&messages).map(|start| messages.split_off(start)),
+        };
+        match then_answer.and_then(|answer| Ok((self.opened(&messages)?, answer))) {
+            Ok((positions, answer)) => {
+                self.position = positions.first().copied().flatten();
+                Ok((connection, answer))
+            }
             Err(error) => {
                 // Inside a snapshot whose answer was not understood.
                 connection.broken = true;
-                return Err(error);
+                Err(error)
             }
         }
-        Ok((connection, false))
     }
 
     /// Begins the snapshot on the primary, reading the change log (a
@@ -1274,43 +1303,18 @@ impl PgReader {
     /// in the same round trip ([`Store::api_key_opening_reader`]).
     fn open_with_key(&mut self, key_hash: &[u8; 32]) -> Result<Option<ApiKeyRecord>, StoreError> {
         esr_store::within(self.deadline)?;
-        let mut connection = self.pool.get()?;
-        let bound = self.timeout_statement()?;
-        self.opening_reads_change_log = true;
-        let change_log = self.change_log_statement();
+        // The columns of `api_key_columns!`, named as `ApiKeyRecord`'s fields
+        // (a simple query answers in text).
         let key = format!(
             "; SELECT json_build_object('id', id, 'organization_id', org_id, 'name', name, 'scopes', scopes, \
              'prefix', prefix, 'created_at', created_at, 'expires_at', expires_at, 'revoked_at', revoked_at, \
              'last_used_at', last_used_at)::text FROM api_keys WHERE key_hash = '\\x{}'::bytea",
             hex::encode(key_hash)
         );
-        let answered =
-            open_snapshot(&mut connection, &format!("{BEGIN_SNAPSHOT}; {bound}{CURRENT_POSITION}{change_log}{key}"))
-                .and_then(|mut messages| {
-                    // The key's answer follows the last but one statement's end.
-                    let ends = messages
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, message)| matches!(message, postgres::SimpleQueryMessage::CommandComplete(_)));
-                    let Some((last_but_one, _)) = ends.rev().nth(1) else {
-                        return Err(StoreError::Backend(
-                            "the snapshot's opening statements went unanswered".to_owned(),
-                        ));
-                    };
-                    let key_answer = messages.split_off(last_but_one + 1);
-                    let positions = self.opened(&messages)?;
-                    Ok((positions, key_answer))
-                });
+        self.opening_reads_change_log = true;
+        let opened = self.on_primary_then(&key);
         self.opening_reads_change_log = false;
-        let (positions, key_answer) = match answered {
-            Ok(answered) => answered,
-            Err(error) => {
-                // Not pooled again: it may be left inside the snapshot.
-                connection.broken = true;
-                return Err(error);
-            }
-        };
-        self.position = positions.first().copied().flatten();
+        let (connection, key_answer) = opened?;
         self.open = Some((connection, false));
         self.in_snapshot = true;
         let key = key_answer.iter().find_map(|message| match message {
@@ -1351,17 +1355,7 @@ impl PgReader {
         if !self.opening_reads_change_log {
             return Ok(replicas::positions(messages));
         }
-        // The change log's answer follows the last but one statement's end.
-        let ends: Vec<usize> = messages
-            .iter()
-            .enumerate()
-            .filter(|(_, message)| matches!(message, postgres::SimpleQueryMessage::CommandComplete(_)))
-            .map(|(at, _)| at)
-            .collect();
-        let Some(cut) = ends.len().checked_sub(2).map(|last_but_one| ends[last_but_one] + 1) else {
-            return Err(StoreError::Backend("the snapshot's opening statements went unanswered".to_owned()));
-        };
-        let (opening, change_log) = messages.split_at(cut);
+        let (opening, change_log) = messages.split_at(last_answer_start(messages)?);
         self.opened_change_log = Some(changes::change_log_of(change_log)?);
         Ok(replicas::positions(opening))
     }
