@@ -39,7 +39,7 @@ const BACKEND_CASES: [(&str, &str); 14] = [
 
 /// The case asked after a pause, in which both servers and the database
 /// idle: what a request costs that wakes them.
-const AFTER_IDLE: usize = 13;
+const AFTER_IDLE: usize = BACKEND_CASES.len() - 1;
 
 /// The pause before [`AFTER_IDLE`]: longer than the others' requests.
 const IDLE_PAUSE: Duration = Duration::from_millis(35);
@@ -103,7 +103,7 @@ fn cursor_and_median(client: &mut ApiClient) -> anyhow::Result<(String, String)>
 }
 
 /// The paths of [`BACKEND_CASES`] on a backend, for one finding and endpoint.
-fn latency_paths(backend: &Backend, finding: &str, endpoint: &str) -> [String; 14] {
+fn latency_paths(backend: &Backend, finding: &str, endpoint: &str) -> [String; BACKEND_CASES.len()] {
     [
         "/v1/health".to_owned(),
         format!("/v1/vulnerability-findings/{finding}"),
@@ -183,7 +183,7 @@ pub(crate) fn bench_backends(args: &Args, sled_dir: &Path, sled_key: &str) -> an
     for round in 0..args.rounds + 10 {
         let finding = &finding_ids[rng.gen_range(0..finding_ids.len())];
         let endpoint = &endpoint_ids[rng.gen_range(0..endpoint_ids.len())];
-        let paths: Vec<[String; 14]> =
+        let paths: Vec<[String; BACKEND_CASES.len()]> =
             backends.iter().map(|backend| latency_paths(backend, finding, endpoint)).collect();
         // Case by case, the backends in turn (which goes first alternates),
         // so each request follows the other backend's request of the same
