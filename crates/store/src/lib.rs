@@ -488,7 +488,8 @@ pub trait StoreReader: Send {
         // values' entries whole, so the candidates, collected once, are
         // cheaper: unless they are many, when they would cost as much memory
         // as the walks (the backend declines past the limit).
-        if !combinations_are_counted(collection, group_by, matching)
+        let counted = combinations_are_counted(collection, group_by, matching);
+        if !counted
             && let Some(groups) =
                 self.count_groups_of_candidates(collection, group_by, matching, MAX_GROUP_CANDIDATES)?
         {
@@ -503,36 +504,9 @@ pub trait StoreReader: Send {
             Some(second) => self.index_values(collection, second)?,
             None => Vec::new(),
         };
-        // Each count walks the entries of every condition it is given (the
-        // group values' among them) and the range: an upper bound of the
-        // entries read, from index counts and one walk of the range.
-        let mut shared = 0u64;
-        for condition in restricting_conditions(collection, conditions) {
-            for value in &condition.values {
-                shared = shared.saturating_add(self.index_count(collection, &condition.index, value)?);
-            }
-        }
-        for range in ranges {
-            shared = shared.saturating_add(self.count_matching(collection, &Matching::range(range.clone()))?);
-        }
-        if let Some(after) = *updated_after {
-            let updated = Matching { updated_after: Some(after), ..Matching::default() };
-            shared = shared.saturating_add(self.count_matching(collection, &updated)?);
-        }
-        let mut work = 0u64;
-        for (_, first_held) in &first_values {
-            if !unfiltered {
-                work = work.saturating_add(first_held.saturating_add(shared));
-            }
-            for (_, second_held) in &second_values {
-                work = work.saturating_add(first_held.saturating_add(*second_held).saturating_add(shared));
-            }
-        }
-        if work > budget {
-            return Err(StoreError::TooBroad(format!(
-                "too broad to summarize: about {work} index entries would be read, more than {budget}; \
-                 add a filter on an indexed field (e.g. an endpoint, status or severity) or group by fewer fields"
-            )));
+        // Count rows answer each combination with a lookup: nothing to bound.
+        if !counted {
+            refuse_past_budget(self, collection, &first_values, &second_values, matching, budget)?;
         }
         let firsts: Vec<(String, u64)> = if unfiltered {
             first_values
@@ -765,6 +739,52 @@ pub fn record_indexes(collection: Collection, id: Uuid, record: &Value) -> Resul
         entries.extend(values.into_iter().map(|value| (index.name, value, position)));
     }
     Ok(RecordIndexes { entries, counted })
+}
+
+/// Refuses with [`StoreError::TooBroad`], before any walk, a count by
+/// combination whose walks would read more than `budget` index entries.
+/// Each count walks the entries of every condition it is given (the group
+/// values' among them) and the range: an upper bound of the entries read,
+/// from index counts and one walk of the range.
+fn refuse_past_budget<R: StoreReader + ?Sized>(
+    reader: &mut R,
+    collection: Collection,
+    first_values: &[(String, u64)],
+    second_values: &[(String, u64)],
+    matching: &Matching,
+    budget: u64,
+) -> Result<(), StoreError> {
+    let Matching { ranges, conditions, updated_after } = matching;
+    let unfiltered = ranges.is_empty() && conditions.is_empty() && updated_after.is_none();
+    let mut shared = 0u64;
+    for condition in restricting_conditions(collection, conditions) {
+        for value in &condition.values {
+            shared = shared.saturating_add(reader.index_count(collection, &condition.index, value)?);
+        }
+    }
+    for range in ranges {
+        shared = shared.saturating_add(reader.count_matching(collection, &Matching::range(range.clone()))?);
+    }
+    if let Some(after) = *updated_after {
+        let updated = Matching { updated_after: Some(after), ..Matching::default() };
+        shared = shared.saturating_add(reader.count_matching(collection, &updated)?);
+    }
+    let mut work = 0u64;
+    for (_, first_held) in first_values {
+        if !unfiltered {
+            work = work.saturating_add(first_held.saturating_add(shared));
+        }
+        for (_, second_held) in second_values {
+            work = work.saturating_add(first_held.saturating_add(*second_held).saturating_add(shared));
+        }
+    }
+    if work > budget {
+        return Err(StoreError::TooBroad(format!(
+            "too broad to summarize: about {work} index entries would be read, more than {budget}; \
+             add a filter on an indexed field (e.g. an endpoint, status or severity) or group by fewer fields"
+        )));
+    }
+    Ok(())
 }
 
 /// Whether every count [`StoreReader::count_groups`] makes by combination
