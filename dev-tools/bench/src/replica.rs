@@ -233,10 +233,12 @@ fn wait_for_replica_up(base: &str, key: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + BOUND;
     let mut last = Value::Null;
     while Instant::now() < deadline {
-        // Health may answer other than 200 while the replica is not up.
+        // Health may answer other than 200 while the replica is not up. The
+        // public listener's check says only `pass` (up) or `warn` (down or
+        // lagging); the state itself is on the admin listener.
         if let Ok((_, health)) = ApiClient::connect(base, key).and_then(|mut client| client.get("/v1/health")) {
             last = health["checks"]["replicas"].clone();
-            if last[0]["output"] == "up" {
+            if last[0]["status"] == "pass" {
                 return Ok(());
             }
         }
