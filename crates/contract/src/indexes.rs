@@ -367,6 +367,45 @@ mod tests {
 
     use super::*;
 
+    /// A summary counts a counted pair's value combinations with one count
+    /// row each and no work budget (`count_groups_within` in the store),
+    /// which stays small only while each index of a pair holds one of a
+    /// few values: an enumeration or a flag the schema checks on write.
+    #[test]
+    fn counted_pairs_hold_few_values() {
+        use crate::schema::{Field, Kind, schema};
+        fn kind_at(fields: &[Field], pointer: &str) -> Option<Kind> {
+            let (name, rest) = pointer
+                .trim_start_matches('/')
+                .split_once('/')
+                .map_or((pointer.trim_start_matches('/'), None), |(name, rest)| (name, Some(rest)));
+            let field = fields.iter().find(|field| field.name == name)?;
+            match (field.kind, rest) {
+                (kind, None) => Some(kind),
+                (Kind::Object(inner), Some(rest)) => kind_at(inner, rest),
+                _ => None,
+            }
+        }
+        for collection in Collection::ALL {
+            for (first, second) in counted_pairs(collection) {
+                for name in [first, second] {
+                    let index = find(collection, name).unwrap_or_else(|| panic!("{collection}/{name}: no such index"));
+                    let pointer = match index.key {
+                        // `true` or `false`.
+                        IndexKey::Present(_) => continue,
+                        IndexKey::Field(pointer) => pointer,
+                        _ => panic!("{collection}/{name}: neither a field nor a presence"),
+                    };
+                    let kind = kind_at(schema(collection), pointer);
+                    assert!(
+                        matches!(kind, Some(Kind::Enum(_) | Kind::Bool)),
+                        "{collection}/{name} ({pointer}) is {kind:?}: not a few-valued field"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn text_positions_never_contradict_the_text_order() {
         let mut texts: Vec<String> = [
