@@ -46,12 +46,13 @@ run-postgres: host plugins postgresql
 		$(ESR) serve --demo --plugins-dir $(PLUGINS_DIR) --data-dir data-postgres/host
 
 # `cargo test` builds the binary the end-to-end tests run, with the
-# features `make host` builds it with (`make one-build` checks): either
-# command reuses what the other built. Every test binary runs, whichever
-# fails (`--no-fail-fast`).
+# features `make host` builds it with (`make one-build` checks), and
+# `make host` first builds the tools' binaries, which `cargo test` builds
+# only as test harnesses: either command reuses what the other built.
+# Every test binary runs, whichever fails (`--no-fail-fast`).
 # The native baseline is built in, so its test runs too; serving still
 # defaults to the components.
-test: plugins test-plugins venv npm-tools postgresql nginx chromium
+test: host plugins test-plugins venv npm-tools postgresql nginx chromium
 	ESR_PLUGINS_DIR=$(abspath $(PLUGINS_DIR)) ESR_TEST_PLUGINS_DIR=$(abspath $(TEST_PLUGINS_DIR)) \
 		ESR_PYTHON_VENV=$(abspath $(VENV)) ESR_NPM_DIR=$(abspath $(NPM_DIR)) ESR_SCANNER_REPORTS_DIR=$(ESR_SCANNER_REPORTS_DIR) \
 		$(CARGO) test --workspace $(TEST_FEATURES) --no-fail-fast
