@@ -9,7 +9,8 @@
 //! [`indexes::counted_pairs`]) and by each counted pair; the reader keeps
 //! them for the session's next call. The grouping adds up to a sixth to
 //! reading the rows (docs/performance.md, "Planned once, counted once,
-//! read with the key").
+//! read with the key"), so where the groups are asked for first (a
+//! summary's), the statement counts only those beside the total.
 
 use std::collections::HashMap;
 
@@ -41,20 +42,22 @@ impl Grouped {
     }
 
     /// The groups by `group_by` (one or two indexes, in either order), if
-    /// the statement counted them.
+    /// the statement counted them, in their values' byte order (as every
+    /// backend answers them).
     pub fn groups(&self, group_by: &[String]) -> Option<Vec<GroupCount>> {
         let asked: Vec<&str> = group_by.iter().map(String::as_str).collect();
-        if let Some((_, groups)) = self.groups.iter().find(|(set, _)| **set == asked) {
-            return Some(groups.clone());
-        }
-        let reversed: Vec<&str> = asked.iter().rev().copied().collect();
-        let (_, groups) = self.groups.iter().find(|(set, _)| **set == reversed)?;
-        Some(
+        let mut groups = if let Some((_, groups)) = self.groups.iter().find(|(set, _)| **set == asked) {
+            groups.clone()
+        } else {
+            let reversed: Vec<&str> = asked.iter().rev().copied().collect();
+            let (_, groups) = self.groups.iter().find(|(set, _)| **set == reversed)?;
             groups
                 .iter()
                 .map(|group| GroupCount { values: group.values.iter().rev().cloned().collect(), count: group.count })
-                .collect(),
-        )
+                .collect()
+        };
+        groups.sort_by(|a, b| a.values.cmp(&b.values));
+        Some(groups)
     }
 }
 
@@ -78,6 +81,19 @@ pub(super) fn group_sets(collection: Collection) -> Vec<Vec<&'static str>> {
     }
     sets.extend(pairs.iter().map(|(first, second)| vec![*first, *second]));
     sets
+}
+
+/// `group_by` as a group set, when each of its indexes is kept as a
+/// column: the groups a summary asks for, counted with the total.
+/// Past [`MAX_GROUP_ROWS`] groups only the total is kept.
+pub(super) fn group_set_of(collection: Collection, group_by: &[String]) -> Option<Vec<&'static str>> {
+    group_by
+        .iter()
+        .map(|name| {
+            let index = indexes::find(collection, name)?;
+            matches!(columns::placement(&index), columns::Placement::Columns { .. }).then_some(index.name)
+        })
+        .collect()
 }
 
 /// Whether a count of `matching` reads its rows from the heap whatever

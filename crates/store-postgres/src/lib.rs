@@ -1533,6 +1533,18 @@ impl StoreReader for PgReader {
         {
             return Ok(Some(groups));
         }
+        // Rows read anyway: the groups asked for and the total in one
+        // statement, the total kept for the count that follows.
+        if grouped::reads_rows(matching)
+            && let Some(set) = grouped::group_set_of(collection, group_by)
+        {
+            let counted = self.read(|mut session| session.count_with_groups(collection, matching, &[set]))?;
+            let groups = counted.groups(group_by);
+            self.counted = Some((collection, matching.clone(), counted));
+            if groups.is_some() {
+                return Ok(groups);
+            }
+        }
         self.read(|mut session| session.count_groups_of_candidates(collection, group_by, matching, max_candidates))
     }
 }

@@ -130,6 +130,9 @@ struct SledReader {
     /// session's next store call: a summary's total and its groups match
     /// the same filters, and the ranges' intersection is most of the work.
     matched: Option<(Collection, Matching, IdSet)>,
+    /// How many records the last groups' candidates were, kept the same
+    /// way for a count of the same filters after the groups.
+    counted: Option<(Collection, Matching, u64)>,
 }
 
 /// What a reader holds through one store call.
@@ -994,7 +997,9 @@ impl Trees {
             Some(Some(candidates)) => (candidates, ranges.to_vec()),
             Some(None) => {
                 let mut rest = ranges.to_vec();
-                let (smallest, ids) = self.smallest_range(organization, collection, &rest)?;
+                let (smallest, ids) = self
+                    .smallest_range(organization, collection, &rest, usize::MAX)?
+                    .ok_or_else(|| StoreError::Backend("a range without end".to_owned()))?;
                 rest.remove(smallest);
                 (ids, rest)
             }
@@ -1007,15 +1012,20 @@ impl Trees {
         Ok((kept.len() as u64, Some(kept)))
     }
 
-    /// Which of `ranges` (at least one) holds the fewest entries, with the
-    /// ids of its records: their entries are walked side by side until the
-    /// first range ends.
+    /// Which of `ranges` holds the fewest entries, with the ids of its
+    /// records: their entries are walked side by side until the first
+    /// range ends. `None` without ranges, or once every range has passed
+    /// `cap` entries.
     fn smallest_range(
         &self,
         organization: Uuid,
         collection: Collection,
         ranges: &[IndexRange],
-    ) -> Result<(usize, IdSet), StoreError> {
+        cap: usize,
+    ) -> Result<Option<(usize, IdSet)>, StoreError> {
+        if ranges.is_empty() {
+            return Ok(None);
+        }
         let mut walks = Vec::with_capacity(ranges.len());
         for range in ranges {
             walks.push((self.range_entries(organization, collection, range)?, Vec::new()));
@@ -1023,7 +1033,8 @@ impl Trees {
         loop {
             for (at, (walk, ids)) in walks.iter_mut().enumerate() {
                 match walk.next() {
-                    None => return Ok((at, ids.drain(..).collect())),
+                    None => return Ok(Some((at, ids.drain(..).collect()))),
+                    Some(_) if ids.len() == cap => return Ok(None),
                     Some(entry) => ids.push(entry_id(&entry?)?),
                 }
             }
@@ -1165,6 +1176,7 @@ impl Trees {
     /// condition, the ranges give the candidates
     /// ([`Trees::count_groups_in_ranges`]), or `matched`, the records
     /// matching `matching` when a count of the same call gathered them.
+    /// With the groups, how many records match (the candidates kept).
     fn count_groups_of_candidates(
         &self,
         organization: Uuid,
@@ -1173,7 +1185,7 @@ impl Trees {
         matching: &Matching,
         max_candidates: u64,
         matched: Option<IdSet>,
-    ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+    ) -> Result<Option<(Vec<GroupCount>, u64)>, StoreError> {
         let Matching { ranges, conditions, updated_after } = matching;
         let updated_after = *updated_after;
         let mut sized = Vec::new();
@@ -1192,7 +1204,10 @@ impl Trees {
         sized.sort_by_key(|(held, ..)| *held);
         let Some(source) = sized.iter().position(|(_, _, index, _)| ordered_by_creation(collection, index)) else {
             return match matched {
-                Some(ids) => self.group_ids(organization, collection, group_by, ids).map(Some),
+                Some(ids) => {
+                    let total = ids.len() as u64;
+                    self.group_ids(organization, collection, group_by, ids).map(|groups| Some((groups, total)))
+                }
                 None => self.count_groups_in_ranges(organization, collection, group_by, matching, max_candidates),
             };
         };
@@ -1233,7 +1248,8 @@ impl Trees {
             let named = self.candidates_updated_after(organization, collection, &ids_of(&candidates)?, after)?;
             candidates = keep_named(candidates, &named)?;
         }
-        self.grouped_by_seeking(organization, collection, group_by, &candidates).map(Some)
+        let total = candidates.len() as u64;
+        self.grouped_by_seeking(organization, collection, group_by, &candidates).map(|groups| Some((groups, total)))
     }
 
     /// The groups of `candidates` (entries of an index ordered by
@@ -1322,22 +1338,14 @@ impl Trees {
         group_by: &[String],
         matching: &Matching,
         max_candidates: u64,
-    ) -> Result<Option<Vec<GroupCount>>, StoreError> {
+    ) -> Result<Option<(Vec<GroupCount>, u64)>, StoreError> {
         let Matching { ranges, conditions, updated_after } = matching;
         let cap = |max: u64| usize::try_from(max).unwrap_or(usize::MAX);
-        let mut source = None;
-        for (at, range) in ranges.iter().enumerate() {
-            if let Some(ids) = self.ids_in_range(organization, collection, range, cap(max_candidates))? {
-                source = Some((at, ids));
-                break;
-            }
-        }
-        if source.is_none()
-            && let Some(first) = ranges.first()
-            && max_candidates < MAX_RANGE_CANDIDATES
-        {
-            let wide = self.ids_in_range(organization, collection, first, cap(MAX_RANGE_CANDIDATES))?;
-            source = wide.map(|ids| (0, ids));
+        // The smallest range gives the candidates, as a count of the same
+        // ranges takes them (`count_in_ranges`).
+        let mut source = self.smallest_range(organization, collection, ranges, cap(max_candidates))?;
+        if source.is_none() && max_candidates < MAX_RANGE_CANDIDATES {
+            source = self.smallest_range(organization, collection, ranges, cap(MAX_RANGE_CANDIDATES))?;
         }
         let Some((source, mut ids)) = source else { return Ok(None) };
         for (at, range) in ranges.iter().enumerate() {
@@ -1351,7 +1359,8 @@ impl Trees {
         if let Some(after) = *updated_after {
             ids = self.candidates_updated_after(organization, collection, &ids, after)?;
         }
-        self.group_ids(organization, collection, group_by, ids).map(Some)
+        let total = ids.len() as u64;
+        self.group_ids(organization, collection, group_by, ids).map(|groups| Some((groups, total)))
     }
 
     /// The groups of the records `ids`.
@@ -1398,24 +1407,6 @@ impl Trees {
             names.push(values.into_iter().map(|(value, _)| value).collect());
         }
         Ok(grouped(candidates.len(), &placed, &names))
-    }
-
-    /// The ids of the records in `range`, or `None` past `cap` of them.
-    fn ids_in_range(
-        &self,
-        organization: Uuid,
-        collection: Collection,
-        range: &IndexRange,
-        cap: usize,
-    ) -> Result<Option<IdSet>, StoreError> {
-        let mut ids = IdSet::default();
-        for entry in self.range_entries(organization, collection, range)? {
-            if ids.len() == cap {
-                return Ok(None);
-            }
-            ids.insert(entry_id(&entry?)?);
-        }
-        Ok(Some(ids))
     }
 
     /// Those of `ids` in `range`.
@@ -1623,6 +1614,13 @@ impl StoreReader for SledReader {
     }
 
     fn count_matching(&mut self, collection: Collection, matching: &Matching) -> Result<u64, StoreError> {
+        if let Some((.., total)) = self
+            .counted
+            .take()
+            .filter(|(counted, counted_matching, _)| *counted == collection && counted_matching == matching)
+        {
+            return Ok(total);
+        }
         let call = self.call()?;
         let Matching { ranges, conditions, updated_after } = matching;
         if ranges.is_empty() {
@@ -1667,15 +1665,20 @@ impl StoreReader for SledReader {
             .take()
             .filter(|(counted, counted_matching, _)| *counted == collection && counted_matching == matching)
             .map(|(.., ids)| ids);
-        let _call = self.call()?;
-        self.trees.count_groups_of_candidates(
+        let call = self.call()?;
+        let counted = self.trees.count_groups_of_candidates(
             self.organization,
             collection,
             group_by,
             matching,
             max_candidates,
             matched,
-        )
+        )?;
+        drop(call);
+        Ok(counted.map(|(groups, total)| {
+            self.counted = Some((collection, matching.clone(), total));
+            groups
+        }))
     }
 }
 
@@ -1688,7 +1691,14 @@ impl Store for SledStore {
     /// deadline bounds the session's walks.
     fn reader_from(&self, organization: Uuid, from: ReadFrom) -> Result<Box<dyn StoreReader>, StoreError> {
         let gate = self.gate(organization);
-        Ok(Box::new(SledReader { trees: self.0.clone(), organization, gate, deadline: from.deadline, matched: None }))
+        Ok(Box::new(SledReader {
+            trees: self.0.clone(),
+            organization,
+            gate,
+            deadline: from.deadline,
+            matched: None,
+            counted: None,
+        }))
     }
 
     fn write_batch(&self, organization: Uuid, build: &mut BuildBatch<'_>) -> Result<(), StoreError> {
@@ -1707,6 +1717,7 @@ impl Store for SledStore {
             gate: self.gate(organization),
             deadline: None,
             matched: None,
+            counted: None,
         };
         let writes = build(&mut reader, WriteTime(now))?;
         let latest = esr_store::latest_update(&writes).unwrap_or(now);

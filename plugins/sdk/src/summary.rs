@@ -146,9 +146,11 @@ pub fn summarize(
         Some(counted) => {
             let matching =
                 crate::Matching { ranges: counted.ranges, conditions: counted.conditions, updated_after: None };
-            let total = store.count_matching(collection, &matching);
             let indexes: Vec<String> = group_by.iter().map(|field| field.index.to_owned()).collect();
-            (store.count_groups(collection, &indexes, &matching), total)
+            // Groups first: a backend that reads the matching records for
+            // them counts the total in the same pass, and keeps it.
+            let groups = store.count_groups(collection, &indexes, &matching);
+            (groups, store.count_matching(collection, &matching))
         }
         None => grouped_by_reading(store, collection, group_by, &filters)?,
     };
