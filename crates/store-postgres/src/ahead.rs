@@ -20,6 +20,9 @@
 //!   (`pruned_through` moved) leave nothing to compare, so nothing is kept;
 //!   nor is it when more than [`MAX_CHANGES_SINCE`] events came since.
 //!
+//! The rows its `COPY` sends are encoded before the lock too, so that
+//! PostgreSQL, once the lock is held, never waits for the host's encoding.
+//!
 //! Otherwise the batch is built again under the lock. An organization
 //! whose builds keep being overtaken (batches that touch the records of the
 //! batch before) tries again only after some batches built under the lock,
@@ -33,7 +36,7 @@ use uuid::Uuid;
 
 use esr_store::{BuildBatch, Collection, CollectionWrite, StoreError, WriteTime};
 
-use crate::{DATABASE_NOW, ReadById, Session, prepared, store_error};
+use crate::{DATABASE_NOW, EncodedWrites, ReadById, Session, encode_writes, prepared, store_error};
 
 /// A batch built before the lock, and what it was built on.
 pub(super) struct BuiltAhead {
@@ -43,6 +46,7 @@ pub(super) struct BuiltAhead {
     pruned_through: i64,
     writes: Vec<CollectionWrite>,
     read_by_id: ReadById,
+    encoded: EncodedWrites,
 }
 
 /// The most change events since the build began that confirming it reads:
@@ -50,8 +54,9 @@ pub(super) struct BuiltAhead {
 const MAX_CHANGES_SINCE: usize = 65_536;
 
 /// What a write goes on with under the lock: its time, the organization's
-/// latest change sequence, the writes and what their build read by id.
-pub(super) type Confirmed = (WriteTime, u64, Vec<CollectionWrite>, ReadById);
+/// latest change sequence, the writes, what their build read by id and
+/// their rows encoded.
+pub(super) type Confirmed = (WriteTime, u64, Vec<CollectionWrite>, ReadById, EncodedWrites);
 
 /// What building ahead of the lock gave.
 pub(super) enum Ahead {
@@ -91,7 +96,11 @@ pub(super) fn build_ahead(
     let only_by_id = reader.read_only_by_id();
     let read_by_id = reader.read_by_id.take().unwrap_or_default();
     match built {
-        Ok(writes) if only_by_id => Ok(Ahead::Built(BuiltAhead { now, sequence, pruned_through, writes, read_by_id })),
+        // A row that cannot be encoded fails the batch under the lock.
+        Ok(writes) if only_by_id => Ok(match encode_writes(&writes) {
+            Ok(encoded) => Ahead::Built(BuiltAhead { now, sequence, pruned_through, writes, read_by_id, encoded }),
+            Err(_) => Ahead::Unusable,
+        }),
         Ok(_) => Ok(Ahead::Unusable),
         Err(_) => {
             transaction.batch_execute("ROLLBACK TO SAVEPOINT ahead").map_err(store_error)?;
@@ -145,7 +154,7 @@ impl BuiltAhead {
                 }
             }
         }
-        Ok(Some((self.now, latest.max(0) as u64, self.writes, self.read_by_id)))
+        Ok(Some((self.now, latest.max(0) as u64, self.writes, self.read_by_id, self.encoded)))
     }
 }
 

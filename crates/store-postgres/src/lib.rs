@@ -445,21 +445,23 @@ impl PgStore {
                 confirmed
             }
         };
-        let (now, latest_change, writes, read_by_id) = match confirmed {
-            Some(confirmed) => confirmed,
+        let (now, latest_change, writes, read_by_id, encoded) = match confirmed {
+            Some((now, latest_change, writes, read_by_id, encoded)) => {
+                (now, latest_change, writes, read_by_id, Some(encoded))
+            }
             None => {
                 let (now, latest_change) = next_write_time(&mut transaction, statements, organization)?;
                 let mut reader = Session::new(&mut transaction, statements, organization, Some(ReadById::new()));
                 let writes = build(&mut reader, now)?;
                 let read_by_id = reader.read_by_id.take().unwrap_or_default();
-                (now, latest_change, writes, read_by_id)
+                (now, latest_change, writes, read_by_id, None)
             }
         };
         let changes = match feed {
             Feed::Recorded => Some(BatchChanges::after(latest_change, now.0)),
             Feed::Unrecorded => None,
         };
-        write_in(&mut transaction, statements, organization, &writes, &read_by_id, changes)?;
+        write_in(&mut transaction, statements, organization, &writes, &read_by_id, changes, encoded)?;
         if let Some(latest) = esr_store::latest_update(&writes).filter(|latest| *latest > now.0) {
             let keep_past = prepared(
                 statements,
@@ -2369,22 +2371,69 @@ const COPY_CHUNK: usize = 1024;
 
 /// One record's row as the `COPY` sends it: id, body, index columns, and
 /// the entries of the indexes kept as rows.
-type EncodedRow = (Uuid, Vec<u8>, Vec<Option<Vec<u8>>>, Vec<Option<i64>>, RecordEntries);
+pub(crate) type EncodedRow = (Uuid, Vec<u8>, Vec<Option<Vec<u8>>>, Vec<Option<i64>>, RecordEntries);
+
+/// The rows of a batch's writes, each write's in the order of the writes,
+/// encoded before the organization's lock ([`ahead`]).
+pub(crate) type EncodedWrites = Vec<Vec<EncodedRow>>;
+
+/// The record's row for the `COPY`.
+fn encode_row(collection: Collection, (id, record): &(Uuid, &Value)) -> Result<EncodedRow, StoreError> {
+    let id = *id;
+    let bytes = serde_json::to_vec(record).map_err(|error| StoreError::InvalidRecord(error.to_string()))?;
+    let mut found = record_entries(collection, id, record)?;
+    let (values, positions) = columns::row_values(collection, &found.entries);
+    found.entries.retain(|(index, ..)| columns::in_rows(collection, index));
+    Ok((id, bytes, values, positions, found))
+}
+
+/// The records a write leaves, with their ids: an id on several lines
+/// leaves what its last line holds.
+fn last_lines<'r>(record_ids: &[Uuid], records: &'r [Value]) -> Vec<(Uuid, &'r Value)> {
+    let last_line: HashMap<Uuid, usize> = record_ids.iter().enumerate().map(|(line, id)| (*id, line)).collect();
+    record_ids
+        .iter()
+        .zip(records)
+        .enumerate()
+        .filter(|(line, (id, _))| last_line.get(*id) == Some(line))
+        .map(|(_, (id, record))| (*id, record))
+        .collect()
+}
+
+/// Every write's rows, encoded on every core.
+pub(crate) fn encode_writes(writes: &[CollectionWrite]) -> Result<EncodedWrites, StoreError> {
+    writes
+        .iter()
+        .map(|CollectionWrite { collection, records, .. }| {
+            let ids = records.iter().map(|record| record_uuid(*collection, record)).collect::<Result<Vec<_>, _>>()?;
+            esr_store::parallel::map_in_order(&last_lines(&ids, records), |line| encode_row(*collection, line))
+                .into_iter()
+                .collect()
+        })
+        .collect()
+}
 
 /// Writes the rows of `records` (each with its id) with their index
 /// columns, in one `COPY`; returns each record's id and entries (those of
-/// the indexes kept as rows) in order. A thread encodes the records a
-/// chunk at a time (on every core) while this one sends the chunk before,
-/// so PostgreSQL never waits for the encoding of the next rows.
+/// the indexes kept as rows) in order. Rows encoded before the lock are
+/// sent as they are; otherwise a thread encodes the records a chunk at a
+/// time (on every core) while this one sends the chunk before, so
+/// PostgreSQL never waits for the encoding of the next rows.
 fn copy_records(
     transaction: &mut postgres::Transaction<'_>,
     organization: Uuid,
     collection: Collection,
     records: &[(Uuid, &Value)],
+    encoded: Option<Vec<EncodedRow>>,
 ) -> Result<Vec<(Uuid, RecordEntries)>, StoreError> {
     let mut kept = Vec::with_capacity(records.len());
     if records.is_empty() {
         return Ok(kept);
+    }
+    if let Some(encoded) = &encoded
+        && (encoded.len() != records.len() || encoded.iter().zip(records).any(|(row, (id, _))| row.0 != *id))
+    {
+        return Err(StoreError::Backend("the rows encoded before the lock are not the batch's".to_owned()));
     }
     let index_columns = &*columns::INDEX_COLUMNS;
     let names: Vec<&str> = ["org_id", "collection", "id", "body"]
@@ -2400,38 +2449,38 @@ fn copy_records(
     let sink =
         transaction.copy_in(&format!("COPY records ({}) FROM STDIN BINARY", names.join(", "))).map_err(store_error)?;
     let mut writer = BinaryCopyInWriter::new(sink, &types);
-    let encode = |(id, record): &(Uuid, &Value)| -> Result<EncodedRow, StoreError> {
-        let id = *id;
-        let bytes = serde_json::to_vec(record).map_err(|error| StoreError::InvalidRecord(error.to_string()))?;
-        let mut found = record_entries(collection, id, record)?;
-        let (values, positions) = columns::row_values(collection, &found.entries);
-        found.entries.retain(|(index, ..)| columns::in_rows(collection, index));
-        Ok((id, bytes, values, positions, found))
-    };
     let collection_name = collection.name();
-    std::thread::scope(|scope| -> Result<(), StoreError> {
-        // One chunk waits while the next is encoded: two chunks in memory at most.
-        let (chunks, encoded_chunks) = std::sync::mpsc::sync_channel(1);
-        scope.spawn(move || {
-            for chunk in records.chunks(COPY_CHUNK) {
-                // The receiver is gone only when sending failed: stop encoding.
-                if chunks.send(esr_store::parallel::map_in_order(chunk, encode)).is_err() {
-                    break;
+    let mut send = |row: EncodedRow| -> Result<(), StoreError> {
+        let (id, bytes, values, positions, found) = row;
+        let mut row: Vec<&(dyn ToSql + Sync)> = vec![&organization, &collection_name, &id, &bytes];
+        row.extend(values.iter().map(|value| value as &(dyn ToSql + Sync)));
+        row.extend(positions.iter().map(|position| position as &(dyn ToSql + Sync)));
+        writer.write(&row).map_err(store_error)?;
+        kept.push((id, found));
+        Ok(())
+    };
+    match encoded {
+        Some(encoded) => encoded.into_iter().try_for_each(&mut send)?,
+        None => std::thread::scope(|scope| -> Result<(), StoreError> {
+            // One chunk waits while the next is encoded: two chunks in memory at most.
+            let (chunks, encoded_chunks) = std::sync::mpsc::sync_channel(1);
+            scope.spawn(move || {
+                for chunk in records.chunks(COPY_CHUNK) {
+                    // The receiver is gone only when sending failed: stop encoding.
+                    let encoded = esr_store::parallel::map_in_order(chunk, |line| encode_row(collection, line));
+                    if chunks.send(encoded).is_err() {
+                        break;
+                    }
+                }
+            });
+            for encoded in encoded_chunks {
+                for row in encoded {
+                    send(row?)?;
                 }
             }
-        });
-        for encoded in encoded_chunks {
-            for row in encoded {
-                let (id, bytes, values, positions, found) = row?;
-                let mut row: Vec<&(dyn ToSql + Sync)> = vec![&organization, &collection_name, &id, &bytes];
-                row.extend(values.iter().map(|value| value as &(dyn ToSql + Sync)));
-                row.extend(positions.iter().map(|position| position as &(dyn ToSql + Sync)));
-                writer.write(&row).map_err(store_error)?;
-                kept.push((id, found));
-            }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        })?,
+    }
     writer.finish().map_err(store_error)?;
     Ok(kept)
 }
@@ -2445,10 +2494,22 @@ fn write_in<'a>(
     writes: &'a [CollectionWrite],
     read_by_id: &ReadById,
     mut changes: Option<BatchChanges<'a>>,
+    encoded: Option<EncodedWrites>,
 ) -> Result<(), StoreError> {
     let deletes = writes.iter().any(|write| !write.deleted.is_empty());
     let mut written_and_deleted = WrittenAndDeleted::default();
-    for CollectionWrite { collection, records, deleted, history } in writes.iter().filter(|write| !write.is_empty()) {
+    let mut encoded = encoded.map(Vec::into_iter);
+    for write in writes {
+        let encoded = match encoded.as_mut() {
+            Some(rows) => {
+                Some(rows.next().ok_or_else(|| StoreError::Backend("fewer encoded writes than writes".to_owned()))?)
+            }
+            None => None,
+        };
+        if write.is_empty() {
+            continue;
+        }
+        let CollectionWrite { collection, records, deleted, history } = write;
         let collection = *collection;
         let record_ids =
             records.iter().map(|record| record_uuid(collection, record)).collect::<Result<Vec<Uuid>, _>>()?;
@@ -2519,17 +2580,8 @@ fn write_in<'a>(
         if !deleting.is_empty() {
             changes::delete_history(transaction, statements, organization, collection, &deleting)?;
         }
-        // An id on several lines leaves what its last line holds: the
-        // batch's effect on an id is that line against what was stored.
-        let last_line: HashMap<Uuid, usize> = record_ids.iter().enumerate().map(|(line, id)| (*id, line)).collect();
-        let last_lines: Vec<(Uuid, &Value)> = record_ids
-            .iter()
-            .zip(records)
-            .enumerate()
-            .filter(|(line, (id, _))| last_line.get(*id) == Some(line))
-            .map(|(_, (id, record))| (*id, record))
-            .collect();
-        let latest = copy_records(transaction, organization, collection, &last_lines)?;
+        // The batch's effect on an id is its last line against what was stored.
+        let latest = copy_records(transaction, organization, collection, &last_lines(&record_ids, records), encoded)?;
         let mut deltas: HashMap<(String, String), i64> = HashMap::new();
         let (mut removed, mut added): (Vec<EntryKey>, Vec<EntryKey>) = (Vec::new(), Vec::new());
         for (id, found) in latest {
