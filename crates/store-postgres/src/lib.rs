@@ -2500,12 +2500,10 @@ fn write_in<'a>(
     let mut written_and_deleted = WrittenAndDeleted::default();
     let mut encoded = encoded.map(Vec::into_iter);
     for write in writes {
-        let encoded = match encoded.as_mut() {
-            Some(rows) => {
-                Some(rows.next().ok_or_else(|| StoreError::Backend("fewer encoded writes than writes".to_owned()))?)
-            }
-            None => None,
-        };
+        let encoded = encoded
+            .as_mut()
+            .map(|rows| rows.next().ok_or_else(|| StoreError::Backend("fewer encoded writes than writes".to_owned())))
+            .transpose()?;
         if write.is_empty() {
             continue;
         }

@@ -135,6 +135,14 @@ struct SledReader {
     counted: Option<(Collection, Matching, u64)>,
 }
 
+/// What a reader kept from its last call, taken: if it was of the same
+/// records (`collection` and `matching`).
+fn kept_for<T>(slot: &mut Option<(Collection, Matching, T)>, collection: Collection, matching: &Matching) -> Option<T> {
+    slot.take()
+        .filter(|(kept, kept_matching, _)| *kept == collection && kept_matching == matching)
+        .map(|(.., kept)| kept)
+}
+
 /// What a reader holds through one store call.
 type StoreCall<'a> = (std::sync::RwLockReadGuard<'a, ()>, esr_store::call_deadline::Scope);
 
@@ -1614,11 +1622,7 @@ impl StoreReader for SledReader {
     }
 
     fn count_matching(&mut self, collection: Collection, matching: &Matching) -> Result<u64, StoreError> {
-        if let Some((.., total)) = self
-            .counted
-            .take()
-            .filter(|(counted, counted_matching, _)| *counted == collection && counted_matching == matching)
-        {
+        if let Some(total) = kept_for(&mut self.counted, collection, matching) {
             return Ok(total);
         }
         let call = self.call()?;
@@ -1660,11 +1664,7 @@ impl StoreReader for SledReader {
         matching: &Matching,
         max_candidates: u64,
     ) -> Result<Option<Vec<GroupCount>>, StoreError> {
-        let matched = self
-            .matched
-            .take()
-            .filter(|(counted, counted_matching, _)| *counted == collection && counted_matching == matching)
-            .map(|(.., ids)| ids);
+        let matched = kept_for(&mut self.matched, collection, matching);
         let call = self.call()?;
         let counted = self.trees.count_groups_of_candidates(
             self.organization,
