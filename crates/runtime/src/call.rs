@@ -283,15 +283,15 @@ impl CallState {
 
     /// An index walk as a component asked for it (`function` names the
     /// store function): nothing without a tenant.
-    fn walk_index<T>(
+    fn walk_index<T: Default>(
         &mut self,
         collection: &str,
         function: &str,
         walk: WitWalk<'_>,
-        read: impl FnOnce(&mut TenantSession, Collection, &IndexWalk<'_>) -> Result<Vec<T>, StoreError>,
-    ) -> wasmtime::Result<Vec<T>> {
+        read: impl FnOnce(&mut TenantSession, Collection, &IndexWalk<'_>) -> Result<T, StoreError>,
+    ) -> wasmtime::Result<T> {
         let collection = self.collection_read(collection, function)?;
-        let Some(tenant) = &mut self.tenant else { return Ok(Vec::new()) };
+        let Some(tenant) = &mut self.tenant else { return Ok(T::default()) };
         let after = position_from_wit(function, "after", walk.after)?;
         let walk = IndexWalk {
             index: walk.index,
@@ -312,6 +312,9 @@ impl CallState {
         })
     }
 }
+
+/// Records a batch makes room for when its first is read; more grow it.
+const BATCH_RESERVE_RECORDS: usize = 128;
 
 /// An index walk with the WIT's values (its position as the component
 /// gave it).
@@ -414,6 +417,16 @@ impl TenantSession {
         self.reader.index_scan(collection, walk)
     }
 
+    /// `store.index-scan-batch`: the same records, each borrowed as read.
+    pub fn index_scan_each(
+        &mut self,
+        collection: Collection,
+        walk: &IndexWalk<'_>,
+        each: &mut dyn FnMut(IndexPosition, &[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.reader.index_scan_each(collection, walk, each)
+    }
+
     /// `store.index-positions`: positions and ids, no records.
     pub fn index_positions(
         &mut self,
@@ -503,30 +516,41 @@ impl wit_store::Host for CallState {
         reverse: bool,
     ) -> wasmtime::Result<wit_store::EntryBatch> {
         let walk = WitWalk { index: &index, value: &value, after: after.as_ref(), limit, reverse };
-        let records = self.walk_index(&collection, "index-scan-batch", walk, TenantSession::index_scan)?;
-        let bytes: usize = records.iter().map(|(_, value)| value.len()).sum();
-        // Records that cannot fit in the component's memory fail the call
-        // here, before the host makes a second copy of them.
-        let fits = u32::try_from(bytes).is_ok() && bytes <= self.memory_bytes;
-        if !fits {
-            return Err(wasmtime::Error::msg(format!(
-                "store.index-scan-batch: {} records of {bytes} bytes exceed the component's memory ({} bytes)",
-                records.len(),
-                self.memory_bytes
-            )));
-        }
-        let mut batch = wit_store::EntryBatch {
-            ids: String::with_capacity(records.len() * esr_contract::UUID_TEXT_LEN),
-            positions: Vec::with_capacity(records.len()),
-            ends: Vec::with_capacity(records.len()),
-            values: Vec::with_capacity(bytes),
-        };
-        for (at, value) in records {
+        // The records go straight from the store into the batch: one copy
+        // of each on the host. Those past the component's memory are
+        // counted, not copied, and fail the call below.
+        let memory_bytes = self.memory_bytes;
+        let fits = move |bytes: usize| u32::try_from(bytes).is_ok() && bytes <= memory_bytes;
+        let mut batch = wit_store::EntryBatch { ids: String::new(), positions: Vec::new(), ends: Vec::new(), values: Vec::new() };
+        let (mut count, mut bytes) = (0usize, 0usize);
+        let mut add = |at: IndexPosition, record: &[u8]| {
+            count += 1;
+            bytes = bytes.saturating_add(record.len());
+            if !fits(bytes) {
+                return Ok(());
+            }
+            if batch.ends.is_empty() {
+                // Sized from the first record: a page's records are alike.
+                let expected = (limit as usize).min(BATCH_RESERVE_RECORDS);
+                batch.ids.reserve(expected * esr_contract::UUID_TEXT_LEN);
+                batch.positions.reserve(expected);
+                batch.ends.reserve(expected);
+                batch.values.reserve(expected * record.len());
+            }
             batch.ids.push_str(at.id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
             batch.positions.push(at.position);
-            batch.values.extend_from_slice(&value);
+            batch.values.extend_from_slice(record);
             // At most `bytes`, which fits in a u32 (checked above).
             batch.ends.push(batch.values.len() as u32);
+            Ok(())
+        };
+        self.walk_index(&collection, "index-scan-batch", walk, |tenant, collection, walk| {
+            tenant.index_scan_each(collection, walk, &mut add)
+        })?;
+        if !fits(bytes) {
+            return Err(wasmtime::Error::msg(format!(
+                "store.index-scan-batch: {count} records of {bytes} bytes exceed the component's memory ({memory_bytes} bytes)"
+            )));
         }
         Ok(batch)
     }

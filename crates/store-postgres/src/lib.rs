@@ -45,7 +45,7 @@ use std::sync::Arc;
 
 use esr_store::{
     ApiKeyRecord, AuditEntry, AuditPage, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection,
-    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, IndexedRecord,
+    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk,
     KeyWithReader, MAX_SCAN, Matching, Organization, ReadAhead, ReadFrom, RecordWalk, ReplicaHealth, Store, StoreError,
     StoreReader, StoredRecord, WriteTime, ordered_by_creation, restricting_conditions, sort_index,
 };
@@ -1451,8 +1451,13 @@ impl StoreReader for PgReader {
         self.read(|mut session| session.count(collection))
     }
 
-    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<IndexedRecord>, StoreError> {
-        self.read(|mut session| session.index_scan(collection, walk))
+    fn index_scan_each(
+        &mut self,
+        collection: Collection,
+        walk: &IndexWalk<'_>,
+        each: &mut dyn FnMut(IndexPosition, &[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.read(|mut session| session.index_scan_each(collection, walk, &mut *each))
     }
 
     fn index_positions(
@@ -1624,18 +1629,21 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
     /// Up to `limit` (at most [`MAX_SCAN`]) records holding `value` in the
     /// index, in position, id order, strictly after `after` (before it, in
     /// reverse) when given.
-    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<IndexedRecord>, StoreError> {
+    fn index_scan_each(
+        &mut self,
+        collection: Collection,
+        walk: &IndexWalk<'_>,
+        each: &mut dyn FnMut(IndexPosition, &[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         let index = walk.index;
-        let rows = self.entries(collection, walk, true)?;
-        let mut records = Vec::with_capacity(rows.len());
-        for row in rows {
-            let body: Option<Vec<u8>> = row.get(2);
+        for row in self.entries(collection, walk, true)? {
+            let body: Option<&[u8]> = row.get(2);
             let body = body.ok_or_else(|| {
                 StoreError::Corrupt(format!("index {index} of {collection} points at a missing record"))
             })?;
-            records.push((IndexPosition::new(row.get(0), row.get(1)), body));
+            each(IndexPosition::new(row.get(0), row.get(1)), body)?;
         }
-        Ok(records)
+        Ok(())
     }
 
     /// The positions of [`Connection::index_scan`]'s records (position,

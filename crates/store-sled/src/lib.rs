@@ -28,7 +28,7 @@ use uuid::Uuid;
 use self::index_blocks::value_prefix;
 use esr_store::{
     ApiKeyRecord, AuditEntry, AuditPage, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection,
-    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, IndexedRecord,
+    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk,
     MAX_RANGE_CANDIDATES, MAX_SCAN, Matching, Organization, ReadFrom, RecordWalk, Store, StoreError, StoreReader,
     StoredRecord, WriteTime, ordered_by_creation, restricting_conditions, sort_index,
 };
@@ -1578,21 +1578,24 @@ impl StoreReader for SledReader {
         self.trees.count(self.organization, collection)
     }
 
-    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<IndexedRecord>, StoreError> {
+    fn index_scan_each(
+        &mut self,
+        collection: Collection,
+        walk: &IndexWalk<'_>,
+        each: &mut dyn FnMut(IndexPosition, &[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         let _call = self.call()?;
         let (trees, entries) = self.trees.index_walk(self.organization, collection, walk)?;
-        let limit = walk.limit.min(MAX_SCAN);
-        let mut records = Vec::with_capacity(limit.min(128));
-        for entry in entries.take(limit) {
+        for entry in entries.take(walk.limit.min(MAX_SCAN)) {
             let entry = entry?;
             let id = Uuid::from_bytes(entry_id(&entry)?);
             let record =
                 trees.records.get(record_key(self.organization, id)).map_err(store_error)?.ok_or_else(|| {
                     StoreError::Corrupt(format!("index {} of {collection} points at a missing record", walk.index))
                 })?;
-            records.push((IndexPosition::new(entry_position(&entry), id), record.to_vec()));
+            each(IndexPosition::new(entry_position(&entry), id), &record)?;
         }
-        Ok(records)
+        Ok(())
     }
 
     fn index_positions(

@@ -381,7 +381,24 @@ pub trait StoreReader: Send {
 
     /// The records of `walk` (at most [`MAX_SCAN`]), in (position, id)
     /// order, each with its position. Each record once.
-    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<IndexedRecord>, StoreError>;
+    fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<IndexedRecord>, StoreError> {
+        let mut records = Vec::new();
+        self.index_scan_each(collection, walk, &mut |position, record| {
+            records.push((position, record.to_vec()));
+            Ok(())
+        })?;
+        Ok(records)
+    }
+
+    /// [`StoreReader::index_scan`]'s records handed to `each` as they are
+    /// read, borrowed: a caller that copies them on (a component's batch)
+    /// makes one copy of each, not two. An error from `each` ends the walk.
+    fn index_scan_each(
+        &mut self,
+        collection: Collection,
+        walk: &IndexWalk<'_>,
+        each: &mut dyn FnMut(IndexPosition, &[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
 
     /// The (position, id) of what [`StoreReader::index_scan`] would return
     /// for the same walk, read from the index alone.
