@@ -39,6 +39,8 @@ pub const DEFAULT_LIMIT: u32 = 50;
 pub use esr_contract::limits::MAX_LIMIT;
 /// How many records one store scan asks for.
 const SCAN_BATCH: u32 = 1000;
+/// How much larger each batch of a walk is than the one before.
+const BATCH_GROWTH: u32 = 4;
 
 /// The requested order: a key from the plugin's table and a direction.
 #[derive(Debug, Clone, Copy)]
@@ -634,7 +636,7 @@ struct IndexStream<'s> {
     buffered: std::collections::VecDeque<Walked>,
     exhausted: bool,
     batch: u32,
-    /// A batch was read: the next ones are full ([`SCAN_BATCH`]).
+    /// A batch was read: the next ones share their bytes ([`Walked::kept`]).
     past_first: bool,
 }
 
@@ -651,8 +653,11 @@ impl IndexStream<'_> {
             };
             let entries = self.store.index_scan(self.collection, &walk);
             self.exhausted = entries.len() < self.batch as usize;
-            // Later batches are read in full: the walk is past its first page.
-            self.batch = SCAN_BATCH;
+            // The walk is past its first page: a filter the index does not
+            // answer, or an offset. Each later batch is four times the one
+            // before, up to a full one, so a page that needs a few records
+            // more does not read a thousand.
+            self.batch = self.batch.saturating_mul(BATCH_GROWTH).min(SCAN_BATCH);
             let index = self.index;
             let in_full_batch = std::mem::replace(&mut self.past_first, true);
             self.buffered.extend(entries.into_iter().map(|entry| {
