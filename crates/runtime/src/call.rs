@@ -422,7 +422,7 @@ impl TenantSession {
         &mut self,
         collection: Collection,
         walk: &IndexWalk<'_>,
-        each: &mut dyn FnMut(IndexPosition, &[u8]) -> Result<(), StoreError>,
+        each: &mut esr_store::EachIndexed<'_>,
     ) -> Result<(), StoreError> {
         self.reader.index_scan_each(collection, walk, each)
     }
@@ -521,7 +521,8 @@ impl wit_store::Host for CallState {
         // counted, not copied, and fail the call below.
         let memory_bytes = self.memory_bytes;
         let fits = move |bytes: usize| u32::try_from(bytes).is_ok() && bytes <= memory_bytes;
-        let mut batch = wit_store::EntryBatch { ids: String::new(), positions: Vec::new(), ends: Vec::new(), values: Vec::new() };
+        let mut batch =
+            wit_store::EntryBatch { ids: String::new(), positions: Vec::new(), ends: Vec::new(), values: Vec::new() };
         let (mut count, mut bytes) = (0usize, 0usize);
         let mut add = |at: IndexPosition, record: &[u8]| {
             count += 1;

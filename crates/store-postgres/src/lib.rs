@@ -45,9 +45,9 @@ use std::sync::Arc;
 
 use esr_store::{
     ApiKeyRecord, AuditEntry, AuditPage, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection,
-    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk,
-    KeyWithReader, MAX_SCAN, Matching, Organization, ReadAhead, ReadFrom, RecordWalk, ReplicaHealth, Store, StoreError,
-    StoreReader, StoredRecord, WriteTime, ordered_by_creation, restricting_conditions, sort_index,
+    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, KeyWithReader,
+    MAX_SCAN, Matching, Organization, ReadAhead, ReadFrom, RecordWalk, ReplicaHealth, Store, StoreError, StoreReader,
+    StoredRecord, WriteTime, ordered_by_creation, restricting_conditions, sort_index,
 };
 
 /// PostgreSQL's error as the store reports it.
@@ -1455,7 +1455,7 @@ impl StoreReader for PgReader {
         &mut self,
         collection: Collection,
         walk: &IndexWalk<'_>,
-        each: &mut dyn FnMut(IndexPosition, &[u8]) -> Result<(), StoreError>,
+        each: &mut esr_store::EachIndexed<'_>,
     ) -> Result<(), StoreError> {
         self.read(|mut session| session.index_scan_each(collection, walk, &mut *each))
     }
@@ -1633,7 +1633,7 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
         &mut self,
         collection: Collection,
         walk: &IndexWalk<'_>,
-        each: &mut dyn FnMut(IndexPosition, &[u8]) -> Result<(), StoreError>,
+        each: &mut esr_store::EachIndexed<'_>,
     ) -> Result<(), StoreError> {
         let index = walk.index;
         for row in self.entries(collection, walk, true)? {

@@ -28,9 +28,9 @@ use uuid::Uuid;
 use self::index_blocks::value_prefix;
 use esr_store::{
     ApiKeyRecord, AuditEntry, AuditPage, BuildBatch, ChangeEvent, ChangeLog, ChangeOperation, Collection,
-    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk,
-    MAX_RANGE_CANDIDATES, MAX_SCAN, Matching, Organization, ReadFrom, RecordWalk, Store, StoreError, StoreReader,
-    StoredRecord, WriteTime, ordered_by_creation, restricting_conditions, sort_index,
+    CollectionWrite, Document, GroupCount, IndexCondition, IndexPosition, IndexRange, IndexWalk, MAX_RANGE_CANDIDATES,
+    MAX_SCAN, Matching, Organization, ReadFrom, RecordWalk, Store, StoreError, StoreReader, StoredRecord, WriteTime,
+    ordered_by_creation, restricting_conditions, sort_index,
 };
 
 /// Record ids, as index entries hold them.
@@ -1582,7 +1582,7 @@ impl StoreReader for SledReader {
         &mut self,
         collection: Collection,
         walk: &IndexWalk<'_>,
-        each: &mut dyn FnMut(IndexPosition, &[u8]) -> Result<(), StoreError>,
+        each: &mut esr_store::EachIndexed<'_>,
     ) -> Result<(), StoreError> {
         let _call = self.call()?;
         let (trees, entries) = self.trees.index_walk(self.organization, collection, walk)?;

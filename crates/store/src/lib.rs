@@ -221,6 +221,9 @@ pub type StoredRecord = (Uuid, Vec<u8>);
 /// with it) and its bytes exactly as written.
 pub type IndexedRecord = (IndexPosition, Vec<u8>);
 
+/// What [`StoreReader::index_scan_each`] hands each record to, borrowed.
+pub type EachIndexed<'a> = dyn FnMut(IndexPosition, &[u8]) -> Result<(), StoreError> + 'a;
+
 // Positions, conditions, ranges and group counts: the contract's types,
 // the same from the WIT glue down to each backend.
 pub use esr_contract::indexes::{
@@ -397,7 +400,7 @@ pub trait StoreReader: Send {
         &mut self,
         collection: Collection,
         walk: &IndexWalk<'_>,
-        each: &mut dyn FnMut(IndexPosition, &[u8]) -> Result<(), StoreError>,
+        each: &mut EachIndexed<'_>,
     ) -> Result<(), StoreError>;
 
     /// The (position, id) of what [`StoreReader::index_scan`] would return
