@@ -385,7 +385,7 @@ pub trait StoreReader: Send {
     /// The records of `walk` (at most [`MAX_SCAN`]), in (position, id)
     /// order, each with its position. Each record once.
     fn index_scan(&mut self, collection: Collection, walk: &IndexWalk<'_>) -> Result<Vec<IndexedRecord>, StoreError> {
-        let mut records = Vec::new();
+        let mut records = Vec::with_capacity(walk.limit.min(MAX_SCAN).min(128));
         self.index_scan_each(collection, walk, &mut |position, record| {
             records.push((position, record.to_vec()));
             Ok(())
