@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, anyhow, bail};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
-use wasmtime::component::{Component, HasSelf, InstancePre, Linker, Resource, ResourceTable};
+use wasmtime::component::{
+    Component, ComponentExportIndex, HasSelf, InstancePre, Linker, Resource, ResourceTable, TypedFunc,
+};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder,
 };

@@ -14,24 +14,58 @@ pub(super) enum Pre {
 pub(super) struct ResourcePre {
     pub(super) pre: InstancePre<CallState>,
     pub(super) handler: handler::GuestIndices,
+    /// `handler.get` and `handler.list`, found once: a request's instance
+    /// type-checks only the function it calls (a whole `handler` checks
+    /// `describe`'s descriptor too, on every call).
+    get: ComponentExportIndex,
+    list: ComponentExportIndex,
     pub(super) summaries: Option<summaries::GuestIndices>,
     pub(super) bulk_export: Option<bulk_export::GuestIndices>,
 }
 
+/// `handler.get` of one instance.
+pub(super) type GetFunc<'a> = TypedFunc<(&'a str, &'a Request), (Result<Vec<u8>, PluginError>,)>;
+
 impl ResourcePre {
     pub(super) fn new(pre: InstancePre<CallState>) -> wasmtime::Result<ResourcePre> {
         let handler = handler::GuestIndices::new(&pre)?;
-        let exports = |interface: &str| {
-            pre.component().get_export_index(None, format!("{WIT_PACKAGE}/{interface}@{WIT_VERSION}")).is_some()
+        let component = pre.component();
+        let interface = |name: &str| component.get_export_index(None, format!("{WIT_PACKAGE}/{name}@{WIT_VERSION}"));
+        let handler_interface =
+            interface("handler").ok_or_else(|| wasmtime::format_err!("no exported instance named `handler`"))?;
+        let function = |name: &str| {
+            component
+                .get_export_index(Some(&handler_interface), name)
+                .ok_or_else(|| wasmtime::format_err!("`handler` exports no function named `{name}`"))
         };
-        let summaries = if exports("summaries") { Some(summaries::GuestIndices::new(&pre)?) } else { None };
-        let bulk_export = if exports("bulk-export") { Some(bulk_export::GuestIndices::new(&pre)?) } else { None };
-        Ok(ResourcePre { pre, handler, summaries, bulk_export })
+        let (get, list) = (function("get")?, function("list")?);
+        let summaries = if interface("summaries").is_some() { Some(summaries::GuestIndices::new(&pre)?) } else { None };
+        let bulk_export =
+            if interface("bulk-export").is_some() { Some(bulk_export::GuestIndices::new(&pre)?) } else { None };
+        Ok(ResourcePre { pre, handler, get, list, summaries, bulk_export })
     }
 
+    /// The whole `handler` of a new instance (the calls made at load).
     pub(super) fn handler(&self, store: &mut Store<CallState>) -> wasmtime::Result<handler::Guest> {
         let instance = self.pre.instantiate(&mut *store)?;
         self.handler.load(&mut *store, &instance)
+    }
+
+    /// `handler.get` of a new instance.
+    pub(super) fn get<'a>(&self, store: &mut Store<CallState>) -> wasmtime::Result<GetFunc<'a>> {
+        let instance = self.pre.instantiate(&mut *store)?;
+        instance.get_typed_func(&mut *store, self.get)
+    }
+
+    /// One page of `handler.list`, from a new instance.
+    pub(super) fn list(
+        &self,
+        store: &mut Store<CallState>,
+        request: &Request,
+    ) -> wasmtime::Result<Result<Page, PluginError>> {
+        let instance = self.pre.instantiate(&mut *store)?;
+        let list = instance.get_typed_func::<(&Request,), (Result<Page, PluginError>,)>(&mut *store, self.list)?;
+        list.call(&mut *store, (request,)).map(|(page,)| page)
     }
 
     /// The component's `bulk-export`, or `None` when it exports none.
@@ -325,7 +359,7 @@ impl ComponentSet {
         }
         let (plugin, mut store) = self.start_in(group, Some(session), request_id)?;
         let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} is not a list"))) };
-        let result = pre.handler(&mut store).and_then(|handler| handler.call_list(&mut store, request));
+        let result = pre.list(&mut store, request);
         Ok((finish(&store, result)?, sequence))
     }
 
@@ -356,10 +390,11 @@ impl ComponentSet {
         }
         let (plugin, mut store) = self.start_in(group, Some(session), request_id)?;
         let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} has no records"))) };
-        let handler = pre.handler(&mut store).map_err(|error| call_failure(&store, error))?;
+        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+        let get = pre.get(&mut store).map_err(|error| call_failure(&store, error))?;
         let mut records = Vec::with_capacity(ids.len());
-        for id in ids {
-            let result = handler.call_get(&mut store, &id.to_string(), request);
+        for id in &ids {
+            let result = get.call(&mut store, (id, request)).map(|(record,)| record);
             records.push(answer(finish(&store, result))?);
         }
         let session =
@@ -441,7 +476,7 @@ impl ComponentSet {
         }
         let (plugin, mut store) = self.start(group, Some(&tenant), request_id)?;
         let Pre::Resource(pre) = &plugin.pre else { return Err(CallError::Failed(format!("{group} has no records"))) };
-        let result = pre.handler(&mut store).and_then(|handler| handler.call_get(&mut store, id, request));
+        let result = pre.get(&mut store).and_then(|get| get.call(&mut store, (id, request))).map(|(record,)| record);
         finish(&store, result)
     }
 
