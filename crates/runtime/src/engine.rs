@@ -27,6 +27,20 @@ impl ComponentEngine {
     /// An engine whose report importers get `importer_limits`; each call's
     /// store enforces its kind's memory cap, the pool allows the larger.
     pub fn with_importer_limits(limits: Limits, importer_limits: Limits) -> anyhow::Result<ComponentEngine> {
+        // wasmtime 48's in-place reset finds a slot's written pages among
+        // those present: a page the kernel swapped out would keep an
+        // earlier call's bytes for the next instance. Where swap is possible
+        // every page is released after each call instead.
+        let in_place = !esr_system::swap::may_swap();
+        let keep_resident = if in_place { KEEP_RESIDENT_BYTES } else { 0 };
+        if in_place {
+            tracing::info!("component memory is reset in place after each call (this process cannot swap)");
+        } else {
+            tracing::warn!(
+                "swap is on for this process: each component call's memory is released after it, not reset in \
+                 place, at a cost in throughput; turn swap off for esr (systemd: MemorySwapMax=0) to reset in place"
+            );
+        }
         let mut pooling = PoolingAllocationConfig::default();
         pooling
             .total_component_instances(256)
@@ -40,9 +54,9 @@ impl ComponentEngine {
             // PAGEMAP_SCAN ioctl, Linux 6.7+; without it, the lowest ones)
             // are reset in place, up to this much per slot; the SDK's
             // arena keeps a typical call inside it (docs/performance.md).
-            .pagemap_scan(wasmtime::Enabled::Auto)
-            .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-            .table_keep_resident(KEEP_RESIDENT_BYTES);
+            .pagemap_scan(if in_place { wasmtime::Enabled::Auto } else { wasmtime::Enabled::No })
+            .linear_memory_keep_resident(keep_resident)
+            .table_keep_resident(keep_resident);
         let mut config = Config::new();
         config.epoch_interruption(true);
         let loading = Engine::new(&config).map_err(|e| anyhow!("configuring the WebAssembly engine: {e:#}"))?;
@@ -50,10 +64,13 @@ impl ComponentEngine {
         let engine = Engine::new(&config).map_err(|e| anyhow!("configuring the WebAssembly engine: {e:#}"))?;
         // The epoch clock that bounds guest CPU time in both engines; it
         // holds only weak handles, so it stops once neither is left.
+        // It also notices swap turned on after start, which the in-place
+        // reset chosen above is not safe with.
         let weak = [engine.weak(), loading.weak()];
         std::thread::Builder::new()
             .name("esr-epoch".into())
             .spawn(move || {
+                let mut since_swap_check = Duration::ZERO;
                 loop {
                     let mut ticked = false;
                     for engine in weak.iter().filter_map(|weak| weak.upgrade()) {
@@ -64,6 +81,16 @@ impl ComponentEngine {
                         return;
                     }
                     std::thread::sleep(EPOCH_TICK);
+                    since_swap_check += EPOCH_TICK;
+                    if in_place && since_swap_check >= SWAP_CHECK_EVERY {
+                        since_swap_check = Duration::ZERO;
+                        if esr_system::swap::may_swap() {
+                            tracing::error!(
+                                "swap was turned on after esr started: a component call may find a swapped-out \
+                                 page of an earlier call's memory; turn swap off for esr or restart it"
+                            );
+                        }
+                    }
                 }
             })
             .context("starting the epoch thread")?;

@@ -143,6 +143,9 @@ impl Limits {
 /// released: the stack, data and the SDK's 8 MiB arena.
 const KEEP_RESIDENT_BYTES: usize = 16 << 20;
 const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// How often a host that resets component memory in place checks that
+/// swap is still off for it (and says so in the log when it is not).
+const SWAP_CHECK_EVERY: Duration = Duration::from_secs(60);
 /// Captured guest stderr per call (a panic message is what matters).
 const STDERR_CAPACITY: usize = 16 * 1024;
 /// `log` messages kept per call; the rest are counted in one line.

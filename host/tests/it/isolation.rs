@@ -459,3 +459,67 @@ fn one_organization_s_changes_never_reach_another_s_subscription() {
     std::thread::sleep(std::time::Duration::from_secs(1));
     assert_eq!(receiver.acknowledged_events().len(), 1);
 }
+
+/// A swap area turned on for as long as it lives (a file in a temporary
+/// directory), turned off when dropped, a failed test included.
+struct SwapArea {
+    file: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SwapArea {
+    fn on() -> SwapArea {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("swap");
+        std::fs::write(&file, vec![0u8; 16 << 20]).unwrap();
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        let run = |program: &str| {
+            let output = std::process::Command::new(program).arg(&file).output().unwrap();
+            assert!(
+                output.status.success(),
+                "{program} {}: {} (turning swap on takes root, as `make test` in CI runs)",
+                file.display(),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        };
+        run("/sbin/mkswap");
+        run("/sbin/swapon");
+        SwapArea { file, _dir: dir }
+    }
+}
+
+impl Drop for SwapArea {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("/sbin/swapoff").arg(&self.file).status();
+    }
+}
+
+/// wasmtime 48 resets a pooled instance's memory in place from the pages
+/// the kernel reports present, so a written page swapped out would keep an
+/// earlier call's bytes for the next call in its slot. The server resets in
+/// place only where it cannot swap, says which it does, and serves either way.
+#[test]
+fn component_memory_is_reset_in_place_only_where_swap_is_off() {
+    let logging = ["ESR_LOG=warn,esr::server=info,esr_runtime=info"];
+    let mut server = Server::start_with(&plugins_dir(), &logging);
+    let in_place = "component memory is reset in place after each call";
+    let released = "swap is on for this process: each component call's memory is released after it";
+    server.wait_for_log(30, |log| log.contains(in_place) || log.contains(released));
+    let expected = if esr_system::swap::may_swap() { released } else { in_place };
+    assert!(server.log().contains(expected), "expected {expected:?}:\n{}", server.log());
+    let finding = server.all(0, "vulnerability-findings")[0]["id"].as_str().unwrap().to_owned();
+    let data_dir = server.data_dir().to_path_buf();
+    server.stop();
+
+    let swap = SwapArea::on();
+    assert!(esr_system::swap::may_swap(), "an active swap area and no cgroup cap: swap is possible");
+    let server = Server::start_on_with(&plugins_dir(), &data_dir, &logging);
+    server.wait_for_log(30, |log| log.contains(released));
+    assert!(!server.log().contains(in_place));
+    for _ in 0..3 {
+        let record = server.json(&format!("/v1/vulnerability-findings/{finding}"));
+        assert_eq!(record["id"], finding.as_str());
+        assert_eq!(server.get("/v1/vulnerability-findings?limit=5").status(), 200);
+    }
+    drop(swap);
+}
