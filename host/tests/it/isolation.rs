@@ -469,7 +469,9 @@ struct SwapArea {
 
 impl SwapArea {
     fn on() -> SwapArea {
-        let dir = tempfile::tempdir().unwrap();
+        // On the build's own disk: a temporary directory may be a tmpfs,
+        // which cannot hold a swap file.
+        let dir = tempfile::tempdir_in(common::workspace().join("target")).unwrap();
         let file = dir.path().join("swap");
         std::fs::write(&file, vec![0u8; 16 << 20]).unwrap();
         std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
