@@ -39,14 +39,18 @@ pub fn has_active_swap(proc_swaps: &str) -> bool {
 pub fn cgroup_forbids_swap(proc_self_cgroup: &str, swap_max: impl Fn(&str) -> Option<String>) -> bool {
     let Some(path) = proc_self_cgroup.lines().find_map(|line| line.strip_prefix("0::")) else { return false };
     let mut cgroup = path.trim().trim_matches('/');
-    // The root has no `memory.swap.max`; each cgroup below it may.
-    while !cgroup.is_empty() {
+    // Up to the root as this process sees it: the machine's root has no
+    // `memory.swap.max`, but in a container's cgroup namespace the root is
+    // the container's own cgroup, which does.
+    loop {
         if swap_max(cgroup).is_some_and(|max| max.trim() == "0") {
             return true;
         }
+        if cgroup.is_empty() {
+            return false;
+        }
         cgroup = cgroup.rsplit_once('/').map_or("", |(parent, _)| parent);
     }
-    false
 }
 
 #[cfg(test)]
@@ -79,7 +83,9 @@ mod tests {
         assert!(cgroup_forbids_swap(own, caps("system.slice/esr.service")));
         assert!(cgroup_forbids_swap(own, caps("system.slice")), "a parent's cap holds for its children");
         assert!(!cgroup_forbids_swap(own, caps("")), "`max` everywhere");
-        assert!(!cgroup_forbids_swap("0::/\n", caps("system.slice")), "the root cgroup has no cap");
+        assert!(!cgroup_forbids_swap("0::/\n", caps("system.slice")), "the machine's root cgroup has no cap");
+        // In a container's cgroup namespace its own cgroup is the root.
+        assert!(cgroup_forbids_swap("0::/\n", |cgroup: &str| cgroup.is_empty().then(|| "0\n".to_owned())));
         // cgroup v1 only: no `0::` line.
         assert!(!cgroup_forbids_swap("4:memory:/system.slice/esr.service\n", caps("system.slice")));
         // A hybrid host lists both; the v2 line decides.
