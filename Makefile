@@ -21,7 +21,7 @@ PLUGINS      := endpoints remediation-targets scopes vulnerability-findings agen
 # esr-plugin-import-<format>, installed as import-<format>.wasm.
 IMPORTERS    := trivy grype cyclonedx sarif osv wazuh snyk nessus nexpose openvas qualys
 # Alternative and deliberately broken components the tests load.
-TEST_PLUGINS := endpoints-redacted endpoints-wit-0-3-1 findings-wit-0-3-2 endless-loop memory-hog panics prober sleeper log-flood
+TEST_PLUGINS := endpoints-redacted endpoints-wit-0-3-1 findings-wit-0-3-2 endless-loop memory-hog panics prober remnant sleeper log-flood
 ESR         := target/debug/esr
 # Real scanner reports the report tests import, read where they are (never
 # copied into the project); a missing folder fails those tests.
