@@ -39,6 +39,11 @@ pub fn has_active_swap(proc_swaps: &str) -> bool {
 pub fn cgroup_forbids_swap(proc_self_cgroup: &str, swap_max: impl Fn(&str) -> Option<String>) -> bool {
     let Some(path) = proc_self_cgroup.lines().find_map(|line| line.strip_prefix("0::")) else { return false };
     let mut cgroup = path.trim().trim_matches('/');
+    // A cgroup outside this process's cgroup namespace shows as `/../…`:
+    // its files are not under this mount, so nothing is known of its cap.
+    if cgroup.split('/').any(|part| part == "..") {
+        return false;
+    }
     // Up to the root as this process sees it: the machine's root has no
     // `memory.swap.max`, but in a container's cgroup namespace the root is
     // the container's own cgroup, which does.
@@ -84,6 +89,9 @@ mod tests {
         assert!(cgroup_forbids_swap(own, caps("system.slice")), "a parent's cap holds for its children");
         assert!(!cgroup_forbids_swap(own, caps("")), "`max` everywhere");
         assert!(!cgroup_forbids_swap("0::/\n", caps("system.slice")), "the machine's root cgroup has no cap");
+        // Outside this process's cgroup namespace (entered from the host):
+        // the mount's root is someone else's cgroup, so no cap is known.
+        assert!(!cgroup_forbids_swap("0::/../../system.slice/esr.service\n", |_: &str| Some("0\n".to_owned())));
         // In a container's cgroup namespace its own cgroup is the root.
         assert!(cgroup_forbids_swap("0::/\n", |cgroup: &str| cgroup.is_empty().then(|| "0\n".to_owned())));
         // cgroup v1 only: no `0::` line.
