@@ -892,7 +892,8 @@ async fn metrics(State(state): State<AdminState>) -> Result<Response, ApiError> 
             Ok((db.size_on_disk().map_err(storage_failure)?, by_state))
         })
         .await?;
-    let body = state.metrics.render(store_bytes, &subscriptions, state.serving.audit.as_ref());
+    let body =
+        state.metrics.render(store_bytes, &subscriptions, state.serving.audit.as_ref(), state.plugins.idle_slots());
     Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response())
 }
 

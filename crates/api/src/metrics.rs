@@ -92,6 +92,8 @@ pub struct Metrics {
     health_checks: Counter,
     malformed: Family<MalformedLabels, Counter>,
     store_bytes: Gauge<u64, AtomicU64>,
+    idle_slots: Gauge<u64, AtomicU64>,
+    idle_slot_resident_bytes: Gauge<u64, AtomicU64>,
     webhook_deliveries: Family<OutcomeLabels, Counter>,
     webhook_lag: Histogram,
     webhook_subscriptions: Family<StateLabels, Gauge>,
@@ -113,6 +115,8 @@ impl Default for Metrics {
             health_checks: Counter::default(),
             malformed: Family::default(),
             store_bytes: Gauge::default(),
+            idle_slots: Gauge::default(),
+            idle_slot_resident_bytes: Gauge::default(),
             webhook_deliveries: Family::default(),
             webhook_lag: Histogram::new(LAG_BUCKETS),
             webhook_subscriptions: Family::default(),
@@ -162,6 +166,16 @@ impl Default for Metrics {
             metrics.health_checks.clone(),
         );
         registry.register("esr_store_size_bytes", "The store's size on disk", metrics.store_bytes.clone());
+        registry.register(
+            "esr_component_idle_slots",
+            "Component instance slots used before and idle now",
+            metrics.idle_slots.clone(),
+        );
+        registry.register(
+            "esr_component_idle_slot_resident_bytes",
+            "Memory the idle component slots keep resident, reset again after each one's next call",
+            metrics.idle_slot_resident_bytes.clone(),
+        );
         registry.register(
             "esr_audit_entries_recorded",
             "Audit trail entries written to the store",
@@ -246,14 +260,21 @@ impl Metrics {
     }
 
     /// The OpenMetrics text ([`CONTENT_TYPE`]); `store_bytes` is the
-    /// store's size on disk, `subscriptions` the webhook subscriptions by state.
+    /// store's size on disk, `subscriptions` the webhook subscriptions by
+    /// state, `idle_slots` the component pool's (none with the native
+    /// baseline's pool-less engine).
     pub fn render(
         &self,
         store_bytes: u64,
         subscriptions: &[(&'static str, i64)],
         audit: Option<&esr_audit::Recorder>,
+        idle_slots: Option<esr_runtime::IdleSlots>,
     ) -> String {
         self.store_bytes.set(store_bytes);
+        if let Some(idle) = idle_slots {
+            self.idle_slots.set(u64::from(idle.memories));
+            self.idle_slot_resident_bytes.set(idle.resident_bytes as u64);
+        }
         if let Some(audit) = audit {
             // The recorder keeps the totals; the counters catch up to them.
             let catch_up = |counter: &Counter, total: u64| {
@@ -292,7 +313,7 @@ mod tests {
         metrics.request("/v1/{collection}", 200, Duration::from_millis(30));
         metrics.component_call("en\"d", Duration::from_millis(1), Some("trap"));
         metrics.shed();
-        let text = metrics.render(42, &[("active", 2)], None);
+        let text = metrics.render(42, &[("active", 2)], None, None);
         for expected in [
             "# TYPE esr_http_requests counter",
             "esr_http_requests_total{route=\"/v1/{collection}\",status=\"200\"} 2",

@@ -3,6 +3,16 @@
 
 use super::*;
 
+/// The pool's idle instance slots ([`ComponentEngine::idle_slots`]).
+#[derive(Clone, Copy, Debug)]
+pub struct IdleSlots {
+    /// Linear-memory slots used before and free now.
+    pub memories: u32,
+    /// The bytes those slots keep resident (at most 16 MiB each): wasmtime
+    /// 48 resets every resident page of a slot after each call in it.
+    pub resident_bytes: usize,
+}
+
 /// The compiled-code engine, shared by every loaded component.
 #[derive(Clone)]
 pub struct ComponentEngine {
@@ -97,17 +107,26 @@ impl ComponentEngine {
         Ok(ComponentEngine { engine, loading, limits, importer_limits, cache_dir: None })
     }
 
+    /// What the pool's idle instance slots hold: how many there are and
+    /// the bytes they keep resident, which their next calls reset again.
+    pub fn idle_slots(&self) -> Option<IdleSlots> {
+        let pool = self.engine.pooling_allocator_metrics()?;
+        Some(IdleSlots { memories: pool.unused_warm_memories(), resident_bytes: pool.unused_memory_bytes_resident() })
+    }
+
     /// This engine's twin for the calls made while loading, and
     /// `component` in it.
     pub(super) fn for_loading(&self, component: &Component) -> wasmtime::Result<(ComponentEngine, Component)> {
         let loading = ComponentEngine { engine: self.loading.clone(), ..self.clone() };
-        let compiled = component.serialize()?;
-        // SAFETY: the bytes are wasmtime's own output, made just above in
-        // this process from a component this engine compiled or checked;
-        // the two engines share one configuration but the allocator.
-        #[allow(unsafe_code)]
-        let twin = unsafe { Component::deserialize(&self.loading, &compiled)? };
+        let twin = copy_in(&self.loading, component)?;
         Ok((loading, twin))
+    }
+
+    /// `component` again in this engine, as modules of their own: the pool
+    /// reuses a slot for the module that used it last, so the copy's
+    /// instances keep to slots of their own.
+    pub(super) fn copy(&self, component: &Component) -> wasmtime::Result<Component> {
+        copy_in(&self.engine, component)
     }
 
     /// Keeps compiled components in `dir`, keyed by the component's content
@@ -153,6 +172,19 @@ impl ComponentEngine {
         // holds the source's SHA-256 and the engine configuration's hash;
         // wasmtime itself refuses files from another version or config.
         unsafe { Component::deserialize_file(&self.engine, path) }
+    }
+}
+
+/// `component`, compiled by one of this server's engines, loaded again in
+/// `engine`.
+fn copy_in(engine: &Engine, component: &Component) -> wasmtime::Result<Component> {
+    let compiled = component.serialize()?;
+    // SAFETY: the bytes are wasmtime's own output, made just above in this
+    // process from a component this server's engines compiled or checked;
+    // the engines share one configuration but the allocator.
+    #[allow(unsafe_code)]
+    unsafe {
+        Component::deserialize(engine, &compiled)
     }
 }
 

@@ -13,6 +13,12 @@ pub(super) enum Pre {
 /// from 0.3.3 (earlier 0.3 components export less, and still load).
 pub(super) struct ResourcePre {
     pub(super) pre: InstancePre<CallState>,
+    /// The same component loaded again, for `handler.get` alone. A slot
+    /// keeps resident what its calls wrote (up to 16 MiB), and wasmtime 48
+    /// zeroes all of it after every later call there: a page of large
+    /// records, in a slot a get-by-id then reuses, halved every
+    /// organization's get-by-id throughput. A get writes a few pages.
+    get_pre: InstancePre<CallState>,
     pub(super) handler: handler::GuestIndices,
     /// `handler.get` and `handler.list`, found once: a request's instance
     /// type-checks only the function it calls (a whole `handler` checks
@@ -27,22 +33,24 @@ pub(super) struct ResourcePre {
 pub(super) type GetFunc<'a> = TypedFunc<(&'a str, &'a Request), (Result<Vec<u8>, PluginError>,)>;
 
 impl ResourcePre {
-    pub(super) fn new(pre: InstancePre<CallState>) -> wasmtime::Result<ResourcePre> {
+    /// `get_pre` is `pre` again, of a copy of its component or the same.
+    pub(super) fn new(pre: InstancePre<CallState>, get_pre: InstancePre<CallState>) -> wasmtime::Result<ResourcePre> {
         let handler = handler::GuestIndices::new(&pre)?;
-        let component = pre.component();
-        let interface = |name: &str| component.get_export_index(None, format!("{WIT_PACKAGE}/{name}@{WIT_VERSION}"));
-        let handler_interface =
-            interface("handler").ok_or_else(|| wasmtime::format_err!("no exported instance named `handler`"))?;
-        let function = |name: &str| {
-            component
-                .get_export_index(Some(&handler_interface), name)
-                .ok_or_else(|| wasmtime::format_err!("`handler` exports no function named `{name}`"))
+        let summaries = if export_index(&pre, None, "summaries")?.is_some() {
+            Some(summaries::GuestIndices::new(&pre)?)
+        } else {
+            None
         };
-        let (get, list) = (function("get")?, function("list")?);
-        let summaries = if interface("summaries").is_some() { Some(summaries::GuestIndices::new(&pre)?) } else { None };
-        let bulk_export =
-            if interface("bulk-export").is_some() { Some(bulk_export::GuestIndices::new(&pre)?) } else { None };
-        Ok(ResourcePre { pre, handler, get, list, summaries, bulk_export })
+        let bulk_export = if export_index(&pre, None, "bulk-export")?.is_some() {
+            Some(bulk_export::GuestIndices::new(&pre)?)
+        } else {
+            None
+        };
+        let list = export_index(&pre, Some("list"), "handler")?
+            .ok_or_else(|| wasmtime::format_err!("no exported instance named `handler`"))?;
+        let get = export_index(&get_pre, Some("get"), "handler")?
+            .ok_or_else(|| wasmtime::format_err!("no exported instance named `handler`"))?;
+        Ok(ResourcePre { pre, get_pre, handler, get, list, summaries, bulk_export })
     }
 
     /// The whole `handler` of a new instance (the calls made at load).
@@ -53,7 +61,7 @@ impl ResourcePre {
 
     /// `handler.get` of a new instance.
     pub(super) fn get<'a>(&self, store: &mut Store<CallState>) -> wasmtime::Result<GetFunc<'a>> {
-        let instance = self.pre.instantiate(&mut *store)?;
+        let instance = self.get_pre.instantiate(&mut *store)?;
         instance.get_typed_func(&mut *store, self.get)
     }
 
@@ -81,6 +89,25 @@ impl ResourcePre {
         let instance = self.pre.instantiate(&mut *store)?;
         indices.load(&mut *store, &instance).map(Some)
     }
+}
+
+/// The export index of `interface` in `pre`'s component (this WIT
+/// version), or of its `function` when one is named; `None` when the
+/// interface is not exported, an error when the function is not.
+fn export_index(
+    pre: &InstancePre<CallState>,
+    function: Option<&str>,
+    interface: &str,
+) -> wasmtime::Result<Option<ComponentExportIndex>> {
+    let component = pre.component();
+    let Some(exported) = component.get_export_index(None, format!("{WIT_PACKAGE}/{interface}@{WIT_VERSION}")) else {
+        return Ok(None);
+    };
+    let Some(name) = function else { return Ok(Some(exported)) };
+    component
+        .get_export_index(Some(&exported), name)
+        .map(Some)
+        .ok_or_else(|| wasmtime::format_err!("`{interface}` exports no function named `{name}`"))
 }
 
 /// One validated, pre-instantiated component that serves a group (a
@@ -184,6 +211,11 @@ impl ComponentRegistry {
             current: std::sync::RwLock::new(Arc::new(set)),
             reloading: std::sync::Mutex::new(()),
         })
+    }
+
+    /// What the instance pool's idle slots hold (for the metrics).
+    pub fn idle_slots(&self) -> Option<IdleSlots> {
+        self.engine.idle_slots()
     }
 
     /// The set serving new requests.
@@ -543,13 +575,21 @@ impl LoadedGroup {
         compiled: Compiled,
     ) -> anyhow::Result<LoadedGroup> {
         let Compiled { component, sha256, interface, wit_version } = compiled;
-        let serving = group_pre(engine, &component, &interface, file)?;
+        let get_copy = match interface.as_str() {
+            "handler" => Some(
+                engine
+                    .copy(&component)
+                    .map_err(|error| anyhow!("{}: cannot be loaded for its gets: {error:#}", file.display()))?,
+            ),
+            _ => None,
+        };
+        let serving = group_pre(engine, &component, get_copy.as_ref(), &interface, file)?;
         // The checks below call the component in an engine of its own, so
         // that what they leave in memory is not in the slots requests reuse.
         let (loading, twin) = engine
             .for_loading(&component)
             .map_err(|error| anyhow!("{}: cannot be loaded for its checks: {error:#}", file.display()))?;
-        let pre = group_pre(&loading, &twin, &interface, file)?;
+        let pre = group_pre(&loading, &twin, None, &interface, file)?;
         let engine = &loading;
         let descriptor =
             describe(engine, &pre).map_err(|error| anyhow!("{}: describe() failed: {error}", file.display()))?;
@@ -614,10 +654,18 @@ impl LoadedGroup {
 }
 
 /// The pre-instantiated component of a resource or document group.
-fn group_pre(engine: &ComponentEngine, component: &Component, interface: &str, file: &Path) -> anyhow::Result<Pre> {
+/// With `get_copy`, a resource component's `handler.get` is called on that
+/// copy of `component` (slots of its own, [`ResourcePre`]).
+fn group_pre(
+    engine: &ComponentEngine,
+    component: &Component,
+    get_copy: Option<&Component>,
+    interface: &str,
+    file: &Path,
+) -> anyhow::Result<Pre> {
     let mut linker = wasi_linker(engine)?;
     let linked = |added: wasmtime::Result<()>| added.map_err(|e| anyhow!("linking the esr imports: {e:#}"));
-    let instantiate_pre = |linker: &Linker<CallState>| {
+    let instantiate_pre = |linker: &Linker<CallState>, component: &Component| {
         linker
             .instantiate_pre(component)
             .map_err(|error| anyhow!("{}: imports what the host does not offer: {error:#}", file.display()))
@@ -628,12 +676,13 @@ fn group_pre(engine: &ComponentEngine, component: &Component, interface: &str, f
     Ok(match interface {
         "handler" => {
             linked(ResourcePlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state))?;
-            let pre = instantiate_pre(&linker)?;
-            Pre::Resource(ResourcePre::new(pre).map_err(|error| mismatch("resource-plugin", error))?)
+            let pre = instantiate_pre(&linker, component)?;
+            let get_pre = instantiate_pre(&linker, get_copy.unwrap_or(component))?;
+            Pre::Resource(ResourcePre::new(pre, get_pre).map_err(|error| mismatch("resource-plugin", error))?)
         }
         _ => {
             linked(DocumentPlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state))?;
-            let pre = instantiate_pre(&linker)?;
+            let pre = instantiate_pre(&linker, component)?;
             Pre::Document(DocumentPluginPre::new(pre).map_err(|error| mismatch("document-plugin", error))?)
         }
     })

@@ -62,7 +62,7 @@ pub(crate) fn bench_boundary(args: &Args, data_dir: &Path) -> anyhow::Result<Str
     let findings = "vulnerability-findings";
     // Ids from the native baseline: a list call would leave the pages it
     // wrote resident in a component's memory slot, which every later
-    // call's reset then zeroes again (measured alone in the report).
+    // list call's reset then zeroes again (measured alone in the report).
     let page = native.list(findings, tenant.clone(), &request(&[("limit", "100")]), "bench").map_err(failed)?.0;
     let page: serde_json::Value = serde_json::from_slice(&page.data)?;
     let ids: Vec<String> = crate::data::ids_of_page(&serde_json::json!({ "data": page }));
@@ -87,8 +87,9 @@ pub(crate) fn bench_boundary(args: &Args, data_dir: &Path) -> anyhow::Result<Str
             }),
         },
         Operation {
-            // The same, in a memory slot a list page wrote to first (once a
-            // block): the pages it left resident are reset after every call.
+            // The same after a list page (once a block): a get keeps to slots
+            // of its own, so the pages a list leaves resident in its slot
+            // are not the get's to reset (they were until 2026-12-05).
             name: "finding by id, after a list page",
             call: Box::new(move |set, tenant| {
                 if calls.replace(calls.get() + 1).is_multiple_of(CALLS_PER_BLOCK) {

@@ -13,6 +13,7 @@ mod changes;
 // The checks call the host's store functions as the native baseline does.
 #[cfg(feature = "native-baseline")]
 mod component_reads;
+mod component_slots;
 mod config_file;
 mod connection_limits;
 mod containment;

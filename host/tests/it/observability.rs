@@ -39,6 +39,8 @@ fn every_request_is_logged_once_as_json_and_counted() {
         "esr_component_call_failures_total{group=\"scopes\",kind=\"timeout\"} 0",
         "esr_component_call_failures_total{group=\"agent\",kind=\"trap\"} 0",
         "esr_store_size_bytes ",
+        "esr_component_idle_slots ",
+        "esr_component_idle_slot_resident_bytes ",
         "# EOF",
     ] {
         assert!(text.contains(expected), "{expected} missing from\n{text}");
