@@ -9,40 +9,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common;
+use crate::common::library::{findings_request as request, library};
 use esr::store::Collection;
 
-use std::sync::Arc;
-
-use esr_runtime::{ComponentRegistry, IdleSlots, Limits, QueryParam, Request, Tenant};
+use esr_runtime::IdleSlots;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-fn request(query: &[(&str, &str)]) -> Request {
-    Request {
-        query: query.iter().map(|(n, v)| QueryParam { name: (*n).to_owned(), value: (*v).to_owned() }).collect(),
-        path: "/v1/vulnerability-findings".into(),
-        base_url: "http://localhost".into(),
-    }
-}
-
 #[test]
 fn a_page_of_large_records_leaves_nothing_for_a_get_by_id_to_reset() {
-    let data = tempfile::tempdir().unwrap();
-    let db = esr::store::open(None, data.path()).unwrap();
-    let keys = esr_demo::seed::seed_demo_if_empty(db.as_ref(), data.path()).unwrap().unwrap();
-    let organization_id = keys.organizations[0].organization_id;
-    let registry =
-        ComponentRegistry::load(esr_runtime::ComponentEngine::new(Limits::default()).unwrap(), &common::plugins_dir())
-            .unwrap();
+    let library = library();
+    let (db, registry, tenant) = (&library.db, &library.registry, &library.tenant);
+    let organization_id = library.organization_id;
     let plugins = registry.current();
-    let tenant = Tenant {
-        store: db.clone(),
-        organization_id,
-        organization_json: Arc::new(b"{}".to_vec()),
-        reads: Default::default(),
-        call_time: None,
-    };
     let findings = "vulnerability-findings";
     let (page, _) = plugins.list(findings, tenant.clone(), &request(&[("limit", "1")]), "t").unwrap();
     let template = serde_json::from_slice::<Vec<Value>>(&page.data).unwrap().remove(0);

@@ -7,41 +7,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common;
+use crate::common::library::{findings_request as request, library};
 use esr::store::Collection;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
-use esr_runtime::{ComponentRegistry, Limits, QueryParam, Request, Tenant};
+use esr_runtime::Tenant;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-fn request(query: &[(&str, &str)]) -> Request {
-    Request {
-        query: query.iter().map(|(n, v)| QueryParam { name: (*n).to_owned(), value: (*v).to_owned() }).collect(),
-        path: "/v1/vulnerability-findings".into(),
-        base_url: "http://localhost".into(),
-    }
-}
-
 #[test]
 fn records_added_during_a_walk_never_duplicate_or_skip_existing_ones() {
-    let data = tempfile::tempdir().unwrap();
-    let db = esr::store::open(None, data.path()).unwrap();
-    let keys = esr_demo::seed::seed_demo_if_empty(db.as_ref(), data.path()).unwrap().unwrap();
-    let organization_id = keys.organizations[0].organization_id;
-    let engine = esr_runtime::ComponentEngine::new(Limits::default()).unwrap();
-    let plugins = ComponentRegistry::load(engine, &common::plugins_dir()).unwrap().current();
-    let tenant = Tenant {
-        store: db.clone(),
-        organization_id,
-        organization_json: Arc::new(b"{}".to_vec()),
-        reads: Default::default(),
-        call_time: None,
-    };
+    let library = library();
+    let (db, organization_id, tenant) = (&library.db, library.organization_id, &library.tenant);
+    let plugins = library.registry.current();
     let mut rng = StdRng::seed_from_u64(7);
 
     let template: Value = {
@@ -58,10 +39,10 @@ fn records_added_during_a_walk_never_duplicate_or_skip_existing_ones() {
                 let mut all = query.clone();
                 all.retain(|(name, _)| *name != "limit");
                 all.push(("limit", "100"));
-                walk(&plugins, &tenant, &all, |_| {}).into_iter().collect()
+                walk(&plugins, tenant, &all, |_| {}).into_iter().collect()
             };
             let mut added = BTreeSet::new();
-            let walked = walk(&plugins, &tenant, &query, |_| {
+            let walked = walk(&plugins, tenant, &query, |_| {
                 // Between pages: new findings with timestamps and values
                 // anywhere in the range, so some sort before the cursor.
                 let records: Vec<Value> = (0..5)
