@@ -12,13 +12,17 @@ pub(super) enum Pre {
 /// when it was built against WIT 0.3.2 or later, and its `bulk-export`
 /// from 0.3.3 (earlier 0.3 components export less, and still load).
 pub(super) struct ResourcePre {
+    /// Lists and summaries (and the calls made at load).
     pub(super) pre: InstancePre<CallState>,
-    /// The same component loaded again, for `handler.get` alone. A slot
-    /// keeps resident what its calls wrote (up to 16 MiB), and wasmtime 48
-    /// zeroes all of it after every later call there: a page of large
-    /// records, in a slot a get-by-id then reuses, halved every
-    /// organization's get-by-id throughput. A get writes a few pages.
+    /// The same component loaded again for `handler.get` alone, and again
+    /// for `bulk-export`. A slot keeps resident what its calls wrote (up to
+    /// 16 MiB), wasmtime 48 zeroes all of it after every later call there,
+    /// and the pool gives a module's call the slot it used last: a page of
+    /// large records halved every organization's get-by-id throughput
+    /// after it, and an export's chunks (megabytes) slow the lists after
+    /// it. A get writes a few pages, a list page up to a few hundred KiB.
     get_pre: InstancePre<CallState>,
+    export_pre: InstancePre<CallState>,
     pub(super) handler: handler::GuestIndices,
     /// `handler.get` and `handler.list`, found once: a request's instance
     /// type-checks only the function it calls (a whole `handler` checks
@@ -33,16 +37,21 @@ pub(super) struct ResourcePre {
 pub(super) type GetFunc<'a> = TypedFunc<(&'a str, &'a Request), (Result<Vec<u8>, PluginError>,)>;
 
 impl ResourcePre {
-    /// `get_pre` is `pre` again, of a copy of its component or the same.
-    pub(super) fn new(pre: InstancePre<CallState>, get_pre: InstancePre<CallState>) -> wasmtime::Result<ResourcePre> {
+    /// `get_pre` and `export_pre` are `pre` again, each of a copy of its
+    /// component or of the same.
+    pub(super) fn new(
+        pre: InstancePre<CallState>,
+        get_pre: InstancePre<CallState>,
+        export_pre: InstancePre<CallState>,
+    ) -> wasmtime::Result<ResourcePre> {
         let handler = handler::GuestIndices::new(&pre)?;
         let summaries = if export_index(&pre, None, "summaries")?.is_some() {
             Some(summaries::GuestIndices::new(&pre)?)
         } else {
             None
         };
-        let bulk_export = if export_index(&pre, None, "bulk-export")?.is_some() {
-            Some(bulk_export::GuestIndices::new(&pre)?)
+        let bulk_export = if export_index(&export_pre, None, "bulk-export")?.is_some() {
+            Some(bulk_export::GuestIndices::new(&export_pre)?)
         } else {
             None
         };
@@ -50,7 +59,7 @@ impl ResourcePre {
             .ok_or_else(|| wasmtime::format_err!("no exported instance named `handler`"))?;
         let get = export_index(&get_pre, Some("get"), "handler")?
             .ok_or_else(|| wasmtime::format_err!("no exported instance named `handler`"))?;
-        Ok(ResourcePre { pre, get_pre, handler, get, list, summaries, bulk_export })
+        Ok(ResourcePre { pre, get_pre, export_pre, handler, get, list, summaries, bulk_export })
     }
 
     /// The whole `handler` of a new instance (the calls made at load).
@@ -79,7 +88,7 @@ impl ResourcePre {
     /// The component's `bulk-export`, or `None` when it exports none.
     pub(super) fn bulk_export(&self, store: &mut Store<CallState>) -> wasmtime::Result<Option<bulk_export::Guest>> {
         let Some(indices) = &self.bulk_export else { return Ok(None) };
-        let instance = self.pre.instantiate(&mut *store)?;
+        let instance = self.export_pre.instantiate(&mut *store)?;
         indices.load(&mut *store, &instance).map(Some)
     }
 
@@ -575,15 +584,18 @@ impl LoadedGroup {
         compiled: Compiled,
     ) -> anyhow::Result<LoadedGroup> {
         let Compiled { component, sha256, interface, wit_version } = compiled;
-        let get_copy = match interface.as_str() {
-            "handler" => Some(
-                engine
-                    .copy(&component)
-                    .map_err(|error| anyhow!("{}: cannot be loaded for its gets: {error:#}", file.display()))?,
-            ),
+        let copies = match interface.as_str() {
+            "handler" => {
+                let copy = || {
+                    engine
+                        .copy(&component)
+                        .map_err(|error| anyhow!("{}: cannot be loaded again: {error:#}", file.display()))
+                };
+                Some(Copies { get: copy()?, export: copy()? })
+            }
             _ => None,
         };
-        let serving = group_pre(engine, &component, get_copy.as_ref(), &interface, file)?;
+        let serving = group_pre(engine, &component, copies.as_ref(), &interface, file)?;
         // The checks below call the component in an engine of its own, so
         // that what they leave in memory is not in the slots requests reuse.
         let (loading, twin) = engine
@@ -653,13 +665,19 @@ impl LoadedGroup {
     }
 }
 
-/// The pre-instantiated component of a resource or document group.
-/// With `get_copy`, a resource component's `handler.get` is called on that
-/// copy of `component` (slots of its own, [`ResourcePre`]).
+/// Copies of a resource component for the calls that keep to pool slots
+/// of their own ([`ResourcePre`]).
+struct Copies {
+    get: Component,
+    export: Component,
+}
+
+/// The pre-instantiated component of a resource or document group; with
+/// `copies`, a resource component's gets and exports are called on them.
 fn group_pre(
     engine: &ComponentEngine,
     component: &Component,
-    get_copy: Option<&Component>,
+    copies: Option<&Copies>,
     interface: &str,
     file: &Path,
 ) -> anyhow::Result<Pre> {
@@ -677,8 +695,11 @@ fn group_pre(
         "handler" => {
             linked(ResourcePlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state))?;
             let pre = instantiate_pre(&linker, component)?;
-            let get_pre = instantiate_pre(&linker, get_copy.unwrap_or(component))?;
-            Pre::Resource(ResourcePre::new(pre, get_pre).map_err(|error| mismatch("resource-plugin", error))?)
+            let get_pre = instantiate_pre(&linker, copies.map_or(component, |copies| &copies.get))?;
+            let export_pre = instantiate_pre(&linker, copies.map_or(component, |copies| &copies.export))?;
+            Pre::Resource(
+                ResourcePre::new(pre, get_pre, export_pre).map_err(|error| mismatch("resource-plugin", error))?,
+            )
         }
         _ => {
             linked(DocumentPlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state))?;

@@ -1,34 +1,33 @@
 //! What one organization's large answers leave for the others' calls. A
 //! pooled instance slot keeps resident what its calls wrote, and wasmtime
 //! 48 zeroes all of it again after every later call in that slot; the pool
-//! reuses a slot for the module that used it last. So a get-by-id runs on
-//! a copy of its component (modules of their own, slots of their own), and
-//! a page of large records cannot make every later get-by-id reset it.
-//! Drives the real components and a real sled store through the host's
-//! library, on one thread (one shard of the pool).
+//! reuses a slot for the module that used it last. So gets and exports run
+//! on copies of their component (modules of their own, slots of their
+//! own): a page of large records cannot make every later get-by-id reset
+//! it, nor an export every later list. Drives the real components and a
+//! real sled store through the host's library, on one thread (one shard of
+//! the pool).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common::library::{findings_request as request, library};
+use crate::common::library::{Library, findings_request as request, library};
 use esr::store::Collection;
 
 use esr_runtime::IdleSlots;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-#[test]
-fn a_page_of_large_records_leaves_nothing_for_a_get_by_id_to_reset() {
-    let library = library();
-    let (db, registry, tenant) = (&library.db, &library.registry, &library.tenant);
-    let organization_id = library.organization_id;
-    let plugins = registry.current();
-    let findings = "vulnerability-findings";
-    let (page, _) = plugins.list(findings, tenant.clone(), &request(&[("limit", "1")]), "t").unwrap();
-    let template = serde_json::from_slice::<Vec<Value>>(&page.data).unwrap().remove(0);
-    let small_id = template["id"].as_str().unwrap().to_owned();
+const FINDINGS: &str = "vulnerability-findings";
 
-    // A hundred findings as large as the fields allow a description, the
-    // newest of the organization.
+/// What a call that takes a slot of its own leaves there, at most.
+const SMALL_CALL_BYTES: usize = 64 << 10;
+
+/// A hundred findings with descriptions as long as their field allows,
+/// the newest of the organization; returns the id of an ordinary one.
+fn add_large_findings(library: &Library) -> String {
+    let (page, _) =
+        library.registry.current().list(FINDINGS, library.tenant.clone(), &request(&[("limit", "1")]), "t").unwrap();
+    let template = serde_json::from_slice::<Vec<Value>>(&page.data).unwrap().remove(0);
     let large: Vec<Value> = (0..100)
         .map(|n| {
             let mut record = template.clone();
@@ -38,38 +37,75 @@ fn a_page_of_large_records_leaves_nothing_for_a_get_by_id_to_reset() {
             record
         })
         .collect();
-    db.insert_records(organization_id, Collection::VulnerabilityFindings, &large).unwrap();
+    library.db.insert_records(library.organization_id, Collection::VulnerabilityFindings, &large).unwrap();
+    template["id"].as_str().unwrap().to_owned()
+}
+
+/// The idle slots after a large call: they keep more than 1 MiB where
+/// memory is reset in place (this process cannot swap), nothing where it
+/// is released after each call.
+fn after_large_call(library: &Library) -> IdleSlots {
+    let idle = library.registry.idle_slots().expect("a pooled engine");
+    if esr_system::swap::may_swap() {
+        assert_eq!(idle.resident_bytes, 0, "released after each call: {idle:?}");
+    } else {
+        assert!(idle.resident_bytes > 1 << 20, "the large call's slot keeps its pages: {idle:?}");
+    }
+    idle
+}
+
+/// Asserts that the call made between `before` and `after` took a slot of
+/// its own and left little there.
+fn took_a_slot_of_its_own(call: &str, before: IdleSlots, after: IdleSlots) {
+    assert_eq!(after.memories, before.memories + 1, "{call} took a slot of its own: {before:?} then {after:?}");
+    let kept = after.resident_bytes.saturating_sub(before.resident_bytes);
+    assert!(kept <= SMALL_CALL_BYTES, "{call} wrote a few pages: {before:?} then {after:?}");
+}
+
+#[test]
+fn a_page_of_large_records_leaves_nothing_for_a_get_by_id_to_reset() {
+    let library = library();
+    let small_id = add_large_findings(&library);
+    let plugins = library.registry.current();
+    let tenant = &library.tenant;
 
     let (page, _) =
-        plugins.list(findings, tenant.clone(), &request(&[("sort", "-created_at"), ("limit", "100")]), "t").unwrap();
+        plugins.list(FINDINGS, tenant.clone(), &request(&[("sort", "-created_at"), ("limit", "100")]), "t").unwrap();
     assert!(page.data.len() > 800_000, "the page is large: {} bytes", page.data.len());
-    let after_page = registry.idle_slots().expect("a pooled engine");
+    let after_page = after_large_call(&library);
 
-    // Resets in place (no swap for this process) keep what a call wrote;
-    // where the process may swap, every page is released instead.
-    let in_place = !esr_system::swap::may_swap();
-    if in_place {
-        assert!(after_page.resident_bytes > 1 << 20, "the page's slot keeps its pages: {after_page:?}");
-    } else {
-        assert_eq!(after_page.resident_bytes, 0, "released after each call: {after_page:?}");
-    }
-
-    let get = || plugins.get_record(findings, tenant.clone(), &small_id, &request(&[]), "t").unwrap();
+    let get = || plugins.get_record(FINDINGS, tenant.clone(), &small_id, &request(&[]), "t").unwrap();
     get();
-    let after_get = registry.idle_slots().unwrap();
-    assert_eq!(
-        after_get.memories,
-        after_page.memories + 1,
-        "the get-by-id took a slot of its own, not the page's: {after_page:?} then {after_get:?}"
-    );
-    let kept_by_get = |slots: IdleSlots| slots.resident_bytes.saturating_sub(after_page.resident_bytes);
-    assert!(kept_by_get(after_get) <= 64 << 10, "a get-by-id writes a few pages: {after_get:?}");
+    let after_get = library.registry.idle_slots().unwrap();
+    took_a_slot_of_its_own("the get-by-id", after_page, after_get);
 
-    // Later gets keep to their slot, and the page's keeps its own.
+    // Later gets keep to their slot.
     for _ in 0..10 {
         get();
     }
-    let after_gets = registry.idle_slots().unwrap();
+    let after_gets = library.registry.idle_slots().unwrap();
     assert_eq!(after_gets.memories, after_get.memories, "{after_gets:?}");
-    assert!(kept_by_get(after_gets) <= 64 << 10, "{after_gets:?}");
+    assert!(after_gets.resident_bytes - after_page.resident_bytes <= SMALL_CALL_BYTES, "{after_gets:?}");
+}
+
+#[test]
+fn an_export_leaves_nothing_for_a_list_to_reset() {
+    let library = library();
+    add_large_findings(&library);
+    let plugins = library.registry.current();
+    let tenant = &library.tenant;
+    // The list that added the findings left its slot idle; its module's
+    // next call takes that one.
+    let before_export = library.registry.idle_slots().unwrap();
+
+    let chunk = plugins.export_chunk(FINDINGS, tenant.clone(), &request(&[]), None, (1000, 4 << 20), "t").unwrap();
+    assert!(chunk.lines.len() > 800_000, "the chunk is large: {} bytes", chunk.lines.len());
+    let after_export = after_large_call(&library);
+    assert_eq!(after_export.memories, before_export.memories + 1, "the export took a slot of its own");
+
+    plugins.list(FINDINGS, tenant.clone(), &request(&[("limit", "1")]), "t").unwrap();
+    let after_list = library.registry.idle_slots().unwrap();
+    assert_eq!(after_list.memories, after_export.memories, "the list kept to its slot: {after_list:?}");
+    let kept = after_list.resident_bytes.saturating_sub(after_export.resident_bytes);
+    assert!(kept <= SMALL_CALL_BYTES, "the list did not take the export's slot: {after_export:?} then {after_list:?}");
 }
