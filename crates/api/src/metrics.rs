@@ -261,8 +261,7 @@ impl Metrics {
 
     /// The OpenMetrics text ([`CONTENT_TYPE`]); `store_bytes` is the
     /// store's size on disk, `subscriptions` the webhook subscriptions by
-    /// state, `idle_slots` the component pool's (none with the native
-    /// baseline's pool-less engine).
+    /// state, `idle_slots` the component pool's.
     pub fn render(
         &self,
         store_bytes: u64,

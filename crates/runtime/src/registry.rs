@@ -38,7 +38,7 @@ pub(super) type GetFunc<'a> = TypedFunc<(&'a str, &'a Request), (Result<Vec<u8>,
 
 impl ResourcePre {
     /// `get_pre` and `export_pre` are `pre` again, each of a copy of its
-    /// component or of the same.
+    /// component or `pre` itself.
     pub(super) fn new(
         pre: InstancePre<CallState>,
         get_pre: InstancePre<CallState>,
@@ -695,8 +695,10 @@ fn group_pre(
         "handler" => {
             linked(ResourcePlugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state))?;
             let pre = instantiate_pre(&linker, component)?;
-            let get_pre = instantiate_pre(&linker, copies.map_or(component, |copies| &copies.get))?;
-            let export_pre = instantiate_pre(&linker, copies.map_or(component, |copies| &copies.export))?;
+            let (get_pre, export_pre) = match copies {
+                Some(copies) => (instantiate_pre(&linker, &copies.get)?, instantiate_pre(&linker, &copies.export)?),
+                None => (pre.clone(), pre.clone()),
+            };
             Pre::Resource(
                 ResourcePre::new(pre, get_pre, export_pre).map_err(|error| mismatch("resource-plugin", error))?,
             )
