@@ -1,8 +1,8 @@
 //! Whether the kernel may write this process's memory to swap.
 //!
 //! The component runtime resets a pooled instance's memory in place, asking
-//! the kernel which pages were written (`PAGEMAP_SCAN`). wasmtime 48 asks
-//! only for pages that are present, so a page written by one request and
+//! the kernel which pages were written (`PAGEMAP_SCAN`). wasmtime 48.0.10
+//! asks only for pages that are present, so a page written by one request and
 //! then swapped out would keep that request's bytes for the next instance
 //! in the slot. Where swap is possible the runtime releases every page
 //! instead (crates/runtime/src/engine.rs).
