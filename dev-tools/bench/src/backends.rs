@@ -185,12 +185,6 @@ pub(crate) fn bench_backends(args: &Args, sled_dir: &Path, sled_key: &str) -> an
         let endpoint = &endpoint_ids[rng.gen_range(0..endpoint_ids.len())];
         let paths: Vec<[String; BACKEND_CASES.len()]> =
             backends.iter().map(|backend| latency_paths(backend, finding, endpoint)).collect();
-        // Case by case, the backends in turn (which goes first alternates),
-        // so each request follows the other backend's request of the same
-        // case: both idle alike before every case. Asked as one backend's
-        // run of all cases, its first statement followed the other's whole
-        // run, which its database idled through and sled's in-process reads
-        // do not notice (docs/performance.md).
         // An untimed read first: `health` reads no store, so a finding by
         // id, the case after it, followed the previous round's idle case,
         // the database idle through its pause, which no other case does.
@@ -199,6 +193,12 @@ pub(crate) fn bench_backends(args: &Args, sled_dir: &Path, sled_key: &str) -> an
             let index = (turn + round) % backends.len();
             servers[index].1.get(&format!("/v1/vulnerability-findings/{warm}"))?;
         }
+        // Case by case, the backends in turn (which goes first alternates),
+        // so each request follows the other backend's request of the same
+        // case: both idle alike before every case. Asked as one backend's
+        // run of all cases, its first statement followed the other's whole
+        // run, which its database idled through and sled's in-process reads
+        // do not notice (docs/performance.md).
         for case in 0..BACKEND_CASES.len() {
             for turn in 0..backends.len() {
                 let index = (turn + round + case) % backends.len();
