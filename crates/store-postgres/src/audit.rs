@@ -4,15 +4,17 @@
 //! listing's filter) beside it. Positions come from the table's sequence;
 //! an entry of no organization is kept under the nil UUID.
 //!
-//! A batch is one statement whatever its size; a page one statement; an
+//! A batch is one `COPY` whatever its size; a page one statement; an
 //! expiry one statement per batch of old entries.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use esr_store::{AUDIT_EXAMINED, AuditEntry, AuditPage, MAX_SCAN, StoreError};
+use postgres::binary_copy::BinaryCopyInWriter;
+use postgres::types::Type;
 use uuid::Uuid;
 
-use super::PgStore;
+use super::{PgStore, store_error};
 
 /// How many entries one expiry statement removes.
 const EXPIRY_BATCH: i64 = 10_000;
@@ -46,12 +48,12 @@ fn entry_of(position: i64, body: &[u8]) -> Result<(u64, AuditEntry), StoreError>
     Ok((position_of(position), entry))
 }
 
-/// One statement for the whole batch: its columns as arrays, unnested in
-/// the order given, so that positions follow it.
-const APPEND: &str = "INSERT INTO audit_entries (org_id, at, principal_id, body) \
-     SELECT org_id, at, principal_id, body \
-     FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::bytea[]) \
-     WITH ORDINALITY AS batch (org_id, at, principal_id, body, n) ORDER BY n";
+/// The whole batch as one `COPY`, rows in the order given, so that
+/// positions follow it. A `COPY` streams its rows a few kilobytes at a
+/// time: a batch sent as one statement of arrays (thousands of entries,
+/// megabytes) grew the write buffers of every pooled connection that ever
+/// sent one to that size, and the host kept them all.
+const APPEND: &str = "COPY audit_entries (org_id, at, principal_id, body) FROM STDIN BINARY";
 
 /// A page without a filter: the entries past `after`, up to the limit.
 const PAGE: &str = "SELECT position, body FROM audit_entries WHERE org_id = $1 AND position > $2 \
@@ -82,17 +84,17 @@ impl PgStore {
         if entries.is_empty() {
             return Ok(());
         }
-        let mut organizations = Vec::with_capacity(entries.len());
-        let mut times = Vec::with_capacity(entries.len());
-        let mut principals = Vec::with_capacity(entries.len());
-        let mut bodies = Vec::with_capacity(entries.len());
-        for entry in entries {
-            times.push(system_time(entry.checked_at()?));
-            organizations.push(entry.trail());
-            principals.push(entry.principal.id.as_deref().map(column_text));
-            bodies.push(serde_json::to_vec(entry).map_err(|error| StoreError::InvalidRecord(error.to_string()))?);
+        // Every entry is checked before any is written.
+        let times = entries.iter().map(|entry| entry.checked_at().map(system_time)).collect::<Result<Vec<_>, _>>()?;
+        let mut connection = self.connection()?;
+        let sink = connection.client.copy_in(APPEND).map_err(store_error)?;
+        let mut writer = BinaryCopyInWriter::new(sink, &[Type::UUID, Type::TIMESTAMPTZ, Type::TEXT, Type::BYTEA]);
+        for (entry, at) in entries.iter().zip(&times) {
+            let body = serde_json::to_vec(entry).map_err(|error| StoreError::InvalidRecord(error.to_string()))?;
+            let principal = entry.principal.id.as_deref().map(column_text);
+            writer.write(&[&entry.trail(), at, &principal, &body]).map_err(store_error)?;
         }
-        self.connection()?.execute(APPEND, &[&organizations, &times, &principals, &bodies])?;
+        writer.finish().map_err(store_error)?;
         Ok(())
     }
 
