@@ -66,12 +66,16 @@ pub fn open_with(options: &StoreOptions) -> Result<Arc<dyn Store>, StoreError> {
                 use std::os::unix::fs::DirBuilderExt;
                 std::fs::DirBuilder::new().recursive(true).mode(0o700).create(data_dir)?;
             }
-            Ok(Arc::new(postgres::PgStore::open_with_replicas(
+            let store = postgres::PgStore::open_with_replicas(
                 url,
                 pool_size.unwrap_or(postgres::DEFAULT_POOL_SIZE),
                 connection_wait.unwrap_or(postgres::DEFAULT_CONNECTION_WAIT),
                 replicas,
-            )?))
+            )?;
+            if postgres::on_this_machine(url) {
+                esr_store::parallel::leave_cores(1);
+            }
+            Ok(Arc::new(store))
         }
         Some(url) => Err(StoreError::Unsupported(format!(
             "unknown database URL scheme in {:?}: use postgres:// or postgresql://, or no URL for sled in the data directory",

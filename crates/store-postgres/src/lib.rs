@@ -1766,6 +1766,19 @@ impl Drop for PgReader {
     }
 }
 
+/// Whether every server `url` names is on this machine (a Unix socket or a
+/// loopback address): then the database and the host share its cores.
+pub fn on_this_machine(url: &str) -> bool {
+    let Ok(config) = config_of(url) else { return false };
+    !config.get_hosts().is_empty()
+        && config.get_hosts().iter().all(|host| match host {
+            postgres::config::Host::Unix(_) => true,
+            postgres::config::Host::Tcp(name) => {
+                name == "localhost" || name.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
+            }
+        })
+}
+
 fn config_of(url: &str) -> Result<postgres::Config, StoreError> {
     url.parse().map_err(|error| StoreError::Unsupported(format!("the database URL: {error}")))
 }
@@ -2687,5 +2700,25 @@ fn write_in<'a>(
     match changes {
         Some(changes) => changes.write(transaction, statements, organization),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_database_behind_a_socket_or_a_loopback_address_is_on_this_machine() {
+        for url in [
+            "postgresql:///esr?host=/run/postgresql",
+            "postgresql://esr@localhost/esr",
+            "postgresql://127.0.0.1:5433/esr",
+            "postgresql://[::1]/esr",
+        ] {
+            assert!(super::on_this_machine(url), "{url}");
+        }
+        for url in
+            ["postgresql://db.internal/esr", "postgresql://10.0.0.5/esr", "postgresql://localhost,db2/esr", "no url"]
+        {
+            assert!(!super::on_this_machine(url), "{url}");
+        }
     }
 }
