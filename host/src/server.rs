@@ -331,6 +331,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     if let Some(recording) = recording {
         recording.abort();
     }
+    // A store call whose client went away may still be running.
+    if !esr_api::call_threads::CallThreads::process_wide().finish(Duration::from_secs(30)).await {
+        tracing::warn!("store calls still running at shutdown after 30 s");
+    }
     tokio::task::block_in_place(|| {
         if let Err(error) = db.host_leaving(&host) {
             tracing::warn!(%error, "could not record that this host stopped serving");

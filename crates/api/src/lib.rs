@@ -11,6 +11,7 @@ pub mod admin_auth;
 mod admin_oauth;
 mod admin_webhooks;
 mod audit_trail;
+pub mod call_threads;
 mod changes;
 pub mod connections;
 pub mod cursor;

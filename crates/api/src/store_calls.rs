@@ -26,6 +26,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::ApiError;
+use super::call_threads::CallThreads;
 use esr_store::Store;
 
 /// How many calls may wait for each connection (each permit) before more
@@ -64,6 +65,8 @@ pub struct StoreCalls {
     waiting: Arc<AtomicUsize>,
     /// Whether short reads run in place ([`Store::short_reads_are_local`]).
     short_reads_in_place: bool,
+    /// The threads the calls run on.
+    threads: CallThreads,
 }
 
 impl StoreCalls {
@@ -91,6 +94,7 @@ impl StoreCalls {
             max_waiting,
             waiting: Arc::new(AtomicUsize::new(0)),
             short_reads_in_place: store.short_reads_are_local(),
+            threads: CallThreads::process_wide(),
         }
     }
 
@@ -139,22 +143,24 @@ impl StoreCalls {
         self.run(until, work).await
     }
 
-    /// Runs `work` on a blocking thread once a permit is held (waiting
-    /// until `until` at most); the permit is given back when `work` ends.
+    /// Runs `work` on a blocking thread ([`CallThreads`]) once a permit is
+    /// held (waiting until `until` at most); the permit is given back when
+    /// `work` ends.
     pub async fn run<T: Send + 'static>(
         &self,
         until: Instant,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ApiError> {
         let permit = self.permit(until).await?;
-        tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            work()
-        })
-        .await
-        .map_err(|error| {
-            tracing::error!(%error, "a store task failed");
-            ApiError::internal()
-        })
+        self.threads
+            .run(move || {
+                let _permit = permit;
+                work()
+            })
+            .await
+            .map_err(|_| {
+                tracing::error!("a store task panicked");
+                ApiError::internal()
+            })
     }
 }
