@@ -28,9 +28,10 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// A call's work that panicked; the panic was caught on its thread.
+/// A call that gave no answer: its work panicked (caught on its thread),
+/// or no thread could be started for it (logged where it happened).
 #[derive(Debug)]
-pub struct Panicked;
+pub struct CallFailed;
 
 /// The pool; clones share it.
 #[derive(Clone)]
@@ -88,16 +89,16 @@ impl CallThreads {
     /// Runs `work` on one of the pool's threads, inside the caller's tokio
     /// runtime (as `spawn_blocking` would), and waits for its answer. If
     /// the caller stops waiting, `work` still runs to its end.
-    pub async fn run<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> Result<T, Panicked> {
+    pub async fn run<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> Result<T, CallFailed> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let runtime = tokio::runtime::Handle::try_current().ok();
         self.spawn(Box::new(move || {
             let _entered = runtime.as_ref().map(tokio::runtime::Handle::enter);
-            let outcome = std::panic::catch_unwind(AssertUnwindSafe(work)).map_err(|_| Panicked);
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(work)).map_err(|_| CallFailed);
             // Nobody may be waiting any more (the request was abandoned).
             let _ = answer.send(outcome);
         }));
-        answered.await.unwrap_or(Err(Panicked))
+        answered.await.unwrap_or(Err(CallFailed))
     }
 
     /// How many threads the pool has now, busy or idle.

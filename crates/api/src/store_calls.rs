@@ -159,7 +159,7 @@ impl StoreCalls {
             })
             .await
             .map_err(|_| {
-                tracing::error!("a store task panicked");
+                tracing::error!("a store task failed (it panicked, or no thread could start)");
                 ApiError::internal()
             })
     }
