@@ -231,25 +231,74 @@ pub(super) fn fill(
 mod tests {
     use super::*;
 
-    /// Migrations 0004 and 0005 make exactly the PostgreSQL indexes the
-    /// index table calls for, over the columns this module reads.
+    /// The columns a timestamp sort index's PostgreSQL index carries
+    /// beside its key (migration 0010): the collection's other sort
+    /// indexes' positions, then their values and the values of the indexes
+    /// counted in pairs, each once, in the index table's order (the 8-byte
+    /// positions first, so that no value pads one).
+    fn carried(collection: Collection, index: &Index) -> Vec<String> {
+        if !matches!(index.order, IndexOrder::By(esr_contract::sort::SortField::Timestamp(_)))
+            || index.key != IndexKey::SortValue
+        {
+            return Vec::new();
+        }
+        let others: Vec<(String, String)> = indexes::indexes(collection)
+            .iter()
+            .filter(|other| other.key == IndexKey::SortValue && other.name != index.name)
+            .filter_map(|other| match placement(other) {
+                Placement::Columns { value, position } => Some((value, position)),
+                Placement::Rows => None,
+            })
+            .collect();
+        let mut carried: Vec<String> = others.iter().map(|(_, position)| position.clone()).collect();
+        carried.extend(others.into_iter().map(|(value, _)| value));
+        for other in indexes::indexes(collection) {
+            let counted =
+                indexes::counted_pairs(collection).iter().any(|(first, second)| [first, second].contains(&&other.name));
+            if counted && let Placement::Columns { value, .. } = placement(other) {
+                carried.push(value);
+            }
+        }
+        carried
+    }
+
+    /// Migrations 0004, 0005 and 0010 leave exactly the PostgreSQL indexes
+    /// the index table calls for, over the columns this module reads.
     #[test]
     fn the_migrations_index_every_column_placed_index() {
-        let migration =
-            [include_str!("migrations/0004_index_columns.sql"), include_str!("migrations/0005_suppression_expiry.sql")]
-                .join(";\n");
-        let made: BTreeSet<String> = migration
-            .split(';')
-            .map(|statement| statement.split_whitespace().collect::<Vec<_>>().join(" "))
-            .filter(|statement| statement.starts_with("CREATE INDEX"))
-            .collect();
+        let migration = [
+            include_str!("migrations/0004_index_columns.sql"),
+            include_str!("migrations/0005_suppression_expiry.sql"),
+            include_str!("migrations/0010_time_indexes_carry_filters.sql"),
+        ]
+        .join(";\n");
+        // Each index by name as the last statement made it.
+        let mut made = BTreeMap::new();
+        for statement in migration.split(';') {
+            let statement: String = statement
+                .lines()
+                .filter(|line| !line.trim_start().starts_with("--"))
+                .flat_map(str::split_whitespace)
+                .collect::<Vec<_>>()
+                .join(" ");
+            let words: Vec<&str> = statement.split(' ').collect();
+            match words[..] {
+                ["CREATE", "INDEX", name, ..] => made.insert(name.to_owned(), statement.clone()),
+                ["DROP", "INDEX", "IF", "EXISTS", name] => made.remove(name),
+                _ => None,
+            };
+        }
+        let made: BTreeSet<String> = made.into_values().collect();
         let mut expected = BTreeSet::new();
         for collection in Collection::ALL {
             for index in indexes::indexes(collection) {
                 if let Placement::Columns { value, position } = placement(index) {
+                    let carried = carried(collection, index);
+                    let include =
+                        if carried.is_empty() { String::new() } else { format!(" INCLUDE ({})", carried.join(", ")) };
                     expected.insert(format!(
-                        "CREATE INDEX records_{}_{} ON records (org_id, {value}, {position}, id) WHERE collection = \
-                         '{collection}' AND {value} IS NOT NULL",
+                        "CREATE INDEX records_{}_{} ON records (org_id, {value}, {position}, id){include} WHERE \
+                         collection = '{collection}' AND {value} IS NOT NULL",
                         collection.name().replace('-', "_"),
                         index.name
                     ));

@@ -1,9 +1,11 @@
 //! A count of several filters together and, from the same statement, its
 //! groups by the indexes a dashboard groups by.
 //!
-//! A count of two ranges (or of a range and a condition) reads every
-//! matching row from the heap: no one index holds both. A summary asks for
-//! that count and then for its groups, which read the same rows again. So
+//! A count of two ranges (or of a range and a condition) walks one range's
+//! index and tests the rest on each entry it finds: from the index alone
+//! where a time index carries the other columns (migration 0010), else
+//! from the heap. A summary asks for that count and then for its groups,
+//! which would walk the same entries again. So
 //! the count is one `GROUPING SETS` statement that also counts the rows by
 //! each few-valued index (those whose value combinations the host counts,
 //! [`indexes::counted_pairs`]) and by each counted pair; the reader keeps
@@ -96,7 +98,8 @@ pub(super) fn group_set_of(collection: Collection, group_by: &[String]) -> Optio
         .collect()
 }
 
-/// Whether a count of `matching` reads its rows from the heap whatever
+/// Whether a count of `matching` reads its matching rows one by one (from
+/// the heap, or from a time index that carries the other columns) whatever
 /// else it counts: a range together with another filter.
 pub(super) fn reads_rows(matching: &Matching) -> bool {
     let Matching { ranges, conditions, updated_after } = matching;

@@ -23,6 +23,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0007_documents.sql"),
     include_str!("migrations/0008_audit.sql"),
     include_str!("migrations/0009_api_key_last_used.sql"),
+    include_str!("migrations/0010_time_indexes_carry_filters.sql"),
 ];
 
 /// The index columns a migration adds that the host fills from the
