@@ -18,6 +18,7 @@ mod ahead;
 mod audit;
 mod changes;
 mod columns;
+mod counts_read;
 mod grouped;
 mod migrations;
 mod replicas;
@@ -40,6 +41,7 @@ pub use migrations::{SCHEMA_VERSION, migrate};
 pub use replicas::{DEFAULT_MAX_LAG, Replicas};
 
 use changes::BatchChanges;
+use counts_read::{CountRows, CountsRead, MAX_COUNT_ROWS_READ, few_valued};
 use replicas::ReplicaSet;
 use std::sync::Arc;
 
@@ -355,7 +357,7 @@ impl PgStore {
             counted: None,
             opening_reads_change_log: false,
             opened_change_log: None,
-            counts_read: CountsRead::new(),
+            counts_read: CountsRead::default(),
         })
     }
 
@@ -1124,30 +1126,19 @@ pub struct PgReader {
     /// change log (a list's first read), and what it read.
     opening_reads_change_log: bool,
     opened_change_log: Option<ChangeLog>,
-    /// The count rows of few-valued names the snapshot read ([`CountsRead`]).
+    /// The count rows the snapshot read ([`CountsRead`]).
     counts_read: CountsRead,
 }
 
-/// The count rows a read session read of each few-valued name (each index
-/// of a counted pair, and each pair): all of a name's rows at its first
-/// use, in one statement, so a list or summary that asks for several of
-/// its values (its total, the choice of its walk, each group) costs one
-/// round trip per name rather than one per value. One snapshot: the same
-/// answers. `None`: the name held more rows than are kept.
-type CountsRead = HashMap<Collection, HashMap<String, Option<CountRows>>>;
+/// `value` as a literal of a statement's text.
+fn fixed_bytes(value: &[u8]) -> String {
+    format!("'\\x{}'::bytea", hex::encode(value))
+}
 
-/// One name's count rows: `n` by value.
-type CountRows = HashMap<Vec<u8>, u64>;
-
-/// The most count rows of one name a read session keeps.
-const MAX_COUNT_ROWS_READ: usize = 4096;
-
-/// Whether `name` is a count name of few values: an index of a counted
-/// pair, or a pair.
-fn few_valued(collection: Collection, name: &str) -> bool {
-    indexes::counted_pairs(collection).iter().any(|(first, second)| {
-        name == *first || name == *second || name.split_once('+').is_some_and(|(a, b)| a == *first && b == *second)
-    })
+/// `text` as a string literal of a statement's text (a name the contract
+/// fixes, written in so that the statement's plan is made once).
+fn text_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
 }
 
 /// How often a session sets its statements' timeout to the time left: a
@@ -1636,7 +1627,29 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
         each: &mut esr_store::EachIndexed<'_>,
     ) -> Result<(), StoreError> {
         let index = walk.index;
-        for row in self.entries(collection, walk, true)? {
+        // The count rows a list asks for after its page, read with it when
+        // the session has not read them: a condition's walked value's (its
+        // total), and the collection's size (a total without filters).
+        let walks_condition = known_index(collection, index)?.order == indexes::IndexOrder::CreatedAt;
+        let carried: Vec<(&str, &[u8])> = match self.counts_read.as_ref() {
+            Some(read) => {
+                let own = (walks_condition && index != CREATED_AT).then_some((index, walk.value.as_bytes()));
+                own.into_iter()
+                    .chain([(CREATED_AT, &b""[..])])
+                    .filter(|(name, value)| !read.knows(collection, name, value))
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        let rows = self.entries(collection, walk, true, &carried)?;
+        if let Some(row) = rows.first()
+            && let Some(read) = self.counts_read.as_mut()
+        {
+            for (n, (name, value)) in carried.iter().enumerate() {
+                read.keep_value(collection, name, value, row.get::<_, Option<i64>>(3 + n).unwrap_or(0).max(0) as u64);
+            }
+        }
+        for row in rows {
             let body: Option<&[u8]> = row.get(2);
             let body = body.ok_or_else(|| {
                 StoreError::Corrupt(format!("index {index} of {collection} points at a missing record"))
@@ -1653,7 +1666,7 @@ impl<C: GenericClient + Send> StoreReader for Session<'_, C> {
         collection: Collection,
         walk: &IndexWalk<'_>,
     ) -> Result<Vec<IndexPosition>, StoreError> {
-        let rows = self.entries(collection, walk, false)?;
+        let rows = self.entries(collection, walk, false, &[])?;
         Ok(rows.into_iter().map(|row| IndexPosition::new(row.get(0), row.get(1))).collect())
     }
 
@@ -1862,12 +1875,15 @@ impl<'a, C: GenericClient + Send> Session<'a, C> {
     }
 
     /// One keyset page of a walk's entries: (position, id) rows, with the
-    /// record's body when `bodies`.
+    /// record's body when `bodies`, and after it the count row of each of
+    /// `carried` (name, value): the walked value's, or the collection's
+    /// size ([`counts_read::count_column`]).
     fn entries(
         &mut self,
         collection: Collection,
         walk: &IndexWalk<'_>,
         bodies: bool,
+        carried: &[(&str, &[u8])],
     ) -> Result<Vec<postgres::Row>, StoreError> {
         let limit = walk.limit.min(MAX_SCAN);
         let (comparison, order) = if walk.reverse { ("<", "DESC") } else { (">", "ASC") };
@@ -1884,7 +1900,7 @@ impl<'a, C: GenericClient + Send> Session<'a, C> {
         // no plan can see into. Planning at every execution cost more than
         // running the statement (docs/performance.md).
         let value = if index.holds_only_fixed(walk.value) {
-            format!("'\\x{}'::bytea", hex::encode(walk.value.as_bytes()))
+            fixed_bytes(walk.value.as_bytes())
         } else {
             params.add(walk.value.as_bytes().to_vec())
         };
@@ -1895,9 +1911,14 @@ impl<'a, C: GenericClient + Send> Session<'a, C> {
                 format!(" AND (e.position, e.id) {comparison} ((SELECT {position}::int8), {id})")
             }
         };
+        let mut counts = String::new();
+        for (name, carried) in carried {
+            let carried = if *carried == walk.value.as_bytes() { value.clone() } else { fixed_bytes(carried) };
+            counts.push_str(&counts_read::count_column(collection, name, &carried));
+        }
         self.query(
             &format!(
-                "SELECT e.position, e.id{body} FROM ({}) e WHERE e.value = {value}{after} \
+                "SELECT e.position, e.id{body}{counts} FROM ({}) e WHERE e.value = {value}{after} \
                  ORDER BY e.position {order}, e.id {order} LIMIT {limit}",
                 columns::entries_of(collection, &index, bodies)
             ),
@@ -1905,8 +1926,12 @@ impl<'a, C: GenericClient + Send> Session<'a, C> {
         )
     }
 
-    /// A count row (0 when absent).
+    /// A count row (0 when absent), from those the session read when it
+    /// read them ([`CountsRead`]).
     fn stored_count(&mut self, collection: Collection, name: &str, value: &[u8]) -> Result<u64, StoreError> {
+        if let Some(count) = self.counts_read.as_ref().and_then(|read| read.value(collection, name, value)) {
+            return Ok(count);
+        }
         if let Some(count) = self.with_kept_rows(collection, name, |rows| rows.get(value).copied().unwrap_or(0))? {
             return Ok(count);
         }
@@ -1915,7 +1940,11 @@ impl<'a, C: GenericClient + Send> Session<'a, C> {
             "SELECT n FROM counts WHERE org_id = $1 AND collection = $2 AND name = $3 AND value = $4",
             &[&organization, &collection.name(), &name, &value],
         )?;
-        Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
+        let count = row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64);
+        if let Some(read) = self.counts_read.as_mut() {
+            read.keep_value(collection, name, value, count);
+        }
+        Ok(count)
     }
 
     /// `read` of every count row of a few-valued name, read once per
@@ -1942,22 +1971,60 @@ impl<'a, C: GenericClient + Send> Session<'a, C> {
         collection: Collection,
         name: &str,
     ) -> Result<Option<&'c CountRows>, StoreError> {
-        let names = counts_read.entry(collection).or_default();
-        if !names.contains_key(name) {
+        if counts_read.rows(collection, name).is_none() && counts_read::counted_indexes(collection).contains(&name) {
+            self.read_counted_indexes(counts_read, collection)?;
+        }
+        if counts_read.rows(collection, name).is_none() {
             let organization = self.organization;
+            // The collection and name in the text: with them as parameters,
+            // PostgreSQL planned the statement at every execution.
             let rows = self.query(
                 &format!(
-                    "SELECT value, n FROM counts WHERE org_id = $1 AND collection = $2 AND name = $3 LIMIT {}",
+                    "SELECT value, n FROM counts WHERE org_id = $1 AND collection = {} AND name = {} LIMIT {}",
+                    text_literal(collection.name()),
+                    text_literal(name),
                     MAX_COUNT_ROWS_READ + 1
                 ),
-                &[&organization, &collection.name(), &name],
+                &[&organization],
             )?;
             let all = (rows.len() <= MAX_COUNT_ROWS_READ).then(|| {
                 rows.iter().map(|row| (row.get::<_, Vec<u8>>(0), row.get::<_, i64>(1).max(0) as u64)).collect()
             });
-            names.insert(name.to_owned(), all);
+            counts_read.keep_rows(collection, name, all);
         }
-        Ok(names.get(name).and_then(Option::as_ref))
+        Ok(counts_read.rows(collection, name).and_then(Option::as_ref))
+    }
+
+    /// Every row of the indexes of the collection's counted pairs, in one
+    /// statement ([`counts_read::counted_indexes`]). Kept only when they
+    /// are no more than [`MAX_COUNT_ROWS_READ`] in all (else each name is
+    /// read alone).
+    fn read_counted_indexes(&mut self, counts_read: &mut CountsRead, collection: Collection) -> Result<(), StoreError> {
+        let names = counts_read::counted_indexes(collection);
+        let organization = self.organization;
+        let listed: Vec<String> = names.iter().map(|name| text_literal(name)).collect();
+        let rows = self.query(
+            &format!(
+                "SELECT name, value, n FROM counts WHERE org_id = $1 AND collection = {} AND name IN ({}) LIMIT {}",
+                text_literal(collection.name()),
+                listed.join(", "),
+                MAX_COUNT_ROWS_READ + 1
+            ),
+            &[&organization],
+        )?;
+        if rows.len() > MAX_COUNT_ROWS_READ {
+            return Ok(());
+        }
+        let mut read: HashMap<&str, CountRows> = names.iter().map(|name| (*name, CountRows::new())).collect();
+        for row in &rows {
+            if let Some(counted) = read.get_mut(row.get::<_, &str>(0)) {
+                counted.insert(row.get::<_, Vec<u8>>(1), row.get::<_, i64>(2).max(0) as u64);
+            }
+        }
+        for (name, rows) in read {
+            counts_read.keep_rows(collection, name, Some(rows));
+        }
+        Ok(())
     }
 
     /// How many of the organization's records hold one of each

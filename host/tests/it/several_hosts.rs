@@ -657,6 +657,47 @@ const TENANT_TABLES: [&str; 7] =
 /// the requests').
 const SHARED_TABLES: [&str; 5] = ["api_keys", "hosts", "settings", "documents", "audit_entries"];
 
+/// The round trips of a list request whose key the host knows: the one
+/// that begins its read snapshot (with the key's lookup) and its page,
+/// whose statement also reads the count its total needs
+/// (docs/performance.md, "A list's page and its total in one round trip").
+#[test]
+fn a_list_page_and_its_total_are_two_round_trips() {
+    let database = TestDatabase::new();
+    cluster().execute("ALTER SYSTEM SET log_line_prefix = '%m [%p] %d '").unwrap();
+    cluster().execute("SELECT pg_reload_conf()").unwrap();
+    cluster().execute(&format!("ALTER DATABASE {} SET log_statement = 'all'", database.name)).unwrap();
+    let log_file = cluster().socket_dir().join("server.log");
+    let hosts = TwoHosts::start_on(database, &[]);
+    let findings = hosts.a.all(0, "vulnerability-findings");
+    let endpoint = findings[0]["endpoint_id"].as_str().unwrap().to_owned();
+    let name = &hosts.database.name;
+    for path in [
+        "/v1/vulnerability-findings?limit=2".to_owned(),
+        format!("/v1/vulnerability-findings?endpointId={endpoint}&limit=1"),
+        "/v1/vulnerability-findings?severity=critical&limit=1".to_owned(),
+        "/v1/vulnerability-findings?sort=-severity&limit=2".to_owned(),
+        "/v1/endpoints?limit=2".to_owned(),
+    ] {
+        // The first request makes the key known to the host.
+        assert_eq!(hosts.a.get_as(0, &path).status().as_u16(), 200, "{path}");
+        let from = std::fs::metadata(&log_file).unwrap().len();
+        let page = hosts.a.get_as(0, &path);
+        assert_eq!(page.status().as_u16(), 200, "{path}");
+        let page: Value = page.json().unwrap();
+        assert!(page["total"].as_u64().unwrap() > page["data"].as_array().unwrap().len() as u64, "{path}: {page}");
+        // The hosts' background work reads neither records nor counts.
+        let round_trips: Vec<String> = wait_for_statements(&log_file, from, name)
+            .into_iter()
+            .map(|(sql, _)| sql)
+            .filter(|sql| sql.starts_with("BEGIN") || sql.contains("FROM records") || sql.contains("FROM counts"))
+            .collect();
+        assert_eq!(round_trips.len(), 2, "{path}: {round_trips:#?}");
+        assert!(round_trips[0].starts_with("BEGIN") && round_trips[0].contains("FROM api_keys"), "{path}");
+        assert!(round_trips[1].contains("FROM counts"), "{path}: the page carries its count");
+    }
+}
+
 #[test]
 fn every_statement_of_a_public_request_names_the_callers_organization() {
     // The database's statement log, for this test's database only.

@@ -965,6 +965,22 @@ fn a_key_opens_a_read_session_in_its_organization_only(backend: &dyn Backend) {
             assert!(opened.position().is_some(), "the write position the snapshot began at");
             let walk = RecordWalk::new(10);
             assert_eq!(opened.scan(FINDINGS, &walk).unwrap(), own.scan(FINDINGS, &walk).unwrap());
+            // The counts a list reads first (a backend may read them with
+            // the key): each value's, and a value no record holds.
+            for index in ["severity", "status", "kev", "finding_type", "created_at"] {
+                let values = own.index_values(FINDINGS, index).unwrap();
+                assert!(!values.is_empty(), "{index}");
+                assert_eq!(opened.index_values(FINDINGS, index).unwrap(), values, "{index}");
+                for (value, held) in values {
+                    assert_eq!(opened.index_count(FINDINGS, index, &value).unwrap(), held, "{index}={value}");
+                    assert_eq!(opened.index_count(FINDINGS, index, &value).unwrap(), held, "{index}={value} again");
+                }
+                assert_eq!(opened.index_count(FINDINGS, index, "no-such-value").unwrap(), 0, "{index}");
+            }
+            // A name of many values, read value by value, twice.
+            for _ in 0..2 {
+                assert_eq!(opened.index_count(FINDINGS, "endpoint_id", "no-such-endpoint").unwrap(), 0);
+            }
         }
     }
     // Another organization than the key's opens nothing; nor does an

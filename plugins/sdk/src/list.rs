@@ -357,11 +357,18 @@ pub fn list_filtered(
     if let Some(ids) = &options.ids {
         return list_named(store, collection, options, ids, &filters);
     }
-    let best = most_selective(store, collection, &filters, true);
     let sort_field = match options.sort.field {
         SortField::Timestamp(pointer) => pointer,
         _ => "",
     };
+    // One indexed condition in `created_at` order is walked whatever it
+    // holds: its count (the total) is asked for after the page, which a
+    // store may read with the page's records (PostgreSQL: one round trip).
+    let lone_condition = sort_field == "/created_at"
+        && options.updated_after.is_none()
+        && matches!(filters.as_slice(), [only] if only.range.is_none()
+            && only.index.as_ref().is_some_and(|(index, _)| crate::index_of(collection, index).is_some()));
+    let best = if lone_condition { None } else { most_selective(store, collection, &filters, true) };
     // Records strictly after `updatedAfter` start right after this position
     // in the `updated_at` index.
     let updated_from = options.updated_after.map(|after| crate::IndexPosition::new(after.0, LAST_ID));
@@ -410,9 +417,10 @@ pub fn list_filtered(
     let by_update = !small_range
         && (sort_field == "/updated_at"
             || options.updated_after.is_some_and(|after| few_updated_since(store, collection, after)));
-    let walked_filter = match most_selective(store, collection, &filters, false) {
-        Some((_, position)) if !by_update => Some(position),
-        _ => None,
+    let walked_filter = match (lone_condition, by_update) {
+        (true, _) => Some(0),
+        (false, false) => most_selective(store, collection, &filters, false).map(|(_, position)| position),
+        (false, true) => None,
     };
     let source = match walked_filter {
         Some(position) => filter_source(&filters[position]),
