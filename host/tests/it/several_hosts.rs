@@ -657,18 +657,24 @@ const TENANT_TABLES: [&str; 7] =
 /// the requests').
 const SHARED_TABLES: [&str; 5] = ["api_keys", "hosts", "settings", "documents", "audit_entries"];
 
+/// Two hosts on a database of their own whose every statement the
+/// server logs (for this database only), and the log's file.
+fn hosts_logging_statements() -> (TwoHosts, std::path::PathBuf) {
+    let database = TestDatabase::new();
+    cluster().execute("ALTER SYSTEM SET log_line_prefix = '%m [%p] %d '").unwrap();
+    cluster().execute("SELECT pg_reload_conf()").unwrap();
+    cluster().execute(&format!("ALTER DATABASE {} SET log_statement = 'all'", database.name)).unwrap();
+    let log_file = cluster().socket_dir().join("server.log");
+    (TwoHosts::start_on(database, &[]), log_file)
+}
+
 /// The round trips of a list request whose key the host knows: the one
 /// that begins its read snapshot (with the key's lookup) and its page,
 /// whose statement also reads the count its total needs
 /// (docs/performance.md, "A list's page and its total in one round trip").
 #[test]
 fn a_list_page_and_its_total_are_two_round_trips() {
-    let database = TestDatabase::new();
-    cluster().execute("ALTER SYSTEM SET log_line_prefix = '%m [%p] %d '").unwrap();
-    cluster().execute("SELECT pg_reload_conf()").unwrap();
-    cluster().execute(&format!("ALTER DATABASE {} SET log_statement = 'all'", database.name)).unwrap();
-    let log_file = cluster().socket_dir().join("server.log");
-    let hosts = TwoHosts::start_on(database, &[]);
+    let (hosts, log_file) = hosts_logging_statements();
     let findings = hosts.a.all(0, "vulnerability-findings");
     let endpoint = findings[0]["endpoint_id"].as_str().unwrap().to_owned();
     let name = &hosts.database.name;
@@ -700,13 +706,7 @@ fn a_list_page_and_its_total_are_two_round_trips() {
 
 #[test]
 fn every_statement_of_a_public_request_names_the_callers_organization() {
-    // The database's statement log, for this test's database only.
-    let database = TestDatabase::new();
-    cluster().execute("ALTER SYSTEM SET log_line_prefix = '%m [%p] %d '").unwrap();
-    cluster().execute("SELECT pg_reload_conf()").unwrap();
-    cluster().execute(&format!("ALTER DATABASE {} SET log_statement = 'all'", database.name)).unwrap();
-    let log_file = cluster().socket_dir().join("server.log");
-    let hosts = TwoHosts::start_on(database, &[]);
+    let (hosts, log_file) = hosts_logging_statements();
     let findings = hosts.a.all(0, "vulnerability-findings");
     let finding = findings[0]["id"].as_str().unwrap().to_owned();
     let endpoint = findings[0]["endpoint_id"].as_str().unwrap().to_owned();
