@@ -12,7 +12,7 @@
 //!   are then one round trip.
 //! - Another name's rows are kept one by one as they are read.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use esr_contract::indexes;
 use esr_store::Collection;
@@ -34,6 +34,9 @@ pub(super) struct CountsRead {
     names: HashMap<Collection, HashMap<String, Option<CountRows>>>,
     /// Single rows of other names (0 for a row not stored).
     values: HashMap<(Collection, String, Vec<u8>), u64>,
+    /// The collections whose [`counted_indexes`] were read together (or
+    /// found too many to keep): never read together twice.
+    counted_indexes_read: HashSet<Collection>,
 }
 
 impl CountsRead {
@@ -45,6 +48,12 @@ impl CountsRead {
     /// Keeps every row of `name` (`None`: more than are kept).
     pub fn keep_rows(&mut self, collection: Collection, name: &str, rows: Option<CountRows>) {
         self.names.entry(collection).or_default().insert(name.to_owned(), rows);
+    }
+
+    /// Whether this is the first read of `collection`'s counted indexes
+    /// together; notes it.
+    pub fn first_read_of_counted_indexes(&mut self, collection: Collection) -> bool {
+        self.counted_indexes_read.insert(collection)
     }
 
     /// Whether the session read the count row of `name` and `value`.

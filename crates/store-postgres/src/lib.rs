@@ -1301,8 +1301,8 @@ impl PgReader {
         let key = format!(
             "; SELECT json_build_object('id', id, 'organization_id', org_id, 'name', name, 'scopes', scopes, \
              'prefix', prefix, 'created_at', created_at, 'expires_at', expires_at, 'revoked_at', revoked_at, \
-             'last_used_at', last_used_at)::text FROM api_keys WHERE key_hash = '\\x{}'::bytea",
-            hex::encode(key_hash)
+             'last_used_at', last_used_at)::text FROM api_keys WHERE key_hash = {}",
+            fixed_bytes(key_hash)
         );
         self.opening_reads_change_log = true;
         let opened = self.on_primary_then(&key);
@@ -1971,7 +1971,10 @@ impl<'a, C: GenericClient + Send> Session<'a, C> {
         collection: Collection,
         name: &str,
     ) -> Result<Option<&'c CountRows>, StoreError> {
-        if counts_read.rows(collection, name).is_none() && counts_read::counted_indexes(collection).contains(&name) {
+        if counts_read.rows(collection, name).is_none()
+            && counts_read::counted_indexes(collection).contains(&name)
+            && counts_read.first_read_of_counted_indexes(collection)
+        {
             self.read_counted_indexes(counts_read, collection)?;
         }
         if counts_read.rows(collection, name).is_none() {
