@@ -224,6 +224,9 @@ fn unknown(group: &str) -> esr_plugin_sdk::PluginError {
 pub fn list(group: &str, tenant: &Tenant, request: &Request) -> Result<Page, CallError> {
     let request = sdk_request(request);
     let page = with_store(tenant, |store| native_logic(group).and_then(|logic| (logic.list)(store, &request)))?;
+    if page.held.is_some() {
+        return Err(CallError::Failed(format!("{group}: a native page named held records")));
+    }
     Ok(Page {
         data: page.data,
         total: page.total,

@@ -141,6 +141,78 @@ pub(super) struct CallState {
     /// `log` messages written and dropped so far in this call.
     pub(super) log_written: u32,
     pub(super) log_dropped: u32,
+    /// The records `store.index-scan-held` handed out, for the page.
+    pub(super) held: HeldRecords,
+}
+
+/// The records a call holds (`store.index-scan-held`), numbered in the
+/// order handed out, until its page names them (`held-lists.list`). At
+/// most the call's memory cap in bytes: what the component could have
+/// been handed as `index-scan-batch`es.
+#[derive(Default)]
+pub(super) struct HeldRecords {
+    bytes: Vec<u8>,
+    /// Where each record's bytes end in `bytes`.
+    ends: Vec<usize>,
+}
+
+impl HeldRecords {
+    fn record(&self, number: u32) -> Option<&[u8]> {
+        let number = usize::try_from(number).ok()?;
+        let end = *self.ends.get(number)?;
+        let start = match number.checked_sub(1) {
+            Some(before) => self.ends[before],
+            None => 0,
+        };
+        Some(&self.bytes[start..end])
+    }
+
+    /// The held records `numbers` names, in that order, as a JSON array. A
+    /// number never handed out, or an answer over `at_most` bytes (a
+    /// number may repeat), fails the call.
+    fn json_array(&self, numbers: &[u32], at_most: usize) -> wasmtime::Result<Vec<u8>> {
+        let mut records = Vec::with_capacity(numbers.len());
+        let mut size = 2usize;
+        for &number in numbers {
+            let record = self.record(number).ok_or_else(|| {
+                wasmtime::Error::msg(format!(
+                    "held-lists.list: its page names held record {number}, and the call held {}",
+                    self.ends.len()
+                ))
+            })?;
+            size = size.saturating_add(record.len() + 1);
+            records.push(record);
+        }
+        if size > at_most {
+            return Err(wasmtime::Error::msg(format!(
+                "held-lists.list: its page of {} held records would take {size} bytes, more than the call's memory \
+                 ({at_most} bytes)",
+                numbers.len()
+            )));
+        }
+        let mut array = Vec::with_capacity(size);
+        array.push(b'[');
+        for (position, record) in records.into_iter().enumerate() {
+            if position > 0 {
+                array.push(b',');
+            }
+            array.extend_from_slice(record);
+        }
+        array.push(b']');
+        Ok(array)
+    }
+}
+
+impl CallState {
+    /// `handler.page` of a `held-lists.list` answer: held records written
+    /// from the host's copies.
+    pub(super) fn page_of(&self, page: held_lists::HeldPage) -> wasmtime::Result<Page> {
+        let data = match page.records {
+            held_lists::PageRecords::Json(data) => data,
+            held_lists::PageRecords::Held(numbers) => self.held.json_array(&numbers, self.memory_bytes)?,
+        };
+        Ok(Page { data, total: page.total, limit: page.limit, offset: page.offset, next_cursor: page.next_cursor })
+    }
 }
 
 impl Drop for CallState {
@@ -551,6 +623,48 @@ impl wit_store::Host for CallState {
         if !fits(bytes) {
             return Err(wasmtime::Error::msg(format!(
                 "store.index-scan-batch: {count} records of {bytes} bytes exceed the component's memory ({memory_bytes} bytes)"
+            )));
+        }
+        Ok(batch)
+    }
+
+    fn index_scan_held(
+        &mut self,
+        collection: String,
+        index: String,
+        value: String,
+        after: Option<wit_store::IndexPosition>,
+        limit: u32,
+        reverse: bool,
+    ) -> wasmtime::Result<wit_store::HeldBatch> {
+        let walk = WitWalk { index: &index, value: &value, after: after.as_ref(), limit, reverse };
+        let memory_bytes = self.memory_bytes;
+        let mut held = std::mem::take(&mut self.held);
+        let first = u32::try_from(held.ends.len())
+            .map_err(|_| wasmtime::Error::msg("store.index-scan-held: too many held records"))?;
+        let mut batch = wit_store::HeldBatch { first, ids: String::new(), positions: Vec::new() };
+        let mut over = false;
+        let read = {
+            let mut add = |at: IndexPosition, record: &[u8]| {
+                if over || held.bytes.len().saturating_add(record.len()) > memory_bytes {
+                    over = true;
+                    return Ok(());
+                }
+                batch.ids.push_str(at.id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
+                batch.positions.push(at.position);
+                held.bytes.extend_from_slice(record);
+                held.ends.push(held.bytes.len());
+                Ok(())
+            };
+            self.walk_index(&collection, "index-scan-held", walk, |tenant, collection, walk| {
+                tenant.index_scan_each(collection, walk, &mut add)
+            })
+        };
+        self.held = held;
+        read?;
+        if over {
+            return Err(wasmtime::Error::msg(format!(
+                "store.index-scan-held: the call's held records would exceed its memory ({memory_bytes} bytes)"
             )));
         }
         Ok(batch)

@@ -217,6 +217,7 @@ pub(super) fn new_store_limited(
         deadline: Instant::now() + limits.deadline,
         log_written: 0,
         log_dropped: 0,
+        held: HeldRecords::default(),
     };
     let mut store = Store::new(&engine.engine, state);
     store.limiter(|state| &mut state.limits);

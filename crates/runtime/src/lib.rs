@@ -93,7 +93,7 @@ use bindings::document::{DocumentPlugin, DocumentPluginPre};
 use bindings::importer::{ReportImporter, ReportImporterPre};
 use bindings::resource::ResourcePlugin;
 use bindings::resource::esr::plugin::{log, store as wit_store, types};
-use bindings::resource::exports::esr::plugin::{bulk_export, handler, summaries};
+use bindings::resource::exports::esr::plugin::{bulk_export, handler, held_lists, summaries};
 
 pub use bindings::document::exports::esr::plugin::document::Rendered;
 pub use bindings::importer::exports::esr::plugin::importer::{Confidence, ReportError as ImporterError};
@@ -108,7 +108,7 @@ pub const WIT_PACKAGE: &str = "esr:plugin";
 /// version is a breaking one under semver).
 pub const ACCEPTED_VERSIONS: &str = "0.3.x";
 /// The package version this host is built against.
-const WIT_VERSION: &str = "0.3.5";
+const WIT_VERSION: &str = "0.3.6";
 const ACCEPTED_MAJOR_MINOR: (u64, u64) = (0, 3);
 
 /// The resource groups served by the `handler` world, as the API names them.

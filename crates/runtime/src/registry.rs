@@ -9,8 +9,9 @@ pub(super) enum Pre {
 }
 
 /// A pre-instantiated resource component: its `handler`, its `summaries`
-/// when it was built against WIT 0.3.2 or later, and its `bulk-export`
-/// from 0.3.3 (earlier 0.3 components export less, and still load).
+/// when it was built against WIT 0.3.2 or later, its `bulk-export` from
+/// 0.3.3 and its `held-lists` from 0.3.6 (earlier 0.3 components export
+/// less, and still load).
 pub(super) struct ResourcePre {
     /// Lists and summaries (and the calls made at load).
     pub(super) pre: InstancePre<CallState>,
@@ -29,6 +30,8 @@ pub(super) struct ResourcePre {
     /// `describe`'s descriptor too, on every call).
     get: ComponentExportIndex,
     list: ComponentExportIndex,
+    /// `held-lists.list`, called for a page instead of `handler.list`.
+    held_list: Option<ComponentExportIndex>,
     pub(super) summaries: Option<summaries::GuestIndices>,
     pub(super) bulk_export: Option<bulk_export::GuestIndices>,
 }
@@ -55,11 +58,12 @@ impl ResourcePre {
         } else {
             None
         };
+        let held_list = export_index(&pre, Some("list"), "held-lists")?;
         let list = export_index(&pre, Some("list"), "handler")?
             .ok_or_else(|| wasmtime::format_err!("no exported instance named `handler`"))?;
         let get = export_index(&get_pre, Some("get"), "handler")?
             .ok_or_else(|| wasmtime::format_err!("no exported instance named `handler`"))?;
-        Ok(ResourcePre { pre, get_pre, export_pre, handler, get, list, summaries, bulk_export })
+        Ok(ResourcePre { pre, get_pre, export_pre, handler, get, list, held_list, summaries, bulk_export })
     }
 
     /// The whole `handler` of a new instance (the calls made at load).
@@ -74,13 +78,23 @@ impl ResourcePre {
         instance.get_typed_func(&mut *store, self.get)
     }
 
-    /// One page of `handler.list`, from a new instance.
+    /// One page of `held-lists.list` (or of `handler.list`, for a component
+    /// without it), from a new instance.
     pub(super) fn list(
         &self,
         store: &mut Store<CallState>,
         request: &Request,
     ) -> wasmtime::Result<Result<Page, PluginError>> {
         let instance = self.pre.instantiate(&mut *store)?;
+        if let Some(held_list) = self.held_list {
+            type HeldListResult = Result<held_lists::HeldPage, PluginError>;
+            let list = instance.get_typed_func::<(&Request,), (HeldListResult,)>(&mut *store, held_list)?;
+            let (page,) = list.call(&mut *store, (request,))?;
+            return match page {
+                Ok(page) => store.data().page_of(page).map(Ok),
+                Err(error) => Ok(Err(error)),
+            };
+        }
         let list = instance.get_typed_func::<(&Request,), (Result<Page, PluginError>,)>(&mut *store, self.list)?;
         list.call(&mut *store, (request,)).map(|(page,)| page)
     }
@@ -785,6 +799,10 @@ pub(super) fn smoke_call(engine: &ComponentEngine, pre: &Pre, reads: Reads) -> R
     }
 }
 
+/// What a resource component exports of the package: `handler`, and
+/// the interfaces added beside it since.
+const RESOURCE_EXPORTS: [&str; 4] = ["handler", "summaries", "bulk-export", "held-lists"];
+
 /// Which of the package's interfaces the component exports (`handler` or
 /// `document`) and the package version it was built against.
 pub(super) fn exported_interface(engine: &ComponentEngine, component: &Component) -> Result<(String, String), String> {
@@ -792,16 +810,15 @@ pub(super) fn exported_interface(engine: &ComponentEngine, component: &Component
     let exports: Vec<String> = component_type.exports(&engine.engine).map(|(name, _)| name.to_owned()).collect();
     let prefix = format!("{WIT_PACKAGE}/");
     let mut ours: Vec<&String> = exports.iter().filter(|name| name.starts_with(&prefix)).collect();
-    // A resource component exports `summaries` (since 0.3.2) and
-    // `bulk-export` (since 0.3.3) beside `handler`, in the same package
-    // version: `handler` names what it is.
+    // A resource component exports `summaries` (since 0.3.2),
+    // `bulk-export` (since 0.3.3) and `held-lists` (since 0.3.6) beside
+    // `handler`, in the same package version: `handler` names what it is.
     let versioned = |name: &str| name[prefix.len()..].split_once('@').map(|(i, v)| (i.to_owned(), v.to_owned()));
     if let Some((_, version)) = ours.iter().filter_map(|name| versioned(name)).find(|(i, _)| i == "handler")
-        && ours.len() <= 3
-        && ours.iter().all(|name| {
-            versioned(name)
-                .is_some_and(|(i, v)| v == version && ["handler", "summaries", "bulk-export"].contains(&i.as_str()))
-        })
+        && ours.len() <= RESOURCE_EXPORTS.len()
+        && ours
+            .iter()
+            .all(|name| versioned(name).is_some_and(|(i, v)| v == version && RESOURCE_EXPORTS.contains(&i.as_str())))
     {
         ours.retain(|name| versioned(name).is_some_and(|(i, _)| i == "handler"));
     }

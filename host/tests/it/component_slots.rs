@@ -69,8 +69,10 @@ fn a_page_of_large_records_leaves_nothing_for_a_get_by_id_to_reset() {
     let plugins = library.registry.current();
     let tenant = &library.tenant;
 
-    let (page, _) =
-        plugins.list(FINDINGS, tenant.clone(), &request(&[("sort", "-created_at"), ("limit", "100")]), "t").unwrap();
+    // `updatedAfter` is tested on each record: the page's records cross
+    // into the component and back.
+    let read_page = [("sort", "-created_at"), ("limit", "100"), ("updatedAfter", "2000-01-01T00:00:00Z")];
+    let (page, _) = plugins.list(FINDINGS, tenant.clone(), &request(&read_page), "t").unwrap();
     assert!(page.data.len() > 800_000, "the page is large: {} bytes", page.data.len());
     let after_page = after_large_call(&library);
 
@@ -86,6 +88,26 @@ fn a_page_of_large_records_leaves_nothing_for_a_get_by_id_to_reset() {
     let after_gets = library.registry.idle_slots().unwrap();
     assert_eq!(after_gets.memories, after_get.memories, "{after_gets:?}");
     assert!(after_gets.resident_bytes - after_page.resident_bytes <= SMALL_CALL_BYTES, "{after_gets:?}");
+}
+
+#[test]
+fn a_page_of_held_records_leaves_its_slot_a_few_pages() {
+    let library = library();
+    add_large_findings(&library);
+    let plugins = library.registry.current();
+    let before = library.registry.idle_slots().unwrap();
+
+    // No filter to test: the host holds the page's records and writes them.
+    let held_page = [("sort", "-created_at"), ("limit", "100")];
+    let (page, _) = plugins.list(FINDINGS, library.tenant.clone(), &request(&held_page), "t").unwrap();
+    assert!(page.data.len() > 800_000, "the page is large: {} bytes", page.data.len());
+    let records: Vec<Value> = serde_json::from_slice(&page.data).unwrap();
+    assert_eq!(records.len(), 100);
+    assert!(records.iter().all(|record| record["created_at"] == "2030-01-01T00:00:00Z"), "the newest first");
+
+    let after = library.registry.idle_slots().unwrap();
+    let kept = after.resident_bytes.saturating_sub(before.resident_bytes);
+    assert!(kept <= SMALL_CALL_BYTES, "its records never entered the component: {before:?} then {after:?}");
 }
 
 #[test]

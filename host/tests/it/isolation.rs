@@ -113,7 +113,8 @@ fn a_hostile_component_finds_only_its_callers_records_and_no_way_out() {
 }
 
 /// The store functions that take a collection.
-const STORE_FUNCTIONS: [&str; 6] = ["get", "scan", "count", "index-scan", "index-count", "count-matching"];
+const STORE_FUNCTIONS: [&str; 7] =
+    ["get", "scan", "count", "index-scan", "index-count", "count-matching", "index-scan-held"];
 
 #[test]
 fn a_component_reads_only_the_collections_it_declares() {
@@ -147,6 +148,36 @@ fn a_component_reads_only_the_collections_it_declares() {
     // The failures were the calls' own: the component still serves.
     let page: Value = server.json("/v1/endpoints?probe=endpoints&via=count");
     assert_eq!(page["data"][0]["answers"][0], acme_endpoints.len());
+}
+
+#[test]
+fn a_page_of_held_records_names_only_what_its_call_held_within_its_memory() {
+    let (server, acme, _) = serve_with_prober("prober.wasm");
+    let acme_endpoints = &acme.iter().find(|(collection, _)| *collection == "endpoints").unwrap().1;
+
+    // A page of held records is written by the host: the caller's own.
+    let response = server.get("/v1/endpoints?held=page");
+    assert_eq!(response.status(), 200, "{}", server.log());
+    let page: Value = response.json().unwrap();
+    let ids: BTreeSet<String> =
+        page["data"].as_array().unwrap().iter().map(|record| record["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(&ids, acme_endpoints);
+
+    // A number it was never handed, an answer larger than its memory, and
+    // records held past its memory each fail the call, cleanly.
+    for (how, logged) in [
+        ("unknown", "names held record 4294967294"),
+        ("repeated", "more than the call's memory"),
+        ("hoard", "held records would exceed its memory"),
+    ] {
+        let response = server.get(&format!("/v1/endpoints?held={how}"));
+        assert_fails_cleanly(response, &[], how);
+        server.wait_for_log(30, |log| log.contains(logged));
+    }
+
+    // The failures were the calls' own: the component still serves.
+    let page: Value = server.json("/v1/endpoints?held=page");
+    assert_eq!(page["data"].as_array().unwrap().len(), acme_endpoints.len());
 }
 
 /// The singular resource name in a collection's `404` detail.

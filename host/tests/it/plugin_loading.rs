@@ -95,9 +95,10 @@ fn a_component_of_another_world_is_refused() {
     let other = patched_component_all(
         "scopes.wasm",
         &[
-            (b"esr:plugin/handler@0.3.5", b"acme:other/handler@0.1.1"),
-            (b"esr:plugin/summaries@0.3.5", b"acme:other/summaries@0.1.1"),
-            (b"esr:plugin/bulk-export@0.3.5", b"acme:other/bulk-export@0.1.1"),
+            (b"esr:plugin/handler@0.3.6", b"acme:other/handler@0.1.1"),
+            (b"esr:plugin/summaries@0.3.6", b"acme:other/summaries@0.1.1"),
+            (b"esr:plugin/bulk-export@0.3.6", b"acme:other/bulk-export@0.1.1"),
+            (b"esr:plugin/held-lists@0.3.6", b"acme:other/held-lists@0.1.1"),
         ],
     );
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", other.path())]);
@@ -111,9 +112,10 @@ fn a_component_built_against_another_wit_version_is_refused() {
     let newer = patched_component_all(
         "scopes.wasm",
         &[
-            (b"esr:plugin/handler@0.3.5", b"esr:plugin/handler@9.1.0"),
-            (b"esr:plugin/summaries@0.3.5", b"esr:plugin/summaries@9.1.0"),
-            (b"esr:plugin/bulk-export@0.3.5", b"esr:plugin/bulk-export@9.1.0"),
+            (b"esr:plugin/handler@0.3.6", b"esr:plugin/handler@9.1.0"),
+            (b"esr:plugin/summaries@0.3.6", b"esr:plugin/summaries@9.1.0"),
+            (b"esr:plugin/bulk-export@0.3.6", b"esr:plugin/bulk-export@9.1.0"),
+            (b"esr:plugin/held-lists@0.3.6", b"esr:plugin/held-lists@9.1.0"),
         ],
     );
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", newer.path())]);
@@ -124,17 +126,19 @@ fn a_component_built_against_another_wit_version_is_refused() {
 
 #[test]
 fn a_component_built_against_wit_0_3_0_still_loads() {
-    // 0.3.1 to 0.3.5 only added to the package (the report-importer
-    // world, summaries, bulk-export, counts in ranges, batches of records):
+    // 0.3.1 to 0.3.6 only added to the package (the report-importer
+    // world, summaries, bulk-export, counts in ranges, batches of records,
+    // held records):
     // components built against 0.3.0 keep serving.
     let older = patched_component_all(
         "scopes.wasm",
         &[
-            (b"esr:plugin/handler@0.3.5", b"esr:plugin/handler@0.3.0"),
-            (b"esr:plugin/summaries@0.3.5", b"esr:plugin/summaries@0.3.0"),
-            (b"esr:plugin/bulk-export@0.3.5", b"esr:plugin/bulk-export@0.3.0"),
-            (b"esr:plugin/store@0.3.5", b"esr:plugin/store@0.3.0"),
-            (b"esr:plugin/types@0.3.5", b"esr:plugin/types@0.3.0"),
+            (b"esr:plugin/handler@0.3.6", b"esr:plugin/handler@0.3.0"),
+            (b"esr:plugin/summaries@0.3.6", b"esr:plugin/summaries@0.3.0"),
+            (b"esr:plugin/bulk-export@0.3.6", b"esr:plugin/bulk-export@0.3.0"),
+            (b"esr:plugin/held-lists@0.3.6", b"esr:plugin/held-lists@0.3.0"),
+            (b"esr:plugin/store@0.3.6", b"esr:plugin/store@0.3.0"),
+            (b"esr:plugin/types@0.3.6", b"esr:plugin/types@0.3.0"),
         ],
     );
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", older.path())]);
@@ -151,11 +155,12 @@ fn a_component_built_against_wit_0_2_is_refused_with_what_to_do() {
     let older = patched_component_all(
         "scopes.wasm",
         &[
-            (b"esr:plugin/handler@0.3.5", b"esr:plugin/handler@0.2.0"),
-            (b"esr:plugin/summaries@0.3.5", b"esr:plugin/summaries@0.2.0"),
-            (b"esr:plugin/bulk-export@0.3.5", b"esr:plugin/bulk-export@0.2.0"),
-            (b"esr:plugin/store@0.3.5", b"esr:plugin/store@0.2.0"),
-            (b"esr:plugin/types@0.3.5", b"esr:plugin/types@0.2.0"),
+            (b"esr:plugin/handler@0.3.6", b"esr:plugin/handler@0.2.0"),
+            (b"esr:plugin/summaries@0.3.6", b"esr:plugin/summaries@0.2.0"),
+            (b"esr:plugin/bulk-export@0.3.6", b"esr:plugin/bulk-export@0.2.0"),
+            (b"esr:plugin/held-lists@0.3.6", b"esr:plugin/held-lists@0.2.0"),
+            (b"esr:plugin/store@0.3.6", b"esr:plugin/store@0.2.0"),
+            (b"esr:plugin/types@0.3.6", b"esr:plugin/types@0.2.0"),
         ],
     );
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", older.path())]);
@@ -196,9 +201,10 @@ fn plugins_check_describes_a_good_component_and_names_a_bad_one() {
     let other = patched_component_all(
         "scopes.wasm",
         &[
-            (b"esr:plugin/handler@0.3.5", b"esr:plugin/handler@2.0.0"),
-            (b"esr:plugin/summaries@0.3.5", b"esr:plugin/summaries@2.0.0"),
-            (b"esr:plugin/bulk-export@0.3.5", b"esr:plugin/bulk-export@2.0.0"),
+            (b"esr:plugin/handler@0.3.6", b"esr:plugin/handler@2.0.0"),
+            (b"esr:plugin/summaries@0.3.6", b"esr:plugin/summaries@2.0.0"),
+            (b"esr:plugin/bulk-export@0.3.6", b"esr:plugin/bulk-export@2.0.0"),
+            (b"esr:plugin/held-lists@0.3.6", b"esr:plugin/held-lists@2.0.0"),
         ],
     );
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))

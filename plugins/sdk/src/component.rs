@@ -43,7 +43,13 @@ macro_rules! __esr_wit_conversions {
         /// The component the export macro implements the world's exports on.
         struct Component;
 
-        struct WasmStore;
+        /// The host's store; `holds`: records may be held for the page
+        /// (`held-lists.list` only: `handler.list` answers bytes).
+        struct WasmStore {
+            holds: bool,
+        }
+
+        const READING: WasmStore = WasmStore { holds: false };
 
         fn position_to_wit(position: &$crate::IndexPosition) -> esr::plugin::store::IndexPosition {
             esr::plugin::store::IndexPosition { created_at: position.position, id: position.id.to_string() }
@@ -141,6 +147,16 @@ macro_rules! __esr_wit_conversions {
             fn organization(&self) -> Vec<u8> {
                 esr::plugin::store::organization()
             }
+            fn index_scan_held(&self, collection: &str, walk: &$crate::IndexWalk<'_>) -> Option<Vec<$crate::Held>> {
+                if !self.holds {
+                    return None;
+                }
+                let (after, limit) = walk_to_wit(walk.after, walk.limit);
+                let (index, value) = (walk.index, walk.value);
+                let batch =
+                    esr::plugin::store::index_scan_held(collection, index, value, after.as_ref(), limit, walk.reverse);
+                Some($crate::Held::from_batch(batch.first, &batch.ids, &batch.positions))
+            }
         }
 
         fn to_request(request: esr::plugin::types::Request) -> $crate::Request {
@@ -205,7 +221,7 @@ macro_rules! export_resource_plugin {
 
                 fn list(request: esr::plugin::types::Request) -> Result<Page, esr::plugin::types::Error> {
                     report_panics();
-                    <$plugin>::list(&WasmStore, &to_request(request))
+                    <$plugin>::list(&READING, &to_request(request))
                         .map(|page| Page {
                             data: page.data,
                             total: page.total,
@@ -218,7 +234,28 @@ macro_rules! export_resource_plugin {
 
                 fn get(id: String, request: esr::plugin::types::Request) -> Result<Vec<u8>, esr::plugin::types::Error> {
                     report_panics();
-                    <$plugin>::get(&WasmStore, &id, &to_request(request)).map_err(to_error)
+                    <$plugin>::get(&READING, &id, &to_request(request)).map_err(to_error)
+                }
+            }
+
+            impl exports::esr::plugin::held_lists::Guest for Component {
+                fn list(
+                    request: esr::plugin::types::Request,
+                ) -> Result<exports::esr::plugin::held_lists::HeldPage, esr::plugin::types::Error> {
+                    use exports::esr::plugin::held_lists::{HeldPage, PageRecords};
+                    report_panics();
+                    <$plugin>::list(&WasmStore { holds: true }, &to_request(request))
+                        .map(|page| HeldPage {
+                            records: match page.held {
+                                Some(numbers) => PageRecords::Held(numbers),
+                                None => PageRecords::Json(page.data),
+                            },
+                            total: page.total,
+                            limit: page.limit,
+                            offset: page.offset,
+                            next_cursor: page.next_cursor,
+                        })
+                        .map_err(to_error)
                 }
             }
 
@@ -245,7 +282,7 @@ macro_rules! export_resource_plugin {
                     request: esr::plugin::types::Request,
                 ) -> Result<exports::esr::plugin::summaries::SummaryAnswer, esr::plugin::types::Error> {
                     report_panics();
-                    <$plugin>::summary(&WasmStore, &to_request(request))
+                    <$plugin>::summary(&READING, &to_request(request))
                         .map(|summary| exports::esr::plugin::summaries::SummaryAnswer {
                             groups: summary.groups,
                             total: summary.total,
@@ -267,7 +304,7 @@ macro_rules! export_resource_plugin {
                     max_bytes: u32,
                 ) -> Result<exports::esr::plugin::bulk_export::Chunk, esr::plugin::types::Error> {
                     report_panics();
-                    <$plugin>::export_chunk(&WasmStore, &to_request(request), after.as_deref(), max_records, max_bytes)
+                    <$plugin>::export_chunk(&READING, &to_request(request), after.as_deref(), max_records, max_bytes)
                         .map(|chunk| exports::esr::plugin::bulk_export::Chunk {
                             lines: chunk.lines,
                             count: chunk.count,
@@ -303,7 +340,7 @@ macro_rules! export_document_plugin {
 
                 fn render(request: esr::plugin::types::Request) -> Result<Rendered, esr::plugin::types::Error> {
                     report_panics();
-                    <$plugin>::render(&WasmStore, &to_request(request))
+                    <$plugin>::render(&READING, &to_request(request))
                         .map(|doc| Rendered { content_type: doc.content_type, filename: doc.filename, body: doc.body })
                         .map_err(to_error)
                 }

@@ -113,6 +113,45 @@ impl Entry {
     }
 }
 
+/// A record the store holds for the rest of a call instead of handing it
+/// over ([`Store::index_scan_held`]); a page names it by `number`
+/// ([`Page::held`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub id: String,
+    /// Where the record stands in the walked index.
+    pub position: i64,
+    pub number: u32,
+}
+
+impl Held {
+    /// The records of a `store.index-scan-held` answer: the batch's first
+    /// number, its ids (36 characters each) and positions.
+    ///
+    /// # Panics
+    ///
+    /// When the lists disagree (the host's fault), as
+    /// [`Entry::from_batch`].
+    pub fn from_batch(first: u32, ids: &str, positions: &[i64]) -> Vec<Held> {
+        use esr_contract::UUID_TEXT_LEN;
+        assert!(
+            ids.len() == positions.len() * UUID_TEXT_LEN,
+            "store.index-scan-held: a malformed batch ({} bytes of ids, {} positions)",
+            ids.len(),
+            positions.len()
+        );
+        (first..)
+            .zip(positions)
+            .enumerate()
+            .map(|(index, (number, &position))| Held {
+                id: ids.get(index * UUID_TEXT_LEN..(index + 1) * UUID_TEXT_LEN).unwrap_or_default().to_owned(),
+                position,
+                number,
+            })
+            .collect()
+    }
+}
+
 /// Read-only access to the caller's records: the WIT `store` interface.
 ///
 /// The host binds the caller's organization behind it; nothing here can
@@ -144,6 +183,13 @@ pub trait Store {
     fn count_groups(&self, collection: &str, group_by: &[String], matching: &Matching) -> Vec<GroupCount>;
     /// The caller's organization as a JSON object.
     fn organization(&self) -> Vec<u8>;
+    /// The records [`Store::index_scan`] would hand out, held by the store
+    /// for the page instead (`store.index-scan-held`): no bytes cross.
+    /// `None` where the store holds no records (the caller then reads
+    /// them); only a page answered as [`Page::held`] asks.
+    fn index_scan_held(&self, _collection: &str, _walk: &IndexWalk<'_>) -> Option<Vec<Held>> {
+        None
+    }
 }
 
 /// One query parameter as sent.
@@ -200,8 +246,11 @@ impl PluginError {
 /// One page of a list.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page {
-    /// The page's records as a UTF-8 JSON array.
+    /// The page's records as a UTF-8 JSON array (empty when `held`).
     pub data: Vec<u8>,
+    /// The page's records by number, when the store holds them
+    /// ([`Store::index_scan_held`]): the host writes them as the array.
+    pub held: Option<Vec<u32>>,
     pub total: u64,
     pub limit: u32,
     pub offset: Option<u64>,

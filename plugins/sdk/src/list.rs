@@ -646,6 +646,8 @@ struct IndexStream<'s> {
     batch: u32,
     /// A batch was read: the next ones share their bytes ([`Walked::kept`]).
     past_first: bool,
+    /// Ask the store to hold the records ([`Store::index_scan_held`]).
+    hold: bool,
 }
 
 impl IndexStream<'_> {
@@ -659,8 +661,10 @@ impl IndexStream<'_> {
                 limit: self.batch as usize,
                 reverse: self.reverse,
             };
-            let entries = self.store.index_scan(self.collection, &walk);
-            self.exhausted = entries.len() < self.batch as usize;
+            let held = if self.hold { self.store.index_scan_held(self.collection, &walk) } else { None };
+            let entries = if held.is_some() { Vec::new() } else { self.store.index_scan(self.collection, &walk) };
+            let found = held.as_ref().map_or(entries.len(), Vec::len);
+            self.exhausted = found < self.batch as usize;
             // The walk is past its first page: a filter the index does not
             // answer, or an offset. Each later batch is four times the one
             // before, up to a full one, so a page that needs a few records
@@ -674,6 +678,11 @@ impl IndexStream<'_> {
                 // The store's own position, where it gives one: the record
                 // is then never read to learn it.
                 walked.at.set(entry.position);
+                walked
+            }));
+            self.buffered.extend(held.into_iter().flatten().map(|held| {
+                let walked = Walked::new(StoredRecord::held(held.id, held.number), index);
+                walked.at.set(Some(held.position));
                 walked
             }));
             // The next batch resumes after the last record of this one.
@@ -742,10 +751,20 @@ impl<'s> MergedWalk<'s> {
                 exhausted: false,
                 batch: batch_size(wanted),
                 past_first: false,
+                hold: false,
             })
             .collect();
         let stop_at = if reverse { source.from } else { source.until };
         MergedWalk { streams, reverse, last_id: None, stop_at, ties: None }
+    }
+
+    /// Asks the store to hold the walk's records rather than hand them
+    /// over, when `hold`: the page is then answered by their numbers.
+    fn holding(mut self, hold: bool) -> MergedWalk<'s> {
+        for stream in &mut self.streams {
+            stream.hold = hold;
+        }
+        self
     }
 
     /// Sorts each group of equal index positions by the text of `order`.
@@ -858,7 +877,11 @@ fn walk_in_index_order(
         Some(Position { value: _, id }) => Some(index_position(i64::MIN, id)?),
         None => None,
     };
-    let walk = MergedWalk::new(store, collection, source, after, reverse, wanted(options));
+    // A page none of whose records is read (no filter left to test) is
+    // answered from records the store holds, when it holds them: they
+    // need not cross into a component and back.
+    let hold = residual.reads_nothing() && wanted(options) <= HOLD_AT_MOST;
+    let walk = MergedWalk::new(store, collection, source, after, reverse, wanted(options)).holding(hold);
     let Collected { page, matched, more } = collect_page(vec![walk], options, residual, budget)?;
     let total = if exact_count {
         single_valued_count(store, collection, source)
@@ -876,8 +899,20 @@ fn walk_in_index_order(
         }
         None => None,
     };
-    finish_page(options, page.iter().map(|walked| &walked.record.bytes[..]), total, next)
+    let held: Vec<u32> = page.iter().filter_map(|walked| walked.record.held).collect();
+    if held.is_empty() {
+        return finish_page(options, page.iter().map(|walked| &walked.record.bytes[..]), total, next);
+    }
+    if held.len() < page.len() {
+        return Err(PluginError::Internal("a page mixed held records with records read".into()));
+    }
+    let page = finish_page(options, std::iter::empty(), total, next)?;
+    Ok(Page { data: Vec::new(), held: Some(held), ..page })
 }
+
+/// The most records a walk may hold for its page: a deep offset's records
+/// are held too, where a walk that reads them lets each batch go.
+const HOLD_AT_MOST: u64 = 1001;
 
 /// How many records a walk looks for: those the offset skips, a page, and
 /// one more to know whether another page follows.
@@ -944,6 +979,7 @@ fn finish_page<'a>(
     };
     Ok(Page {
         data: join_json_array(records),
+        held: None,
         total,
         limit: options.limit,
         offset: if options.after.is_some() { None } else { Some(options.offset) },
@@ -1192,6 +1228,11 @@ impl<'f, 'a> Residual<'f, 'a> {
         Residual { updated_after, filters, skip: None }
     }
 
+    /// Whether [`Residual::passes`] passes every record without reading it.
+    fn reads_nothing(&self) -> bool {
+        self.updated_after.is_none() && (0..self.filters.len()).all(|number| Some(number) == self.skip)
+    }
+
     pub(crate) fn passes(&self, record: &StoredRecord) -> Result<bool, PluginError> {
         if let Some(after) = self.updated_after {
             let updated = record.at("/updated_at")?;
@@ -1378,16 +1419,38 @@ mod tests {
 
     /// A store that counts the records it hands out and, without
     /// `positions`, gives none from its index walks (each is then read
-    /// from the record, as from a host before `index-scan-batch`).
+    /// from the record, as from a host before `index-scan-batch`). With
+    /// `holding` it holds the records a page may name, as the host does
+    /// for `held-lists.list`.
     struct Counting {
         inner: MemoryStore,
         read: std::cell::Cell<usize>,
         positions: bool,
+        holding: bool,
+        held: std::cell::RefCell<Vec<crate::Bytes>>,
     }
 
     impl Counting {
         fn new(inner: MemoryStore) -> Counting {
-            Counting { inner, read: std::cell::Cell::new(0), positions: true }
+            Counting {
+                inner,
+                read: std::cell::Cell::new(0),
+                positions: true,
+                holding: false,
+                held: std::cell::RefCell::new(Vec::new()),
+            }
+        }
+
+        /// The page's records as the host writes them, held or not.
+        fn records_of(&self, page: &Page) -> Vec<u8> {
+            match &page.held {
+                Some(numbers) => {
+                    assert!(page.data.is_empty(), "a held page carries no bytes of its own");
+                    let held = self.held.borrow();
+                    join_json_array(numbers.iter().map(|&number| &held[number as usize][..]))
+                }
+                None => page.data.clone(),
+            }
         }
     }
 
@@ -1417,6 +1480,23 @@ mod tests {
         }
         fn index_positions(&self, collection: &str, walk: &crate::IndexWalk<'_>) -> Vec<crate::IndexPosition> {
             self.inner.index_positions(collection, walk)
+        }
+        fn index_scan_held(&self, collection: &str, walk: &crate::IndexWalk<'_>) -> Option<Vec<crate::Held>> {
+            if !self.holding {
+                return None;
+            }
+            let mut held = self.held.borrow_mut();
+            let entries = self.inner.index_scan(collection, walk);
+            Some(
+                entries
+                    .into_iter()
+                    .map(|entry| {
+                        held.push(entry.value);
+                        let number = u32::try_from(held.len() - 1).expect("few");
+                        crate::Held { id: entry.id, position: entry.position.expect("walked"), number }
+                    })
+                    .collect(),
+            )
         }
         fn index_count(&self, collection: &str, index: &str, value: &str) -> u64 {
             self.inner.index_count(collection, index, value)
@@ -1465,6 +1545,66 @@ mod tests {
                 assert_eq!(from_store.total, from_records.total, "{query:?}, page {page_number}");
                 assert_eq!(from_store.next_cursor, from_records.next_cursor, "{query:?}, page {page_number}");
                 let Some(next) = from_store.next_cursor else { break };
+                cursor = Some(next);
+            }
+        }
+    }
+
+    #[test]
+    fn pages_of_held_records_are_the_pages_of_records_read() {
+        let sorts: &[(&'static str, SortField)] =
+            &[("created_at", SortField::Timestamp("/created_at")), ("cvss", SortField::Number("/cvss/base_score"))];
+        let (read, holding) = (many_findings(), Counting { holding: true, ..Counting::new(many_findings()) });
+        fn critical() -> Vec<Filter<'static>> {
+            vec![Filter::by_index("vulnerability-findings", "severity", owned(vec!["critical"]))]
+        }
+        fn critical_or_high() -> Vec<Filter<'static>> {
+            vec![Filter::by_index("vulnerability-findings", "severity", owned(vec!["critical", "high"]))]
+        }
+        fn open_and_critical() -> Vec<Filter<'static>> {
+            let mut filters = critical();
+            filters.push(Filter::by_index("vulnerability-findings", "status", owned(vec!["open"])));
+            filters
+        }
+        type Filters = fn() -> Vec<Filter<'static>>;
+        /// A query, its filters, and whether its first page and the pages
+        /// after it by cursor hold their records.
+        type Case = (&'static [(&'static str, &'static str)], Filters, (bool, bool));
+        let cases: &[Case] = &[
+            (&[("limit", "100")], Vec::new, (true, true)),
+            (&[("limit", "7"), ("sort", "-created_at")], Vec::new, (true, true)),
+            (&[("limit", "50")], critical, (true, true)),
+            (&[("limit", "50"), ("sort", "-created_at")], critical_or_high, (true, true)),
+            (&[("limit", "20"), ("offset", "40")], critical, (true, true)),
+            // An offset past what a walk may hold reads its records.
+            (&[("limit", "10"), ("offset", "2000")], Vec::new, (false, true)),
+            // A filter the walked index does not answer reads each record.
+            (&[("limit", "50")], open_and_critical, (false, false)),
+            (&[("limit", "50"), ("updatedAfter", "2026-01-01T01:35:00Z")], Vec::new, (false, false)),
+            // Other orders read their records.
+            (&[("limit", "50"), ("sort", "-cvss")], Vec::new, (false, false)),
+        ];
+        for &(query, filters, (first_held, later_held)) in cases {
+            let mut cursor: Option<String> = None;
+            for page_number in 0..4 {
+                let mut query = query.to_vec();
+                if let Some(cursor) = &cursor {
+                    query.retain(|(name, _)| *name != "offset");
+                    query.push(("cursor", cursor));
+                }
+                let request = Request::with_query("/v1/vulnerability-findings", &query);
+                let (parsed, options) = parse_list_request(&request, &[], sorts);
+                parsed.finish().expect("valid");
+                let from_read = list_filtered(&read, "vulnerability-findings", &options, filters()).expect("page");
+                let from_held = list_filtered(&holding, "vulnerability-findings", &options, filters()).expect("page");
+                let held = if page_number == 0 { first_held } else { later_held };
+                assert_eq!(from_held.held.is_some(), held, "{query:?}, page {page_number}");
+                assert!(from_read.held.is_none());
+                assert_eq!(holding.records_of(&from_held), from_read.data, "{query:?}, page {page_number}");
+                assert_eq!(from_held.total, from_read.total, "{query:?}, page {page_number}");
+                assert_eq!(from_held.next_cursor, from_read.next_cursor, "{query:?}, page {page_number}");
+                assert_eq!(from_held.offset, from_read.offset, "{query:?}, page {page_number}");
+                let Some(next) = from_read.next_cursor else { break };
                 cursor = Some(next);
             }
         }

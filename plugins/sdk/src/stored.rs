@@ -23,12 +23,20 @@ use crate::PluginError;
 pub(crate) struct StoredRecord {
     pub id: String,
     pub bytes: Bytes,
+    /// Its number when the store holds it ([`crate::Held`]): `bytes` is
+    /// then empty, and a walk that reads a field of it is mistaken.
+    pub held: Option<u32>,
     parsed: OnceCell<Value>,
 }
 
 impl StoredRecord {
     pub fn new(id: String, bytes: impl Into<Bytes>) -> StoredRecord {
-        StoredRecord { id, bytes: bytes.into(), parsed: OnceCell::new() }
+        StoredRecord { id, bytes: bytes.into(), held: None, parsed: OnceCell::new() }
+    }
+
+    /// A record the store holds, by its number.
+    pub fn held(id: String, number: u32) -> StoredRecord {
+        StoredRecord { id, bytes: Bytes::new(), held: Some(number), parsed: OnceCell::new() }
     }
 
     /// The whole record, parsed on first use.
@@ -36,6 +44,7 @@ impl StoredRecord {
         if let Some(value) = self.parsed.get() {
             return Ok(value);
         }
+        self.readable()?;
         let value = serde_json::from_slice(&self.bytes).map_err(|e| self.not_json(e))?;
         Ok(self.parsed.get_or_init(|| value))
     }
@@ -46,7 +55,15 @@ impl StoredRecord {
         if let Some(value) = self.parsed.get() {
             return Ok(value.pointer(pointer).cloned());
         }
+        self.readable()?;
         value_at(&self.bytes, pointer).map_err(|e| self.not_json(e))
+    }
+
+    fn readable(&self) -> Result<(), PluginError> {
+        match self.held {
+            Some(number) => Err(PluginError::Internal(format!("held record {number} ({}) was read", self.id))),
+            None => Ok(()),
+        }
     }
 
     fn not_json(&self, error: serde_json::Error) -> PluginError {

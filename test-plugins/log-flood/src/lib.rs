@@ -28,7 +28,7 @@ impl ResourcePlugin for LogFlood {
         for n in 0..FLOOD_MESSAGES {
             write_log(&format!("flood {n} {filler}"));
         }
-        Ok(Page { data: b"[]".to_vec(), total: 0, limit: 50, offset: Some(0), next_cursor: None })
+        Ok(Page { held: None, data: b"[]".to_vec(), total: 0, limit: 50, offset: Some(0), next_cursor: None })
     }
 
     fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {

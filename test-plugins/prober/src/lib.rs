@@ -152,8 +152,41 @@ fn call_once(store: &dyn Store, function: &str, collection: &str) -> Value {
         "index-scan" => json!(store.index_scan(collection, &IndexWalk::new("created_at", "", 1000)).len()),
         "index-count" => json!(store.index_count(collection, "created_at", "")),
         "count-matching" => json!(store.count_matching(collection, &Matching::default())),
+        "index-scan-held" => {
+            json!(store.index_scan_held(collection, &IndexWalk::new("created_at", "", 1000)).map(|held| held.len()))
+        }
         other => json!(format!("no store function {other}")),
     }
+}
+
+/// A page of held records that breaks the contract, as `how` says:
+/// `page` names the endpoints held once (a good page, for comparison),
+/// `unknown` a number never handed out, `repeated` the first held record
+/// ten million times, `hoard` holds records until the host stops it.
+fn held_page(store: &dyn Store, how: &str) -> Result<Page, PluginError> {
+    // A page holds at most 100 records (`limit`).
+    let walk = IndexWalk::new("created_at", "", 100);
+    let held = store.index_scan_held("endpoints", &walk).ok_or_else(|| PluginError::Internal("nothing held".into()))?;
+    let first = held.first().map_or(0, |record| record.number);
+    let numbers: Vec<u32> = match how {
+        "page" => held.iter().map(|record| record.number).collect(),
+        "unknown" => vec![first, u32::MAX - 1],
+        "repeated" => vec![first; 10_000_000],
+        "hoard" => loop {
+            // Each call holds the endpoints again: the host fails the
+            // call once they pass its memory cap.
+            store.index_scan_held("endpoints", &walk);
+        },
+        other => return Err(PluginError::invalid("held", format!("no way {other}"))),
+    };
+    Ok(Page {
+        data: Vec::new(),
+        held: Some(numbers),
+        total: held.len() as u64,
+        limit: 100,
+        offset: Some(0),
+        next_cursor: None,
+    })
 }
 
 impl ResourcePlugin for Prober {
@@ -162,6 +195,9 @@ impl ResourcePlugin for Prober {
     }
 
     fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError> {
+        if let Some(how) = param(request, "held") {
+            return held_page(store, how);
+        }
         if param(request, "misuse").is_some() {
             // An unknown index: the host fails the whole call.
             let _ = store.index_count("endpoints", "organization", "");
@@ -187,7 +223,14 @@ impl ResourcePlugin for Prober {
             }
             json!([report])
         };
-        Ok(Page { data: report.to_string().into_bytes(), total: 1, limit: 1, offset: Some(0), next_cursor: None })
+        Ok(Page {
+            data: report.to_string().into_bytes(),
+            held: None,
+            total: 1,
+            limit: 1,
+            offset: Some(0),
+            next_cursor: None,
+        })
     }
 
     fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {

@@ -43,7 +43,14 @@ impl ResourcePlugin for Remnant {
             let text = String::from_utf8_lossy(&bytes).trim_end_matches('\0').to_owned();
             json!([{"nonzero_bytes": written, "found": text}])
         };
-        Ok(Page { data: report.to_string().into_bytes(), total: 1, limit: 1, offset: Some(0), next_cursor: None })
+        Ok(Page {
+            held: None,
+            data: report.to_string().into_bytes(),
+            total: 1,
+            limit: 1,
+            offset: Some(0),
+            next_cursor: None,
+        })
     }
 
     fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError> {
