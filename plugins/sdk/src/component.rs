@@ -44,7 +44,8 @@ macro_rules! __esr_wit_conversions {
         struct Component;
 
         /// The host's store; `holds`: records may be held for the page
-        /// (`held-lists.list` only: `handler.list` answers bytes).
+        /// (`held-lists.list` of a plugin whose pages are stored records
+        /// only: `handler.list` answers bytes).
         struct WasmStore {
             holds: bool,
         }
@@ -244,7 +245,8 @@ macro_rules! export_resource_plugin {
                 ) -> Result<exports::esr::plugin::held_lists::HeldPage, esr::plugin::types::Error> {
                     use exports::esr::plugin::held_lists::{HeldPage, PageRecords};
                     report_panics();
-                    <$plugin>::list(&WasmStore { holds: true }, &to_request(request))
+                    let store = WasmStore { holds: <$plugin>::PAGES_ARE_STORED_RECORDS };
+                    <$plugin>::list(&store, &to_request(request))
                         .map(|page| HeldPage {
                             records: match page.held {
                                 Some(numbers) => PageRecords::Held(numbers),

@@ -44,6 +44,9 @@ pub trait CollectionGroup {
 }
 
 impl<Group: CollectionGroup> ResourcePlugin for Group {
+    // A page is `list_filtered`'s, the stored records unchanged.
+    const PAGES_ARE_STORED_RECORDS: bool = true;
+
     fn describe() -> Descriptor {
         list_descriptor(Group::COLLECTION, Group::VERSION, Group::FILTERS, Group::SORT_KEYS)
             .with_reads(Group::RENDERING_READS)

@@ -330,6 +330,14 @@ pub struct Rendered {
 
 /// The read logic of one resource group.
 pub trait ResourcePlugin {
+    /// Whether its list pages hold the stored records as they are, so the
+    /// host may write a page's records itself rather than have them cross
+    /// into the component and back (`held-lists`, WIT 0.3.6; its `list`
+    /// then gets a store that may hold them, and [`Page::held`] may be
+    /// set). A plugin that reshapes a page's records leaves it `false`:
+    /// its `list` then always sees their bytes. [`group::CollectionGroup`]
+    /// sets it.
+    const PAGES_ARE_STORED_RECORDS: bool = false;
     fn describe() -> Descriptor;
     fn list(store: &dyn Store, request: &Request) -> Result<Page, PluginError>;
     fn get(store: &dyn Store, id: &str, request: &Request) -> Result<Vec<u8>, PluginError>;

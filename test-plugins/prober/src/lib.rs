@@ -190,6 +190,10 @@ fn held_page(store: &dyn Store, how: &str) -> Result<Page, PluginError> {
 }
 
 impl ResourcePlugin for Prober {
+    // So that `held` may hold records (its other pages are reports, which
+    // never name held records).
+    const PAGES_ARE_STORED_RECORDS: bool = true;
+
     fn describe() -> Descriptor {
         Descriptor::new("endpoints", concat!(env!("CARGO_PKG_VERSION"), "+prober"), &[], &[]).with_reads(DECLARED_READS)
     }
