@@ -388,6 +388,12 @@ impl CallState {
 /// Records a batch makes room for when its first is read; more grow it.
 const BATCH_RESERVE_RECORDS: usize = 128;
 
+/// A batch's record id (36 characters, after the others) and its position.
+fn push_id_and_position(ids: &mut String, positions: &mut Vec<i64>, at: &IndexPosition) {
+    ids.push_str(at.id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
+    positions.push(at.position);
+}
+
 /// An index walk with the WIT's values (its position as the component
 /// gave it).
 struct WitWalk<'a> {
@@ -610,8 +616,7 @@ impl wit_store::Host for CallState {
                 batch.ends.reserve(expected);
                 batch.values.reserve(expected * record.len());
             }
-            batch.ids.push_str(at.id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
-            batch.positions.push(at.position);
+            push_id_and_position(&mut batch.ids, &mut batch.positions, &at);
             batch.values.extend_from_slice(record);
             // At most `bytes`, which fits in a u32 (checked above).
             batch.ends.push(batch.values.len() as u32);
@@ -650,8 +655,7 @@ impl wit_store::Host for CallState {
                     over = true;
                     return Ok(());
                 }
-                batch.ids.push_str(at.id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
-                batch.positions.push(at.position);
+                push_id_and_position(&mut batch.ids, &mut batch.positions, &at);
                 held.bytes.extend_from_slice(record);
                 held.ends.push(held.bytes.len());
                 Ok(())

@@ -71,6 +71,24 @@ fn patched_component(name: &str, from: &[u8], to: &[u8]) -> tempfile::NamedTempF
 }
 
 /// The same, for several replacements.
+/// The package version the components are built against.
+const WIT: &str = "0.3.6";
+/// What a resource component exports of the package.
+const EXPORTED: [&str; 4] = ["handler", "summaries", "bulk-export", "held-lists"];
+/// Every interface of the package it names.
+const NAMED: [&str; 6] = ["handler", "summaries", "bulk-export", "held-lists", "store", "types"];
+
+/// The component `name` with the package's `interfaces` renamed into
+/// `package` at `version` (of the same lengths as `esr:plugin` and [`WIT`]).
+fn renamed(name: &str, interfaces: &[&str], package: &str, version: &str) -> tempfile::NamedTempFile {
+    let names = |package: &str, version: &str| -> Vec<Vec<u8>> {
+        interfaces.iter().map(|interface| format!("{package}/{interface}@{version}").into_bytes()).collect()
+    };
+    let (from, to) = (names("esr:plugin", WIT), names(package, version));
+    let replacements: Vec<(&[u8], &[u8])> = from.iter().zip(&to).map(|(a, b)| (a.as_slice(), b.as_slice())).collect();
+    patched_component_all(name, &replacements)
+}
+
 fn patched_component_all(name: &str, replacements: &[(&[u8], &[u8])]) -> tempfile::NamedTempFile {
     let mut bytes = std::fs::read(plugins_dir().join(name)).unwrap();
     for (from, to) in replacements {
@@ -92,15 +110,7 @@ fn patched_component_all(name: &str, replacements: &[(&[u8], &[u8])]) -> tempfil
 
 #[test]
 fn a_component_of_another_world_is_refused() {
-    let other = patched_component_all(
-        "scopes.wasm",
-        &[
-            (b"esr:plugin/handler@0.3.6", b"acme:other/handler@0.1.1"),
-            (b"esr:plugin/summaries@0.3.6", b"acme:other/summaries@0.1.1"),
-            (b"esr:plugin/bulk-export@0.3.6", b"acme:other/bulk-export@0.1.1"),
-            (b"esr:plugin/held-lists@0.3.6", b"acme:other/held-lists@0.1.1"),
-        ],
-    );
+    let other = renamed("scopes.wasm", &EXPORTED, "acme:other", "0.1.1");
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", other.path())]);
     let (success, stderr) = run_to_exit(dir.path());
     assert!(!success);
@@ -109,15 +119,7 @@ fn a_component_of_another_world_is_refused() {
 
 #[test]
 fn a_component_built_against_another_wit_version_is_refused() {
-    let newer = patched_component_all(
-        "scopes.wasm",
-        &[
-            (b"esr:plugin/handler@0.3.6", b"esr:plugin/handler@9.1.0"),
-            (b"esr:plugin/summaries@0.3.6", b"esr:plugin/summaries@9.1.0"),
-            (b"esr:plugin/bulk-export@0.3.6", b"esr:plugin/bulk-export@9.1.0"),
-            (b"esr:plugin/held-lists@0.3.6", b"esr:plugin/held-lists@9.1.0"),
-        ],
-    );
+    let newer = renamed("scopes.wasm", &EXPORTED, "esr:plugin", "9.1.0");
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", newer.path())]);
     let (success, stderr) = run_to_exit(dir.path());
     assert!(!success);
@@ -128,19 +130,8 @@ fn a_component_built_against_another_wit_version_is_refused() {
 fn a_component_built_against_wit_0_3_0_still_loads() {
     // 0.3.1 to 0.3.6 only added to the package (the report-importer
     // world, summaries, bulk-export, counts in ranges, batches of records,
-    // held records):
-    // components built against 0.3.0 keep serving.
-    let older = patched_component_all(
-        "scopes.wasm",
-        &[
-            (b"esr:plugin/handler@0.3.6", b"esr:plugin/handler@0.3.0"),
-            (b"esr:plugin/summaries@0.3.6", b"esr:plugin/summaries@0.3.0"),
-            (b"esr:plugin/bulk-export@0.3.6", b"esr:plugin/bulk-export@0.3.0"),
-            (b"esr:plugin/held-lists@0.3.6", b"esr:plugin/held-lists@0.3.0"),
-            (b"esr:plugin/store@0.3.6", b"esr:plugin/store@0.3.0"),
-            (b"esr:plugin/types@0.3.6", b"esr:plugin/types@0.3.0"),
-        ],
-    );
+    // held records): components built against 0.3.0 keep serving.
+    let older = renamed("scopes.wasm", &NAMED, "esr:plugin", "0.3.0");
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", older.path())]);
     let server = Server::start(dir.path());
     assert_eq!(server.get("/v1/scopes").status(), 200);
@@ -152,17 +143,7 @@ fn a_component_built_against_wit_0_3_0_still_loads() {
 fn a_component_built_against_wit_0_2_is_refused_with_what_to_do() {
     // Before 0.3.0 a descriptor declared no `reads`, and every component
     // could read every collection.
-    let older = patched_component_all(
-        "scopes.wasm",
-        &[
-            (b"esr:plugin/handler@0.3.6", b"esr:plugin/handler@0.2.0"),
-            (b"esr:plugin/summaries@0.3.6", b"esr:plugin/summaries@0.2.0"),
-            (b"esr:plugin/bulk-export@0.3.6", b"esr:plugin/bulk-export@0.2.0"),
-            (b"esr:plugin/held-lists@0.3.6", b"esr:plugin/held-lists@0.2.0"),
-            (b"esr:plugin/store@0.3.6", b"esr:plugin/store@0.2.0"),
-            (b"esr:plugin/types@0.3.6", b"esr:plugin/types@0.2.0"),
-        ],
-    );
+    let older = renamed("scopes.wasm", &NAMED, "esr:plugin", "0.2.0");
     let dir = plugins_dir_with(&["scopes.wasm"], &[("scopes.wasm", older.path())]);
     let (success, stderr) = run_to_exit(dir.path());
     assert!(!success);
@@ -198,15 +179,7 @@ fn plugins_check_describes_a_good_component_and_names_a_bad_one() {
         "its own collection, and endpoints for the OCSF device: {stdout}"
     );
 
-    let other = patched_component_all(
-        "scopes.wasm",
-        &[
-            (b"esr:plugin/handler@0.3.6", b"esr:plugin/handler@2.0.0"),
-            (b"esr:plugin/summaries@0.3.6", b"esr:plugin/summaries@2.0.0"),
-            (b"esr:plugin/bulk-export@0.3.6", b"esr:plugin/bulk-export@2.0.0"),
-            (b"esr:plugin/held-lists@0.3.6", b"esr:plugin/held-lists@2.0.0"),
-        ],
-    );
+    let other = renamed("scopes.wasm", &EXPORTED, "esr:plugin", "2.0.0");
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_esr"))
         .args(["plugins", "check"])
         .arg(other.path())
