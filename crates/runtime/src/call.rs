@@ -171,7 +171,8 @@ impl HeldRecords {
     /// number never handed out, or an answer over `at_most` bytes (a
     /// number may repeat), fails the call.
     fn json_array(&self, numbers: &[u32], at_most: usize) -> wasmtime::Result<Vec<u8>> {
-        let mut records = Vec::with_capacity(numbers.len());
+        // Sized before anything is allocated: the numbers are the
+        // component's, and may repeat a large record millions of times.
         let mut size = 2usize;
         for &number in numbers {
             let record = self.record(number).ok_or_else(|| {
@@ -181,7 +182,6 @@ impl HeldRecords {
                 ))
             })?;
             size = size.saturating_add(record.len() + 1);
-            records.push(record);
         }
         if size > at_most {
             return Err(wasmtime::Error::msg(format!(
@@ -192,7 +192,7 @@ impl HeldRecords {
         }
         let mut array = Vec::with_capacity(size);
         array.push(b'[');
-        for (position, record) in records.into_iter().enumerate() {
+        for (position, record) in numbers.iter().filter_map(|&number| self.record(number)).enumerate() {
             if position > 0 {
                 array.push(b',');
             }
