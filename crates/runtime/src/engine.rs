@@ -13,6 +13,35 @@ pub struct IdleSlots {
     pub resident_bytes: usize,
 }
 
+/// A component in an engine's pool with its imports made traps, nothing
+/// of a request's call around it: what wasmtime alone costs a call, the
+/// floor line of the benchmark's boundary loop.
+pub struct BareComponent {
+    engine: Engine,
+    pre: InstancePre<()>,
+    run: Option<ComponentExportIndex>,
+}
+
+impl BareComponent {
+    /// What `calls` fresh instances take, each made in a store of its own,
+    /// its `run` export called when it has one, then dropped.
+    pub fn time(&self, calls: usize) -> anyhow::Result<Duration> {
+        let timed = || -> wasmtime::Result<Duration> {
+            let started = Instant::now();
+            for _ in 0..calls {
+                let mut store = Store::new(&self.engine, ());
+                store.set_epoch_deadline(u64::from(u32::MAX));
+                let instance = self.pre.instantiate(&mut store)?;
+                if let Some(run) = &self.run {
+                    instance.get_typed_func::<(), (u32,)>(&mut store, run)?.call(&mut store, ())?;
+                }
+            }
+            Ok(started.elapsed())
+        };
+        timed().map_err(|error| anyhow!("timing a component: {error:#}"))
+    }
+}
+
 /// The compiled-code engine, shared by every loaded component.
 #[derive(Clone)]
 pub struct ComponentEngine {
@@ -112,6 +141,18 @@ impl ComponentEngine {
     pub fn idle_slots(&self) -> Option<IdleSlots> {
         let pool = self.engine.pooling_allocator_metrics()?;
         Some(IdleSlots { memories: pool.unused_warm_memories(), resident_bytes: pool.unused_memory_bytes_resident() })
+    }
+
+    /// A component made ready to be timed alone ([`BareComponent`]).
+    pub fn bare_component(&self, component: &[u8]) -> anyhow::Result<BareComponent> {
+        let ready = || -> wasmtime::Result<BareComponent> {
+            let component = Component::new(&self.engine, component)?;
+            let mut linker: Linker<()> = Linker::new(&self.engine);
+            linker.define_unknown_imports_as_traps(&component)?;
+            let run = component.get_export_index(None, "run");
+            Ok(BareComponent { engine: self.engine.clone(), pre: linker.instantiate_pre(&component)?, run })
+        };
+        ready().map_err(|error| anyhow!("a component to time: {error:#}"))
     }
 
     /// This engine's twin for the calls made while loading, and

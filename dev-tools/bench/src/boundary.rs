@@ -141,6 +141,9 @@ pub(crate) fn bench_boundary(args: &Args, data_dir: &Path) -> anyhow::Result<Str
             native_us / wasm_us
         )?;
     }
+    if wanted.is_empty() {
+        report.push_str(&crate::instance_floor::instance_floor(&args.plugins_dir, rounds)?);
+    }
     Ok(report)
 }
 

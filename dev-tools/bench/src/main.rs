@@ -18,6 +18,7 @@ mod host_report_import;
 mod hosts;
 mod http;
 mod import;
+mod instance_floor;
 mod latency;
 mod load;
 mod postgres;
