@@ -408,9 +408,11 @@ async fn revoke_key(State(state): State<AdminState>, uri: Uri) -> Result<Respons
     let key_id = parse_uuid(&key_id, "keyId")?;
     let db = state.db.clone();
     match state.blocking(move || db.revoke_api_key(key_id, &now_text()).map_err(storage_failure)).await? {
-        Some(_) => {
+        Some(revoked) => {
             tracing::info!(%key_id, "API key revoked");
-            Ok(StatusCode::NO_CONTENT.into_response())
+            let mut response = StatusCode::NO_CONTENT.into_response();
+            response.extensions_mut().insert(audit_trail::AuditedOrganization(revoked.organization_id));
+            Ok(response)
         }
         None => Err(ApiError::not_found(format!("no API key {key_id}"))),
     }
@@ -799,6 +801,21 @@ fn import_report_body(
             ),
         )
         .with_member("findings", json!(report.entries.len()))
+        .with_member("max_findings", json!(max_findings)));
+    }
+    // Each host may become an endpoint: as many as findings at most, or a
+    // report of empty hosts would plan endpoints without bound.
+    if report.hosts.len() > max_findings {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "report-too-large",
+            "Report too large",
+            format!(
+                "the report names {} hosts; a report may name at most {max_findings} (esr serve --import-max-findings): split it per host; nothing was written",
+                report.hosts.len()
+            ),
+        )
+        .with_member("hosts", json!(report.hosts.len()))
         .with_member("max_findings", json!(max_findings)));
     }
     if options.scanner.is_none() && report.scanner != format && formats.contains(&report.scanner) {

@@ -117,7 +117,9 @@ pub(super) async fn rotate_client_secret(State(state): State<AdminState>, uri: U
     let made = state.blocking(move || clients::rotate_secret(db.as_ref(), id).map_err(storage_failure)).await?;
     let made = made.ok_or_else(|| ApiError::not_found(format!("no active API client {id}")))?;
     tracing::info!(client_id = %id, "API client secret rotated");
-    Ok(Json(with_secret(&made)).into_response())
+    let mut response = Json(with_secret(&made)).into_response();
+    response.extensions_mut().insert(super::audit_trail::AuditedOrganization(made.client.organization_id));
+    Ok(response)
 }
 
 fn signing_key_json(key: &signing_keys::StoredKey) -> Value {

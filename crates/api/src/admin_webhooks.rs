@@ -214,9 +214,22 @@ pub(super) async fn update(State(state): State<AdminState>, uri: Uri, body: Byte
                 return Err(ApiError::invalid_parameters(problems));
             }
             let mut resumed = false;
+            // A change of what is sent, where or whether: the batch built or
+            // in flight is stale. A description alone keeps it and its
+            // `webhook-id`, which receivers deduplicate on.
+            let redelivers = settings.url.is_some()
+                || settings.collections.is_some()
+                || settings.filters.is_some()
+                || settings.operations.is_some()
+                || settings.state.is_some();
             let changed = subscription::modify(db, id, |subscription| {
-                if let Some(url) = &settings.url {
+                if let Some(url) = settings.url.as_ref().filter(|url| **url != subscription.url) {
+                    // A new destination starts without the old one's backoff
+                    // (a paused or failed one restarts when resumed).
                     subscription.url = url.clone();
+                    if subscription.state == SubscriptionState::Active {
+                        restart(subscription);
+                    }
                 }
                 subscription.collections = collections.clone();
                 subscription.filters = filters.clone();
@@ -237,8 +250,9 @@ pub(super) async fn update(State(state): State<AdminState>, uri: Uri, body: Byte
                     None => {}
                 }
                 subscription.updated_at = now();
-                // What was built or in flight under the old settings is stale.
-                subscription.generation += 1;
+                if redelivers {
+                    subscription.generation += 1;
+                }
                 true
             })
             .map_err(storage_failure)?;

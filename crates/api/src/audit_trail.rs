@@ -71,14 +71,36 @@ pub(crate) fn of_client(client_id: Uuid, own_issuer: &str) -> AuditPrincipal {
     principal("client", Some(client_id.to_string()), Some(own_issuer.to_owned()))
 }
 
-/// The query as kept: at most [`MAX_QUERY_CHARS`] characters.
+/// The query as kept: the value of a parameter whose name speaks of a
+/// credential (no parameter of the API's does) replaced, at most
+/// [`MAX_QUERY_CHARS`] characters.
 fn kept_query(query: Option<&str>) -> Option<String> {
     let query = query.filter(|query| !query.is_empty())?;
+    let query = query
+        .split('&')
+        .map(|pair| {
+            let name = pair.split('=').next().unwrap_or_default();
+            let decoded = form_urlencoded::parse(name.as_bytes()).next().map(|(name, _)| name.to_ascii_lowercase());
+            match decoded {
+                Some(decoded) if CREDENTIAL_WORDS.iter().any(|word| decoded.contains(word)) => {
+                    format!("{name}={WITHHELD}")
+                }
+                _ => pair.to_owned(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("&");
     Some(match query.char_indices().nth(MAX_QUERY_CHARS) {
         Some((cut, _)) => format!("{}…", &query[..cut]),
         None => query.to_owned(),
     })
 }
+
+/// Words that make a query parameter's value a credential's.
+const CREDENTIAL_WORDS: [&str; 5] = ["secret", "token", "key", "password", "assertion"];
+
+/// What the audit trail keeps of a credential sent in a query.
+const WITHHELD: &str = "[withheld]";
 
 /// One entry, as both listeners make it.
 #[allow(clippy::too_many_arguments)]

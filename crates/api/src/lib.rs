@@ -657,8 +657,12 @@ async fn acceptable(request: Request, next: Next) -> Response {
 
 /// The address the request came from (unspecified when unknown).
 fn client_address(request: &Request) -> std::net::IpAddr {
-    request
-        .extensions()
+    connection_address(request.extensions())
+}
+
+/// The address of the connection a request came on.
+fn connection_address(extensions: &axum::http::Extensions) -> std::net::IpAddr {
+    extensions
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |info| info.0.ip())
 }

@@ -297,9 +297,11 @@ pub fn address_key(address: IpAddr) -> IpAddr {
 /// The policies' names, as responses and metrics give them.
 pub const POLICIES: [&str; 5] = ["per-key", "agent-config", "per-address", "health", "token-per-client"];
 
-/// Token requests one API client may make: a client needs one token per
-/// lifetime (15 minutes by default), so this leaves room for many workers
-/// sharing a client while bounding guesses at its secret.
+/// Token requests one API client may make from one address (an IPv6
+/// client per /64): a client needs one token per lifetime (15 minutes by
+/// default), so this leaves room for many workers sharing a client while
+/// bounding guesses at its secret, and guesses from one address do not
+/// lock the client out from the others.
 pub const TOKEN_PER_CLIENT: Quota = Quota { per_minute: 60, burst: 20 };
 
 /// The server's limiters.
@@ -313,8 +315,9 @@ pub struct RateLimits {
     /// buckets of its own (a monitor's probes and a client's requests
     /// from one address do not throttle each other).
     pub health: Limiter<IpAddr>,
-    /// `POST /oauth2/token`, by client id, after the address's bucket.
-    pub token_per_client: Limiter<Uuid>,
+    /// `POST /oauth2/token`, by client id and [`address_key`], after the
+    /// address's bucket.
+    pub token_per_client: Limiter<(Uuid, IpAddr)>,
 }
 
 impl RateLimits {

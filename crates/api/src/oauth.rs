@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -81,8 +80,10 @@ fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, No
 }
 
 /// `POST /oauth2/token`: the client-credentials grant.
-pub(crate) async fn token(State(state): State<AppState>, method: Method, headers: HeaderMap, body: Bytes) -> Response {
-    if method != Method::POST {
+pub(crate) async fn token(State(state): State<AppState>, request: axum::extract::Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
+    if parts.method != Method::POST {
         return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed", "use POST")
             .with_header(header::ALLOW, "POST")
             .into_response();
@@ -95,9 +96,15 @@ pub(crate) async fn token(State(state): State<AppState>, method: Method, headers
     if !form_type {
         return invalid_request("the body must be application/x-www-form-urlencoded");
     }
-    if body.len() > MAX_TOKEN_REQUEST_BYTES {
-        return invalid_request(format!("the body is larger than {MAX_TOKEN_REQUEST_BYTES} bytes"));
+    // RFC 6749 §2.3.1: credentials never in the URI, where logs and the
+    // audit trail keep it. The endpoint's own URI has no query.
+    if parts.uri.query().is_some() {
+        return invalid_request("the token endpoint takes its parameters in the body, not the URL");
     }
+    // Read no more than the limit, whatever the request's length says.
+    let Ok(body) = axum::body::to_bytes(body, MAX_TOKEN_REQUEST_BYTES).await else {
+        return invalid_request(format!("the body is larger than {MAX_TOKEN_REQUEST_BYTES} bytes, or was cut off"));
+    };
     let mut form: HashMap<String, String> = HashMap::new();
     for (name, value) in form_urlencoded::parse(&body) {
         // RFC 6749 §3.2: parameters must not be repeated.
@@ -116,7 +123,7 @@ pub(crate) async fn token(State(state): State<AppState>, method: Method, headers
             );
         }
     }
-    let Ok(basic) = basic_credentials(&headers) else { return invalid_client() };
+    let Ok(basic) = basic_credentials(headers) else { return invalid_client() };
     let posted = match (form.get("client_id"), form.get("client_secret")) {
         (Some(id), Some(secret)) => Some((id.clone(), secret.clone())),
         (None, None) => None,
@@ -132,14 +139,22 @@ pub(crate) async fn token(State(state): State<AppState>, method: Method, headers
         principal: crate::audit_trail::of_client(client_id, &state.oauth.authority.settings.issuer),
         refused: false,
     };
-    let mut response = issue_for(&state, client_id, secret, &form).await;
+    let address = crate::limits::address_key(crate::connection_address(&parts.extensions));
+    let mut response = issue_for(&state, (client_id, address), secret, &form).await;
     response.extensions_mut().insert(audited);
     response
 }
 
-/// The token endpoint's answer for a client that gave these credentials.
-async fn issue_for(state: &AppState, client_id: Uuid, secret: String, form: &HashMap<String, String>) -> Response {
-    let decision = state.rate_limits.token_per_client.check(client_id);
+/// The token endpoint's answer for a client that gave these credentials
+/// from this address. A client's attempts are limited per address, so
+/// that guesses from one address cannot lock the client out elsewhere.
+async fn issue_for(
+    state: &AppState,
+    (client_id, address): (Uuid, std::net::IpAddr),
+    secret: String,
+    form: &HashMap<String, String>,
+) -> Response {
+    let decision = state.rate_limits.token_per_client.check((client_id, address));
     if !decision.allowed {
         let mut response = crate::too_many_requests(state, &decision);
         decision.write_headers(response.headers_mut());

@@ -104,9 +104,13 @@ impl EndpointDirectory {
                 several => return HostMatch::Ambiguous((*name).to_owned(), several.to_vec()),
             }
         }
+        // A host with a qualified name is on that domain, whatever its other
+        // names: its NetBIOS `WEB-1` does not make `web-1.b` the stored
+        // `web-1.a`.
+        let host_qualified = names.iter().any(|name| name.contains('.') && name.parse::<IpAddr>().is_err());
         for name in &names {
             let lower = name.to_ascii_lowercase();
-            let qualified = lower.contains('.');
+            let qualified = host_qualified || lower.contains('.');
             let candidates: Vec<&Known> = self
                 .by_short_name
                 .get(short_name(&lower))
@@ -208,6 +212,12 @@ mod tests {
         assert_eq!(found(&endpoints, &host("web-1", None, None)), Some(1), "short against qualified");
         assert_eq!(found(&endpoints, &host("qa3app01.corp.example", None, None)), Some(2), "qualified against short");
         assert_eq!(found(&endpoints, &host("web-1.other.example", None, None)), None, "two qualified names differ");
+        let mut with_netbios = host("web-1.other.example", None, None);
+        with_netbios.netbios_name = Some("WEB-1".into());
+        assert_eq!(found(&endpoints, &with_netbios), None, "a qualified host's NetBIOS name is not its short name");
+        let mut netbios_only = host("", None, None);
+        netbios_only.netbios_name = Some("WEB-1".into());
+        assert_eq!(found(&endpoints, &netbios_only), Some(1), "a NetBIOS name alone is a short name");
         assert_eq!(found(&endpoints, &host("db", None, None)), None, "two candidates: none");
         assert_eq!(found(&endpoints, &host("", None, Some("10.0.0.1"))), Some(1), "an unnamed host by its IP");
         assert_eq!(found(&endpoints, &host("laptop-7", None, Some("10.0.0.1"))), None, "a named host at a known IP");

@@ -568,9 +568,11 @@ fn resolve_endpoints(
     }
     let mut by_host_key = HashMap::new();
     for host in &report.hosts {
-        if default.is_some() && report.hosts.len() == 1 {
-            // The caller's endpoint is the report's one host.
-            by_host_key.insert(host.key.clone(), default.unwrap_or_default());
+        if let Some(default) = default {
+            // The caller's endpoint is the report's one host, however many
+            // entries the report gives it: a second entry of the same name
+            // must not be matched, or made, elsewhere.
+            by_host_key.insert(host.key.clone(), default);
             continue;
         }
         // The hosts a report names are the devices it scanned: new ones are
@@ -953,9 +955,14 @@ fn plan_targets(
     }
     let scopes = records_by_index(reader, Collection::Scopes, "status", "active")?;
     let mut endpoint_records: HashMap<Uuid, Value> = HashMap::new();
+    let new_endpoints: HashMap<Uuid, &Value> = records
+        .endpoints
+        .iter()
+        .filter_map(|record| Some((record["id"].as_str()?.parse::<Uuid>().ok()?, record)))
+        .collect();
     for endpoint in groups.keys().map(|package| package.endpoint).collect::<BTreeSet<Uuid>>().iter() {
-        let record = match records.endpoints.iter().find(|e| e["id"].as_str() == Some(&endpoint.to_string())) {
-            Some(record) => record.clone(),
+        let record = match new_endpoints.get(endpoint) {
+            Some(record) => (*record).clone(),
             None => {
                 let stored = read_record(reader, ENDPOINTS, *endpoint)?;
                 known.entry(ENDPOINTS).or_default().insert(*endpoint, stored.clone());

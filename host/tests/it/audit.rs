@@ -81,12 +81,40 @@ fn every_authenticated_request_refusal_and_admin_action_is_in_its_organization_s
     let events = feed["data"].as_array().unwrap().len();
     // Not authentication attempts: health and the document need no key.
     assert_eq!(server.client.get(server.url("/v1/health")).send().unwrap().status(), 200);
+    // A credential sent in a query is kept out of the trail; the token
+    // endpoint refuses one there (RFC 6749 §2.3.1).
+    let leaked = "esr_at_leaked-into-the-url";
+    let with_query = server.get(&format!("/v1/endpoints?limit=1&access_token={leaked}&client%5Fsecret={leaked}"));
+    assert_eq!(with_query.status(), 400);
+    let in_url = server
+        .client
+        .post(server.url(&format!("/oauth2/token?client_secret={secret}")))
+        .basic_auth(&client_id, Some(&secret))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .unwrap();
+    assert_eq!(in_url.status(), 400);
+    assert_eq!(in_url.json::<Value>().unwrap()["error"], "invalid_request");
+    // Credential actions on the admin listener are the organization's to see.
+    let rotated = server.admin(Method::POST, &format!("/admin/v1/clients/{client_id}/rotate-secret")).send().unwrap();
+    assert_eq!(rotated.status(), 200);
+    let secret = rotated.json::<Value>().unwrap()["client_secret"].as_str().unwrap().to_owned();
+    let made: Value = server
+        .admin(Method::POST, "/admin/v1/keys")
+        .json(&json!({"organization_id": acme, "name": "to revoke", "scopes": ["findings:read"]}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let made_id = made["id"].as_str().unwrap().to_owned();
+    let revoked = server.admin(Method::DELETE, &format!("/admin/v1/keys/{made_id}")).send().unwrap();
+    assert_eq!(revoked.status(), 204);
 
     // Entries are written in batches, within about a second.
     let mut entries = Vec::new();
     wait_until(Duration::from_secs(30), "the trail holds every request", || {
         entries = trail(&server, &acme, "");
-        entries.len() >= 8
+        entries.iter().any(|entry| entry["route"] == "/admin/v1/keys/{key_id}")
     });
     let route_of = |entry: &Value| entry["route"].as_str().unwrap().to_owned();
     let find = |method: &str, route: &str, status: u64| -> Value {
@@ -119,6 +147,10 @@ fn every_authenticated_request_refusal_and_admin_action_is_in_its_organization_s
     let refused = find("POST", "/oauth2/token", 401);
     assert_eq!(refused["principal"]["id"], client_id.as_str(), "a refused secret is its client's to see");
     find("POST", "/oauth2/token", 200);
+    let kept = find("GET", "/v1/{collection}", 400)["query"].as_str().unwrap().to_owned();
+    assert_eq!(kept, "limit=1&access_token=[withheld]&client%5Fsecret=[withheld]");
+    find("POST", "/admin/v1/clients/{client_id}/rotate-secret", 200);
+    find("DELETE", "/admin/v1/keys/{key_id}", 204);
     assert_eq!(find("GET", "/v1/changes", 200)["records"], events);
     assert!(entries.iter().all(|entry| route_of(entry) != "/v1/health"));
     // Positions only grow.
@@ -128,7 +160,7 @@ fn every_authenticated_request_refusal_and_admin_action_is_in_its_organization_s
 
     // No secret in any entry; none of Acme's in Globex's trail.
     let text = serde_json::to_string(&entries).unwrap();
-    for secret in [key.as_str(), token.as_str(), secret.as_str()] {
+    for secret in [key.as_str(), token.as_str(), secret.as_str(), leaked, made["api_key"].as_str().unwrap()] {
         assert!(!text.contains(secret), "a secret in the trail");
     }
     let theirs = trail(&server, &globex, "");

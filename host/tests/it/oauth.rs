@@ -165,6 +165,29 @@ fn the_token_endpoint_answers_as_rfc_6749_says_and_its_tokens_read_the_api() {
         }
     }
     assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    // Per client and address: the client's attempts from one address do
+    // not lock it out from another (loopback answers on 127.0.0.2 too).
+    let elsewhere =
+        reqwest::blocking::Client::builder().local_address(std::net::IpAddr::from([127, 0, 0, 2])).build().unwrap();
+    let from_elsewhere = elsewhere
+        .post(server.url("/oauth2/token"))
+        .basic_auth(client["client_id"].as_str().unwrap(), Some(&secret))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .unwrap();
+    assert_eq!(from_elsewhere.status(), 200, "another address is not locked out");
+
+    // A body is read no further than the endpoint's limit, whatever the
+    // request says its length is: refused at once, not waited for.
+    let mut stream = std::net::TcpStream::connect(server.base.trim_start_matches("http://")).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = "POST /oauth2/token HTTP/1.1\r\nHost: esr\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+                Content-Length: 1000000\r\n\r\n";
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&[b'a'; 9 * 1024]).unwrap();
+    let mut status_line = String::new();
+    BufReader::new(&stream).read_line(&mut status_line).unwrap();
+    assert!(status_line.starts_with("HTTP/1.1 400"), "{status_line:?}");
 
     // Only the secret's hash is stored, and it is never logged.
     let files = data_dir_files(server.data_dir());

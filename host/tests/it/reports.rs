@@ -681,6 +681,39 @@ fn large_trivy_report(megabytes: usize) -> Vec<u8> {
     serde_json::to_vec(&report).unwrap()
 }
 
+/// Each host a report names may become an endpoint: a report naming more
+/// hosts than `--import-max-findings` is refused, however few findings it
+/// makes, before any is planned.
+#[test]
+fn a_report_naming_more_hosts_than_the_findings_limit_is_refused() {
+    const LIMIT: usize = 1_000;
+    let server = Server::start_with(&plugins_dir(), &["--import-max-findings", &LIMIT.to_string()]);
+    let (organization, key) = new_organization(&server, "many-hosts");
+    let report = std::fs::read_to_string(reports_dir().join("nessus/python-libnessus_3-hosts-ip-only.nessus")).unwrap();
+    let empty: String = (0..=LIMIT)
+        .map(|n| {
+            format!("<ReportHost name=\"10.9.{}.{}\"><HostProperties></HostProperties></ReportHost>", n / 256, n % 256)
+        })
+        .collect();
+    let padded = report.replacen("<ReportHost ", &format!("{empty}<ReportHost "), 1);
+    let (status, problem) = post_report(&server, &organization, "format=nessus&dryRun=true", padded.into_bytes());
+    assert_eq!(status, 413, "{problem}");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("names {} hosts", LIMIT + 4)) && detail.contains("--import-max-findings"),
+        "{detail}"
+    );
+    assert_eq!(
+        (problem["hosts"].as_u64(), problem["max_findings"].as_u64()),
+        (Some(LIMIT as u64 + 4), Some(LIMIT as u64))
+    );
+    assert!(all(&server, &key, "endpoints", "").is_empty(), "nothing was written");
+    // The report itself, its three hosts, is within the limit.
+    let answer = import_ok(&server, &organization, "format=nessus", report.into_bytes());
+    assert!(answer["created"].as_u64().unwrap() > 0, "{answer}");
+    assert_eq!(all(&server, &key, "endpoints", "").len(), 3);
+}
+
 /// One report cannot take the server's memory: a report making more
 /// findings than `--import-max-findings` is refused before anything is
 /// planned, and one at the limit is written within a bound per finding,
@@ -1252,8 +1285,29 @@ fn endpoint_confines_a_report_to_one_host_or_refuses_it() {
     assert!(all(&server, &key, "endpoints", "").is_empty());
     assert!(all(&server, &key, "vulnerability-findings", "").is_empty());
     // Without it, each host's entries go to that host's endpoint.
-    import_ok(&server, &organization, "", wazuh);
+    import_ok(&server, &organization, "", wazuh.clone());
     assert_eq!(all(&server, &key, "endpoints", "").len(), 2);
+
+    // Two hosts of the report under one name are that one host: with
+    // `endpoint`, their entries go to it, and no endpoint of that name is
+    // matched or made, nor another's findings resolved.
+    let (organization, key) = new_organization(&server, "confined-one-name");
+    let mut one_name: Value = serde_json::from_slice(&wazuh).unwrap();
+    for hit in one_name["hits"]["hits"].as_array_mut().unwrap() {
+        hit["_source"]["agent"]["name"] = json!("myhost0");
+    }
+    let one_name = serde_json::to_vec(&one_name).unwrap();
+    let answer = import_ok(&server, &organization, "createEndpoint=true&endpoint=elsewhere", one_name.clone());
+    let endpoints = all(&server, &key, "endpoints", "");
+    assert_eq!(endpoints.len(), 1, "only the endpoint named by `endpoint`: {endpoints:?}");
+    let elsewhere = endpoints[0]["id"].as_str().unwrap().to_owned();
+    let findings = all(&server, &key, "vulnerability-findings", "");
+    assert!(!findings.is_empty() && answer["created"].as_u64() == Some(findings.len() as u64), "{answer}");
+    assert!(findings.iter().all(|finding| finding["endpoint_id"] == elsewhere.as_str()), "{findings:?}");
+    // Imported again the same way, nothing of it is resolved.
+    let again = import_ok(&server, &organization, &format!("endpoint={elsewhere}"), one_name);
+    assert_eq!(again["resolved"].as_u64(), Some(0), "{again}");
+    assert_eq!(all(&server, &key, "endpoints", "").len(), 1);
 }
 
 /// Host names match without regard to case, so two endpoints whose names

@@ -376,6 +376,42 @@ fn failures_are_retried_with_the_same_id_gone_disables_and_failing_resumes_where
     assert_eq!(response.status(), 400);
 }
 
+/// A description changed alone keeps the batch in flight and its
+/// `webhook-id` (receivers deduplicate on it); a new URL starts without the
+/// old destination's backoff.
+#[test]
+fn a_description_change_keeps_the_batch_s_id_and_a_new_url_its_own_backoff() {
+    let server = Server::start_with(&plugins_dir(), &LOOPBACK);
+    let (organization, key) = server.organization_with_key("Described", &["endpoints:read"]);
+    let receiver = Receiver::answering(|n| (if n < 1 { 503 } else { 200 }, Duration::ZERO));
+    let created = subscribe(&server, &organization, json!({"url": receiver.url, "collections": ["endpoints"]}));
+    let id = created["id"].as_str().unwrap().to_owned();
+    let patch = |body: Value| {
+        let response =
+            server.admin(Method::PATCH, &format!("{}/{id}", hooks(&organization))).json(&body).send().unwrap();
+        assert_eq!(response.status(), 200);
+    };
+    import(&server, &organization, "endpoints", &[endpoint("described")]);
+    wait_until(Duration::from_secs(30), "the first attempt", || !receiver.deliveries().is_empty());
+    patch(json!({"description": "renamed while retrying"}));
+    receiver.wait_for_sequence(latest_sequence(&server, &key), Duration::from_secs(60));
+    let deliveries = receiver.deliveries();
+    assert_eq!(deliveries.iter().map(|delivery| delivery.status).collect::<Vec<_>>(), [503, 200]);
+    assert_eq!(deliveries[1].header("webhook-id"), deliveries[0].header("webhook-id"));
+
+    // Failing, then sent elsewhere: the new URL is tried at once.
+    receiver.answer_with(|_| (500, Duration::ZERO));
+    import(&server, &organization, "endpoints", &[endpoint("moved")]);
+    wait_until(Duration::from_secs(30), "a failed attempt", || {
+        show(&server, &organization, &id)["next_attempt_at"].is_string()
+    });
+    let elsewhere = Receiver::answering(|_| (200, Duration::ZERO));
+    patch(json!({"url": elsewhere.url}));
+    let moved = show(&server, &organization, &id);
+    assert_eq!((moved["failed_attempts"].as_u64(), moved["next_attempt_at"].is_null()), (Some(0), true), "{moved}");
+    elsewhere.wait_for_sequence(latest_sequence(&server, &key), Duration::from_secs(30));
+}
+
 #[test]
 fn operations_and_filters_choose_the_events_as_the_list_does() {
     let server = Server::start_with(&plugins_dir(), &LOOPBACK);

@@ -160,14 +160,20 @@ impl ReportImporter for Wazuh {
             scanned_classes: vec![PackageClass::Os, PackageClass::Language],
             ..ConvertedReport::default()
         };
-        // `total` is a number, or `{value, relation}` since Elasticsearch 7.
+        // `total` is a number, or `{value, relation}` since Elasticsearch 7,
+        // where `gte` makes it a lower bound (10,000 unless the search asks
+        // for `track_total_hits`): more hits may exist than it says.
+        let at_least = total.as_ref().and_then(|total| total.get("relation")).and_then(Value::as_str) == Some("gte");
         let total = total.as_ref().and_then(|total| total.get("value").unwrap_or(total).as_u64());
-        if let Some(total) = total.filter(|total| *total > hits.len() as u64) {
+        if let Some(total) =
+            total.filter(|total| *total > hits.len() as u64 || (at_least && *total >= hits.len() as u64))
+        {
             converted.partial = true;
+            let of = if at_least { format!("at least {total}") } else { total.to_string() };
             converted.add_skipped(SkippedEntry {
                 entry: format!("hits.hits[{}..{total}]", hits.len()),
                 reason: format!(
-                    "the search response holds {} of {total} hits: the others are not in the file (page the search with size and search_after); nothing is resolved",
+                    "the search response holds {} of {of} hits: the others are not in the file (page the search with size and search_after); nothing is resolved",
                     hits.len()
                 ),
             }, FAN_OUT)?;
@@ -392,6 +398,29 @@ mod tests {
         assert_eq!(python.package.package_manager.as_deref(), Some("pip"));
         assert_eq!(converted.skipped.len(), 1);
         assert!(converted.skipped[0].reason.contains("no package.name"), "{:?}", converted.skipped);
+    }
+
+    #[test]
+    fn a_total_that_is_a_lower_bound_makes_the_page_partial() {
+        let page = |total: &str| {
+            format!(
+                r#"{{"hits":{{"total":{total},"hits":[{{"_index":"wazuh-states-vulnerabilities-x","_source":{{
+                    "agent":{{"id":"007","name":"win-1"}},"package":{{"name":"openssl","version":"3.0.2"}},
+                    "vulnerability":{{"id":"CVE-2024-0001","severity":"High"}}}}}}]}}}}"#
+            )
+        };
+        for (total, partial) in [
+            (r#"{"value":1,"relation":"gte"}"#, true),
+            (r#"{"value":1,"relation":"eq"}"#, false),
+            ("1", false),
+            (r#"{"value":2,"relation":"eq"}"#, true),
+        ] {
+            let converted = Wazuh::convert(page(total).as_bytes()).expect("converts");
+            assert_eq!((converted.entries.len(), converted.partial), (1, partial), "{total}");
+            assert_eq!(converted.skipped.len(), usize::from(partial), "{total}");
+        }
+        let converted = Wazuh::convert(page(r#"{"value":1,"relation":"gte"}"#).as_bytes()).expect("converts");
+        assert!(converted.skipped[0].reason.contains("1 of at least 1 hits"), "{:?}", converted.skipped);
     }
 
     #[test]
