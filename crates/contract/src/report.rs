@@ -67,6 +67,13 @@ pub struct ConvertedReport {
 /// (`esr serve --import-max-findings`).
 pub const MAX_ENTRIES: usize = 100_000;
 
+/// The most characters of a finding's description a report gives it;
+/// longer ones are cut ([`crate::text::cut_chars`]).
+pub const MAX_DESCRIPTION_CHARS: usize = 8192;
+
+/// The most characters of a finding's title.
+pub const MAX_TITLE_CHARS: usize = 1024;
+
 impl ConvertedReport {
     /// Adds an entry, or says the report makes more than [`MAX_ENTRIES`];
     /// `fan_out` names what multiplies, e.g. "vulnerabilities × affected

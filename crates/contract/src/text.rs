@@ -248,8 +248,31 @@ pub fn skeleton_key(name: &str) -> String {
     unicode_security::skeleton(&match_key(name)).collect()
 }
 
+/// `text` cut to at most `max_chars` characters, the last an ellipsis
+/// when anything was cut: how a report's long text is kept (a finding's
+/// title at 1,024, its description at 8,192), by the importers and the host
+/// alike.
+pub fn cut_chars(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        None => text.to_owned(),
+        Some(_) => {
+            let mut kept: String = text.chars().take(max_chars.saturating_sub(1)).collect();
+            kept.push('…');
+            kept
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn text_is_cut_by_characters_with_an_ellipsis() {
+        assert_eq!(cut_chars("héllo", 5), "héllo");
+        assert_eq!(cut_chars("héllo", 4), "hél…");
+        assert_eq!(cut_chars(&"é".repeat(9000), 8192).chars().count(), 8192);
+        assert_eq!(cut_chars("", 0), "");
+    }
+
     use super::*;
 
     #[test]

@@ -34,7 +34,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use esr_contract::Collection;
 use esr_contract::report::{ConvertedReport, EntryState, ReportEntry, ReportHost, SkippedEntry, SuppressionReason};
-use esr_contract::text::{Form as TextForm, nfkc};
+use esr_contract::report::{MAX_DESCRIPTION_CHARS, MAX_TITLE_CHARS};
+use esr_contract::text::{Form as TextForm, cut_chars, nfkc};
 use esr_contract::time::Timestamp;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -846,8 +847,8 @@ fn finding_record(input: FindingInput<'_>) -> Value {
         "id": id,
         "endpoint_id": endpoint,
         "finding_type": "vulnerability",
-        "title": truncate(&title, 1024),
-        "description": entry.description.as_deref().map(|d| truncate(d, 8192)),
+        "title": cut_chars(&title, MAX_TITLE_CHARS),
+        "description": entry.description.as_deref().map(|d| cut_chars(d, MAX_DESCRIPTION_CHARS)),
         "severity": entry.severity.as_str(),
         "status": status,
         "cve_id": cve_of(entry),
@@ -892,15 +893,6 @@ fn normalized(record: &Value) -> Value {
         object.retain(|_, value| !value.is_null());
     }
     record
-}
-
-fn truncate(text: &str, max_chars: usize) -> String {
-    if text.chars().count() <= max_chars {
-        return text.to_owned();
-    }
-    let mut kept: String = text.chars().take(max_chars - 1).collect();
-    kept.push('…');
-    kept
 }
 
 /// Remediation targets for the findings this import writes: one per

@@ -29,9 +29,6 @@ const ROOT: &str = "NessusClientData_v2";
 const SCANNER: &str = "tenable";
 /// "Nessus Scan Information": its output states the scanner's version.
 const SCAN_INFORMATION_PLUGIN: &str = "19506";
-/// A description is cut here (the host keeps 8 KiB of it anyway): a report
-/// of thousands of hosts repeats each plugin's text once per host.
-const MAX_DESCRIPTION_BYTES: usize = 8 << 10;
 /// The package managers of operating systems, as `report::package_manager`
 /// names them: a word of an OS name that gives another (`go`, `r`) is not
 /// the OS's.
@@ -489,20 +486,15 @@ fn kev(item: &Element) -> Option<bool> {
 fn description(item: &Element) -> Option<String> {
     let about = item.child_text("description").or_else(|| item.child_text("synopsis"));
     let solution = item.child_text("solution").filter(|solution| !solution.eq_ignore_ascii_case("n/a"));
-    let mut text = match (about, solution) {
+    let text = match (about, solution) {
         (Some(about), Some(solution)) => format!("{about}\n\nSolution: {solution}"),
         (Some(about), None) => about.to_owned(),
         (None, Some(solution)) => format!("Solution: {solution}"),
         (None, None) => return None,
     };
-    if text.len() > MAX_DESCRIPTION_BYTES {
-        let mut end = MAX_DESCRIPTION_BYTES;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
-    Some(text)
+    // Cut here as the host would (a report of thousands of hosts repeats
+    // each plugin's text once per host).
+    Some(esr_plugin_sdk::text::cut_chars(&text, esr_plugin_sdk::report::MAX_DESCRIPTION_CHARS))
 }
 
 /// The `Fixed version :` lines of an output, each `a / b` as two.

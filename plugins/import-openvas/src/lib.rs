@@ -22,10 +22,6 @@ use esr_plugin_sdk::xml::{self, Element};
 /// What multiplies this format's entries, for the error past `report::MAX_ENTRIES`.
 const FAN_OUT: &str = "results, and the packages a local security check names";
 
-/// The most characters of a description kept: the host keeps no more, and
-/// a result's text can be long.
-const MAX_DESCRIPTION_CHARS: usize = 8192;
-
 /// How far `detect` looks into a report.
 const DETECT_WINDOW: usize = 64 << 10;
 
@@ -566,13 +562,7 @@ fn description(observation: &Observation) -> Option<String> {
         return None;
     }
     let text = parts.join("\n\n");
-    Some(if text.chars().count() > MAX_DESCRIPTION_CHARS {
-        let mut kept: String = text.chars().take(MAX_DESCRIPTION_CHARS - 1).collect();
-        kept.push('…');
-        kept
-    } else {
-        text
-    })
+    Some(esr_plugin_sdk::text::cut_chars(&text, esr_plugin_sdk::report::MAX_DESCRIPTION_CHARS))
 }
 
 /// Text on one line: runs of white space (GMP 9 reports wrap names) are one space.

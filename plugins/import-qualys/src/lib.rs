@@ -31,9 +31,6 @@ use esr_plugin_sdk::xml::{self, Element};
 
 /// What multiplies this format's entries, for the error past `report::MAX_ENTRIES`.
 const FAN_OUT: &str = "hosts × QIDs × ports";
-/// The host keeps at most this much of a finding's description; a longer
-/// text is cut here so a large report does not hold what is thrown away.
-const MAX_DESCRIPTION_BYTES: usize = 8192;
 /// The package of an item found on no port (Nessus's word for it).
 const HOST_LEVEL: &str = "general";
 
@@ -811,14 +808,10 @@ fn operating_system(name: &str) -> Option<OperatingSystem> {
     })
 }
 
-/// `text` trimmed, cut to [`MAX_DESCRIPTION_BYTES`] at a character boundary.
+/// `text` trimmed, cut as the host cuts a finding's description, so a large
+/// report does not hold what would be thrown away.
 fn truncated(text: &str) -> String {
-    let text = text.trim();
-    let mut end = text.len().min(MAX_DESCRIPTION_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
+    esr_plugin_sdk::text::cut_chars(text.trim(), esr_plugin_sdk::report::MAX_DESCRIPTION_CHARS)
 }
 
 #[cfg(test)]

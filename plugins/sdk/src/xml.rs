@@ -28,6 +28,9 @@ pub const MAX_TEXT_BYTES: usize = 8 << 20;
 pub const MAX_ATTRIBUTE_BYTES: usize = 64 << 10;
 /// The most attributes one element may carry.
 pub const MAX_ATTRIBUTES: usize = 256;
+/// The most characters of a reason an error gives; what it quotes of the
+/// document is cut there.
+const MAX_REASON_CHARS: usize = 512;
 
 /// One element of a record, with its attributes, text and children.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -365,6 +368,12 @@ fn utf8(report: &[u8]) -> Result<&str, ReportError> {
 
 fn invalid_at(text: &str, at: usize, reason: &str) -> ReportError {
     let (line, column) = line_column(text, at.min(text.len()));
+    // A reason quotes the document (a name, a parser's message about it):
+    // bounded, so a 30 MB tag name is not echoed back whole.
+    let reason = match reason.char_indices().nth(MAX_REASON_CHARS) {
+        Some((cut, _)) => format!("{}…", &reason[..cut]),
+        None => reason.to_owned(),
+    };
     ReportError::Invalid(format!("line {line}, column {column}: {reason}"))
 }
 
@@ -431,6 +440,11 @@ mod tests {
         assert!(refused(big.as_bytes()).contains("MiB of text"));
         let big_attribute = format!("<r a=\"{}\"/>", "x".repeat(MAX_ATTRIBUTE_BYTES + 1));
         assert!(refused(big_attribute.as_bytes()).contains("KiB"));
+        // A long name is quoted no further than a reason's bound.
+        for long_name in [format!("<r><{}>", "n".repeat(1 << 20)), format!("<r><a></{}></r>", "n".repeat(1 << 20))] {
+            let reason = refused(long_name.as_bytes());
+            assert!(reason.chars().count() < MAX_REASON_CHARS + 64 && reason.ends_with('…'), "{}", reason.len());
+        }
         assert!(
             refused(b"<r>\n\xff</r>").contains("line 2, column 1: not UTF-8")
                 || refused(b"<r>\n\xff</r>").contains("not UTF-8")
