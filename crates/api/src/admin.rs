@@ -790,32 +790,20 @@ fn import_report_body(
         unprocessable_report(format!("the {format} importer returned a converted report the host cannot read: {error}"))
     })?;
     drop(converted);
-    if report.entries.len() > max_findings {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "report-too-large",
-            "Report too large",
-            format!(
-                "the report makes {} findings; a report may make at most {max_findings} (esr serve --import-max-findings): split it, e.g. per host or image; nothing was written",
-                report.entries.len()
-            ),
-        )
-        .with_member("findings", json!(report.entries.len()))
-        .with_member("max_findings", json!(max_findings)));
-    }
     // Each host may become an endpoint: as many as findings at most, or a
     // report of empty hosts would plan endpoints without bound.
-    if report.hosts.len() > max_findings {
+    let sizes =
+        [(report.entries.len(), "findings", ("makes", "make")), (report.hosts.len(), "hosts", ("names", "name"))];
+    if let Some((count, what, (does, may))) = sizes.into_iter().find(|(count, ..)| *count > max_findings) {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "report-too-large",
             "Report too large",
             format!(
-                "the report names {} hosts; a report may name at most {max_findings} (esr serve --import-max-findings): split it per host; nothing was written",
-                report.hosts.len()
+                "the report {does} {count} {what}; a report may {may} at most {max_findings} (esr serve --import-max-findings): split it, e.g. per host or image; nothing was written"
             ),
         )
-        .with_member("hosts", json!(report.hosts.len()))
+        .with_member(what, json!(count))
         .with_member("max_findings", json!(max_findings)));
     }
     if options.scanner.is_none() && report.scanner != format && formats.contains(&report.scanner) {
