@@ -4,6 +4,8 @@
 //! request but metrics and health (operators' probes). Entries go to the
 //! recorder (`esr-audit`), which never holds a request.
 
+use std::borrow::Cow;
+
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -76,23 +78,29 @@ pub(crate) fn of_client(client_id: Uuid, own_issuer: &str) -> AuditPrincipal {
 /// [`MAX_QUERY_CHARS`] characters.
 fn kept_query(query: Option<&str>) -> Option<String> {
     let query = query.filter(|query| !query.is_empty())?;
-    let query = query
-        .split('&')
-        .map(|pair| {
-            let name = pair.split('=').next().unwrap_or_default();
-            let decoded = form_urlencoded::parse(name.as_bytes()).next().map(|(name, _)| name.to_ascii_lowercase());
-            match decoded {
-                Some(decoded) if CREDENTIAL_WORDS.iter().any(|word| decoded.contains(word)) => {
-                    format!("{name}={WITHHELD}")
-                }
-                _ => pair.to_owned(),
-            }
+    let credential = |pair: &str| {
+        let name = pair.split('=').next().unwrap_or_default();
+        form_urlencoded::parse(name.as_bytes()).next().is_some_and(|(name, _)| {
+            let name = name.to_ascii_lowercase();
+            CREDENTIAL_WORDS.iter().any(|word| name.contains(word))
         })
-        .collect::<Vec<_>>()
-        .join("&");
+    };
+    // Most queries name no credential: kept as they are, without a copy.
+    let query: Cow<'_, str> = if query.split('&').any(credential) {
+        let pairs = query.split('&').map(|pair| {
+            if credential(pair) {
+                format!("{}={WITHHELD}", pair.split('=').next().unwrap_or_default())
+            } else {
+                pair.to_owned()
+            }
+        });
+        Cow::Owned(pairs.collect::<Vec<_>>().join("&"))
+    } else {
+        Cow::Borrowed(query)
+    };
     Some(match query.char_indices().nth(MAX_QUERY_CHARS) {
         Some((cut, _)) => format!("{}…", &query[..cut]),
-        None => query.to_owned(),
+        None => query.into_owned(),
     })
 }
 
